@@ -1,0 +1,38 @@
+//! The error kinds every layer reports. The server maps each kind to exactly one HTTP
+//! status and error code (see `server::error`); nothing else decides a status.
+
+/// A failure a caller can be told about. Messages are written for the caller: they name
+/// the offending field or value and never carry internals.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("MFA required")]
+    MfaRequired,
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("payload too large: {0}")]
+    PayloadTooLarge(String),
+    #[error("rate limit exceeded")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("quota exceeded")]
+    QuotaExceeded { retry_after_secs: u64 },
+    /// Storage or other internal failure. The detail is for logs only.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::BadRequest(msg.into())
+    }
+    pub fn internal(msg: impl std::fmt::Display) -> Self {
+        Self::Internal(msg.to_string())
+    }
+}

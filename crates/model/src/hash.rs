@@ -1,0 +1,145 @@
+//! Submitted hash values: trimmed, lowercased, and typed by their length.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HashAlgo {
+    Md5,
+    Sha1,
+    Sha256,
+}
+
+impl HashAlgo {
+    /// Length in hex characters.
+    pub const fn hex_len(self) -> usize {
+        match self {
+            HashAlgo::Md5 => 32,
+            HashAlgo::Sha1 => 40,
+            HashAlgo::Sha256 => 64,
+        }
+    }
+
+    fn from_hex_len(len: usize) -> Option<Self> {
+        match len {
+            32 => Some(HashAlgo::Md5),
+            40 => Some(HashAlgo::Sha1),
+            64 => Some(HashAlgo::Sha256),
+            _ => None,
+        }
+    }
+}
+
+/// A hash value in canonical form: lowercase hex of an MD5, SHA-1 or SHA-256 digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HashValue {
+    algo: HashAlgo,
+    hex: String,
+}
+
+impl HashValue {
+    /// Parses any of the three digest kinds, deciding the kind by length.
+    pub fn parse(input: &str) -> Result<Self, Error> {
+        let trimmed = input.trim();
+        let algo = HashAlgo::from_hex_len(trimmed.len()).ok_or_else(|| {
+            Error::bad_request(format!(
+                "hash {:?} must be 32, 40 or 64 hex characters (MD5, SHA-1, SHA-256), got {}",
+                shorten(trimmed),
+                trimmed.chars().count()
+            ))
+        })?;
+        Self::with_algo(trimmed, algo)
+    }
+
+    /// Parses a value that must be of one kind (e.g. the `sha256` query of a proof).
+    pub fn parse_as(input: &str, algo: HashAlgo) -> Result<Self, Error> {
+        let trimmed = input.trim();
+        if trimmed.len() != algo.hex_len() {
+            return Err(Error::bad_request(format!(
+                "hash {:?} must be {} hex characters",
+                shorten(trimmed),
+                algo.hex_len()
+            )));
+        }
+        Self::with_algo(trimmed, algo)
+    }
+
+    fn with_algo(trimmed: &str, algo: HashAlgo) -> Result<Self, Error> {
+        if !trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::bad_request(format!(
+                "hash {:?} contains characters that are not hexadecimal",
+                shorten(trimmed)
+            )));
+        }
+        Ok(Self {
+            algo,
+            hex: trimmed.to_ascii_lowercase(),
+        })
+    }
+
+    pub fn algo(&self) -> HashAlgo {
+        self.algo
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.hex
+    }
+
+    /// The raw digest bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Validated as hex on construction.
+        hex::decode(&self.hex).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for HashValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex)
+    }
+}
+
+/// Keeps error messages readable when someone submits a megabyte of text as a hash.
+fn shorten(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(MAX).collect();
+        format!("{head}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_by_length_and_lowercases() {
+        let v = HashValue::parse("  D41D8CD98F00B204E9800998ECF8427E ").unwrap();
+        assert_eq!(v.algo(), HashAlgo::Md5);
+        assert_eq!(v.as_str(), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(
+            HashValue::parse(&"a".repeat(40)).unwrap().algo(),
+            HashAlgo::Sha1
+        );
+        assert_eq!(
+            HashValue::parse(&"B".repeat(64)).unwrap().algo(),
+            HashAlgo::Sha256
+        );
+    }
+
+    #[test]
+    fn rejects_bad_length_and_non_hex_with_a_message_naming_the_value() {
+        let err = HashValue::parse("abc").unwrap_err();
+        assert!(matches!(&err, Error::BadRequest(m) if m.contains("\"abc\"")));
+        let err = HashValue::parse(&"g".repeat(64)).unwrap_err();
+        assert!(matches!(&err, Error::BadRequest(m) if m.contains("not hexadecimal")));
+        // Multibyte input must not panic on slicing.
+        assert!(HashValue::parse(&"é".repeat(32)).is_err());
+        assert!(HashValue::parse(&"é".repeat(500)).is_err());
+    }
+}

@@ -1,0 +1,19 @@
+//! Domain types and rules of knowngood, free of I/O.
+//!
+//! Everything that the store, the server and the CLI must agree on lives here: how a
+//! submitted hash is parsed, what a hash record is and how it is signed, which platforms,
+//! tiers, roles and permissions exist, and the error kinds every layer reports.
+
+pub mod access;
+pub mod clock;
+pub mod error;
+pub mod hash;
+pub mod record;
+
+pub use access::{Permission, Role, Tier};
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use error::Error;
+pub use hash::{HashAlgo, HashValue};
+pub use record::{
+    Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,
+};

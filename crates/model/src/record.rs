@@ -1,0 +1,284 @@
+//! Hash records: what the service knows about one vendor file, with its history state
+//! and the HMAC that proves the store has not been altered behind the service's back.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::Error;
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(Error::bad_request(format!(
+                        concat!("unknown ", stringify!($name), " {:?}: expected one of {}"),
+                        other,
+                        [$($text),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// `universal` is for platform-neutral artifacts (npm tarballs, sdists, Go module zips).
+    Platform { Windows = "windows", Linux = "linux", Darwin = "darwin", Android = "android", Universal = "universal" }
+);
+string_enum!(Arch { Amd64 = "amd64", Arm64 = "arm64", Arm = "arm", X86 = "x86", Universal = "universal" });
+string_enum!(RecordStatus { Current = "current", Superseded = "superseded" });
+string_enum!(Classification {
+    KnownVendorRelease = "known_vendor_release",
+    KnownFile = "known_file",
+    Unknown = "unknown",
+});
+
+/// A record as ingest hands it to the store: everything but the identity and history
+/// state, which the store assigns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewRecord {
+    pub vendor: String,
+    pub executable_name: String,
+    pub version: String,
+    pub platform: Platform,
+    pub arch: Arch,
+    pub hash_sha256: String,
+    pub hash_sha1: Option<String>,
+    pub hash_md5: Option<String>,
+    pub source_url: String,
+    pub download_verified: bool,
+    pub sig_signer: Option<String>,
+    pub sig_issuer: Option<String>,
+    pub sig_serial: Option<String>,
+    pub sig_thumbprint: Option<String>,
+}
+
+impl NewRecord {
+    /// Checks the fields ingest must never get wrong: hex digests of the right length
+    /// (stored lowercase), a non-empty name free of control characters (the transparency
+    /// log's leaf encoding relies on it), a version.
+    pub fn validate(mut self) -> Result<Self, Error> {
+        fn digest(v: &str, len: usize, field: &str) -> Result<String, Error> {
+            let v = v.trim();
+            if v.len() != len || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(Error::bad_request(format!(
+                    "{field} must be {len} hex characters"
+                )));
+            }
+            Ok(v.to_ascii_lowercase())
+        }
+        if self.executable_name.trim().is_empty() {
+            return Err(Error::bad_request("executable_name must not be empty"));
+        }
+        if self.executable_name.chars().any(char::is_control) {
+            return Err(Error::bad_request(
+                "executable_name must not contain control characters",
+            ));
+        }
+        if self.version.trim().is_empty() || self.vendor.trim().is_empty() {
+            return Err(Error::bad_request("vendor and version must not be empty"));
+        }
+        self.hash_sha256 = digest(&self.hash_sha256, 64, "hash_sha256")?;
+        self.hash_sha1 = self
+            .hash_sha1
+            .as_deref()
+            .map(|v| digest(v, 40, "hash_sha1"))
+            .transpose()?;
+        self.hash_md5 = self
+            .hash_md5
+            .as_deref()
+            .map(|v| digest(v, 32, "hash_md5"))
+            .transpose()?;
+        self.sig_serial = self.sig_serial.map(|s| s.to_ascii_lowercase());
+        self.sig_thumbprint = self.sig_thumbprint.map(|s| s.to_ascii_lowercase());
+        Ok(self)
+    }
+
+    /// The history family this record belongs to (see [`family_of`]).
+    pub fn family(&self) -> String {
+        family_of(&self.executable_name, &self.version)
+    }
+}
+
+/// A stored record with its identity and history state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashRecord {
+    pub id: String,
+    pub record: NewRecord,
+    pub family: String,
+    pub status: RecordStatus,
+    pub valid_from: DateTime<Utc>,
+    pub valid_until: Option<DateTime<Utc>>,
+    pub cert_revoked_at: Option<DateTime<Utc>>,
+    /// Whether the record's HMAC verified when it was read. A record that fails is never
+    /// reported as a known vendor release.
+    pub integrity_ok: bool,
+}
+
+/// The executable name with its version replaced by a placeholder, so that
+/// `go1.23.4.windows-amd64.msi` and `go1.23.5.windows-amd64.msi` are one executable while
+/// `putty.exe` keeps its name across versions. Lowercased: names match case-insensitively.
+pub fn family_of(executable_name: &str, version: &str) -> String {
+    let name = executable_name.to_lowercase();
+    let version = version.trim().to_lowercase();
+    let version = version.strip_prefix('v').unwrap_or(&version);
+    if version.is_empty() {
+        return name;
+    }
+    name.replace(version, "{version}")
+}
+
+/// RFC 3339 UTC with a `Z` suffix, the one timestamp format of the API.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Signs and verifies the HMAC that every vendor record carries. The HMAC covers the
+/// identifying fields and the hashes; history state (status, validity) is not covered
+/// because the store legitimately moves it.
+#[derive(Clone)]
+pub struct RecordSigner {
+    key: Vec<u8>,
+}
+
+impl fmt::Debug for RecordSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RecordSigner(<redacted>)")
+    }
+}
+
+impl RecordSigner {
+    pub fn new(key: &[u8]) -> Self {
+        Self { key: key.to_vec() }
+    }
+
+    fn mac(&self, id: &str, r: &NewRecord) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        // Length-prefixed fields: no two different records share an encoding.
+        let fields: [&str; 11] = [
+            "knowngood-record-v1",
+            id,
+            &r.vendor,
+            &r.executable_name,
+            &r.version,
+            r.platform.as_str(),
+            r.arch.as_str(),
+            &r.hash_sha256,
+            r.hash_sha1.as_deref().unwrap_or(""),
+            r.hash_md5.as_deref().unwrap_or(""),
+            &r.source_url,
+        ];
+        for f in fields {
+            mac.update(&(f.len() as u64).to_be_bytes());
+            mac.update(f.as_bytes());
+        }
+        mac.update(&[u8::from(r.download_verified)]);
+        mac
+    }
+
+    /// Hex HMAC-SHA256 over the record's identifying fields and hashes.
+    pub fn sign(&self, id: &str, r: &NewRecord) -> String {
+        hex::encode(self.mac(id, r).finalize().into_bytes())
+    }
+
+    /// Constant-time check of a stored HMAC.
+    pub fn verify(&self, id: &str, r: &NewRecord, stored_hex: &str) -> bool {
+        match hex::decode(stored_hex) {
+            Ok(tag) => self.mac(id, r).verify_slice(&tag).is_ok(),
+            Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> NewRecord {
+        NewRecord {
+            vendor: "Go".into(),
+            executable_name: "go1.23.4.windows-amd64.msi".into(),
+            version: "1.23.4".into(),
+            platform: Platform::Windows,
+            arch: Arch::Amd64,
+            hash_sha256: "AB".repeat(32),
+            hash_sha1: None,
+            hash_md5: None,
+            source_url: "https://go.dev/dl/go1.23.4.windows-amd64.msi".into(),
+            download_verified: false,
+            sig_signer: None,
+            sig_issuer: None,
+            sig_serial: None,
+            sig_thumbprint: None,
+        }
+    }
+
+    #[test]
+    fn family_replaces_the_version() {
+        assert_eq!(
+            family_of("go1.23.4.windows-amd64.msi", "1.23.4"),
+            family_of("go1.23.5.windows-amd64.msi", "1.23.5")
+        );
+        assert_eq!(family_of("putty.exe", "0.81"), "putty.exe");
+        assert_eq!(
+            family_of("node-v20.1.0-x64.msi", "v20.1.0"),
+            "node-v{version}-x64.msi"
+        );
+        assert_eq!(family_of("requests (pypi)", "2.32.3"), "requests (pypi)");
+    }
+
+    #[test]
+    fn validate_lowercases_and_rejects_bad_digests() {
+        let r = sample().validate().unwrap();
+        assert_eq!(r.hash_sha256, "ab".repeat(32));
+        let mut bad = sample();
+        bad.hash_sha1 = Some("zz".into());
+        assert!(bad.validate().is_err());
+        let mut bad = sample();
+        bad.executable_name = "a\0b".into();
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn hmac_detects_any_change_to_signed_fields() {
+        let signer = RecordSigner::new(b"secret");
+        let r = sample().validate().unwrap();
+        let tag = signer.sign("id1", &r);
+        assert!(signer.verify("id1", &r, &tag));
+        assert!(!signer.verify("id2", &r, &tag));
+        let mut changed = r.clone();
+        changed.hash_sha256 = "cd".repeat(32);
+        assert!(!signer.verify("id1", &changed, &tag));
+        let mut changed = r.clone();
+        changed.version = "1.23.5".into();
+        assert!(!signer.verify("id1", &changed, &tag));
+        assert!(!RecordSigner::new(b"other").verify("id1", &r, &tag));
+        assert!(!signer.verify("id1", &r, "not hex"));
+    }
+}
