@@ -1,0 +1,669 @@
+//! The SQLite and PostgreSQL stores. One body of code, instantiated per backend by the
+//! `backend!` macro: same SQL, same row mapping, different pool and migrations.
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveTime, SubsecRound, Utc};
+use model::{HashAlgo, HashRecord, HashValue, NewRecord, RecordSigner, Role, Tier};
+use sqlx::{AssertSqlSafe, Row};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+
+use crate::migrate::{self, Migration};
+use crate::{
+    AccountStore, ExportCursor, ExportQuery, HealthStore, HistoryQuery, KeyPrincipal, NewApiKey,
+    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, TenantKind,
+    VendorHealth, db_error, new_id,
+};
+
+const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
+     hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
+     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac";
+
+/// Both backends keep microseconds; truncating here makes them round-trip alike.
+fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(6)
+}
+
+fn start_of(day: chrono::NaiveDate) -> DateTime<Utc> {
+    day.and_time(NaiveTime::MIN).and_utc()
+}
+
+/// `$first, $first+1, …` for an IN list of `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn corrupt(column: &str, value: &str) -> model::Error {
+    model::Error::internal(format!("stored {column} {value:?} is not valid"))
+}
+
+/// Remembers which records failed HMAC verification, for the status page.
+#[derive(Default)]
+struct IntegrityMonitor {
+    failed: Mutex<HashSet<String>>,
+    count: AtomicU64,
+}
+
+impl IntegrityMonitor {
+    fn failed(&self, id: &str) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if failed.insert(id.to_string()) {
+            self.count.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(record_id = id, "hash record failed HMAC verification");
+        }
+    }
+}
+
+/// Filters shared by history-like queries: (SQL condition, bound text values).
+fn platform_arch_filter(
+    platform: Option<model::Platform>,
+    arch: Option<model::Arch>,
+    first: usize,
+) -> (String, Vec<String>) {
+    let mut sql = String::new();
+    let mut binds = Vec::new();
+    if let Some(p) = platform {
+        binds.push(p.as_str().to_string());
+        sql.push_str(&format!(" AND platform = ${}", first + binds.len() - 1));
+    }
+    if let Some(a) = arch {
+        binds.push(a.as_str().to_string());
+        sql.push_str(&format!(" AND arch = ${}", first + binds.len() - 1));
+    }
+    (sql, binds)
+}
+
+macro_rules! backend {
+    ($store:ident, $db:ty, $row:ty, $pool:ty, $name:literal, $migrations:expr, $begin:literal) => {
+        pub struct $store {
+            pool: $pool,
+            signer: RecordSigner,
+            integrity: IntegrityMonitor,
+        }
+
+        impl $store {
+            async fn migrate(pool: &$pool, migrations: &[Migration]) -> Result<()> {
+                sqlx::query(migrate::CREATE_TABLE)
+                    .execute(pool)
+                    .await
+                    .map_err(db_error)?;
+                for m in migrations {
+                    let mut tx = pool.begin().await.map_err(db_error)?;
+                    let done = sqlx::query("SELECT version FROM schema_migrations WHERE version = $1")
+                        .bind(m.version)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    if done.is_some() {
+                        continue;
+                    }
+                    sqlx::raw_sql(m.sql).execute(&mut *tx).await.map_err(db_error)?;
+                    sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
+                        .bind(m.version)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    tx.commit().await.map_err(db_error)?;
+                    tracing::info!(backend = $name, version = m.version, "applied migration");
+                }
+                Ok(())
+            }
+
+            fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
+                let get_s = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
+                let get_o = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
+                let platform = get_s("platform")?;
+                let arch = get_s("arch")?;
+                let status = get_s("status")?;
+                let record = NewRecord {
+                    vendor: get_s("vendor")?,
+                    executable_name: get_s("executable_name")?,
+                    version: get_s("version")?,
+                    platform: platform.parse().map_err(|_| corrupt("platform", &platform))?,
+                    arch: arch.parse().map_err(|_| corrupt("arch", &arch))?,
+                    hash_sha256: get_s("hash_sha256")?,
+                    hash_sha1: get_o("hash_sha1")?,
+                    hash_md5: get_o("hash_md5")?,
+                    source_url: get_s("source_url")?,
+                    download_verified: row.try_get("download_verified").map_err(db_error)?,
+                    sig_signer: get_o("sig_signer")?,
+                    sig_issuer: get_o("sig_issuer")?,
+                    sig_serial: get_o("sig_serial")?,
+                    sig_thumbprint: get_o("sig_thumbprint")?,
+                };
+                let id = get_s("id")?;
+                let integrity_ok = self.signer.verify(&id, &record, &get_s("hmac")?);
+                if !integrity_ok {
+                    self.integrity.failed(&id);
+                }
+                Ok(HashRecord {
+                    id,
+                    record,
+                    family: get_s("family")?,
+                    status: status.parse().map_err(|_| corrupt("status", &status))?,
+                    valid_from: row.try_get("valid_from").map_err(db_error)?,
+                    valid_until: row.try_get("valid_until").map_err(db_error)?,
+                    cert_revoked_at: row.try_get("cert_revoked_at").map_err(db_error)?,
+                    integrity_ok,
+                })
+            }
+
+            fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
+                rows.iter().map(|r| self.record_from_row(r)).collect()
+            }
+
+            fn principal_from_row(row: &$row) -> Result<KeyPrincipal> {
+                let get_s = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
+                let role = get_s("role")?;
+                let tier = get_s("tier")?;
+                let kind = get_s("kind")?;
+                Ok(KeyPrincipal {
+                    key_id: get_s("key_id")?,
+                    key_hash: get_s("key_hash")?,
+                    team_id: get_s("team_id")?,
+                    role: Role::from_str(&role).map_err(|_| corrupt("role", &role))?,
+                    tier: Tier::from_str(&tier).map_err(|_| corrupt("tier", &tier))?,
+                    tenant_kind: if kind == "platform" {
+                        TenantKind::Platform
+                    } else {
+                        TenantKind::Customer
+                    },
+                    revoked: row
+                        .try_get::<Option<DateTime<Utc>>, _>("revoked_at")
+                        .map_err(db_error)?
+                        .is_some(),
+                    suspended: row.try_get("suspended").map_err(db_error)?,
+                })
+            }
+
+            /// The export's WHERE clause and its text binds, after the two day bounds
+            /// ($1, $2).
+            fn export_filter(query: &ExportQuery) -> (String, Vec<String>) {
+                let mut sql = String::from("valid_from >= $1 AND valid_from < $2");
+                let mut binds = Vec::new();
+                if let Some(exe) = &query.executable {
+                    binds.push(exe.to_lowercase());
+                    sql.push_str(&format!(
+                        " AND family IN (SELECT family FROM hash_records WHERE lower(executable_name) = ${n} UNION SELECT ${n})",
+                        n = 3
+                    ));
+                }
+                let (extra, more) = platform_arch_filter(query.platform, query.arch, 3 + binds.len());
+                sql.push_str(&extra);
+                binds.extend(more);
+                (sql, binds)
+            }
+        }
+
+        #[async_trait]
+        impl RecordStore for $store {
+            async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
+                let record = record.validate()?;
+                let now = micros(now);
+                let family = record.family();
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                    .await
+                    .map_err(db_error)?;
+                let current = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {RECORD_COLUMNS} FROM hash_records \
+                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
+                )))
+                .bind(&record.vendor)
+                .bind(&family)
+                .bind(record.platform.as_str())
+                .bind(record.arch.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let current = current.map(|row| self.record_from_row(&row)).transpose()?;
+                if let Some(cur) = &current {
+                    if cur.integrity_ok && cur.record == record {
+                        return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
+                    }
+                    sqlx::query(
+                        "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
+                    )
+                    .bind(now)
+                    .bind(&cur.id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                }
+                let id = new_id();
+                let hmac = self.signer.sign(&id, &record);
+                sqlx::query(
+                    "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
+                     arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
+                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                     'current', $17, NULL, $18)",
+                )
+                .bind(&id)
+                .bind(&record.vendor)
+                .bind(&record.executable_name)
+                .bind(&family)
+                .bind(&record.version)
+                .bind(record.platform.as_str())
+                .bind(record.arch.as_str())
+                .bind(&record.hash_sha256)
+                .bind(&record.hash_sha1)
+                .bind(&record.hash_md5)
+                .bind(&record.source_url)
+                .bind(record.download_verified)
+                .bind(&record.sig_signer)
+                .bind(&record.sig_issuer)
+                .bind(&record.sig_serial)
+                .bind(&record.sig_thumbprint)
+                .bind(now)
+                .bind(&hmac)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                let hash_changed = current.as_ref().is_some_and(|c| {
+                    c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
+                });
+                Ok(RecordOutcome::Inserted {
+                    id,
+                    superseded: current.map(|c| c.id),
+                    hash_changed,
+                })
+            }
+
+            async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>> {
+                let rows = match executable {
+                    Some(name) => sqlx::query(AssertSqlSafe(format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records \
+                         WHERE status = 'current' AND lower(executable_name) = $1 \
+                         ORDER BY executable_name, platform, arch"
+                    )))
+                    .bind(name.to_lowercase())
+                    .fetch_all(&self.pool)
+                    .await,
+                    None => sqlx::query(AssertSqlSafe(format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current' \
+                         ORDER BY executable_name, platform, arch"
+                    )))
+                    .fetch_all(&self.pool)
+                    .await,
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            async fn find_by_hashes(
+                &self,
+                hashes: &[HashValue],
+                include_superseded: bool,
+            ) -> Result<Vec<HashRecord>> {
+                let status = if include_superseded { "" } else { " AND status = 'current'" };
+                let mut found = Vec::new();
+                for (algo, column) in [
+                    (HashAlgo::Sha256, "hash_sha256"),
+                    (HashAlgo::Sha1, "hash_sha1"),
+                    (HashAlgo::Md5, "hash_md5"),
+                ] {
+                    let values: Vec<&str> = hashes
+                        .iter()
+                        .filter(|h| h.algo() == algo)
+                        .map(HashValue::as_str)
+                        .collect();
+                    if values.is_empty() {
+                        continue;
+                    }
+                    let sql = format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {column} IN ({}){status}",
+                        placeholders(1, values.len())
+                    );
+                    let mut q = sqlx::query(AssertSqlSafe(sql));
+                    for v in values {
+                        q = q.bind(v);
+                    }
+                    let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
+                    found.extend(self.records_from_rows(rows)?);
+                }
+                Ok(found)
+            }
+
+            async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
+                let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
+                let filter = format!(
+                    "family IN (SELECT family FROM hash_records WHERE lower(executable_name) = $1 \
+                     UNION SELECT $1){extra}"
+                );
+                let count_sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
+                let mut count = sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(query.executable.to_lowercase());
+                for b in &binds {
+                    count = count.bind(b);
+                }
+                let total = count.fetch_one(&self.pool).await.map_err(db_error)?;
+                let n = 2 + binds.len();
+                let page_sql = format!(
+                    "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {filter} \
+                     ORDER BY valid_from DESC, id DESC LIMIT ${} OFFSET ${}",
+                    n,
+                    n + 1
+                );
+                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(query.executable.to_lowercase());
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                let rows = q
+                    .bind(i64::from(query.limit))
+                    .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                Ok(Page {
+                    items: self.records_from_rows(rows)?,
+                    total: u64::try_from(total).unwrap_or(0),
+                })
+            }
+
+            async fn export_count(&self, query: &ExportQuery) -> Result<u64> {
+                let (filter, binds) = Self::export_filter(query);
+                let sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
+                let mut q = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
+                    .bind(start_of(query.from))
+                    .bind(start_of(query.to) + chrono::Duration::days(1));
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                let n = q.fetch_one(&self.pool).await.map_err(db_error)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
+            async fn export_page(
+                &self,
+                query: &ExportQuery,
+                after: Option<&ExportCursor>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let (mut filter, binds) = Self::export_filter(query);
+                let mut n = 3 + binds.len();
+                if after.is_some() {
+                    filter.push_str(&format!(
+                        " AND (valid_from > ${n} OR (valid_from = ${n} AND id > ${}))",
+                        n + 1
+                    ));
+                    n += 2;
+                }
+                let sql = format!(
+                    "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {filter} \
+                     ORDER BY valid_from, id LIMIT ${n}"
+                );
+                let mut q = sqlx::query(AssertSqlSafe(sql))
+                    .bind(start_of(query.from))
+                    .bind(start_of(query.to) + chrono::Duration::days(1));
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                if let Some(c) = after {
+                    q = q.bind(c.valid_from).bind(&c.id);
+                }
+                let rows = q
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            async fn stats(&self) -> Result<RecordStats> {
+                let row = sqlx::query(
+                    "SELECT COUNT(DISTINCT hash_sha256) AS hashes, COUNT(DISTINCT vendor) AS vendors, \
+                     COUNT(DISTINCT platform) AS platforms, COUNT(*) AS records \
+                     FROM hash_records WHERE status = 'current'",
+                )
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let get = |c: &str| -> Result<u64> {
+                    let v: i64 = row.try_get(c).map_err(db_error)?;
+                    Ok(u64::try_from(v).unwrap_or(0))
+                };
+                Ok(RecordStats {
+                    known_good_hashes: get("hashes")?,
+                    total_vendors: get("vendors")?,
+                    total_platforms: get("platforms")?,
+                    total_records: get("records")?,
+                })
+            }
+        }
+
+        #[async_trait]
+        impl AccountStore for $store {
+            async fn create_tenant_with_key(
+                &self,
+                team_id: &str,
+                kind: TenantKind,
+                tier: Tier,
+                key: NewApiKey,
+                now: DateTime<Utc>,
+            ) -> Result<()> {
+                let now = micros(now);
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                    .await
+                    .map_err(db_error)?;
+                let clash = sqlx::query(
+                    "SELECT team_id FROM tenants WHERE team_id = $1 OR (kind = 'platform' AND $2 = 'platform')",
+                )
+                .bind(team_id)
+                .bind(kind.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if let Some(row) = clash {
+                    let existing: String = row.try_get("team_id").map_err(db_error)?;
+                    return Err(model::Error::Conflict(if existing == team_id {
+                        format!("account {team_id:?} already exists")
+                    } else {
+                        format!("the platform tenant already exists ({existing:?})")
+                    }));
+                }
+                sqlx::query(
+                    "INSERT INTO tenants (team_id, kind, tier, suspended, created_at) VALUES ($1, $2, $3, FALSE, $4)",
+                )
+                .bind(team_id)
+                .bind(kind.as_str())
+                .bind(tier.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query(
+                    "INSERT INTO api_keys (key_id, team_id, key_hash, role, label, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&key.key_id)
+                .bind(team_id)
+                .bind(&key.key_hash)
+                .bind(key.role.as_str())
+                .bind(&key.label)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn tenant(&self, team_id: &str) -> Result<Option<Tenant>> {
+                let row = sqlx::query(
+                    "SELECT team_id, kind, tier, suspended, created_at FROM tenants WHERE team_id = $1",
+                )
+                .bind(team_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let Some(row) = row else { return Ok(None) };
+                let tier: String = row.try_get("tier").map_err(db_error)?;
+                let kind: String = row.try_get("kind").map_err(db_error)?;
+                Ok(Some(Tenant {
+                    team_id: row.try_get("team_id").map_err(db_error)?,
+                    kind: if kind == "platform" { TenantKind::Platform } else { TenantKind::Customer },
+                    tier: Tier::from_str(&tier).map_err(|_| corrupt("tier", &tier))?,
+                    suspended: row.try_get("suspended").map_err(db_error)?,
+                    created_at: row.try_get("created_at").map_err(db_error)?,
+                }))
+            }
+
+            async fn key_by_hash(&self, key_hash: &str) -> Result<Option<KeyPrincipal>> {
+                let row = sqlx::query(
+                    "SELECT k.key_id, k.key_hash, k.team_id, k.role, k.revoked_at, t.tier, t.kind, t.suspended \
+                     FROM api_keys k JOIN tenants t ON t.team_id = k.team_id WHERE k.key_hash = $1",
+                )
+                .bind(key_hash)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+                row.as_ref().map(Self::principal_from_row).transpose()
+            }
+        }
+
+        #[async_trait]
+        impl HealthStore for $store {
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await.map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn vendor_health(&self) -> Result<Vec<VendorHealth>> {
+                let rows = sqlx::query(
+                    "SELECT v.vendor, h.last_success_at, h.last_error_at, h.last_error, v.records FROM \
+                     (SELECT vendor, SUM(CASE WHEN status = 'current' THEN 1 ELSE 0 END) AS records \
+                      FROM hash_records GROUP BY vendor \
+                      UNION SELECT vendor, 0 FROM vendor_health \
+                      WHERE vendor NOT IN (SELECT vendor FROM hash_records)) v \
+                     LEFT JOIN vendor_health h ON h.vendor = v.vendor ORDER BY v.vendor",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let records: i64 = row.try_get("records").map_err(db_error)?;
+                        Ok(VendorHealth {
+                            vendor: row.try_get("vendor").map_err(db_error)?,
+                            last_success_at: row.try_get("last_success_at").map_err(db_error)?,
+                            last_error_at: row.try_get("last_error_at").map_err(db_error)?,
+                            last_error: row.try_get("last_error").map_err(db_error)?,
+                            records: u64::try_from(records).unwrap_or(0),
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn record_vendor_run(
+                &self,
+                vendor: &str,
+                error: Option<&str>,
+                now: DateTime<Utc>,
+            ) -> Result<()> {
+                let now = micros(now);
+                let query = match error {
+                    Some(error) => sqlx::query(
+                        "INSERT INTO vendor_health (vendor, last_error_at, last_error) VALUES ($1, $2, $3) \
+                         ON CONFLICT (vendor) DO UPDATE SET last_error_at = $2, last_error = $3",
+                    )
+                    .bind(vendor)
+                    .bind(now)
+                    .bind(error),
+                    None => sqlx::query(
+                        "INSERT INTO vendor_health (vendor, last_success_at) VALUES ($1, $2) \
+                         ON CONFLICT (vendor) DO UPDATE SET last_success_at = $2",
+                    )
+                    .bind(vendor)
+                    .bind(now),
+                };
+                query.execute(&self.pool).await.map_err(db_error)?;
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
+            fn integrity_failures(&self) -> u64 {
+                self.integrity.count.load(Ordering::Relaxed)
+            }
+
+            fn backend(&self) -> &'static str {
+                $name
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+        }
+    };
+}
+
+backend!(SqliteStore, sqlx::Sqlite, SqliteRow, SqlitePool, "sqlite", migrate::SQLITE, "BEGIN IMMEDIATE");
+backend!(PgStore, sqlx::Postgres, PgRow, PgPool, "postgres", migrate::POSTGRES, "BEGIN");
+
+impl SqliteStore {
+    /// Opens (creating if needed) the SQLite database: WAL mode so readers never wait for
+    /// the writer, `synchronous = NORMAL` which in WAL mode loses no committed transaction
+    /// when the process dies.
+    pub async fn connect(url: &str, signer: RecordSigner) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| model::Error::bad_request(format!("invalid SQLite URL: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .map_err(db_error)?;
+        Self::migrate(&pool, migrate::SQLITE).await?;
+        Ok(Self {
+            pool,
+            signer,
+            integrity: IntegrityMonitor::default(),
+        })
+    }
+}
+
+impl PgStore {
+    pub async fn connect(url: &str, signer: RecordSigner) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await
+            .map_err(db_error)?;
+        // Replicas starting together must not race on migrations.
+        let mut lock = pool.acquire().await.map_err(db_error)?;
+        sqlx::query("SELECT pg_advisory_lock(7212468310)")
+            .execute(&mut *lock)
+            .await
+            .map_err(db_error)?;
+        let migrated = Self::migrate(&pool, migrate::POSTGRES).await;
+        sqlx::query("SELECT pg_advisory_unlock(7212468310)")
+            .execute(&mut *lock)
+            .await
+            .map_err(db_error)?;
+        migrated?;
+        Ok(Self {
+            pool,
+            signer,
+            integrity: IntegrityMonitor::default(),
+        })
+    }
+}

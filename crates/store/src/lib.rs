@@ -1,0 +1,275 @@
+//! Storage for knowngood: one trait per aggregate, two implementations.
+//!
+//! [`open`] picks the backend from the URL (`sqlite:` or `postgres:`), applies that
+//! backend's migrations and returns a [`Store`]. Both backends run the same SQL (runtime
+//! queries with `$N` placeholders, which SQLite accepts), generated from one body by the
+//! `backend!` macro, so they cannot drift apart; the conformance suite in
+//! `tests/conformance.rs` runs against both.
+//!
+//! Vendor records are HMAC-signed on write and verified on every read. A record that fails
+//! verification comes back with `integrity_ok = false`, is logged, and is counted by
+//! [`Store::integrity_failures`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, Role, Tier};
+
+mod backend;
+mod migrate;
+
+pub use backend::{PgStore, SqliteStore};
+
+pub type Result<T, E = model::Error> = std::result::Result<T, E>;
+
+/// A page of results and the total number of matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: u64,
+}
+
+/// What recording a record did to the history of its executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// A new current record; the id of the record it superseded, if any.
+    Inserted {
+        id: String,
+        superseded: Option<String>,
+        /// The superseded record had the same version but a different SHA-256: a
+        /// republish, which ingest must report rather than pass over.
+        hash_changed: bool,
+    },
+    /// The same file (version and hashes) is already the current record.
+    Unchanged { id: String },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Any version's filename, or the bare name of an unversioned file.
+    pub executable: String,
+    pub platform: Option<Platform>,
+    pub arch: Option<Arch>,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportQuery {
+    pub executable: Option<String>,
+    pub platform: Option<Platform>,
+    pub arch: Option<Arch>,
+    /// Inclusive UTC days bounding `valid_from`.
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+}
+
+/// Keyset position of an export stream: the last row sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportCursor {
+    pub valid_from: DateTime<Utc>,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Distinct SHA-256 over current records.
+    pub known_good_hashes: u64,
+    pub total_vendors: u64,
+    pub total_platforms: u64,
+    pub total_records: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantKind {
+    Platform,
+    Customer,
+}
+
+impl TenantKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            TenantKind::Platform => "platform",
+            TenantKind::Customer => "customer",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub team_id: String,
+    pub kind: TenantKind,
+    pub tier: Tier,
+    pub suspended: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An API key as stored: its public id and the HMAC of the secret key, never the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewApiKey {
+    pub key_id: String,
+    pub team_id: String,
+    pub key_hash: String,
+    pub role: Role,
+    pub label: String,
+}
+
+impl std::fmt::Debug for NewApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewApiKey")
+            .field("key_id", &self.key_id)
+            .field("team_id", &self.team_id)
+            .field("role", &self.role)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who a key belongs to and what it may do, as authentication needs it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyPrincipal {
+    pub key_id: String,
+    pub key_hash: String,
+    pub team_id: String,
+    pub role: Role,
+    pub tier: Tier,
+    pub tenant_kind: TenantKind,
+    pub revoked: bool,
+    pub suspended: bool,
+}
+
+impl std::fmt::Debug for KeyPrincipal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPrincipal")
+            .field("key_id", &self.key_id)
+            .field("team_id", &self.team_id)
+            .field("role", &self.role)
+            .field("tier", &self.tier)
+            .field("revoked", &self.revoked)
+            .field("suspended", &self.suspended)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendorHealth {
+    pub vendor: String,
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub last_error_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    /// Current records of this vendor.
+    pub records: u64,
+}
+
+/// Vendor hash records and their history.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// Records a file. A new version in the same family (vendor, family, platform, arch)
+    /// supersedes the current record in the same transaction: its status becomes
+    /// `superseded` and its `valid_until` the new record's `valid_from` (= `now`).
+    async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome>;
+
+    /// Current records, optionally only those whose executable name equals `executable`
+    /// case-insensitively; ordered by executable name.
+    async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>>;
+
+    /// Records with any of the hashes (SHA-256, SHA-1 or MD5 by length); superseded
+    /// records only when asked.
+    async fn find_by_hashes(
+        &self,
+        hashes: &[HashValue],
+        include_superseded: bool,
+    ) -> Result<Vec<HashRecord>>;
+
+    /// Every version of the executable's family, newest first.
+    async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>>;
+
+    /// How many records an export would return.
+    async fn export_count(&self, query: &ExportQuery) -> Result<u64>;
+
+    /// One page of an export in (valid_from, id) order, after the cursor.
+    async fn export_page(
+        &self,
+        query: &ExportQuery,
+        after: Option<&ExportCursor>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
+
+    async fn stats(&self) -> Result<RecordStats>;
+}
+
+/// Tenants (accounts) and their API keys.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Creates a tenant together with its first key, atomically. `Conflict` if the team
+    /// exists, or if `kind` is platform and a platform tenant already exists.
+    async fn create_tenant_with_key(
+        &self,
+        team_id: &str,
+        kind: TenantKind,
+        tier: Tier,
+        key: NewApiKey,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    async fn tenant(&self, team_id: &str) -> Result<Option<Tenant>>;
+
+    /// The key whose HMAC is `key_hash`, with its tenant's tier and state.
+    async fn key_by_hash(&self, key_hash: &str) -> Result<Option<KeyPrincipal>>;
+}
+
+/// Health of the database and of vendor ingestion.
+#[async_trait]
+pub trait HealthStore: Send + Sync {
+    /// Fails when the database cannot be reached.
+    async fn ping(&self) -> Result<()>;
+
+    /// Per-vendor ingestion health, with the count of current records.
+    async fn vendor_health(&self) -> Result<Vec<VendorHealth>>;
+
+    /// Notes the outcome of one vendor's ingestion run.
+    async fn record_vendor_run(
+        &self,
+        vendor: &str,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+}
+
+/// The whole store.
+#[async_trait]
+pub trait Store: RecordStore + AccountStore + HealthStore {
+    /// Distinct records whose HMAC failed verification since start.
+    fn integrity_failures(&self) -> u64;
+
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    /// Waits for in-flight statements and closes every connection.
+    async fn close(&self);
+}
+
+/// Opens the store named by the URL, applying its migrations.
+pub async fn open(url: &str, signer: RecordSigner) -> Result<Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::connect(url, signer).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        Ok(Arc::new(PgStore::connect(url, signer).await?))
+    } else {
+        Err(model::Error::bad_request(format!(
+            "database URL must start with sqlite: or postgres: (got {:?})",
+            url.split(':').next().unwrap_or("")
+        )))
+    }
+}
+
+/// A fresh opaque identifier.
+pub fn new_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+pub(crate) fn db_error(e: sqlx::Error) -> model::Error {
+    tracing::error!(error = %e, "database error");
+    model::Error::internal(format!("database error: {e}"))
+}

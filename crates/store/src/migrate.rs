@@ -1,0 +1,20 @@
+//! Migrations, embedded in the binary: each backend has its own numbered SQL files, applied
+//! in order on start, each in its own transaction, and remembered in `schema_migrations`.
+
+pub(crate) struct Migration {
+    pub version: i64,
+    pub sql: &'static str,
+}
+
+pub(crate) const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    sql: include_str!("../migrations/sqlite/0001_init.sql"),
+}];
+
+pub(crate) const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    sql: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+pub(crate) const CREATE_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)";
