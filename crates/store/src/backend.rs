@@ -86,11 +86,12 @@ fn platform_arch_filter(
 }
 
 macro_rules! backend {
-    ($store:ident, $db:ty, $row:ty, $pool:ty, $name:literal, $migrations:expr, $begin:literal) => {
+    ($store:ident, $db:ty, $row:ty, $pool:ty, $name:literal, $migrations:expr, $begin:literal, $lock:expr) => {
         pub struct $store {
             pool: $pool,
             signer: RecordSigner,
             integrity: IntegrityMonitor,
+            records_epoch: AtomicU64,
         }
 
         impl $store {
@@ -100,7 +101,12 @@ macro_rules! backend {
                     .await
                     .map_err(db_error)?;
                 for m in migrations {
-                    let mut tx = pool.begin().await.map_err(db_error)?;
+                    // `$begin` (BEGIN IMMEDIATE on SQLite): a deferred transaction that reads
+                    // then writes fails with SQLITE_BUSY when another process migrates too.
+                    let mut conn = pool.acquire().await.map_err(db_error)?;
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                        .await
+                        .map_err(db_error)?;
                     let done = sqlx::query("SELECT version FROM schema_migrations WHERE version = $1")
                         .bind(m.version)
                         .fetch_optional(&mut *tx)
@@ -217,6 +223,18 @@ macro_rules! backend {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
+                if let Some(lock) = $lock {
+                    sqlx::query(lock)
+                        .bind(format!(
+                            "record\u{1f}{}\u{1f}{family}\u{1f}{}\u{1f}{}",
+                            record.vendor,
+                            record.platform.as_str(),
+                            record.arch.as_str()
+                        ))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
                 let current = sqlx::query(AssertSqlSafe(format!(
                     "SELECT {RECORD_COLUMNS} FROM hash_records \
                      WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
@@ -273,6 +291,7 @@ macro_rules! backend {
                 .await
                 .map_err(db_error)?;
                 tx.commit().await.map_err(db_error)?;
+                self.records_epoch.fetch_add(1, Ordering::Release);
                 let hash_changed = current.as_ref().is_some_and(|c| {
                     c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
                 });
@@ -311,6 +330,8 @@ macro_rules! backend {
             ) -> Result<Vec<HashRecord>> {
                 let status = if include_superseded { "" } else { " AND status = 'current'" };
                 let mut found = Vec::new();
+                // A record matched by several of the submitted hashes is returned once.
+                let mut seen = HashSet::new();
                 for (algo, column) in [
                     (HashAlgo::Sha256, "hash_sha256"),
                     (HashAlgo::Sha1, "hash_sha1"),
@@ -333,7 +354,11 @@ macro_rules! backend {
                         q = q.bind(v);
                     }
                     let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
-                    found.extend(self.records_from_rows(rows)?);
+                    for r in self.records_from_rows(rows)? {
+                        if seen.insert(r.id.clone()) {
+                            found.push(r);
+                        }
+                    }
                 }
                 Ok(found)
             }
@@ -459,6 +484,13 @@ macro_rules! backend {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
+                if let Some(lock) = $lock {
+                    sqlx::query(lock)
+                        .bind("tenants")
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
                 let clash = sqlx::query(
                     "SELECT team_id FROM tenants WHERE team_id = $1 OR (kind = 'platform' AND $2 = 'platform')",
                 )
@@ -604,6 +636,10 @@ macro_rules! backend {
                 $name
             }
 
+            fn records_epoch(&self) -> u64 {
+                self.records_epoch.load(Ordering::Acquire)
+            }
+
             async fn close(&self) {
                 self.pool.close().await;
             }
@@ -611,8 +647,13 @@ macro_rules! backend {
     };
 }
 
-backend!(SqliteStore, sqlx::Sqlite, SqliteRow, SqlitePool, "sqlite", migrate::SQLITE, "BEGIN IMMEDIATE");
-backend!(PgStore, sqlx::Postgres, PgRow, PgPool, "postgres", migrate::POSTGRES, "BEGIN");
+// `$lock`: a statement that serialises the check-then-write transactions (record,
+// create_tenant_with_key) on one key ($1) until commit. SQLite needs none: BEGIN IMMEDIATE
+// already admits one writer at a time. PostgreSQL (READ COMMITTED) takes a transaction-scoped
+// advisory lock; without it two concurrent writers both see "no current record" / "no
+// platform tenant" and either hit the unique index or create two platform tenants.
+backend!(SqliteStore, sqlx::Sqlite, SqliteRow, SqlitePool, "sqlite", migrate::SQLITE, "BEGIN IMMEDIATE", None::<&'static str>);
+backend!(PgStore, sqlx::Postgres, PgRow, PgPool, "postgres", migrate::POSTGRES, "BEGIN", Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"));
 
 impl SqliteStore {
     /// Opens (creating if needed) the SQLite database: WAL mode so readers never wait for
@@ -636,6 +677,7 @@ impl SqliteStore {
             pool,
             signer,
             integrity: IntegrityMonitor::default(),
+            records_epoch: AtomicU64::new(0),
         })
     }
 }
@@ -664,6 +706,7 @@ impl PgStore {
             pool,
             signer,
             integrity: IntegrityMonitor::default(),
+            records_epoch: AtomicU64::new(0),
         })
     }
 }

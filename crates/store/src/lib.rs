@@ -243,6 +243,10 @@ pub trait Store: RecordStore + AccountStore + HealthStore {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;
 
+    /// Grows each time this process records a new record, so caches of the feed can
+    /// tell they are stale without asking the database.
+    fn records_epoch(&self) -> u64;
+
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 

@@ -1,0 +1,166 @@
+//! Configuration: command-line flags, then `KNOWNGOOD_*` environment variables, then the
+//! TOML file, then defaults. Secrets are read from the file or the environment only (never
+//! flags, which other users can see in the process list).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Deserialize;
+
+pub const DEFAULT_DATA_DIR: &str = "./knowngood-data";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Options every subcommand that touches the data shares.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Directory for the embedded database, generated secrets and corpus generations
+    /// [default: ./knowngood-data]
+    #[arg(long, env = "KNOWNGOOD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML configuration file.
+    #[arg(long, env = "KNOWNGOOD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// `sqlite:…` or `postgres://…` [default: SQLite file in the data dir]
+    #[arg(long, env = "KNOWNGOOD_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+/// The configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    #[serde(default)]
+    pub secrets: SecretSettings,
+}
+
+/// Secrets given by configuration rather than generated into the data dir; needed when
+/// several replicas must share them.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSettings {
+    /// Hex, at least 32 bytes.
+    pub hmac_secret: Option<String>,
+    /// PKCS#8 PEM of an RSA key.
+    pub jwt_private_key_pem: Option<String>,
+    /// Hex of a 32-byte Ed25519 seed.
+    pub log_signing_key: Option<String>,
+}
+
+impl fmt::Debug for SecretSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = |v: &Option<String>| if v.is_some() { "<set>" } else { "<unset>" };
+        f.debug_struct("SecretSettings")
+            .field("hmac_secret", &shown(&self.hmac_secret))
+            .field("jwt_private_key_pem", &shown(&self.jwt_private_key_pem))
+            .field("log_signing_key", &shown(&self.log_signing_key))
+            .finish()
+    }
+}
+
+/// The resolved configuration.
+#[derive(Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub secrets: SecretSettings,
+}
+
+impl Config {
+    pub fn resolve(common: &CommonArgs, listen: Option<&str>) -> Result<Self> {
+        let file = match &common.config {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let data_dir = common
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        let data_dir = data_dir
+            .canonicalize()
+            .with_context(|| format!("resolving {}", data_dir.display()))?;
+        let listen = listen
+            .map(str::to_string)
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let listen = listen
+            .parse()
+            .with_context(|| format!("listen address {listen:?} is not host:port"))?;
+        let database_url = common
+            .database_url
+            .clone()
+            .or(file.database_url)
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("knowngood.db").display()));
+        let mut secrets = file.secrets;
+        for (var, slot) in [
+            ("KNOWNGOOD_HMAC_SECRET", &mut secrets.hmac_secret),
+            ("KNOWNGOOD_JWT_PRIVATE_KEY_PEM", &mut secrets.jwt_private_key_pem),
+            ("KNOWNGOOD_LOG_SIGNING_KEY", &mut secrets.log_signing_key),
+        ] {
+            if let Ok(value) = std::env::var(var) {
+                *slot = Some(value);
+            }
+        }
+        Ok(Self {
+            listen,
+            data_dir,
+            database_url,
+            secrets,
+        })
+    }
+}
+
+fn load_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_file_and_secrets_stay_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9999\"\ndatabase_url = \"sqlite://x.db\"\n[secrets]\nhmac_secret = \"deadbeef\"\n",
+        )
+        .unwrap();
+        let common = CommonArgs {
+            data_dir: Some(dir.path().join("data")),
+            config: Some(file),
+            database_url: None,
+        };
+        let c = Config::resolve(&common, Some("127.0.0.1:7000")).unwrap();
+        assert_eq!(c.listen.port(), 7000);
+        assert_eq!(c.database_url, "sqlite://x.db");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("deadbeef"), "{shown}");
+        assert!(shown.contains("<set>"));
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").unwrap();
+        let common = CommonArgs {
+            data_dir: Some(dir.path().join("data")),
+            config: Some(file),
+            database_url: None,
+        };
+        assert!(Config::resolve(&common, None).is_err());
+    }
+}

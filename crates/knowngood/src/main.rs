@@ -1,0 +1,219 @@
+//! `knowngood`: one binary for the service and its administration.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use model::{Role, SystemClock, Tier};
+use store::{NewApiKey, TenantKind};
+use tracing_subscriber::EnvFilter;
+
+mod config;
+mod secrets;
+
+use config::{CommonArgs, Config};
+use secrets::Secrets;
+
+/// Known-good hash verification: is this file the genuine vendor build?
+#[derive(Debug, Parser)]
+#[command(name = "knowngood", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Address to listen on [default: 127.0.0.1:8080]
+        #[arg(long, env = "KNOWNGOOD_LISTEN")]
+        listen: Option<String>,
+    },
+    /// Accounts and keys.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Create the platform tenant and its platform_owner key; prints the key once.
+    Bootstrap {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Create a customer account; prints its first key once.
+    CreateAccount {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Team id: 3-63 characters of a-z, 0-9 and '-'.
+        #[arg(long)]
+        team: String,
+        /// free, basic, teams (or paid) or enterprise.
+        #[arg(long)]
+        tier: String,
+        /// analyst, auditor or account_admin.
+        #[arg(long, default_value = "account_admin")]
+        role: String,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    // Logs go to stderr so that stdout carries only what a command prints on purpose
+    // (e.g. a new key).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(run(cli)));
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve { common, listen } => serve(Config::resolve(&common, listen.as_deref())?).await,
+        Command::Admin(AdminCommand::Bootstrap { common }) => {
+            let key = create_tenant(
+                &Config::resolve(&common, None)?,
+                "platform",
+                TenantKind::Platform,
+                Tier::Enterprise,
+                Role::PlatformOwner,
+            )
+            .await
+            .map_err(|e| match e.downcast_ref::<model::Error>() {
+                Some(model::Error::Conflict(_)) => {
+                    anyhow::anyhow!("already bootstrapped: the platform tenant exists")
+                }
+                _ => e,
+            })?;
+            println!("{key}");
+            Ok(())
+        }
+        Command::Admin(AdminCommand::CreateAccount {
+            common,
+            team,
+            tier,
+            role,
+        }) => {
+            let tier: Tier = tier.parse()?;
+            let role: Role = role.parse()?;
+            if role.is_platform() {
+                bail!("{role} is a platform role; customer accounts take analyst, auditor or account_admin");
+            }
+            let key = create_tenant(
+                &Config::resolve(&common, None)?,
+                &team,
+                TenantKind::Customer,
+                tier,
+                role,
+            )
+            .await?;
+            println!("{key}");
+            Ok(())
+        }
+    }
+}
+
+async fn open_store(config: &Config, secrets: &Secrets) -> Result<Arc<dyn store::Store>> {
+    store::open(
+        &config.database_url,
+        model::RecordSigner::new(&secrets.hmac),
+    )
+    .await
+    .with_context(|| format!("opening the {} database", backend_name(&config.database_url)))
+}
+
+fn backend_name(url: &str) -> &str {
+    url.split(':').next().unwrap_or("")
+}
+
+/// Creates a tenant with its first key and returns the key, which exists nowhere else.
+async fn create_tenant(
+    config: &Config,
+    team: &str,
+    kind: TenantKind,
+    tier: Tier,
+    role: Role,
+) -> Result<String> {
+    let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+    let store = open_store(config, &secrets).await?;
+    let issued = auth::KeyHasher::new(&secrets.hmac).issue(team)?;
+    let result = store
+        .create_tenant_with_key(
+            team,
+            kind,
+            tier,
+            NewApiKey {
+                key_id: issued.key_id.clone(),
+                team_id: team.to_string(),
+                key_hash: issued.key_hash.clone(),
+                role,
+                label: format!("first {role} key"),
+            },
+            chrono::Utc::now(),
+        )
+        .await;
+    store.close().await;
+    result?;
+    tracing::info!(team, key_id = %issued.key_id, %role, %tier, "created account");
+    Ok(issued.key)
+}
+
+async fn serve(config: Config) -> Result<()> {
+    let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+    let store = open_store(&config, &secrets).await?;
+    let state = server::AppState::new(
+        store.clone(),
+        auth::KeyHasher::new(&secrets.hmac),
+        Arc::new(SystemClock),
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        database = store.backend(),
+        data_dir = %config.data_dir.display(),
+        transparency_log_key = %secrets.log_public_key(),
+        "knowngood serving"
+    );
+    server::serve(listener, server::router(state), shutdown_signal()).await?;
+    tracing::info!("draining finished; closing the database");
+    store.close().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutdown requested; finishing in-flight requests");
+}

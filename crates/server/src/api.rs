@@ -1,0 +1,307 @@
+//! The JSON shapes of the API. Field names follow SPEC.md and SPEC-DECISIONS.md; these
+//! types also describe the responses in the OpenAPI document.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use model::HashRecord;
+use model::record::rfc3339;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// One tracked file.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HashRecordJson {
+    pub id: String,
+    pub executable_name: String,
+    pub version: String,
+    pub vendor: String,
+    /// windows, linux, darwin, android, or universal for platform-neutral artifacts.
+    pub platform: String,
+    pub arch: String,
+    pub hash_sha256: String,
+    pub hash_sha1: Option<String>,
+    pub hash_md5: Option<String>,
+    pub source_url: String,
+    pub download_verified: bool,
+    pub valid_from: String,
+    pub sig_signer: Option<String>,
+    pub sig_issuer: Option<String>,
+    pub sig_serial: Option<String>,
+    pub sig_thumbprint: Option<String>,
+    /// Present only when the signing certificate has been revoked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_revoked_at: Option<String>,
+}
+
+impl From<&HashRecord> for HashRecordJson {
+    fn from(r: &HashRecord) -> Self {
+        let n = &r.record;
+        Self {
+            id: r.id.clone(),
+            executable_name: n.executable_name.clone(),
+            version: n.version.clone(),
+            vendor: n.vendor.clone(),
+            platform: n.platform.as_str().into(),
+            arch: n.arch.as_str().into(),
+            hash_sha256: n.hash_sha256.clone(),
+            hash_sha1: n.hash_sha1.clone(),
+            hash_md5: n.hash_md5.clone(),
+            source_url: n.source_url.clone(),
+            download_verified: n.download_verified,
+            valid_from: rfc3339(r.valid_from),
+            sig_signer: n.sig_signer.clone(),
+            sig_issuer: n.sig_issuer.clone(),
+            sig_serial: n.sig_serial.clone(),
+            sig_thumbprint: n.sig_thumbprint.clone(),
+            cert_revoked_at: r.cert_revoked_at.map(rfc3339),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HashOfDay {
+    /// Day of the snapshot (UTC).
+    pub date: String,
+    pub generated_at: String,
+    /// True when this body came from the feed cache (kept at most one hour).
+    pub cache_hit: bool,
+    pub hashes: Vec<HashRecordJson>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LookupRequest {
+    /// 1 to 100 MD5, SHA-1 or SHA-256 values (32, 40 or 64 hex characters).
+    pub hashes: Vec<String>,
+}
+
+/// Classification of one submitted hash.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct LookupResult {
+    /// known_vendor_release, known_file or unknown.
+    pub classification: &'static str,
+    /// service_vendor, or the reference corpus set (nsrl_minimal, nsrl_full, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executable_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// Only on the historical lookup, for a match against a superseded build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub historical: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product_name: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LookupResponse {
+    /// Keyed by each distinct submitted hash, lowercase.
+    pub results: BTreeMap<String, LookupResult>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryEntry {
+    pub executable_name: String,
+    pub version: String,
+    pub vendor: String,
+    pub platform: String,
+    pub arch: String,
+    pub hash_sha256: String,
+    pub valid_from: String,
+    pub valid_until: Option<String>,
+    /// current or superseded.
+    pub status: String,
+}
+
+impl From<&HashRecord> for HistoryEntry {
+    fn from(r: &HashRecord) -> Self {
+        Self {
+            executable_name: r.record.executable_name.clone(),
+            version: r.record.version.clone(),
+            vendor: r.record.vendor.clone(),
+            platform: r.record.platform.as_str().into(),
+            arch: r.record.arch.as_str().into(),
+            hash_sha256: r.record.hash_sha256.clone(),
+            valid_from: rfc3339(r.valid_from),
+            valid_until: r.valid_until.map(rfc3339),
+            status: r.status.as_str().into(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryPage {
+    pub results: Vec<HistoryEntry>,
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+/// One export row; CSV exports have these columns in this order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExportRow {
+    pub executable_name: String,
+    pub version: String,
+    pub vendor: String,
+    pub platform: String,
+    pub arch: String,
+    pub hash_sha256: String,
+    pub hash_sha1: Option<String>,
+    pub hash_md5: Option<String>,
+    pub valid_from: String,
+    pub valid_until: Option<String>,
+    pub status: String,
+    pub source_url: String,
+    pub download_verified: bool,
+}
+
+impl From<&HashRecord> for ExportRow {
+    fn from(r: &HashRecord) -> Self {
+        let n = &r.record;
+        Self {
+            executable_name: n.executable_name.clone(),
+            version: n.version.clone(),
+            vendor: n.vendor.clone(),
+            platform: n.platform.as_str().into(),
+            arch: n.arch.as_str().into(),
+            hash_sha256: n.hash_sha256.clone(),
+            hash_sha1: n.hash_sha1.clone(),
+            hash_md5: n.hash_md5.clone(),
+            valid_from: rfc3339(r.valid_from),
+            valid_until: r.valid_until.map(rfc3339),
+            status: r.status.as_str().into(),
+            source_url: n.source_url.clone(),
+            download_verified: n.download_verified,
+        }
+    }
+}
+
+pub const EXPORT_COLUMNS: [&str; 13] = [
+    "executable_name",
+    "version",
+    "vendor",
+    "platform",
+    "arch",
+    "hash_sha256",
+    "hash_sha1",
+    "hash_md5",
+    "valid_from",
+    "valid_until",
+    "status",
+    "source_url",
+    "download_verified",
+];
+
+impl ExportRow {
+    /// One CSV line (RFC 4180 quoting), with its line break.
+    pub fn to_csv_line(&self) -> String {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let fields = [
+            self.executable_name.clone(),
+            self.version.clone(),
+            self.vendor.clone(),
+            self.platform.clone(),
+            self.arch.clone(),
+            self.hash_sha256.clone(),
+            opt(&self.hash_sha1),
+            opt(&self.hash_md5),
+            self.valid_from.clone(),
+            opt(&self.valid_until),
+            self.status.clone(),
+            self.source_url.clone(),
+            self.download_verified.to_string(),
+        ];
+        let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
+        line.push_str("\r\n");
+        line
+    }
+}
+
+fn csv_field(value: &str) -> String {
+    // Quote anything a spreadsheet could misread; neutralise formula prefixes.
+    let needs_quotes = value.contains([',', '"', '\r', '\n']);
+    let value = if value.starts_with(['=', '+', '@', '\t']) {
+        format!("'{value}")
+    } else {
+        value.to_string()
+    };
+    if needs_quotes {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatsTotals {
+    /// Distinct SHA-256 over current vendor records.
+    pub known_good_hashes: u64,
+    pub total_vendors: u64,
+    pub total_platforms: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Stats {
+    pub generated_at: String,
+    pub totals: StatsTotals,
+    /// Distinct SHA-256 in the live reference corpus (0 when none is loaded).
+    pub reference_corpus_hashes: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ComponentStatus {
+    /// ok or down (database); idle or running (scheduler).
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReferenceCorpusStatus {
+    pub generation: Option<String>,
+    pub entries: u64,
+    pub sources: Vec<String>,
+    pub imported_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Components {
+    pub database: ComponentStatus,
+    pub reference_corpus: ReferenceCorpusStatus,
+    pub scheduler: ComponentStatus,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VendorStatus {
+    pub vendor: String,
+    /// ok, failing (last run failed) or unknown (never run).
+    pub status: &'static str,
+    pub last_success_at: Option<String>,
+    pub last_error_at: Option<String>,
+    pub last_error: Option<String>,
+    pub records: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    /// ok, degraded or down.
+    pub status: &'static str,
+    pub generated_at: String,
+    pub components: Components,
+    pub vendors: Vec<VendorStatus>,
+    /// Vendor records whose HMAC failed verification since the server started; such
+    /// records are never reported as known vendor releases.
+    pub integrity_failures: u64,
+}
+
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    rfc3339(t)
+}

@@ -1,0 +1,86 @@
+//! The one mapping from domain errors to HTTP: every error response of the API is made
+//! here, as `{"error": "<code>", "message": "<detail>"}` with the status SPEC-DECISIONS
+//! fixes. Internal details go to the log, never to the caller.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use model::Error;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An error as the API reports it.
+#[derive(Debug)]
+pub struct ApiError(pub Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self(e)
+    }
+}
+
+/// Error body of every failed request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// One of `unauthorized`, `forbidden`, `MFA_REQUIRED`, `not found`, `bad request`,
+    /// `conflict`, `payload too large`, `method not allowed`, `rate limit exceeded`,
+    /// `QUOTA_EXCEEDED`, `internal error`.
+    pub error: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Status and code of each error kind; exhaustive, so a new kind cannot go unmapped.
+pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
+    match e {
+        Error::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad request"),
+        Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+        Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+        Error::MfaRequired => (StatusCode::FORBIDDEN, "MFA_REQUIRED"),
+        Error::NotFound(_) => (StatusCode::NOT_FOUND, "not found"),
+        Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+        Error::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload too large"),
+        Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded"),
+        Error::QuotaExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "QUOTA_EXCEEDED"),
+        Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = status_and_code(&self.0);
+        let message = match &self.0 {
+            Error::BadRequest(m)
+            | Error::Unauthorized(m)
+            | Error::Forbidden(m)
+            | Error::NotFound(m)
+            | Error::Conflict(m)
+            | Error::PayloadTooLarge(m) => Some(m.clone()),
+            Error::MfaRequired => Some("enroll a passkey or authenticator first".into()),
+            Error::RateLimited { .. } | Error::QuotaExceeded { .. } => None,
+            Error::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                None
+            }
+        };
+        let mut response = (
+            status,
+            Json(ErrorBody {
+                error: code,
+                message,
+            }),
+        )
+            .into_response();
+        if let Error::RateLimited { retry_after_secs } | Error::QuotaExceeded { retry_after_secs } =
+            self.0
+        {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs.max(1)),
+            );
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,146 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations and the access
+//! table, and a plain HTML page that renders it (no scripts, nothing fetched).
+
+use axum::Json;
+use axum::response::Html;
+use serde_json::Value;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::access::{Access, ROUTES};
+use crate::{api, error, routes};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "knowngood",
+        description = "Known-good hash verification: is this file the genuine vendor build?\n\n\
+            Errors are `{\"error\": code, \"message\": detail}`. Routes under /api/v1/ need an \
+            `X-API-Key` header; each operation's `x-permission` and `x-min-tier` say what the \
+            key's role and account tier must allow."
+    ),
+    paths(
+        routes::public::healthz,
+        routes::public::readyz,
+        routes::public::hash_of_day,
+        routes::public::status,
+        routes::intel::stats,
+        routes::intel::lookup,
+        routes::intel::lookup_historical,
+        routes::intel::history,
+        routes::intel::export,
+    ),
+    components(schemas(error::ErrorBody, api::ExportRow)),
+    modifiers(&ApiKeyScheme),
+    tags(
+        (name = "public", description = "No credential needed"),
+        (name = "intel", description = "Classification, history and export"),
+        (name = "operations", description = "Liveness and readiness probes"),
+    )
+)]
+struct ApiDoc;
+
+struct ApiKeyScheme;
+
+impl Modify for ApiKeyScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
+    }
+}
+
+/// The document as served, with each operation's permission and minimum tier from the
+/// access table.
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    for route in ROUTES {
+        let method = route.method.as_str().to_ascii_lowercase();
+        let Some(op) = doc
+            .pointer_mut(&format!(
+                "/paths/{}/{method}",
+                route.path.replace('~', "~0").replace('/', "~1")
+            ))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        if let Access::Authenticated {
+            permission,
+            min_tier,
+        } = route.access
+        {
+            op.insert(
+                "x-permission".into(),
+                permission.map_or(Value::Null, |p| p.as_str().into()),
+            );
+            op.insert("x-min-tier".into(), min_tier.as_str().into());
+        }
+    }
+    doc
+}
+
+pub async fn openapi_json() -> Json<Value> {
+    Json(document())
+}
+
+/// A readable page listing every operation, rendered from the document itself.
+pub async fn docs_page() -> Html<String> {
+    let doc = document();
+    let mut html = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>knowngood API</title><style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;\
+         margin:2rem auto;padding:0 1rem}code{background:#f3f3f3;padding:0 .2em}\
+         h2{margin-top:2rem;border-top:1px solid #ddd;padding-top:1rem}.m{font-weight:bold}\
+         </style></head><body><h1>knowngood API</h1>\
+         <p>Machine-readable: <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a> (OpenAPI 3.1).</p>",
+    );
+    if let Some(text) = doc.pointer("/info/description").and_then(Value::as_str) {
+        html.push_str(&format!("<p>{}</p>", escape(text)));
+    }
+    if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
+        for (path, ops) in paths {
+            let Some(ops) = ops.as_object() else { continue };
+            for (method, op) in ops {
+                let text = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or("");
+                html.push_str(&format!(
+                    "<h2><span class=\"m\">{}</span> <code>{}</code></h2><p>{}</p>",
+                    escape(&method.to_uppercase()),
+                    escape(path),
+                    escape(text("summary")),
+                ));
+                if !text("x-min-tier").is_empty() {
+                    html.push_str(&format!(
+                        "<p>Needs permission <code>{}</code>, tier <code>{}</code> or above.</p>",
+                        escape(text("x-permission")),
+                        escape(text("x-min-tier"))
+                    ));
+                }
+                if let Some(params) = op.get("parameters").and_then(Value::as_array) {
+                    html.push_str("<ul>");
+                    for p in params {
+                        let f = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
+                        html.push_str(&format!(
+                            "<li><code>{}</code> ({}) {}</li>",
+                            escape(f("name")),
+                            escape(f("in")),
+                            escape(f("description"))
+                        ));
+                    }
+                    html.push_str("</ul>");
+                }
+            }
+        }
+    }
+    html.push_str("</body></html>");
+    Html(html)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

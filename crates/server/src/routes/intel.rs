@@ -1,0 +1,392 @@
+//! The intel routes: statistics, lookup, history and export.
+
+use std::collections::{BTreeMap, HashSet};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use chrono::{Duration, NaiveDate};
+use futures::stream::{self, StreamExt};
+use model::{Arch, Error, HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
+use serde::Deserialize;
+use store::{ExportCursor, ExportQuery, HistoryQuery};
+
+use crate::AppState;
+use crate::api::{
+    EXPORT_COLUMNS, ExportRow, HistoryEntry, HistoryPage, LookupRequest, LookupResponse,
+    LookupResult, Stats, StatsTotals, timestamp,
+};
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::{JsonBody, QueryParams};
+
+pub const MAX_LOOKUP_HASHES: usize = 100;
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 200;
+pub const MAX_EXPORT_DAYS: i64 = 366;
+pub const MAX_EXPORT_ROWS: u64 = 100_000;
+const EXPORT_PAGE_ROWS: u32 = 1000;
+
+/// Platform statistics.
+#[utoipa::path(get, path = "/api/v1/intel/stats", tag = "intel",
+    security(("api_key" = [])),
+    responses((status = 200, body = Stats), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
+    let s = state.store.stats().await?;
+    Ok(Json(Stats {
+        generated_at: timestamp(state.clock.now()),
+        totals: StatsTotals {
+            known_good_hashes: s.known_good_hashes,
+            total_vendors: s.total_vendors,
+            total_platforms: s.total_platforms,
+        },
+        reference_corpus_hashes: 0,
+    }))
+}
+
+/// Classify hashes against current vendor releases.
+#[utoipa::path(post, path = "/api/v1/intel/lookup", tag = "intel",
+    security(("api_key" = [])), request_body = LookupRequest,
+    responses((status = 200, body = LookupResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn lookup(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<LookupRequest>,
+) -> ApiResult<Json<LookupResponse>> {
+    classify(&state, request, false).await.map(Json)
+}
+
+/// Classify hashes against every vendor release ever recorded, superseded builds included.
+#[utoipa::path(post, path = "/api/v1/intel/lookup/historical", tag = "intel",
+    security(("api_key" = [])), request_body = LookupRequest,
+    responses((status = 200, body = LookupResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn lookup_historical(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<LookupRequest>,
+) -> ApiResult<Json<LookupResponse>> {
+    classify(&state, request, true).await.map(Json)
+}
+
+/// Normalises and de-duplicates the batch; every distinct hash gets a result.
+fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
+    if request.hashes.is_empty() {
+        return Err(Error::bad_request("hashes must not be empty"));
+    }
+    if request.hashes.len() > MAX_LOOKUP_HASHES {
+        return Err(Error::bad_request(format!(
+            "hashes holds {} values; at most {MAX_LOOKUP_HASHES} are accepted per request",
+            request.hashes.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    let mut batch = Vec::new();
+    for (i, raw) in request.hashes.iter().enumerate() {
+        let value = HashValue::parse(raw).map_err(|e| match e {
+            Error::BadRequest(m) => Error::BadRequest(format!("hashes[{i}]: {m}")),
+            other => other,
+        })?;
+        if seen.insert(value.clone()) {
+            batch.push(value);
+        }
+    }
+    Ok(batch)
+}
+
+async fn classify(
+    state: &AppState,
+    request: LookupRequest,
+    historical: bool,
+) -> ApiResult<LookupResponse> {
+    let batch = parse_batch(request)?;
+    let records = state.store.find_by_hashes(&batch, historical).await?;
+    let mut results = BTreeMap::new();
+    for hash in &batch {
+        let result = best_vendor_match(hash, &records)
+            .map(|r| vendor_result(r, historical))
+            .unwrap_or_else(|| LookupResult {
+                classification: "unknown",
+                ..LookupResult::default()
+            });
+        results.insert(hash.as_str().to_string(), result);
+    }
+    Ok(LookupResponse { results })
+}
+
+/// The record a hash names: verified records only, current before superseded, then the
+/// newest.
+fn best_vendor_match<'a>(hash: &HashValue, records: &'a [HashRecord]) -> Option<&'a HashRecord> {
+    records
+        .iter()
+        .filter(|r| r.integrity_ok && record_has(r, hash))
+        .max_by_key(|r| (r.status == RecordStatus::Current, r.valid_from))
+}
+
+fn record_has(record: &HashRecord, hash: &HashValue) -> bool {
+    let r = &record.record;
+    let stored = match hash.algo() {
+        HashAlgo::Sha256 => Some(r.hash_sha256.as_str()),
+        HashAlgo::Sha1 => r.hash_sha1.as_deref(),
+        HashAlgo::Md5 => r.hash_md5.as_deref(),
+    };
+    stored == Some(hash.as_str())
+}
+
+fn vendor_result(record: &HashRecord, historical: bool) -> LookupResult {
+    let r = &record.record;
+    LookupResult {
+        classification: "known_vendor_release",
+        source: Some("service_vendor".into()),
+        vendor: Some(r.vendor.clone()),
+        executable_name: Some(r.executable_name.clone()),
+        version: Some(r.version.clone()),
+        platform: Some(r.platform.as_str().into()),
+        historical: (historical && record.status == RecordStatus::Superseded).then_some(true),
+        ..LookupResult::default()
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct HistoryParams {
+    /// Any version's filename, or the bare name of an unversioned file.
+    executable: Option<String>,
+    /// windows, linux, darwin, android or universal.
+    platform: Option<String>,
+    /// amd64, arm64, arm, x86 or universal.
+    arch: Option<String>,
+    /// 1 to 200, default 50.
+    limit: Option<String>,
+    /// 0 or more, default 0.
+    offset: Option<String>,
+}
+
+fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_PAGE);
+    };
+    match raw.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        _ => Err(Error::bad_request(format!(
+            "limit must be an integer from 1 to {MAX_PAGE} (got {raw:?})"
+        ))),
+    }
+}
+
+fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
+    let Some(raw) = raw else { return Ok(0) };
+    raw.trim().parse::<u64>().map_err(|_| {
+        Error::bad_request(format!(
+            "offset must be a non-negative integer (got {raw:?})"
+        ))
+    })
+}
+
+fn parse_opt<T: std::str::FromStr<Err = Error>>(
+    raw: Option<&str>,
+    field: &str,
+) -> Result<Option<T>, Error> {
+    raw.filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<T>().map_err(|e| match e {
+                Error::BadRequest(m) => Error::BadRequest(format!("{field}: {m}")),
+                other => other,
+            })
+        })
+        .transpose()
+}
+
+fn required_executable(raw: Option<String>) -> Result<String, Error> {
+    match raw.map(|s| s.trim().to_string()) {
+        Some(s) if !s.is_empty() => Ok(s),
+        _ => Err(Error::bad_request("executable is required")),
+    }
+}
+
+/// Every version ever recorded of an executable, newest first.
+#[utoipa::path(get, path = "/api/v1/intel/history", tag = "intel",
+    security(("api_key" = [])), params(HistoryParams),
+    responses((status = 200, body = HistoryPage), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn history(
+    State(state): State<AppState>,
+    QueryParams(params): QueryParams<HistoryParams>,
+) -> ApiResult<Json<HistoryPage>> {
+    let query = HistoryQuery {
+        platform: parse_opt::<Platform>(params.platform.as_deref(), "platform")?,
+        arch: parse_opt::<Arch>(params.arch.as_deref(), "arch")?,
+        limit: parse_limit(params.limit.as_deref())?,
+        offset: parse_offset(params.offset.as_deref())?,
+        executable: required_executable(params.executable)?,
+    };
+    let page = state.store.history(&query).await?;
+    Ok(Json(HistoryPage {
+        results: page.items.iter().map(HistoryEntry::from).collect(),
+        total: page.total,
+        limit: query.limit,
+        offset: query.offset,
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ExportParams {
+    /// csv or json (default json).
+    format: Option<String>,
+    executable: Option<String>,
+    platform: Option<String>,
+    arch: Option<String>,
+    /// First UTC day (inclusive), default 29 days before `to`.
+    from: Option<String>,
+    /// Last UTC day (inclusive), default today.
+    to: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExportFormat {
+    Csv,
+    Json,
+}
+
+fn parse_day(raw: Option<&str>, field: &str) -> Result<Option<NaiveDate>, Error> {
+    raw.filter(|s| !s.is_empty())
+        .map(|s| {
+            NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
+                Error::bad_request(format!("{field} must be a date YYYY-MM-DD (got {s:?})"))
+            })
+        })
+        .transpose()
+}
+
+/// Bulk export of records whose validity began within the days given, streamed.
+#[utoipa::path(get, path = "/api/v1/intel/export", tag = "intel",
+    security(("api_key" = [])), params(ExportParams),
+    responses(
+        (status = 200, description = "CSV (text/csv) or a JSON array of export rows", body = [ExportRow]),
+        (status = 400, description = "Bad parameters, or more than 366 days or 100,000 rows", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn export(
+    State(state): State<AppState>,
+    QueryParams(params): QueryParams<ExportParams>,
+) -> ApiResult<Response> {
+    let format = match params.format.as_deref() {
+        None | Some("json") => ExportFormat::Json,
+        Some("csv") => ExportFormat::Csv,
+        Some(other) => {
+            return Err(
+                Error::bad_request(format!("format must be csv or json (got {other:?})")).into(),
+            );
+        }
+    };
+    let today = state.clock.now().date_naive();
+    let to = parse_day(params.to.as_deref(), "to")?.unwrap_or(today);
+    let from = parse_day(params.from.as_deref(), "from")?.unwrap_or(to - Duration::days(29));
+    if from > to {
+        return Err(Error::bad_request("from must not be after to").into());
+    }
+    let days = (to - from).num_days() + 1;
+    if days > MAX_EXPORT_DAYS {
+        return Err(Error::bad_request(format!(
+            "the range covers {days} days; at most {MAX_EXPORT_DAYS} are allowed: narrow from/to"
+        ))
+        .into());
+    }
+    let query = ExportQuery {
+        executable: params
+            .executable
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        platform: parse_opt::<Platform>(params.platform.as_deref(), "platform")?,
+        arch: parse_opt::<Arch>(params.arch.as_deref(), "arch")?,
+        from,
+        to,
+    };
+    let rows = state.store.export_count(&query).await?;
+    if rows > MAX_EXPORT_ROWS {
+        return Err(Error::bad_request(format!(
+            "the export would hold {rows} rows; at most {MAX_EXPORT_ROWS} are allowed: narrow from/to or filter by executable, platform or arch"
+        ))
+        .into());
+    }
+    let (content_type, extension) = match format {
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
+        ExportFormat::Json => ("application/json", "json"),
+    };
+    let body = Body::from_stream(export_stream(state, query, format));
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"knowngood-export-{from}-{to}.{extension}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Rows fetched a page at a time by keyset, so memory stays flat whatever the size.
+fn export_stream(
+    state: AppState,
+    query: ExportQuery,
+    format: ExportFormat,
+) -> impl futures::Stream<Item = Result<String, std::io::Error>> {
+    enum Step {
+        Start,
+        Rows(Option<ExportCursor>, bool),
+        Done,
+    }
+    stream::unfold(Step::Start, move |step| {
+        let state = state.clone();
+        let query = query.clone();
+        async move {
+            match step {
+                Step::Start => {
+                    let head = match format {
+                        ExportFormat::Csv => format!("{}\r\n", EXPORT_COLUMNS.join(",")),
+                        ExportFormat::Json => "[".to_string(),
+                    };
+                    Some((Ok(head), Step::Rows(None, true)))
+                }
+                Step::Rows(cursor, first) => {
+                    let page = match state
+                        .store
+                        .export_page(&query, cursor.as_ref(), EXPORT_PAGE_ROWS)
+                        .await
+                    {
+                        Ok(page) => page,
+                        Err(e) => {
+                            tracing::error!(error = %e, "export aborted");
+                            return Some((Err(std::io::Error::other("export failed")), Step::Done));
+                        }
+                    };
+                    let Some(last) = page.last() else {
+                        let tail = if format == ExportFormat::Json { "]" } else { "" };
+                        return Some((Ok(tail.to_string()), Step::Done));
+                    };
+                    let next = ExportCursor {
+                        valid_from: last.valid_from,
+                        id: last.id.clone(),
+                    };
+                    let mut chunk = String::new();
+                    for (i, record) in page.iter().filter(|r| r.integrity_ok).enumerate() {
+                        let row = ExportRow::from(record);
+                        match format {
+                            ExportFormat::Csv => chunk.push_str(&row.to_csv_line()),
+                            ExportFormat::Json => {
+                                if !(first && i == 0) {
+                                    chunk.push(',');
+                                }
+                                chunk.push_str(&serde_json::to_string(&row).unwrap_or_default());
+                            }
+                        }
+                    }
+                    let first = first && chunk.is_empty();
+                    Some((Ok(chunk), Step::Rows(Some(next), first)))
+                }
+                Step::Done => None,
+            }
+        }
+    })
+    .filter(|chunk| futures::future::ready(!matches!(chunk, Ok(s) if s.is_empty())))
+}

@@ -1,0 +1,2 @@
+pub mod intel;
+pub mod public;

@@ -1,0 +1,207 @@
+//! Routes that need no credential: liveness, readiness, the daily feed and the status page.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use chrono::{DateTime, NaiveDate, Utc};
+use model::Error;
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::api::{
+    ComponentStatus, Components, HashOfDay, HashRecordJson, ReferenceCorpusStatus, Status,
+    VendorStatus, timestamp,
+};
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::QueryParams;
+
+/// Liveness: answers as long as the process serves requests; touches nothing.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is alive")))]
+pub async fn healthz() -> impl IntoResponse {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready"), (status = 503, description = "Database unreachable")))]
+pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "down", "database": "unreachable"})),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct HashOfDayQuery {
+    /// Exact executable name, case-insensitive; a package as `name (ecosystem)`.
+    executable: Option<String>,
+    /// Not accepted: history needs a credential (403).
+    date: Option<String>,
+}
+
+/// The public daily feed: one record per tracked file, current today.
+#[utoipa::path(get, path = "/public/hash-of-day", tag = "public", params(HashOfDayQuery),
+    responses(
+        (status = 200, body = HashOfDay),
+        (status = 403, description = "`date` given: history needs a credential", body = ErrorBody),
+        (status = 429, description = "More than 100 requests per minute from this address", body = ErrorBody)))]
+pub async fn hash_of_day(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<HashOfDayQuery>,
+) -> ApiResult<Json<HashOfDay>> {
+    if query.date.is_some() {
+        return Err(Error::Forbidden(
+            "the date parameter is not available here: history needs a credential (GET /api/v1/intel/history)".into(),
+        )
+        .into());
+    }
+    let now = state.clock.now();
+    let key = query.executable.as_deref().unwrap_or("").trim().to_lowercase();
+    let epoch = state.store.records_epoch();
+    if let Some(hit) = state.feed_cache.get(&key, now, epoch) {
+        return Ok(Json(HashOfDay {
+            date: hit.date.to_string(),
+            generated_at: timestamp(hit.generated_at),
+            cache_hit: true,
+            hashes: hit.hashes.as_ref().clone(),
+        }));
+    }
+    let executable = (!key.is_empty()).then_some(key.as_str());
+    let records = state.store.current_records(executable).await?;
+    let hashes: Vec<HashRecordJson> = records
+        .iter()
+        .filter(|r| r.integrity_ok)
+        .map(HashRecordJson::from)
+        .collect();
+    let entry = CachedFeed {
+        date: now.date_naive(),
+        generated_at: now,
+        hashes: Arc::new(hashes),
+        epoch,
+    };
+    state.feed_cache.put(key, entry.clone());
+    Ok(Json(HashOfDay {
+        date: entry.date.to_string(),
+        generated_at: timestamp(now),
+        cache_hit: false,
+        hashes: entry.hashes.as_ref().clone(),
+    }))
+}
+
+#[derive(Clone)]
+pub struct CachedFeed {
+    date: NaiveDate,
+    generated_at: DateTime<Utc>,
+    hashes: Arc<Vec<HashRecordJson>>,
+    /// The store's records epoch when this was built; any later write makes it stale.
+    epoch: u64,
+}
+
+/// The hash-of-day cache, one entry per `executable` filter. Entries live at most `ttl`,
+/// never across a UTC day boundary, and never past a change to the records.
+pub struct FeedCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<String, CachedFeed>>,
+}
+
+impl FeedCache {
+    /// Filters are caller-chosen, so the map is bounded.
+    const MAX_ENTRIES: usize = 4096;
+
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, key: &str, now: DateTime<Utc>, epoch: u64) -> Option<CachedFeed> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = entries.get(key)?;
+        let age = (now - hit.generated_at).to_std().unwrap_or(Duration::MAX);
+        let fresh = hit.epoch == epoch && age < self.ttl && hit.date == now.date_naive();
+        fresh.then(|| hit.clone())
+    }
+
+    fn put(&self, key: String, entry: CachedFeed) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= Self::MAX_ENTRIES {
+            entries.retain(|_, e| e.epoch == entry.epoch);
+            if entries.len() >= Self::MAX_ENTRIES {
+                entries.clear();
+            }
+        }
+        entries.insert(key, entry);
+    }
+}
+
+/// Overall and per-vendor health.
+#[utoipa::path(get, path = "/public/status", tag = "public",
+    responses((status = 200, body = Status)))]
+pub async fn status(State(state): State<AppState>) -> Json<Status> {
+    let now = state.clock.now();
+    let database_ok = state.store.ping().await.is_ok();
+    let vendors: Vec<VendorStatus> = if database_ok {
+        state
+            .store
+            .vendor_health()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| VendorStatus {
+                status: match (v.last_success_at, v.last_error_at) {
+                    (_, Some(err)) if v.last_success_at.is_none_or(|ok| err > ok) => "failing",
+                    (Some(_), _) => "ok",
+                    _ => "unknown",
+                },
+                vendor: v.vendor,
+                last_success_at: v.last_success_at.map(timestamp),
+                last_error_at: v.last_error_at.map(timestamp),
+                last_error: v.last_error,
+                records: v.records,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let integrity_failures = state.store.integrity_failures();
+    let overall = if !database_ok {
+        "down"
+    } else if integrity_failures > 0 || vendors.iter().any(|v| v.status == "failing") {
+        "degraded"
+    } else {
+        "ok"
+    };
+    Json(Status {
+        status: overall,
+        generated_at: timestamp(now),
+        components: Components {
+            database: ComponentStatus {
+                status: if database_ok { "ok" } else { "down" },
+                backend: Some(state.store.backend()),
+            },
+            reference_corpus: ReferenceCorpusStatus {
+                generation: None,
+                entries: 0,
+                sources: Vec::new(),
+                imported_at: None,
+            },
+            // No scheduled jobs run in this build yet.
+            scheduler: ComponentStatus {
+                status: "idle",
+                backend: None,
+            },
+        },
+        vendors,
+        integrity_failures,
+    })
+}

@@ -1,0 +1,1253 @@
+//! Conformance suite: every test runs against SQLite (a fresh file per test) and, when
+//! `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable PostgreSQL database (e.g.
+//! `postgres://postgres@127.0.0.1:5432/postgres`), against PostgreSQL in a fresh schema per
+//! test (created through that URL, selected with `options[search_path]`, dropped afterwards).
+//! Without the variable the PostgreSQL variants print `SKIPPED` and return.
+//!
+//! The bodies are written once against `Arc<dyn Store>`; `conformance!` instantiates each
+//! as `sqlite::<name>` and `postgres::<name>`.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::FutureExt as _;
+use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier};
+use sqlx::{Connection as _, PgConnection, SqliteConnection};
+use store::{
+    ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store, TenantKind,
+};
+
+const PG_ENV: &str = "KNOWNGOOD_TEST_POSTGRES_URL";
+const SECRET: &[u8] = b"conformance-secret";
+
+// ---------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Where a test's databases live; cleaned up by the runner.
+enum Scratch {
+    Sqlite(tempfile::TempDir),
+    Postgres {
+        base: String,
+        schemas: Mutex<Vec<String>>,
+    },
+}
+
+impl Scratch {
+    /// A new, empty database location and its URL.
+    async fn new_url(&self) -> String {
+        match self {
+            Scratch::Sqlite(dir) => {
+                let path = dir.path().join(format!("{}.db", store::new_id()));
+                format!("sqlite://{}?mode=rwc", path.display())
+            }
+            Scratch::Postgres { base, schemas } => {
+                let schema = format!("kgt_{}", store::new_id());
+                let mut admin = PgConnection::connect(base)
+                    .await
+                    .unwrap_or_else(|e| panic!("{PG_ENV}={base:?}: cannot connect: {e}"));
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                    .execute(&mut admin)
+                    .await
+                    .expect("create schema");
+                admin.close().await.ok();
+                schemas.lock().unwrap().push(schema.clone());
+                let sep = if base.contains('?') { '&' } else { '?' };
+                format!("{base}{sep}options[search_path]={schema}")
+            }
+        }
+    }
+
+    async fn cleanup(&self) {
+        if let Scratch::Postgres { base, schemas } = self {
+            let schemas = std::mem::take(&mut *schemas.lock().unwrap());
+            if schemas.is_empty() {
+                return;
+            }
+            let mut admin = PgConnection::connect(base).await.expect("admin connect");
+            for s in schemas {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {s} CASCADE")))
+                    .execute(&mut admin)
+                    .await
+                    .expect("drop schema");
+            }
+            admin.close().await.ok();
+        }
+    }
+}
+
+/// What a test body gets: the store under test and the means to reach its database
+/// behind the store's back.
+struct Db {
+    backend: Backend,
+    url: String,
+    store: Arc<dyn Store>,
+    scratch: Arc<Scratch>,
+}
+
+impl Db {
+    /// Another store on the same database.
+    async fn open(&self, secret: &[u8]) -> Arc<dyn Store> {
+        store::open(&self.url, RecordSigner::new(secret))
+            .await
+            .expect("open store")
+    }
+
+    /// Runs one statement on a raw connection (not through the store); rows affected.
+    async fn exec(&self, sql: &'static str, binds: &[&str]) -> u64 {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = SqliteConnection::connect(&self.url).await.expect("raw connect");
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                let n = q.execute(&mut c).await.expect("raw exec").rows_affected();
+                c.close().await.ok();
+                n
+            }
+            Backend::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                let n = q.execute(&mut c).await.expect("raw exec").rows_affected();
+                c.close().await.ok();
+                n
+            }
+        }
+    }
+
+    /// A single integer from a raw connection.
+    async fn scalar(&self, sql: &'static str) -> i64 {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = SqliteConnection::connect(&self.url).await.expect("raw connect");
+                let v = sqlx::query_scalar(sql).fetch_one(&mut c).await.expect("raw scalar");
+                c.close().await.ok();
+                v
+            }
+            Backend::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
+                let v = sqlx::query_scalar(sql).fetch_one(&mut c).await.expect("raw scalar");
+                c.close().await.ok();
+                v
+            }
+        }
+    }
+}
+
+async fn run<F, Fut>(backend: Backend, scratch: Scratch, body: F)
+where
+    F: FnOnce(Db) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let scratch = Arc::new(scratch);
+    let url = scratch.new_url().await;
+    let result = AssertUnwindSafe(async {
+        let store = store::open(&url, RecordSigner::new(SECRET))
+            .await
+            .expect("open store");
+        assert_eq!(
+            store.backend(),
+            match backend {
+                Backend::Sqlite => "sqlite",
+                Backend::Postgres => "postgres",
+            }
+        );
+        let db = Db {
+            backend,
+            url: url.clone(),
+            store: store.clone(),
+            scratch: scratch.clone(),
+        };
+        body(db).await;
+        store.close().await;
+    })
+    .catch_unwind()
+    .await;
+    scratch.cleanup().await;
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn run_sqlite<F, Fut>(body: F)
+where
+    F: FnOnce(Db) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    run(Backend::Sqlite, Scratch::Sqlite(dir), body).await;
+}
+
+async fn run_postgres<F, Fut>(name: &str, body: F)
+where
+    F: FnOnce(Db) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let base = match std::env::var(PG_ENV) {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => {
+            // Written to the real stderr, past the test harness's capture, so the skip
+            // shows in `cargo test` output.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED postgres::{name}: set {PG_ENV}=postgres://USER@HOST:PORT/DB to run it"
+            );
+            return;
+        }
+    };
+    let scratch = Scratch::Postgres {
+        base,
+        schemas: Mutex::new(Vec::new()),
+    };
+    run(Backend::Postgres, scratch, body).await;
+}
+
+macro_rules! conformance {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::run_sqlite(crate::$name).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::run_postgres(stringify!($name), crate::$name).await;
+                }
+            )+
+        }
+    };
+}
+
+conformance!(
+    first_insert_is_current,
+    new_version_supersedes_current,
+    platform_arch_and_vendor_are_separate_families,
+    rerecording_identical_file_is_unchanged,
+    same_version_new_hash_reports_hash_changed,
+    invalid_records_are_rejected_and_change_nothing,
+    concurrent_versions_leave_one_current,
+    find_by_each_hash_kind,
+    find_superseded_only_when_asked,
+    history_by_any_filename_newest_first,
+    history_by_bare_name_with_filters_and_paging,
+    export_day_bounds_are_inclusive,
+    export_keyset_paging_returns_every_row_once,
+    export_filters,
+    stats_count_current_records,
+    tampered_row_fails_integrity_once,
+    different_secret_fails_every_record,
+    accounts_create_and_look_up_keys,
+    accounts_conflicts,
+    concurrent_platform_tenants_admit_one,
+    vendor_health_runs_and_counts,
+    data_survives_close_and_reopen,
+    migrations_are_idempotent,
+    concurrent_first_open_migrates_once,
+);
+
+// ---------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap_or_else(|e| panic!("bad timestamp {s:?}: {e}"))
+}
+
+fn day(s: &str) -> NaiveDate {
+    s.parse().expect("bad date")
+}
+
+/// Deterministic, random-looking lowercase hex of `len` characters.
+fn hex_of(seed: u64, len: usize) -> String {
+    let mut x = seed ^ ((len as u64) << 56) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut out = String::new();
+    while out.len() < len {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.push_str(&format!("{:016x}", z ^ (z >> 31)));
+    }
+    out.truncate(len);
+    out
+}
+
+fn rec(
+    vendor: &str,
+    name: &str,
+    version: &str,
+    platform: Platform,
+    arch: Arch,
+    seed: u64,
+) -> NewRecord {
+    NewRecord {
+        vendor: vendor.into(),
+        executable_name: name.into(),
+        version: version.into(),
+        platform,
+        arch,
+        hash_sha256: hex_of(seed, 64),
+        hash_sha1: Some(hex_of(seed, 40)),
+        hash_md5: Some(hex_of(seed, 32)),
+        source_url: format!("https://downloads.example/{vendor}/{name}"),
+        download_verified: true,
+        sig_signer: None,
+        sig_issuer: None,
+        sig_serial: None,
+        sig_thumbprint: None,
+    }
+}
+
+/// The Go MSI for windows/amd64 of `version`.
+fn go(version: &str, seed: u64) -> NewRecord {
+    rec(
+        "Go",
+        &format!("go{version}.windows-amd64.msi"),
+        version,
+        Platform::Windows,
+        Arch::Amd64,
+        seed,
+    )
+}
+
+fn putty(version: &str, arch: Arch, seed: u64) -> NewRecord {
+    rec("PuTTY", "putty.exe", version, Platform::Windows, arch, seed)
+}
+
+fn hv(s: &str) -> HashValue {
+    HashValue::parse(s).expect("valid hash")
+}
+
+async fn insert(store: &dyn Store, r: NewRecord, now: DateTime<Utc>) -> String {
+    match store.record(r, now).await.expect("record") {
+        RecordOutcome::Inserted { id, .. } => id,
+        other => panic!("expected Inserted, got {other:?}"),
+    }
+}
+
+/// The record with this id, whatever its state (looked up by its SHA-256).
+async fn by_id(store: &dyn Store, id: &str, sha256: &str) -> HashRecord {
+    let found = store
+        .find_by_hashes(&[hv(sha256)], true)
+        .await
+        .expect("find_by_hashes");
+    found
+        .into_iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("record {id} not found"))
+}
+
+fn ids(records: &[HashRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.id.as_str()).collect()
+}
+
+fn versions(records: &[HashRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.record.version.as_str()).collect()
+}
+
+fn history_query(executable: &str) -> HistoryQuery {
+    HistoryQuery {
+        executable: executable.into(),
+        platform: None,
+        arch: None,
+        limit: 100,
+        offset: 0,
+    }
+}
+
+fn export_query(from: &str, to: &str) -> ExportQuery {
+    ExportQuery {
+        executable: None,
+        platform: None,
+        arch: None,
+        from: day(from),
+        to: day(to),
+    }
+}
+
+/// Pages through an export with `limit` rows per page; every row in order.
+async fn export_all(store: &dyn Store, q: &ExportQuery, limit: u32) -> Vec<HashRecord> {
+    let mut all: Vec<HashRecord> = Vec::new();
+    let mut cursor: Option<ExportCursor> = None;
+    for _ in 0..1000 {
+        let page = store
+            .export_page(q, cursor.as_ref(), limit)
+            .await
+            .expect("export_page");
+        assert!(page.len() <= limit as usize, "page larger than its limit");
+        let Some(last) = page.last() else { break };
+        cursor = Some(ExportCursor {
+            valid_from: last.valid_from,
+            id: last.id.clone(),
+        });
+        let short = page.len() < limit as usize;
+        all.extend(page);
+        if short {
+            break;
+        }
+    }
+    all
+}
+
+// ---------------------------------------------------------------------------------------
+// record()
+// ---------------------------------------------------------------------------------------
+
+async fn first_insert_is_current(db: Db) {
+    let s = &*db.store;
+    let mut r = go("1.23.4", 1);
+    // Submitted uppercase; stored lowercase.
+    r.hash_sha256 = r.hash_sha256.to_uppercase();
+    r.hash_sha1 = r.hash_sha1.map(|h| h.to_uppercase());
+    let now = t("2025-01-02T03:04:05.123456789Z");
+    let outcome = s.record(r.clone(), now).await.expect("record");
+    let RecordOutcome::Inserted {
+        id,
+        superseded,
+        hash_changed,
+    } = outcome
+    else {
+        panic!("expected Inserted, got {outcome:?}")
+    };
+    assert_eq!(superseded, None);
+    assert!(!hash_changed);
+
+    let current = s
+        .current_records(Some("GO1.23.4.WINDOWS-AMD64.MSI"))
+        .await
+        .expect("current_records");
+    assert_eq!(current.len(), 1, "{current:?}");
+    let c = &current[0];
+    assert_eq!(c.id, id);
+    assert_eq!(c.status, RecordStatus::Current);
+    assert_eq!(c.valid_until, None);
+    // Stored with microsecond precision on both backends.
+    assert_eq!(c.valid_from, t("2025-01-02T03:04:05.123456Z"));
+    assert!(c.integrity_ok);
+    assert_eq!(c.family, "go{version}.windows-amd64.msi");
+    assert_eq!(c.record, r.clone().validate().unwrap());
+    assert_eq!(c.record.hash_sha256, hex_of(1, 64));
+    assert_eq!(c.record.hash_sha1.as_deref(), Some(hex_of(1, 40).as_str()));
+    assert_eq!(c.cert_revoked_at, None);
+    assert_eq!(s.integrity_failures(), 0);
+}
+
+async fn new_version_supersedes_current(db: Db) {
+    let s = &*db.store;
+    let t1 = t("2025-01-01T02:00:00.250Z");
+    let t2 = t("2025-02-01T02:00:00.000001Z");
+    let old = insert(s, go("1.23.4", 1), t1).await;
+    let outcome = s.record(go("1.23.5", 2), t2).await.expect("record");
+    let RecordOutcome::Inserted {
+        id: new,
+        superseded,
+        hash_changed,
+    } = outcome
+    else {
+        panic!("expected Inserted, got {outcome:?}")
+    };
+    assert_eq!(superseded.as_deref(), Some(old.as_str()));
+    assert!(!hash_changed, "a new version is not a republish");
+
+    let old_rec = by_id(s, &old, &hex_of(1, 64)).await;
+    let new_rec = by_id(s, &new, &hex_of(2, 64)).await;
+    assert_eq!(old_rec.status, RecordStatus::Superseded);
+    assert_eq!(old_rec.valid_from, t1);
+    assert_eq!(old_rec.valid_until, Some(t2));
+    assert_eq!(new_rec.status, RecordStatus::Current);
+    assert_eq!(new_rec.valid_until, None);
+    assert_eq!(old_rec.valid_until, Some(new_rec.valid_from));
+    assert!(old_rec.integrity_ok && new_rec.integrity_ok);
+
+    let current = s.current_records(None).await.unwrap();
+    assert_eq!(ids(&current), vec![new.as_str()]);
+    // The old filename no longer names a current record.
+    assert!(
+        s.current_records(Some("go1.23.4.windows-amd64.msi"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A third version supersedes the second, not the first again.
+    let t3 = t("2025-03-01T02:00:00Z");
+    let third = s.record(go("1.24.0", 3), t3).await.unwrap();
+    assert!(
+        matches!(&third, RecordOutcome::Inserted { superseded: Some(p), .. } if *p == new),
+        "{third:?}"
+    );
+    assert_eq!(by_id(s, &old, &hex_of(1, 64)).await.valid_until, Some(t2));
+    assert_eq!(by_id(s, &new, &hex_of(2, 64)).await.valid_until, Some(t3));
+    assert_eq!(s.stats().await.unwrap().total_records, 1);
+}
+
+async fn platform_arch_and_vendor_are_separate_families(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    insert(s, go("1.23.4", 1), now).await;
+    let others = [
+        rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 2),
+        rec("Go", "go1.23.5.windows-arm64.msi", "1.23.5", Platform::Windows, Arch::Arm64, 3),
+        putty("0.81", Arch::Amd64, 4),
+        // Same file name (same family string), other arch.
+        putty("0.82", Arch::X86, 5),
+        // Same family, platform and arch, other vendor.
+        rec("Mirror", "putty.exe", "0.83", Platform::Windows, Arch::Amd64, 6),
+    ];
+    for r in others {
+        let outcome = s.record(r, now).await.unwrap();
+        assert!(
+            matches!(outcome, RecordOutcome::Inserted { superseded: None, hash_changed: false, .. }),
+            "{outcome:?}"
+        );
+    }
+    let current = s.current_records(None).await.unwrap();
+    assert_eq!(current.len(), 6);
+    assert!(current.iter().all(|r| r.status == RecordStatus::Current));
+    assert_eq!(s.current_records(Some("putty.exe")).await.unwrap().len(), 3);
+}
+
+async fn rerecording_identical_file_is_unchanged(db: Db) {
+    let s = &*db.store;
+    let t1 = t("2025-01-01T00:00:00Z");
+    let id = insert(s, go("1.23.4", 1), t1).await;
+    let again = s.record(go("1.23.4", 1), t("2025-01-02T00:00:00Z")).await.unwrap();
+    assert_eq!(again, RecordOutcome::Unchanged { id: id.clone() });
+    // Differing only in hex case is the same file.
+    let mut upper = go("1.23.4", 1);
+    upper.hash_sha256 = upper.hash_sha256.to_uppercase();
+    upper.hash_md5 = upper.hash_md5.map(|h| h.to_uppercase());
+    let again = s.record(upper, t("2025-01-03T00:00:00Z")).await.unwrap();
+    assert_eq!(again, RecordOutcome::Unchanged { id: id.clone() });
+
+    let current = s.current_records(None).await.unwrap();
+    assert_eq!(ids(&current), vec![id.as_str()]);
+    assert_eq!(current[0].valid_from, t1, "unchanged must not move valid_from");
+    assert_eq!(s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap().total, 1);
+}
+
+async fn same_version_new_hash_reports_hash_changed(db: Db) {
+    let s = &*db.store;
+    let old = insert(s, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    let outcome = s.record(go("1.23.4", 2), t("2025-01-02T00:00:00Z")).await.unwrap();
+    let RecordOutcome::Inserted {
+        id: new,
+        superseded,
+        hash_changed,
+    } = outcome
+    else {
+        panic!("expected Inserted, got {outcome:?}")
+    };
+    assert_eq!(superseded.as_deref(), Some(old.as_str()));
+    assert!(hash_changed, "a republish under the same version must be reported");
+    let current = s.current_records(None).await.unwrap();
+    assert_eq!(ids(&current), vec![new.as_str()]);
+    assert_eq!(current[0].record.hash_sha256, hex_of(2, 64));
+    assert_eq!(
+        by_id(s, &old, &hex_of(1, 64)).await.status,
+        RecordStatus::Superseded
+    );
+    // A metadata-only change (same hashes, new URL) supersedes but is no hash change.
+    let mut moved = go("1.23.4", 2);
+    moved.source_url = "https://mirror.example/go1.23.4.windows-amd64.msi".into();
+    let outcome = s.record(moved, t("2025-01-03T00:00:00Z")).await.unwrap();
+    assert!(
+        matches!(&outcome, RecordOutcome::Inserted { superseded: Some(p), hash_changed: false, .. } if *p == new),
+        "{outcome:?}"
+    );
+}
+
+async fn invalid_records_are_rejected_and_change_nothing(db: Db) {
+    let s = &*db.store;
+    let t1 = t("2025-01-01T00:00:00Z");
+    let id = insert(s, go("1.23.4", 1), t1).await;
+
+    let mut bad_hex = go("1.23.5", 2);
+    bad_hex.hash_sha256 = "zz".repeat(32);
+    let mut short_sha1 = go("1.23.5", 2);
+    short_sha1.hash_sha1 = Some("abc".into());
+    let mut bad_md5 = go("1.23.5", 2);
+    bad_md5.hash_md5 = Some("g".repeat(32));
+    let mut control = go("1.23.5", 2);
+    control.executable_name = "go1.23.5.windows-amd64\n.msi".into();
+    let mut nul = go("1.23.5", 2);
+    nul.executable_name = "go1.23.5\0.msi".into();
+    let mut no_version = go("1.23.5", 2);
+    no_version.version = " ".into();
+    let mut no_name = go("1.23.5", 2);
+    no_name.executable_name = String::new();
+
+    for (what, r) in [
+        ("bad sha256 hex", bad_hex),
+        ("short sha1", short_sha1),
+        ("bad md5 hex", bad_md5),
+        ("newline in name", control),
+        ("NUL in name", nul),
+        ("blank version", no_version),
+        ("empty name", no_name),
+    ] {
+        let err = s
+            .record(r, t("2025-01-02T00:00:00Z"))
+            .await
+            .expect_err(what);
+        assert!(matches!(err, model::Error::BadRequest(_)), "{what}: {err:?}");
+    }
+
+    // The existing current record was neither superseded nor joined by anything.
+    let all = s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap();
+    assert_eq!(all.total, 1);
+    assert_eq!(ids(&all.items), vec![id.as_str()]);
+    assert_eq!(all.items[0].status, RecordStatus::Current);
+    assert_eq!(all.items[0].valid_until, None);
+    let everything = s
+        .export_count(&export_query("2000-01-01", "2100-01-01"))
+        .await
+        .unwrap();
+    assert_eq!(everything, 1);
+}
+
+async fn concurrent_versions_leave_one_current(db: Db) {
+    let s = db.store.clone();
+    let base = t("2025-01-01T00:00:00Z");
+    let tasks = (0..6u64).map(|i| {
+        let s = s.clone();
+        let now = base + chrono::Duration::milliseconds(i as i64);
+        async move { s.record(go(&format!("1.30.{i}"), 100 + i), now).await }
+    });
+    let results = futures::future::join_all(tasks).await;
+    for r in &results {
+        assert!(r.is_ok(), "concurrent record() failed: {r:?}");
+    }
+    let history = s.history(&history_query("go1.30.0.windows-amd64.msi")).await.unwrap();
+    assert_eq!(history.total, 6);
+    let current: Vec<_> = history
+        .items
+        .iter()
+        .filter(|r| r.status == RecordStatus::Current)
+        .collect();
+    assert_eq!(current.len(), 1, "exactly one current record");
+    assert_eq!(current[0].valid_until, None);
+    for r in history.items.iter().filter(|r| r.status == RecordStatus::Superseded) {
+        let until = r.valid_until.expect("superseded record has valid_until");
+        assert!(
+            history.items.iter().any(|n| n.valid_from == until),
+            "valid_until of {} matches some version's valid_from",
+            r.record.version
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// find_by_hashes()
+// ---------------------------------------------------------------------------------------
+
+async fn find_by_each_hash_kind(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    let full = insert(s, go("1.23.4", 1), now).await;
+    let mut manifest = rec("npm", "lodash (npm)", "4.17.21", Platform::Universal, Arch::Universal, 2);
+    manifest.hash_sha1 = None;
+    manifest.hash_md5 = None;
+    let manifest_id = insert(s, manifest, now).await;
+
+    for (what, h) in [
+        ("sha256", hex_of(1, 64)),
+        ("sha1", hex_of(1, 40)),
+        ("md5", hex_of(1, 32)),
+        ("sha256 uppercase", hex_of(1, 64).to_uppercase()),
+        ("md5 padded", format!("  {}\n", hex_of(1, 32).to_uppercase())),
+    ] {
+        let found = s.find_by_hashes(&[hv(&h)], false).await.unwrap();
+        assert_eq!(ids(&found), vec![full.as_str()], "by {what}");
+        assert!(found[0].integrity_ok);
+        assert_eq!(found[0].record.executable_name, "go1.23.4.windows-amd64.msi");
+    }
+
+    // Several kinds at once; a record matched by two of its hashes comes back once.
+    let found = s
+        .find_by_hashes(
+            &[hv(&hex_of(1, 64)), hv(&hex_of(1, 40)), hv(&hex_of(2, 64))],
+            false,
+        )
+        .await
+        .unwrap();
+    let mut got = ids(&found);
+    got.sort_unstable();
+    let mut want = vec![full.as_str(), manifest_id.as_str()];
+    want.sort_unstable();
+    assert_eq!(got, want);
+
+    // Unknown hashes, and a manifest-only record's absent SHA-1/MD5, match nothing.
+    let unknown = [hv(&hex_of(99, 64)), hv(&hex_of(99, 40)), hv(&hex_of(2, 40)), hv(&hex_of(2, 32))];
+    assert!(s.find_by_hashes(&unknown, true).await.unwrap().is_empty());
+    assert!(s.find_by_hashes(&[], true).await.unwrap().is_empty());
+}
+
+async fn find_superseded_only_when_asked(db: Db) {
+    let s = &*db.store;
+    let old = insert(s, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    let new = insert(s, go("1.23.5", 2), t("2025-02-01T00:00:00Z")).await;
+    for h in [hex_of(1, 64), hex_of(1, 40), hex_of(1, 32)] {
+        assert!(
+            s.find_by_hashes(&[hv(&h)], false).await.unwrap().is_empty(),
+            "superseded record found without include_superseded by {h}"
+        );
+        let found = s.find_by_hashes(&[hv(&h)], true).await.unwrap();
+        assert_eq!(ids(&found), vec![old.as_str()]);
+        assert_eq!(found[0].status, RecordStatus::Superseded);
+        assert_eq!(found[0].valid_until, Some(t("2025-02-01T00:00:00Z")));
+    }
+    let both = s
+        .find_by_hashes(&[hv(&hex_of(1, 64)), hv(&hex_of(2, 64))], false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&both), vec![new.as_str()]);
+    let both = s
+        .find_by_hashes(&[hv(&hex_of(1, 64)), hv(&hex_of(2, 64))], true)
+        .await
+        .unwrap();
+    assert_eq!(both.len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// history()
+// ---------------------------------------------------------------------------------------
+
+async fn history_by_any_filename_newest_first(db: Db) {
+    let s = &*db.store;
+    let t1 = t("2025-01-01T00:00:00Z");
+    let t2 = t("2025-01-01T00:00:00.5Z");
+    let t3 = t("2025-01-01T00:00:01Z");
+    insert(s, go("1.23.3", 1), t1).await;
+    insert(s, go("1.23.4", 2), t2).await;
+    insert(s, go("1.23.5", 3), t3).await;
+    // Other families must not leak in.
+    insert(s, rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 4), t3).await;
+    insert(s, putty("0.81", Arch::Amd64, 5), t3).await;
+
+    for name in [
+        "go1.23.3.windows-amd64.msi",
+        "go1.23.5.windows-amd64.msi",
+        "GO1.23.4.Windows-AMD64.msi",
+    ] {
+        let page = s.history(&history_query(name)).await.unwrap();
+        assert_eq!(page.total, 3, "by {name}");
+        assert_eq!(versions(&page.items), vec!["1.23.5", "1.23.4", "1.23.3"], "by {name}");
+        let st: Vec<_> = page.items.iter().map(|r| r.status).collect();
+        assert_eq!(
+            st,
+            vec![RecordStatus::Current, RecordStatus::Superseded, RecordStatus::Superseded]
+        );
+        assert_eq!(page.items[0].valid_until, None);
+        assert_eq!(page.items[1].valid_until, Some(t3));
+        assert_eq!(page.items[2].valid_until, Some(t2));
+        assert_eq!(page.items[2].valid_from, t1);
+        assert!(page.items.iter().all(|r| r.integrity_ok));
+    }
+    let none = s.history(&history_query("notepad.exe")).await.unwrap();
+    assert_eq!(none.total, 0);
+    assert!(none.items.is_empty());
+}
+
+async fn history_by_bare_name_with_filters_and_paging(db: Db) {
+    let s = &*db.store;
+    insert(s, putty("0.80", Arch::Amd64, 1), t("2024-06-01T00:00:00Z")).await;
+    insert(s, putty("0.81", Arch::Amd64, 2), t("2024-07-01T00:00:00Z")).await;
+    insert(s, putty("0.81", Arch::X86, 3), t("2024-07-02T00:00:00Z")).await;
+    insert(s, putty("0.81", Arch::Arm64, 4), t("2024-07-03T00:00:00Z")).await;
+    insert(s, rec("PuTTY", "pscp.exe", "0.81", Platform::Windows, Arch::Amd64, 5), t("2024-07-04T00:00:00Z")).await;
+
+    let all = s.history(&history_query("PuTTY.exe")).await.unwrap();
+    assert_eq!(all.total, 4);
+    let order: Vec<_> = all.items.iter().map(|r| (r.record.version.as_str(), r.record.arch)).collect();
+    assert_eq!(
+        order,
+        vec![("0.81", Arch::Arm64), ("0.81", Arch::X86), ("0.81", Arch::Amd64), ("0.80", Arch::Amd64)]
+    );
+
+    let mut q = history_query("putty.exe");
+    q.arch = Some(Arch::Amd64);
+    let amd64 = s.history(&q).await.unwrap();
+    assert_eq!(amd64.total, 2);
+    assert_eq!(versions(&amd64.items), vec!["0.81", "0.80"]);
+
+    q.platform = Some(Platform::Windows);
+    q.arch = Some(Arch::X86);
+    let x86 = s.history(&q).await.unwrap();
+    assert_eq!(x86.total, 1);
+    assert_eq!(x86.items[0].record.arch, Arch::X86);
+
+    q.platform = Some(Platform::Linux);
+    q.arch = None;
+    let linux = s.history(&q).await.unwrap();
+    assert_eq!(linux.total, 0);
+    assert!(linux.items.is_empty());
+
+    // limit/offset page through the same order; total is the whole match.
+    let mut q = history_query("putty.exe");
+    q.limit = 2;
+    q.offset = 1;
+    let page = s.history(&q).await.unwrap();
+    assert_eq!(page.total, 4);
+    assert_eq!(ids(&page.items), ids(&all.items[1..3]));
+    q.offset = 3;
+    let page = s.history(&q).await.unwrap();
+    assert_eq!(ids(&page.items), ids(&all.items[3..]));
+    q.offset = 10;
+    let page = s.history(&q).await.unwrap();
+    assert_eq!(page.total, 4);
+    assert!(page.items.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// export_count() / export_page()
+// ---------------------------------------------------------------------------------------
+
+async fn export_day_bounds_are_inclusive(db: Db) {
+    let s = &*db.store;
+    let rows = [
+        ("2025-03-09T23:59:59.999999Z", false),
+        ("2025-03-10T00:00:00Z", true),
+        ("2025-03-11T12:00:00Z", true),
+        ("2025-03-12T23:59:59.999999Z", true),
+        ("2025-03-13T00:00:00Z", false),
+    ];
+    let mut inside = Vec::new();
+    for (i, (at, included)) in rows.iter().enumerate() {
+        let name = format!("tool{i}.exe");
+        let id = insert(s, rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64), t(at)).await;
+        if *included {
+            inside.push(id);
+        }
+    }
+    let q = export_query("2025-03-10", "2025-03-12");
+    assert_eq!(s.export_count(&q).await.unwrap(), 3);
+    let got = export_all(s, &q, 100).await;
+    assert_eq!(ids(&got), inside.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // A single day covers the whole of it.
+    let q = export_query("2025-03-12", "2025-03-12");
+    assert_eq!(s.export_count(&q).await.unwrap(), 1);
+    let q = export_query("2025-03-13", "2025-03-13");
+    assert_eq!(s.export_count(&q).await.unwrap(), 1);
+    assert_eq!(export_all(s, &q, 10).await.len(), 1);
+    let q = export_query("2025-03-14", "2025-03-20");
+    assert_eq!(s.export_count(&q).await.unwrap(), 0);
+    assert!(export_all(s, &q, 10).await.is_empty());
+}
+
+async fn export_keyset_paging_returns_every_row_once(db: Db) {
+    let s = &*db.store;
+    // Whole and fractional seconds mixed (SQLite stores them as text), and ties in
+    // valid_from that only the id can order.
+    let times = [
+        "2025-03-11T08:00:00.5Z",
+        "2025-03-11T08:00:00Z",
+        "2025-03-11T07:59:59.999999Z",
+        "2025-03-11T08:00:00.000001Z",
+        "2025-03-11T08:00:00.1Z",
+        "2025-03-10T00:00:00Z",
+        "2025-03-11T09:00:00Z",
+        "2025-03-11T09:00:00Z",
+        "2025-03-11T09:00:00Z",
+        "2025-03-12T23:00:00.123456Z",
+    ];
+    let mut expected: Vec<(DateTime<Utc>, String)> = Vec::new();
+    for (i, at) in times.iter().enumerate() {
+        let name = format!("tool{i}.exe");
+        let id = insert(s, rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64), t(at)).await;
+        expected.push((t(at), id));
+    }
+    // Superseding is history too: both versions are exported.
+    let id = insert(s, rec("V", "tool0.exe", "2", Platform::Linux, Arch::Amd64, 50), t("2025-03-11T10:00:00Z")).await;
+    expected.push((t("2025-03-11T10:00:00Z"), id));
+    expected.sort();
+    let expected: Vec<&str> = expected.iter().map(|(_, id)| id.as_str()).collect();
+
+    let q = export_query("2025-03-10", "2025-03-12");
+    assert_eq!(s.export_count(&q).await.unwrap(), expected.len() as u64);
+    for limit in [1, 2, 3, 4, 100] {
+        let got = export_all(s, &q, limit).await;
+        assert_eq!(ids(&got), expected, "page size {limit}");
+    }
+    let got = export_all(s, &q, 100).await;
+    assert!(got.windows(2).all(|w| (w[0].valid_from, &w[0].id) < (w[1].valid_from, &w[1].id)));
+    assert_eq!(
+        got.iter().filter(|r| r.status == RecordStatus::Superseded).count(),
+        1
+    );
+}
+
+async fn export_filters(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    insert(s, putty("0.80", Arch::Amd64, 1), now).await;
+    insert(s, putty("0.81", Arch::Amd64, 2), now + chrono::Duration::hours(1)).await;
+    insert(s, putty("0.81", Arch::X86, 3), now).await;
+    insert(s, go("1.23.4", 4), now).await;
+    insert(s, go("1.23.5", 5), now + chrono::Duration::hours(1)).await;
+
+    let mut q = export_query("2025-03-10", "2025-03-10");
+    assert_eq!(s.export_count(&q).await.unwrap(), 5);
+    q.executable = Some("PUTTY.EXE".into());
+    assert_eq!(s.export_count(&q).await.unwrap(), 3);
+    q.arch = Some(Arch::Amd64);
+    assert_eq!(s.export_count(&q).await.unwrap(), 2);
+    let got = export_all(s, &q, 1).await;
+    assert_eq!(versions(&got), vec!["0.80", "0.81"]);
+    q.executable = Some("go1.23.4.windows-amd64.msi".into());
+    q.arch = None;
+    q.platform = Some(Platform::Windows);
+    assert_eq!(s.export_count(&q).await.unwrap(), 2);
+    assert_eq!(versions(&export_all(s, &q, 10).await), vec!["1.23.4", "1.23.5"]);
+    q.platform = Some(Platform::Darwin);
+    assert_eq!(s.export_count(&q).await.unwrap(), 0);
+    assert!(export_all(s, &q, 10).await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// stats()
+// ---------------------------------------------------------------------------------------
+
+async fn stats_count_current_records(db: Db) {
+    let s = &*db.store;
+    let empty = s.stats().await.unwrap();
+    assert_eq!(
+        (empty.known_good_hashes, empty.total_vendors, empty.total_platforms, empty.total_records),
+        (0, 0, 0, 0)
+    );
+    let now = t("2025-01-01T00:00:00Z");
+    insert(s, go("1.23.4", 1), now).await; // superseded below: not counted
+    insert(s, go("1.23.5", 2), now + chrono::Duration::days(1)).await;
+    insert(s, putty("0.81", Arch::X86, 3), now).await;
+    insert(s, rec("Tool", "tool", "1.0", Platform::Linux, Arch::Arm64, 4), now).await;
+    // The same file from another vendor: one more record, no new hash.
+    insert(s, rec("Mirror", "tool", "1.0", Platform::Darwin, Arch::Arm64, 4), now).await;
+
+    let st = s.stats().await.unwrap();
+    assert_eq!(st.known_good_hashes, 3, "distinct sha256 of current records");
+    assert_eq!(st.total_records, 4);
+    assert_eq!(st.total_vendors, 4);
+    assert_eq!(st.total_platforms, 3);
+}
+
+// ---------------------------------------------------------------------------------------
+// HMAC integrity
+// ---------------------------------------------------------------------------------------
+
+async fn tampered_row_fails_integrity_once(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    let victim = insert(s, go("1.23.4", 1), now).await;
+    let bystander = insert(s, putty("0.81", Arch::Amd64, 2), now).await;
+    assert_eq!(s.integrity_failures(), 0);
+
+    let forged = hex_of(666, 64);
+    let n = db
+        .exec(
+            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
+            &[&forged, &victim],
+        )
+        .await;
+    assert_eq!(n, 1);
+
+    let found = s.find_by_hashes(&[hv(&forged)], false).await.unwrap();
+    assert_eq!(ids(&found), vec![victim.as_str()]);
+    assert!(!found[0].integrity_ok, "tampered record must fail verification");
+    assert_eq!(s.integrity_failures(), 1);
+    // Read again, by other routes: still one failing record.
+    let found = s.find_by_hashes(&[hv(&forged)], true).await.unwrap();
+    assert!(!found[0].integrity_ok);
+    let current = s.current_records(None).await.unwrap();
+    for r in &current {
+        assert_eq!(r.integrity_ok, r.id != victim, "{}", r.id);
+    }
+    assert!(current.iter().any(|r| r.id == bystander));
+    assert_eq!(s.integrity_failures(), 1);
+
+    // Re-recording the genuine file is not "unchanged": it replaces the tampered row.
+    let outcome = s.record(go("1.23.4", 1), now + chrono::Duration::hours(1)).await.unwrap();
+    let RecordOutcome::Inserted { id, superseded, .. } = outcome else {
+        panic!("a tampered current record must not count as unchanged: {outcome:?}")
+    };
+    assert_eq!(superseded.as_deref(), Some(victim.as_str()));
+    let genuine = s.find_by_hashes(&[hv(&hex_of(1, 64))], false).await.unwrap();
+    assert_eq!(ids(&genuine), vec![id.as_str()]);
+    assert!(genuine[0].integrity_ok);
+    assert_eq!(s.integrity_failures(), 1);
+
+    // A forged HMAC column fails too.
+    db.exec(
+        "UPDATE hash_records SET hmac = $1 WHERE id = $2",
+        &[&hex_of(7, 64), &bystander],
+    )
+    .await;
+    let b = s.find_by_hashes(&[hv(&hex_of(2, 64))], false).await.unwrap();
+    assert!(!b[0].integrity_ok);
+    assert_eq!(s.integrity_failures(), 2);
+}
+
+async fn different_secret_fails_every_record(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    insert(s, go("1.23.4", 1), now).await;
+    insert(s, go("1.23.5", 2), now + chrono::Duration::days(1)).await;
+    insert(s, putty("0.81", Arch::Amd64, 3), now).await;
+
+    let other = db.open(b"some-other-secret").await;
+    let current = other.current_records(None).await.unwrap();
+    assert_eq!(current.len(), 2);
+    assert!(current.iter().all(|r| !r.integrity_ok));
+    let old = other.find_by_hashes(&[hv(&hex_of(1, 64))], true).await.unwrap();
+    assert!(!old[0].integrity_ok);
+    assert_eq!(other.integrity_failures(), 3);
+    // Reading again does not count again.
+    other.current_records(None).await.unwrap();
+    assert_eq!(other.integrity_failures(), 3);
+    other.close().await;
+
+    // The right secret still verifies every record.
+    assert!(s.current_records(None).await.unwrap().iter().all(|r| r.integrity_ok));
+    assert_eq!(s.integrity_failures(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Accounts
+// ---------------------------------------------------------------------------------------
+
+fn key(team: &str, n: u64, role: Role) -> NewApiKey {
+    NewApiKey {
+        key_id: format!("kid_{team}_{n}"),
+        team_id: team.into(),
+        key_hash: hex_of(1000 + n, 64),
+        role,
+        label: format!("key {n}"),
+    }
+}
+
+async fn accounts_create_and_look_up_keys(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00.987654321Z");
+    s.create_tenant_with_key("ops", TenantKind::Platform, Tier::Enterprise, key("ops", 1, Role::PlatformOwner), now)
+        .await
+        .unwrap();
+    s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Basic, key("acme", 2, Role::AccountAdmin), now)
+        .await
+        .unwrap();
+
+    let p = s.key_by_hash(&hex_of(1001, 64)).await.unwrap().expect("platform key");
+    assert_eq!(p.key_id, "kid_ops_1");
+    assert_eq!(p.team_id, "ops");
+    assert_eq!(p.role, Role::PlatformOwner);
+    assert_eq!(p.tier, Tier::Enterprise);
+    assert_eq!(p.tenant_kind, TenantKind::Platform);
+    assert!(!p.revoked && !p.suspended);
+
+    let c = s.key_by_hash(&hex_of(1002, 64)).await.unwrap().expect("customer key");
+    assert_eq!((c.team_id.as_str(), c.role, c.tier), ("acme", Role::AccountAdmin, Tier::Basic));
+    assert_eq!(c.tenant_kind, TenantKind::Customer);
+    assert_eq!(c.key_hash, hex_of(1002, 64));
+
+    let tenant = s.tenant("acme").await.unwrap().expect("tenant");
+    assert_eq!(tenant.kind, TenantKind::Customer);
+    assert_eq!(tenant.tier, Tier::Basic);
+    assert!(!tenant.suspended);
+    assert_eq!(tenant.created_at, t("2025-01-01T00:00:00.987654Z"));
+
+    assert_eq!(s.key_by_hash(&hex_of(4242, 64)).await.unwrap(), None);
+    assert_eq!(s.key_by_hash("").await.unwrap(), None);
+    assert_eq!(s.tenant("nobody").await.unwrap(), None);
+}
+
+async fn accounts_conflicts(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    s.create_tenant_with_key("ops", TenantKind::Platform, Tier::Enterprise, key("ops", 1, Role::PlatformOwner), now)
+        .await
+        .unwrap();
+    s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Teams, key("acme", 2, Role::AccountAdmin), now)
+        .await
+        .unwrap();
+
+    // A second platform tenant, under a new name.
+    let err = s
+        .create_tenant_with_key("ops2", TenantKind::Platform, Tier::Enterprise, key("ops2", 3, Role::PlatformOwner), now)
+        .await
+        .expect_err("second platform tenant");
+    assert!(matches!(err, model::Error::Conflict(_)), "{err:?}");
+    // A duplicate team, of either kind.
+    for kind in [TenantKind::Customer, TenantKind::Platform] {
+        let err = s
+            .create_tenant_with_key("acme", kind, Tier::Free, key("acme", 4, Role::Analyst), now)
+            .await
+            .expect_err("duplicate team");
+        assert!(matches!(err, model::Error::Conflict(_)), "{err:?}");
+    }
+    // Nothing of the refused attempts was kept.
+    assert_eq!(s.tenant("ops2").await.unwrap(), None);
+    assert_eq!(s.key_by_hash(&hex_of(1003, 64)).await.unwrap(), None);
+    assert_eq!(s.key_by_hash(&hex_of(1004, 64)).await.unwrap(), None);
+    assert_eq!(s.tenant("acme").await.unwrap().unwrap().tier, Tier::Teams);
+    // More customers are fine.
+    s.create_tenant_with_key("globex", TenantKind::Customer, Tier::Free, key("globex", 5, Role::Analyst), now)
+        .await
+        .unwrap();
+    assert!(s.key_by_hash(&hex_of(1005, 64)).await.unwrap().is_some());
+}
+
+async fn concurrent_platform_tenants_admit_one(db: Db) {
+    let now = t("2025-01-01T00:00:00Z");
+    let attempts = (0..4u64).map(|i| {
+        let s = db.store.clone();
+        async move {
+            let team = format!("ops{i}");
+            let k = key(&team, 10 + i, Role::PlatformOwner);
+            s.create_tenant_with_key(&team, TenantKind::Platform, Tier::Enterprise, k, now)
+                .await
+        }
+    });
+    let results = futures::future::join_all(attempts).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "exactly one platform tenant: {results:?}");
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(matches!(r, model::Error::Conflict(_)), "{r:?}");
+    }
+    let mut platform = 0;
+    for i in 0..4u64 {
+        if let Some(p) = db.store.key_by_hash(&hex_of(1010 + i, 64)).await.unwrap() {
+            assert_eq!(p.tenant_kind, TenantKind::Platform);
+            platform += 1;
+        }
+    }
+    assert_eq!(platform, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Vendor health
+// ---------------------------------------------------------------------------------------
+
+async fn vendor_health_runs_and_counts(db: Db) {
+    let s = &*db.store;
+    assert!(s.vendor_health().await.unwrap().is_empty());
+    let t1 = t("2025-01-01T02:00:00.000001Z");
+    let t2 = t("2025-01-02T02:00:00Z");
+    insert(s, go("1.23.4", 1), t1).await;
+    insert(s, go("1.23.5", 2), t2).await;
+    insert(s, rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 3), t2).await;
+    insert(s, putty("0.81", Arch::Amd64, 4), t1).await;
+
+    s.record_vendor_run("Go", None, t1).await.unwrap();
+    s.record_vendor_run("Go", Some("HTTP 503 from go.dev"), t2).await.unwrap();
+    s.record_vendor_run("Zoom", None, t2).await.unwrap();
+
+    let health = s.vendor_health().await.unwrap();
+    let names: Vec<_> = health.iter().map(|h| h.vendor.as_str()).collect();
+    assert_eq!(names, vec!["Go", "PuTTY", "Zoom"]);
+
+    let go_h = &health[0];
+    assert_eq!(go_h.records, 2, "current records only");
+    assert_eq!(go_h.last_success_at, Some(t1));
+    assert_eq!(go_h.last_error_at, Some(t2));
+    assert_eq!(go_h.last_error.as_deref(), Some("HTTP 503 from go.dev"));
+
+    let putty_h = &health[1];
+    assert_eq!(putty_h.records, 1);
+    assert_eq!((putty_h.last_success_at, putty_h.last_error_at), (None, None));
+
+    let zoom = &health[2];
+    assert_eq!(zoom.records, 0);
+    assert_eq!(zoom.last_success_at, Some(t2));
+    assert_eq!(zoom.last_error, None);
+
+    // A later success moves last_success_at and keeps the last error on record.
+    let t3 = t("2025-01-03T02:00:00Z");
+    s.record_vendor_run("Go", None, t3).await.unwrap();
+    let go_h = s.vendor_health().await.unwrap().remove(0);
+    assert_eq!(go_h.last_success_at, Some(t3));
+    assert_eq!(go_h.last_error_at, Some(t2));
+    s.ping().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// Durability and migrations
+// ---------------------------------------------------------------------------------------
+
+async fn data_survives_close_and_reopen(db: Db) {
+    let now = t("2025-01-01T00:00:00Z");
+    let (old, new) = {
+        let s = &*db.store;
+        let old = insert(s, go("1.23.4", 1), now).await;
+        let new = insert(s, go("1.23.5", 2), now + chrono::Duration::days(1)).await;
+        s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Basic, key("acme", 1, Role::Analyst), now)
+            .await
+            .unwrap();
+        s.record_vendor_run("Go", None, now).await.unwrap();
+        s.close().await;
+        (old, new)
+    };
+    assert!(db.store.ping().await.is_err(), "a closed store must not answer");
+
+    let s = db.open(SECRET).await;
+    let h = s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap();
+    assert_eq!(ids(&h.items), vec![new.as_str(), old.as_str()]);
+    assert!(h.items.iter().all(|r| r.integrity_ok));
+    assert_eq!(h.items[1].valid_until, Some(now + chrono::Duration::days(1)));
+    assert_eq!(s.integrity_failures(), 0);
+    assert!(s.key_by_hash(&hex_of(1001, 64)).await.unwrap().is_some());
+    assert_eq!(s.vendor_health().await.unwrap()[0].last_success_at, Some(now));
+    // And it keeps working after the reopen.
+    assert_eq!(
+        s.record(go("1.23.5", 2), now + chrono::Duration::days(2)).await.unwrap(),
+        RecordOutcome::Unchanged { id: new.clone() }
+    );
+    s.close().await;
+}
+
+async fn migrations_are_idempotent(db: Db) {
+    let before = db.scalar("SELECT COUNT(*) FROM schema_migrations").await;
+    assert!(before >= 1);
+    insert(&*db.store, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    // A second store while the first is open, then a third after both closed.
+    let second = db.open(SECRET).await;
+    assert_eq!(second.current_records(None).await.unwrap().len(), 1);
+    second.close().await;
+    db.store.close().await;
+    let third = db.open(SECRET).await;
+    assert_eq!(third.current_records(None).await.unwrap().len(), 1);
+    third.close().await;
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM schema_migrations").await, before);
+}
+
+async fn concurrent_first_open_migrates_once(db: Db) {
+    // Several processes (replicas, or server and CLI) starting on one empty database.
+    let url = db.scratch.new_url().await;
+    let opens = (0..4).map(|_| store::open(&url, RecordSigner::new(SECRET)));
+    let stores = futures::future::join_all(opens).await;
+    let mut opened = Vec::new();
+    for s in stores {
+        opened.push(s.expect("concurrent open of a fresh database"));
+    }
+    insert(&*opened[0], go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    for s in &opened {
+        assert_eq!(s.current_records(None).await.unwrap().len(), 1);
+        s.close().await;
+    }
+}
