@@ -1,7 +1,7 @@
 //! The SQLite and PostgreSQL stores. One body of code, instantiated per backend by the
 //! `backend!` macro: same SQL, same row mapping, different pool and migrations.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,18 +10,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, SubsecRound, Utc};
 use model::{HashAlgo, HashRecord, HashValue, NewRecord, RecordSigner, Role, Tier};
-use sqlx::{AssertSqlSafe, Row};
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::migrate::{self, Migration};
 use crate::{
     AccountStore, ExportCursor, ExportQuery, HealthStore, HistoryQuery, KeyPrincipal, NewApiKey,
-    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, TenantKind,
-    VendorHealth, db_error, new_id,
+    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, TenantKind, VendorHealth,
+    db_error, new_id,
 };
 
 const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
@@ -83,6 +83,17 @@ fn platform_arch_filter(
         sql.push_str(&format!(" AND arch = ${}", first + binds.len() - 1));
     }
     (sql, binds)
+}
+
+/// The key `$lock` serialises `record` on: one family of one vendor, platform and arch.
+fn family_lock_key(record: &NewRecord) -> String {
+    format!(
+        "record\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+        record.vendor,
+        record.family(),
+        record.platform.as_str(),
+        record.arch.as_str()
+    )
 }
 
 macro_rules! backend {
@@ -166,6 +177,82 @@ macro_rules! backend {
                 })
             }
 
+            /// The body of `record` and `record_many`, on an open transaction that holds the
+            /// family's lock: supersedes the family's current record (unless it is the same
+            /// file, verified) and inserts `record` (validated; `now` in microseconds) as
+            /// current. The caller commits, and only when a record was inserted.
+            async fn record_in_tx(
+                &self,
+                conn: &mut <$db as sqlx::Database>::Connection,
+                record: NewRecord,
+                now: DateTime<Utc>,
+            ) -> Result<RecordOutcome> {
+                let family = record.family();
+                let current = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {RECORD_COLUMNS} FROM hash_records \
+                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
+                )))
+                .bind(&record.vendor)
+                .bind(&family)
+                .bind(record.platform.as_str())
+                .bind(record.arch.as_str())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                let current = current.map(|row| self.record_from_row(&row)).transpose()?;
+                if let Some(cur) = &current {
+                    if cur.integrity_ok && cur.record == record {
+                        return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
+                    }
+                    sqlx::query(
+                        "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
+                    )
+                    .bind(now)
+                    .bind(&cur.id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                }
+                let id = new_id();
+                let hmac = self.signer.sign(&id, &record);
+                sqlx::query(
+                    "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
+                     arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
+                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                     'current', $17, NULL, $18)",
+                )
+                .bind(&id)
+                .bind(&record.vendor)
+                .bind(&record.executable_name)
+                .bind(&family)
+                .bind(&record.version)
+                .bind(record.platform.as_str())
+                .bind(record.arch.as_str())
+                .bind(&record.hash_sha256)
+                .bind(&record.hash_sha1)
+                .bind(&record.hash_md5)
+                .bind(&record.source_url)
+                .bind(record.download_verified)
+                .bind(&record.sig_signer)
+                .bind(&record.sig_issuer)
+                .bind(&record.sig_serial)
+                .bind(&record.sig_thumbprint)
+                .bind(now)
+                .bind(&hmac)
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                let hash_changed = current.as_ref().is_some_and(|c| {
+                    c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
+                });
+                Ok(RecordOutcome::Inserted {
+                    id,
+                    superseded: current.map(|c| c.id),
+                    hash_changed,
+                })
+            }
+
             fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
                 rows.iter().map(|r| self.record_from_row(r)).collect()
             }
@@ -218,88 +305,66 @@ macro_rules! backend {
             async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
                 let record = record.validate()?;
                 let now = micros(now);
-                let family = record.family();
                 let mut conn = self.pool.acquire().await.map_err(db_error)?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
                 if let Some(lock) = $lock {
                     sqlx::query(lock)
-                        .bind(format!(
-                            "record\u{1f}{}\u{1f}{family}\u{1f}{}\u{1f}{}",
-                            record.vendor,
-                            record.platform.as_str(),
-                            record.arch.as_str()
-                        ))
+                        .bind(family_lock_key(&record))
                         .execute(&mut *tx)
                         .await
                         .map_err(db_error)?;
                 }
-                let current = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {RECORD_COLUMNS} FROM hash_records \
-                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
-                )))
-                .bind(&record.vendor)
-                .bind(&family)
-                .bind(record.platform.as_str())
-                .bind(record.arch.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let current = current.map(|row| self.record_from_row(&row)).transpose()?;
-                if let Some(cur) = &current {
-                    if cur.integrity_ok && cur.record == record {
-                        return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
-                    }
-                    sqlx::query(
-                        "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
-                    )
-                    .bind(now)
-                    .bind(&cur.id)
-                    .execute(&mut *tx)
+                let outcome = self.record_in_tx(&mut tx, record, now).await?;
+                if matches!(outcome, RecordOutcome::Inserted { .. }) {
+                    tx.commit().await.map_err(db_error)?;
+                    self.records_epoch.fetch_add(1, Ordering::Release);
+                }
+                Ok(outcome)
+            }
+
+            async fn record_many(
+                &self,
+                records: Vec<NewRecord>,
+                now: DateTime<Utc>,
+            ) -> Result<Vec<RecordOutcome>> {
+                let records = records
+                    .into_iter()
+                    .map(NewRecord::validate)
+                    .collect::<Result<Vec<_>>>()?;
+                if records.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let now = micros(now);
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
+                if let Some(lock) = $lock {
+                    // Every family's lock up front, in one order, so that two batches
+                    // sharing families cannot deadlock.
+                    let keys: BTreeSet<String> = records.iter().map(family_lock_key).collect();
+                    for key in keys {
+                        sqlx::query(lock)
+                            .bind(key)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                    }
                 }
-                let id = new_id();
-                let hmac = self.signer.sign(&id, &record);
-                sqlx::query(
-                    "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
-                     arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
-                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     'current', $17, NULL, $18)",
-                )
-                .bind(&id)
-                .bind(&record.vendor)
-                .bind(&record.executable_name)
-                .bind(&family)
-                .bind(&record.version)
-                .bind(record.platform.as_str())
-                .bind(record.arch.as_str())
-                .bind(&record.hash_sha256)
-                .bind(&record.hash_sha1)
-                .bind(&record.hash_md5)
-                .bind(&record.source_url)
-                .bind(record.download_verified)
-                .bind(&record.sig_signer)
-                .bind(&record.sig_issuer)
-                .bind(&record.sig_serial)
-                .bind(&record.sig_thumbprint)
-                .bind(now)
-                .bind(&hmac)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
+                let mut outcomes = Vec::with_capacity(records.len());
+                for record in records {
+                    outcomes.push(self.record_in_tx(&mut tx, record, now).await?);
+                }
                 tx.commit().await.map_err(db_error)?;
-                self.records_epoch.fetch_add(1, Ordering::Release);
-                let hash_changed = current.as_ref().is_some_and(|c| {
-                    c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
-                });
-                Ok(RecordOutcome::Inserted {
-                    id,
-                    superseded: current.map(|c| c.id),
-                    hash_changed,
-                })
+                let inserted = outcomes
+                    .iter()
+                    .filter(|o| matches!(o, RecordOutcome::Inserted { .. }))
+                    .count();
+                self.records_epoch
+                    .fetch_add(inserted as u64, Ordering::Release);
+                Ok(outcomes)
             }
 
             async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>> {
@@ -652,8 +717,26 @@ macro_rules! backend {
 // already admits one writer at a time. PostgreSQL (READ COMMITTED) takes a transaction-scoped
 // advisory lock; without it two concurrent writers both see "no current record" / "no
 // platform tenant" and either hit the unique index or create two platform tenants.
-backend!(SqliteStore, sqlx::Sqlite, SqliteRow, SqlitePool, "sqlite", migrate::SQLITE, "BEGIN IMMEDIATE", None::<&'static str>);
-backend!(PgStore, sqlx::Postgres, PgRow, PgPool, "postgres", migrate::POSTGRES, "BEGIN", Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"));
+backend!(
+    SqliteStore,
+    sqlx::Sqlite,
+    SqliteRow,
+    SqlitePool,
+    "sqlite",
+    migrate::SQLITE,
+    "BEGIN IMMEDIATE",
+    None::<&'static str>
+);
+backend!(
+    PgStore,
+    sqlx::Postgres,
+    PgRow,
+    PgPool,
+    "postgres",
+    migrate::POSTGRES,
+    "BEGIN",
+    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+);
 
 impl SqliteStore {
     /// Opens (creating if needed) the SQLite database: WAL mode so readers never wait for

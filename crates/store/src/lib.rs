@@ -170,6 +170,17 @@ pub trait RecordStore: Send + Sync {
     /// `superseded` and its `valid_until` the new record's `valid_from` (= `now`).
     async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome>;
 
+    /// Records a batch in one transaction, in order, each exactly as [`record`] would
+    /// (a later record of a family supersedes an earlier one of the same batch). All or
+    /// nothing: an invalid record or a database error records none. One outcome per record.
+    ///
+    /// [`record`]: RecordStore::record
+    async fn record_many(
+        &self,
+        records: Vec<NewRecord>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RecordOutcome>>;
+
     /// Current records, optionally only those whose executable name equals `executable`
     /// case-insensitively; ordered by executable name.
     async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>>;

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::FutureExt as _;
-use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier};
-use sqlx::{Connection as _, PgConnection, SqliteConnection};
-use store::{
-    ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store, TenantKind,
+use model::{
+    Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier,
 };
+use sqlx::{Connection as _, PgConnection, SqliteConnection};
+use store::{ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store, TenantKind};
 
 const PG_ENV: &str = "KNOWNGOOD_TEST_POSTGRES_URL";
 const SECRET: &[u8] = b"conformance-secret";
@@ -106,7 +106,9 @@ impl Db {
     async fn exec(&self, sql: &'static str, binds: &[&str]) -> u64 {
         match self.backend {
             Backend::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url).await.expect("raw connect");
+                let mut c = SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("raw connect");
                 let mut q = sqlx::query(sql);
                 for b in binds {
                     q = q.bind(*b);
@@ -132,14 +134,22 @@ impl Db {
     async fn scalar(&self, sql: &'static str) -> i64 {
         match self.backend {
             Backend::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url).await.expect("raw connect");
-                let v = sqlx::query_scalar(sql).fetch_one(&mut c).await.expect("raw scalar");
+                let mut c = SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("raw connect");
+                let v = sqlx::query_scalar(sql)
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("raw scalar");
                 c.close().await.ok();
                 v
             }
             Backend::Postgres => {
                 let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
-                let v = sqlx::query_scalar(sql).fetch_one(&mut c).await.expect("raw scalar");
+                let v = sqlx::query_scalar(sql)
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("raw scalar");
                 c.close().await.ok();
                 v
             }
@@ -268,7 +278,8 @@ conformance!(
 // ---------------------------------------------------------------------------------------
 
 fn t(s: &str) -> DateTime<Utc> {
-    s.parse().unwrap_or_else(|e| panic!("bad timestamp {s:?}: {e}"))
+    s.parse()
+        .unwrap_or_else(|e| panic!("bad timestamp {s:?}: {e}"))
 }
 
 fn day(s: &str) -> NaiveDate {
@@ -504,18 +515,46 @@ async fn platform_arch_and_vendor_are_separate_families(db: Db) {
     let now = t("2025-01-01T00:00:00Z");
     insert(s, go("1.23.4", 1), now).await;
     let others = [
-        rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 2),
-        rec("Go", "go1.23.5.windows-arm64.msi", "1.23.5", Platform::Windows, Arch::Arm64, 3),
+        rec(
+            "Go",
+            "go1.23.5.linux-amd64.tar.gz",
+            "1.23.5",
+            Platform::Linux,
+            Arch::Amd64,
+            2,
+        ),
+        rec(
+            "Go",
+            "go1.23.5.windows-arm64.msi",
+            "1.23.5",
+            Platform::Windows,
+            Arch::Arm64,
+            3,
+        ),
         putty("0.81", Arch::Amd64, 4),
         // Same file name (same family string), other arch.
         putty("0.82", Arch::X86, 5),
         // Same family, platform and arch, other vendor.
-        rec("Mirror", "putty.exe", "0.83", Platform::Windows, Arch::Amd64, 6),
+        rec(
+            "Mirror",
+            "putty.exe",
+            "0.83",
+            Platform::Windows,
+            Arch::Amd64,
+            6,
+        ),
     ];
     for r in others {
         let outcome = s.record(r, now).await.unwrap();
         assert!(
-            matches!(outcome, RecordOutcome::Inserted { superseded: None, hash_changed: false, .. }),
+            matches!(
+                outcome,
+                RecordOutcome::Inserted {
+                    superseded: None,
+                    hash_changed: false,
+                    ..
+                }
+            ),
             "{outcome:?}"
         );
     }
@@ -529,7 +568,10 @@ async fn rerecording_identical_file_is_unchanged(db: Db) {
     let s = &*db.store;
     let t1 = t("2025-01-01T00:00:00Z");
     let id = insert(s, go("1.23.4", 1), t1).await;
-    let again = s.record(go("1.23.4", 1), t("2025-01-02T00:00:00Z")).await.unwrap();
+    let again = s
+        .record(go("1.23.4", 1), t("2025-01-02T00:00:00Z"))
+        .await
+        .unwrap();
     assert_eq!(again, RecordOutcome::Unchanged { id: id.clone() });
     // Differing only in hex case is the same file.
     let mut upper = go("1.23.4", 1);
@@ -540,14 +582,26 @@ async fn rerecording_identical_file_is_unchanged(db: Db) {
 
     let current = s.current_records(None).await.unwrap();
     assert_eq!(ids(&current), vec![id.as_str()]);
-    assert_eq!(current[0].valid_from, t1, "unchanged must not move valid_from");
-    assert_eq!(s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap().total, 1);
+    assert_eq!(
+        current[0].valid_from, t1,
+        "unchanged must not move valid_from"
+    );
+    assert_eq!(
+        s.history(&history_query("go1.23.4.windows-amd64.msi"))
+            .await
+            .unwrap()
+            .total,
+        1
+    );
 }
 
 async fn same_version_new_hash_reports_hash_changed(db: Db) {
     let s = &*db.store;
     let old = insert(s, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
-    let outcome = s.record(go("1.23.4", 2), t("2025-01-02T00:00:00Z")).await.unwrap();
+    let outcome = s
+        .record(go("1.23.4", 2), t("2025-01-02T00:00:00Z"))
+        .await
+        .unwrap();
     let RecordOutcome::Inserted {
         id: new,
         superseded,
@@ -557,7 +611,10 @@ async fn same_version_new_hash_reports_hash_changed(db: Db) {
         panic!("expected Inserted, got {outcome:?}")
     };
     assert_eq!(superseded.as_deref(), Some(old.as_str()));
-    assert!(hash_changed, "a republish under the same version must be reported");
+    assert!(
+        hash_changed,
+        "a republish under the same version must be reported"
+    );
     let current = s.current_records(None).await.unwrap();
     assert_eq!(ids(&current), vec![new.as_str()]);
     assert_eq!(current[0].record.hash_sha256, hex_of(2, 64));
@@ -608,11 +665,17 @@ async fn invalid_records_are_rejected_and_change_nothing(db: Db) {
             .record(r, t("2025-01-02T00:00:00Z"))
             .await
             .expect_err(what);
-        assert!(matches!(err, model::Error::BadRequest(_)), "{what}: {err:?}");
+        assert!(
+            matches!(err, model::Error::BadRequest(_)),
+            "{what}: {err:?}"
+        );
     }
 
     // The existing current record was neither superseded nor joined by anything.
-    let all = s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap();
+    let all = s
+        .history(&history_query("go1.23.4.windows-amd64.msi"))
+        .await
+        .unwrap();
     assert_eq!(all.total, 1);
     assert_eq!(ids(&all.items), vec![id.as_str()]);
     assert_eq!(all.items[0].status, RecordStatus::Current);
@@ -636,7 +699,10 @@ async fn concurrent_versions_leave_one_current(db: Db) {
     for r in &results {
         assert!(r.is_ok(), "concurrent record() failed: {r:?}");
     }
-    let history = s.history(&history_query("go1.30.0.windows-amd64.msi")).await.unwrap();
+    let history = s
+        .history(&history_query("go1.30.0.windows-amd64.msi"))
+        .await
+        .unwrap();
     assert_eq!(history.total, 6);
     let current: Vec<_> = history
         .items
@@ -645,7 +711,11 @@ async fn concurrent_versions_leave_one_current(db: Db) {
         .collect();
     assert_eq!(current.len(), 1, "exactly one current record");
     assert_eq!(current[0].valid_until, None);
-    for r in history.items.iter().filter(|r| r.status == RecordStatus::Superseded) {
+    for r in history
+        .items
+        .iter()
+        .filter(|r| r.status == RecordStatus::Superseded)
+    {
         let until = r.valid_until.expect("superseded record has valid_until");
         assert!(
             history.items.iter().any(|n| n.valid_from == until),
@@ -663,7 +733,14 @@ async fn find_by_each_hash_kind(db: Db) {
     let s = &*db.store;
     let now = t("2025-01-01T00:00:00Z");
     let full = insert(s, go("1.23.4", 1), now).await;
-    let mut manifest = rec("npm", "lodash (npm)", "4.17.21", Platform::Universal, Arch::Universal, 2);
+    let mut manifest = rec(
+        "npm",
+        "lodash (npm)",
+        "4.17.21",
+        Platform::Universal,
+        Arch::Universal,
+        2,
+    );
     manifest.hash_sha1 = None;
     manifest.hash_md5 = None;
     let manifest_id = insert(s, manifest, now).await;
@@ -673,12 +750,18 @@ async fn find_by_each_hash_kind(db: Db) {
         ("sha1", hex_of(1, 40)),
         ("md5", hex_of(1, 32)),
         ("sha256 uppercase", hex_of(1, 64).to_uppercase()),
-        ("md5 padded", format!("  {}\n", hex_of(1, 32).to_uppercase())),
+        (
+            "md5 padded",
+            format!("  {}\n", hex_of(1, 32).to_uppercase()),
+        ),
     ] {
         let found = s.find_by_hashes(&[hv(&h)], false).await.unwrap();
         assert_eq!(ids(&found), vec![full.as_str()], "by {what}");
         assert!(found[0].integrity_ok);
-        assert_eq!(found[0].record.executable_name, "go1.23.4.windows-amd64.msi");
+        assert_eq!(
+            found[0].record.executable_name,
+            "go1.23.4.windows-amd64.msi"
+        );
     }
 
     // Several kinds at once; a record matched by two of its hashes comes back once.
@@ -696,7 +779,12 @@ async fn find_by_each_hash_kind(db: Db) {
     assert_eq!(got, want);
 
     // Unknown hashes, and a manifest-only record's absent SHA-1/MD5, match nothing.
-    let unknown = [hv(&hex_of(99, 64)), hv(&hex_of(99, 40)), hv(&hex_of(2, 40)), hv(&hex_of(2, 32))];
+    let unknown = [
+        hv(&hex_of(99, 64)),
+        hv(&hex_of(99, 40)),
+        hv(&hex_of(2, 40)),
+        hv(&hex_of(2, 32)),
+    ];
     assert!(s.find_by_hashes(&unknown, true).await.unwrap().is_empty());
     assert!(s.find_by_hashes(&[], true).await.unwrap().is_empty());
 }
@@ -740,7 +828,19 @@ async fn history_by_any_filename_newest_first(db: Db) {
     insert(s, go("1.23.4", 2), t2).await;
     insert(s, go("1.23.5", 3), t3).await;
     // Other families must not leak in.
-    insert(s, rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 4), t3).await;
+    insert(
+        s,
+        rec(
+            "Go",
+            "go1.23.5.linux-amd64.tar.gz",
+            "1.23.5",
+            Platform::Linux,
+            Arch::Amd64,
+            4,
+        ),
+        t3,
+    )
+    .await;
     insert(s, putty("0.81", Arch::Amd64, 5), t3).await;
 
     for name in [
@@ -750,11 +850,19 @@ async fn history_by_any_filename_newest_first(db: Db) {
     ] {
         let page = s.history(&history_query(name)).await.unwrap();
         assert_eq!(page.total, 3, "by {name}");
-        assert_eq!(versions(&page.items), vec!["1.23.5", "1.23.4", "1.23.3"], "by {name}");
+        assert_eq!(
+            versions(&page.items),
+            vec!["1.23.5", "1.23.4", "1.23.3"],
+            "by {name}"
+        );
         let st: Vec<_> = page.items.iter().map(|r| r.status).collect();
         assert_eq!(
             st,
-            vec![RecordStatus::Current, RecordStatus::Superseded, RecordStatus::Superseded]
+            vec![
+                RecordStatus::Current,
+                RecordStatus::Superseded,
+                RecordStatus::Superseded
+            ]
         );
         assert_eq!(page.items[0].valid_until, None);
         assert_eq!(page.items[1].valid_until, Some(t3));
@@ -773,14 +881,35 @@ async fn history_by_bare_name_with_filters_and_paging(db: Db) {
     insert(s, putty("0.81", Arch::Amd64, 2), t("2024-07-01T00:00:00Z")).await;
     insert(s, putty("0.81", Arch::X86, 3), t("2024-07-02T00:00:00Z")).await;
     insert(s, putty("0.81", Arch::Arm64, 4), t("2024-07-03T00:00:00Z")).await;
-    insert(s, rec("PuTTY", "pscp.exe", "0.81", Platform::Windows, Arch::Amd64, 5), t("2024-07-04T00:00:00Z")).await;
+    insert(
+        s,
+        rec(
+            "PuTTY",
+            "pscp.exe",
+            "0.81",
+            Platform::Windows,
+            Arch::Amd64,
+            5,
+        ),
+        t("2024-07-04T00:00:00Z"),
+    )
+    .await;
 
     let all = s.history(&history_query("PuTTY.exe")).await.unwrap();
     assert_eq!(all.total, 4);
-    let order: Vec<_> = all.items.iter().map(|r| (r.record.version.as_str(), r.record.arch)).collect();
+    let order: Vec<_> = all
+        .items
+        .iter()
+        .map(|r| (r.record.version.as_str(), r.record.arch))
+        .collect();
     assert_eq!(
         order,
-        vec![("0.81", Arch::Arm64), ("0.81", Arch::X86), ("0.81", Arch::Amd64), ("0.80", Arch::Amd64)]
+        vec![
+            ("0.81", Arch::Arm64),
+            ("0.81", Arch::X86),
+            ("0.81", Arch::Amd64),
+            ("0.80", Arch::Amd64)
+        ]
     );
 
     let mut q = history_query("putty.exe");
@@ -833,7 +962,12 @@ async fn export_day_bounds_are_inclusive(db: Db) {
     let mut inside = Vec::new();
     for (i, (at, included)) in rows.iter().enumerate() {
         let name = format!("tool{i}.exe");
-        let id = insert(s, rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64), t(at)).await;
+        let id = insert(
+            s,
+            rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64),
+            t(at),
+        )
+        .await;
         if *included {
             inside.push(id);
         }
@@ -841,7 +975,10 @@ async fn export_day_bounds_are_inclusive(db: Db) {
     let q = export_query("2025-03-10", "2025-03-12");
     assert_eq!(s.export_count(&q).await.unwrap(), 3);
     let got = export_all(s, &q, 100).await;
-    assert_eq!(ids(&got), inside.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&got),
+        inside.iter().map(String::as_str).collect::<Vec<_>>()
+    );
 
     // A single day covers the whole of it.
     let q = export_query("2025-03-12", "2025-03-12");
@@ -873,11 +1010,21 @@ async fn export_keyset_paging_returns_every_row_once(db: Db) {
     let mut expected: Vec<(DateTime<Utc>, String)> = Vec::new();
     for (i, at) in times.iter().enumerate() {
         let name = format!("tool{i}.exe");
-        let id = insert(s, rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64), t(at)).await;
+        let id = insert(
+            s,
+            rec("V", &name, "1", Platform::Linux, Arch::Amd64, i as u64),
+            t(at),
+        )
+        .await;
         expected.push((t(at), id));
     }
     // Superseding is history too: both versions are exported.
-    let id = insert(s, rec("V", "tool0.exe", "2", Platform::Linux, Arch::Amd64, 50), t("2025-03-11T10:00:00Z")).await;
+    let id = insert(
+        s,
+        rec("V", "tool0.exe", "2", Platform::Linux, Arch::Amd64, 50),
+        t("2025-03-11T10:00:00Z"),
+    )
+    .await;
     expected.push((t("2025-03-11T10:00:00Z"), id));
     expected.sort();
     let expected: Vec<&str> = expected.iter().map(|(_, id)| id.as_str()).collect();
@@ -889,9 +1036,14 @@ async fn export_keyset_paging_returns_every_row_once(db: Db) {
         assert_eq!(ids(&got), expected, "page size {limit}");
     }
     let got = export_all(s, &q, 100).await;
-    assert!(got.windows(2).all(|w| (w[0].valid_from, &w[0].id) < (w[1].valid_from, &w[1].id)));
+    assert!(
+        got.windows(2)
+            .all(|w| (w[0].valid_from, &w[0].id) < (w[1].valid_from, &w[1].id))
+    );
     assert_eq!(
-        got.iter().filter(|r| r.status == RecordStatus::Superseded).count(),
+        got.iter()
+            .filter(|r| r.status == RecordStatus::Superseded)
+            .count(),
         1
     );
 }
@@ -900,7 +1052,12 @@ async fn export_filters(db: Db) {
     let s = &*db.store;
     let now = t("2025-03-10T12:00:00Z");
     insert(s, putty("0.80", Arch::Amd64, 1), now).await;
-    insert(s, putty("0.81", Arch::Amd64, 2), now + chrono::Duration::hours(1)).await;
+    insert(
+        s,
+        putty("0.81", Arch::Amd64, 2),
+        now + chrono::Duration::hours(1),
+    )
+    .await;
     insert(s, putty("0.81", Arch::X86, 3), now).await;
     insert(s, go("1.23.4", 4), now).await;
     insert(s, go("1.23.5", 5), now + chrono::Duration::hours(1)).await;
@@ -917,7 +1074,10 @@ async fn export_filters(db: Db) {
     q.arch = None;
     q.platform = Some(Platform::Windows);
     assert_eq!(s.export_count(&q).await.unwrap(), 2);
-    assert_eq!(versions(&export_all(s, &q, 10).await), vec!["1.23.4", "1.23.5"]);
+    assert_eq!(
+        versions(&export_all(s, &q, 10).await),
+        vec!["1.23.4", "1.23.5"]
+    );
     q.platform = Some(Platform::Darwin);
     assert_eq!(s.export_count(&q).await.unwrap(), 0);
     assert!(export_all(s, &q, 10).await.is_empty());
@@ -931,19 +1091,37 @@ async fn stats_count_current_records(db: Db) {
     let s = &*db.store;
     let empty = s.stats().await.unwrap();
     assert_eq!(
-        (empty.known_good_hashes, empty.total_vendors, empty.total_platforms, empty.total_records),
+        (
+            empty.known_good_hashes,
+            empty.total_vendors,
+            empty.total_platforms,
+            empty.total_records
+        ),
         (0, 0, 0, 0)
     );
     let now = t("2025-01-01T00:00:00Z");
     insert(s, go("1.23.4", 1), now).await; // superseded below: not counted
     insert(s, go("1.23.5", 2), now + chrono::Duration::days(1)).await;
     insert(s, putty("0.81", Arch::X86, 3), now).await;
-    insert(s, rec("Tool", "tool", "1.0", Platform::Linux, Arch::Arm64, 4), now).await;
+    insert(
+        s,
+        rec("Tool", "tool", "1.0", Platform::Linux, Arch::Arm64, 4),
+        now,
+    )
+    .await;
     // The same file from another vendor: one more record, no new hash.
-    insert(s, rec("Mirror", "tool", "1.0", Platform::Darwin, Arch::Arm64, 4), now).await;
+    insert(
+        s,
+        rec("Mirror", "tool", "1.0", Platform::Darwin, Arch::Arm64, 4),
+        now,
+    )
+    .await;
 
     let st = s.stats().await.unwrap();
-    assert_eq!(st.known_good_hashes, 3, "distinct sha256 of current records");
+    assert_eq!(
+        st.known_good_hashes, 3,
+        "distinct sha256 of current records"
+    );
     assert_eq!(st.total_records, 4);
     assert_eq!(st.total_vendors, 4);
     assert_eq!(st.total_platforms, 3);
@@ -971,7 +1149,10 @@ async fn tampered_row_fails_integrity_once(db: Db) {
 
     let found = s.find_by_hashes(&[hv(&forged)], false).await.unwrap();
     assert_eq!(ids(&found), vec![victim.as_str()]);
-    assert!(!found[0].integrity_ok, "tampered record must fail verification");
+    assert!(
+        !found[0].integrity_ok,
+        "tampered record must fail verification"
+    );
     assert_eq!(s.integrity_failures(), 1);
     // Read again, by other routes: still one failing record.
     let found = s.find_by_hashes(&[hv(&forged)], true).await.unwrap();
@@ -984,12 +1165,18 @@ async fn tampered_row_fails_integrity_once(db: Db) {
     assert_eq!(s.integrity_failures(), 1);
 
     // Re-recording the genuine file is not "unchanged": it replaces the tampered row.
-    let outcome = s.record(go("1.23.4", 1), now + chrono::Duration::hours(1)).await.unwrap();
+    let outcome = s
+        .record(go("1.23.4", 1), now + chrono::Duration::hours(1))
+        .await
+        .unwrap();
     let RecordOutcome::Inserted { id, superseded, .. } = outcome else {
         panic!("a tampered current record must not count as unchanged: {outcome:?}")
     };
     assert_eq!(superseded.as_deref(), Some(victim.as_str()));
-    let genuine = s.find_by_hashes(&[hv(&hex_of(1, 64))], false).await.unwrap();
+    let genuine = s
+        .find_by_hashes(&[hv(&hex_of(1, 64))], false)
+        .await
+        .unwrap();
     assert_eq!(ids(&genuine), vec![id.as_str()]);
     assert!(genuine[0].integrity_ok);
     assert_eq!(s.integrity_failures(), 1);
@@ -1000,7 +1187,10 @@ async fn tampered_row_fails_integrity_once(db: Db) {
         &[&hex_of(7, 64), &bystander],
     )
     .await;
-    let b = s.find_by_hashes(&[hv(&hex_of(2, 64))], false).await.unwrap();
+    let b = s
+        .find_by_hashes(&[hv(&hex_of(2, 64))], false)
+        .await
+        .unwrap();
     assert!(!b[0].integrity_ok);
     assert_eq!(s.integrity_failures(), 2);
 }
@@ -1016,7 +1206,10 @@ async fn different_secret_fails_every_record(db: Db) {
     let current = other.current_records(None).await.unwrap();
     assert_eq!(current.len(), 2);
     assert!(current.iter().all(|r| !r.integrity_ok));
-    let old = other.find_by_hashes(&[hv(&hex_of(1, 64))], true).await.unwrap();
+    let old = other
+        .find_by_hashes(&[hv(&hex_of(1, 64))], true)
+        .await
+        .unwrap();
     assert!(!old[0].integrity_ok);
     assert_eq!(other.integrity_failures(), 3);
     // Reading again does not count again.
@@ -1025,7 +1218,13 @@ async fn different_secret_fails_every_record(db: Db) {
     other.close().await;
 
     // The right secret still verifies every record.
-    assert!(s.current_records(None).await.unwrap().iter().all(|r| r.integrity_ok));
+    assert!(
+        s.current_records(None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.integrity_ok)
+    );
     assert_eq!(s.integrity_failures(), 0);
 }
 
@@ -1046,14 +1245,30 @@ fn key(team: &str, n: u64, role: Role) -> NewApiKey {
 async fn accounts_create_and_look_up_keys(db: Db) {
     let s = &*db.store;
     let now = t("2025-01-01T00:00:00.987654321Z");
-    s.create_tenant_with_key("ops", TenantKind::Platform, Tier::Enterprise, key("ops", 1, Role::PlatformOwner), now)
-        .await
-        .unwrap();
-    s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Basic, key("acme", 2, Role::AccountAdmin), now)
-        .await
-        .unwrap();
+    s.create_tenant_with_key(
+        "ops",
+        TenantKind::Platform,
+        Tier::Enterprise,
+        key("ops", 1, Role::PlatformOwner),
+        now,
+    )
+    .await
+    .unwrap();
+    s.create_tenant_with_key(
+        "acme",
+        TenantKind::Customer,
+        Tier::Basic,
+        key("acme", 2, Role::AccountAdmin),
+        now,
+    )
+    .await
+    .unwrap();
 
-    let p = s.key_by_hash(&hex_of(1001, 64)).await.unwrap().expect("platform key");
+    let p = s
+        .key_by_hash(&hex_of(1001, 64))
+        .await
+        .unwrap()
+        .expect("platform key");
     assert_eq!(p.key_id, "kid_ops_1");
     assert_eq!(p.team_id, "ops");
     assert_eq!(p.role, Role::PlatformOwner);
@@ -1061,8 +1276,15 @@ async fn accounts_create_and_look_up_keys(db: Db) {
     assert_eq!(p.tenant_kind, TenantKind::Platform);
     assert!(!p.revoked && !p.suspended);
 
-    let c = s.key_by_hash(&hex_of(1002, 64)).await.unwrap().expect("customer key");
-    assert_eq!((c.team_id.as_str(), c.role, c.tier), ("acme", Role::AccountAdmin, Tier::Basic));
+    let c = s
+        .key_by_hash(&hex_of(1002, 64))
+        .await
+        .unwrap()
+        .expect("customer key");
+    assert_eq!(
+        (c.team_id.as_str(), c.role, c.tier),
+        ("acme", Role::AccountAdmin, Tier::Basic)
+    );
     assert_eq!(c.tenant_kind, TenantKind::Customer);
     assert_eq!(c.key_hash, hex_of(1002, 64));
 
@@ -1080,16 +1302,34 @@ async fn accounts_create_and_look_up_keys(db: Db) {
 async fn accounts_conflicts(db: Db) {
     let s = &*db.store;
     let now = t("2025-01-01T00:00:00Z");
-    s.create_tenant_with_key("ops", TenantKind::Platform, Tier::Enterprise, key("ops", 1, Role::PlatformOwner), now)
-        .await
-        .unwrap();
-    s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Teams, key("acme", 2, Role::AccountAdmin), now)
-        .await
-        .unwrap();
+    s.create_tenant_with_key(
+        "ops",
+        TenantKind::Platform,
+        Tier::Enterprise,
+        key("ops", 1, Role::PlatformOwner),
+        now,
+    )
+    .await
+    .unwrap();
+    s.create_tenant_with_key(
+        "acme",
+        TenantKind::Customer,
+        Tier::Teams,
+        key("acme", 2, Role::AccountAdmin),
+        now,
+    )
+    .await
+    .unwrap();
 
     // A second platform tenant, under a new name.
     let err = s
-        .create_tenant_with_key("ops2", TenantKind::Platform, Tier::Enterprise, key("ops2", 3, Role::PlatformOwner), now)
+        .create_tenant_with_key(
+            "ops2",
+            TenantKind::Platform,
+            Tier::Enterprise,
+            key("ops2", 3, Role::PlatformOwner),
+            now,
+        )
         .await
         .expect_err("second platform tenant");
     assert!(matches!(err, model::Error::Conflict(_)), "{err:?}");
@@ -1107,9 +1347,15 @@ async fn accounts_conflicts(db: Db) {
     assert_eq!(s.key_by_hash(&hex_of(1004, 64)).await.unwrap(), None);
     assert_eq!(s.tenant("acme").await.unwrap().unwrap().tier, Tier::Teams);
     // More customers are fine.
-    s.create_tenant_with_key("globex", TenantKind::Customer, Tier::Free, key("globex", 5, Role::Analyst), now)
-        .await
-        .unwrap();
+    s.create_tenant_with_key(
+        "globex",
+        TenantKind::Customer,
+        Tier::Free,
+        key("globex", 5, Role::Analyst),
+        now,
+    )
+    .await
+    .unwrap();
     assert!(s.key_by_hash(&hex_of(1005, 64)).await.unwrap().is_some());
 }
 
@@ -1151,11 +1397,25 @@ async fn vendor_health_runs_and_counts(db: Db) {
     let t2 = t("2025-01-02T02:00:00Z");
     insert(s, go("1.23.4", 1), t1).await;
     insert(s, go("1.23.5", 2), t2).await;
-    insert(s, rec("Go", "go1.23.5.linux-amd64.tar.gz", "1.23.5", Platform::Linux, Arch::Amd64, 3), t2).await;
+    insert(
+        s,
+        rec(
+            "Go",
+            "go1.23.5.linux-amd64.tar.gz",
+            "1.23.5",
+            Platform::Linux,
+            Arch::Amd64,
+            3,
+        ),
+        t2,
+    )
+    .await;
     insert(s, putty("0.81", Arch::Amd64, 4), t1).await;
 
     s.record_vendor_run("Go", None, t1).await.unwrap();
-    s.record_vendor_run("Go", Some("HTTP 503 from go.dev"), t2).await.unwrap();
+    s.record_vendor_run("Go", Some("HTTP 503 from go.dev"), t2)
+        .await
+        .unwrap();
     s.record_vendor_run("Zoom", None, t2).await.unwrap();
 
     let health = s.vendor_health().await.unwrap();
@@ -1170,7 +1430,10 @@ async fn vendor_health_runs_and_counts(db: Db) {
 
     let putty_h = &health[1];
     assert_eq!(putty_h.records, 1);
-    assert_eq!((putty_h.last_success_at, putty_h.last_error_at), (None, None));
+    assert_eq!(
+        (putty_h.last_success_at, putty_h.last_error_at),
+        (None, None)
+    );
 
     let zoom = &health[2];
     assert_eq!(zoom.records, 0);
@@ -1196,26 +1459,46 @@ async fn data_survives_close_and_reopen(db: Db) {
         let s = &*db.store;
         let old = insert(s, go("1.23.4", 1), now).await;
         let new = insert(s, go("1.23.5", 2), now + chrono::Duration::days(1)).await;
-        s.create_tenant_with_key("acme", TenantKind::Customer, Tier::Basic, key("acme", 1, Role::Analyst), now)
-            .await
-            .unwrap();
+        s.create_tenant_with_key(
+            "acme",
+            TenantKind::Customer,
+            Tier::Basic,
+            key("acme", 1, Role::Analyst),
+            now,
+        )
+        .await
+        .unwrap();
         s.record_vendor_run("Go", None, now).await.unwrap();
         s.close().await;
         (old, new)
     };
-    assert!(db.store.ping().await.is_err(), "a closed store must not answer");
+    assert!(
+        db.store.ping().await.is_err(),
+        "a closed store must not answer"
+    );
 
     let s = db.open(SECRET).await;
-    let h = s.history(&history_query("go1.23.4.windows-amd64.msi")).await.unwrap();
+    let h = s
+        .history(&history_query("go1.23.4.windows-amd64.msi"))
+        .await
+        .unwrap();
     assert_eq!(ids(&h.items), vec![new.as_str(), old.as_str()]);
     assert!(h.items.iter().all(|r| r.integrity_ok));
-    assert_eq!(h.items[1].valid_until, Some(now + chrono::Duration::days(1)));
+    assert_eq!(
+        h.items[1].valid_until,
+        Some(now + chrono::Duration::days(1))
+    );
     assert_eq!(s.integrity_failures(), 0);
     assert!(s.key_by_hash(&hex_of(1001, 64)).await.unwrap().is_some());
-    assert_eq!(s.vendor_health().await.unwrap()[0].last_success_at, Some(now));
+    assert_eq!(
+        s.vendor_health().await.unwrap()[0].last_success_at,
+        Some(now)
+    );
     // And it keeps working after the reopen.
     assert_eq!(
-        s.record(go("1.23.5", 2), now + chrono::Duration::days(2)).await.unwrap(),
+        s.record(go("1.23.5", 2), now + chrono::Duration::days(2))
+            .await
+            .unwrap(),
         RecordOutcome::Unchanged { id: new.clone() }
     );
     s.close().await;
@@ -1233,7 +1516,10 @@ async fn migrations_are_idempotent(db: Db) {
     let third = db.open(SECRET).await;
     assert_eq!(third.current_records(None).await.unwrap().len(), 1);
     third.close().await;
-    assert_eq!(db.scalar("SELECT COUNT(*) FROM schema_migrations").await, before);
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM schema_migrations").await,
+        before
+    );
 }
 
 async fn concurrent_first_open_migrates_once(db: Db) {
