@@ -8,6 +8,14 @@
 
 use std::fmt;
 
+pub mod credentials;
+pub mod grants;
+pub mod jwt;
+pub mod limits;
+pub mod usage;
+
+pub use grants::Grant;
+
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use model::{Error, Permission, Role, Tier};
@@ -63,8 +71,8 @@ impl KeyHasher {
     /// Issues a new key for a team: 32 random bytes, base64url without padding.
     pub fn issue(&self, team_id: &str) -> Result<IssuedKey, Error> {
         validate_team_id(team_id)?;
-        let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(rand::random::<[u8; 32]>());
+        let secret =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
         let key = format!("{team_id}.{secret}");
         Ok(IssuedKey {
             key_id: format!("key_{}", hex::encode(rand::random::<[u8; 8]>())),
@@ -106,6 +114,13 @@ pub fn parse_key(key: &str) -> Result<&str, Error> {
     Ok(team)
 }
 
+/// How the caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey,
+    Jwt,
+}
+
 /// Who is calling, once a credential has been verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -116,37 +131,28 @@ pub struct Principal {
     /// Primary role plus active grants.
     pub roles: Vec<Role>,
     pub tier: Tier,
+    pub credential: Credential,
+}
+
+/// Checks a stored key against the presented one. The stored HMAC is compared in constant
+/// time, even though it was found by value, so the comparison never depends on where two
+/// hashes first differ.
+pub fn verify_key_match(
+    presented_hash: &str,
+    stored: &KeyPrincipal,
+    team_in_key: &str,
+) -> Result<(), Error> {
+    let matches: bool = presented_hash
+        .as_bytes()
+        .ct_eq(stored.key_hash.as_bytes())
+        .into();
+    if !matches || stored.team_id != team_in_key {
+        return Err(Error::Unauthorized("invalid API key".into()));
+    }
+    Ok(())
 }
 
 impl Principal {
-    /// Verifies a stored key against the presented one and turns it into a principal.
-    /// The stored HMAC is compared in constant time, even though it was found by value,
-    /// so the comparison never depends on where two hashes first differ.
-    pub fn from_key(
-        presented_hash: &str,
-        stored: KeyPrincipal,
-        team_in_key: &str,
-    ) -> Result<Self, Error> {
-        let matches: bool = presented_hash
-            .as_bytes()
-            .ct_eq(stored.key_hash.as_bytes())
-            .into();
-        if !matches || stored.team_id != team_in_key || stored.revoked {
-            return Err(Error::Unauthorized("invalid API key".into()));
-        }
-        if stored.suspended {
-            return Err(Error::Unauthorized("account suspended".into()));
-        }
-        Ok(Self {
-            key_id: stored.key_id,
-            team_id: stored.team_id,
-            tenant_kind: stored.tenant_kind,
-            role: stored.role,
-            roles: vec![stored.role],
-            tier: stored.tier,
-        })
-    }
-
     pub fn has(&self, permission: Permission) -> bool {
         self.roles.iter().any(|r| r.has(permission))
     }
@@ -190,7 +196,10 @@ mod tests {
     #[test]
     fn malformed_keys_are_unauthorized() {
         for bad in ["", "nodot", "UPPER.abc", "ab.x", "acme.short", "acme.!!!!"] {
-            assert!(matches!(parse_key(bad), Err(Error::Unauthorized(_))), "{bad}");
+            assert!(
+                matches!(parse_key(bad), Err(Error::Unauthorized(_))),
+                "{bad}"
+            );
         }
         assert!(validate_team_id("-abc").is_err());
         assert!(validate_team_id("ab").is_err());
@@ -205,8 +214,12 @@ mod tests {
             role: Role::Analyst,
             roles: vec![Role::Analyst],
             tier: Tier::Basic,
+            credential: Credential::ApiKey,
         };
-        assert!(p.authorize(Some(Permission::IntelLookup), Tier::Basic).is_ok());
+        assert!(
+            p.authorize(Some(Permission::IntelLookup), Tier::Basic)
+                .is_ok()
+        );
         assert!(matches!(
             p.authorize(Some(Permission::IntelDownloads), Tier::Basic),
             Err(Error::Forbidden(_))

@@ -3,7 +3,7 @@
 //! flags, which other users can see in the process list).
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -35,8 +35,24 @@ pub struct FileConfig {
     pub listen: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
+    /// Shares rate limits between replicas when set.
+    pub redis_url: Option<String>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<IpAddr>,
+    #[serde(default)]
+    pub limits: LimitSettings,
     #[serde(default)]
     pub secrets: SecretSettings,
+}
+
+/// Per-minute limits; unset values keep SPEC.md's defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    pub hash_of_day_per_ip: Option<u32>,
+    pub public_per_ip: Option<u32>,
+    pub token_per_key: Option<u32>,
+    pub authenticated_per_key: Option<u32>,
 }
 
 /// Secrets given by configuration rather than generated into the data dir; needed when
@@ -50,6 +66,9 @@ pub struct SecretSettings {
     pub jwt_private_key_pem: Option<String>,
     /// Hex of a 32-byte Ed25519 seed.
     pub log_signing_key: Option<String>,
+    /// Earlier JWT keys (PKCS#8 PEM) that still verify tokens after a rotation.
+    #[serde(default)]
+    pub jwt_retired_keys_pem: Vec<String>,
 }
 
 impl fmt::Debug for SecretSettings {
@@ -59,6 +78,7 @@ impl fmt::Debug for SecretSettings {
             .field("hmac_secret", &shown(&self.hmac_secret))
             .field("jwt_private_key_pem", &shown(&self.jwt_private_key_pem))
             .field("log_signing_key", &shown(&self.log_signing_key))
+            .field("jwt_retired_keys_pem", &self.jwt_retired_keys_pem.len())
             .finish()
     }
 }
@@ -69,6 +89,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub database_url: String,
+    pub redis_url: Option<String>,
+    pub settings: server::Settings,
     pub secrets: SecretSettings,
 }
 
@@ -100,10 +122,31 @@ impl Config {
             .clone()
             .or(file.database_url)
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("knowngood.db").display()));
+        let redis_url = std::env::var("KNOWNGOOD_REDIS_URL").ok().or(file.redis_url);
+        let defaults = server::Limits::default();
+        let settings = server::Settings {
+            limits: server::Limits {
+                hash_of_day_per_ip: file
+                    .limits
+                    .hash_of_day_per_ip
+                    .unwrap_or(defaults.hash_of_day_per_ip),
+                public_per_ip: file.limits.public_per_ip.unwrap_or(defaults.public_per_ip),
+                token_per_key: file.limits.token_per_key.unwrap_or(defaults.token_per_key),
+                authenticated_per_key: file
+                    .limits
+                    .authenticated_per_key
+                    .unwrap_or(defaults.authenticated_per_key),
+            },
+            trusted_proxies: file.trusted_proxies,
+            ..server::Settings::default()
+        };
         let mut secrets = file.secrets;
         for (var, slot) in [
             ("KNOWNGOOD_HMAC_SECRET", &mut secrets.hmac_secret),
-            ("KNOWNGOOD_JWT_PRIVATE_KEY_PEM", &mut secrets.jwt_private_key_pem),
+            (
+                "KNOWNGOOD_JWT_PRIVATE_KEY_PEM",
+                &mut secrets.jwt_private_key_pem,
+            ),
             ("KNOWNGOOD_LOG_SIGNING_KEY", &mut secrets.log_signing_key),
         ] {
             if let Ok(value) = std::env::var(var) {
@@ -114,6 +157,8 @@ impl Config {
             listen,
             data_dir,
             database_url,
+            redis_url,
+            settings,
             secrets,
         })
     }

@@ -58,6 +58,12 @@ enum AdminCommand {
         #[arg(long, default_value = "account_admin")]
         role: String,
     },
+    /// Rotate the JWT signing key; tokens signed by the old key keep verifying. Restart
+    /// the replicas afterwards (one at a time) so they sign with the new key.
+    RotateJwtKey {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -86,7 +92,9 @@ fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve { common, listen } => serve(Config::resolve(&common, listen.as_deref())?).await,
+        Command::Serve { common, listen } => {
+            serve(Config::resolve(&common, listen.as_deref())?).await
+        }
         Command::Admin(AdminCommand::Bootstrap { common }) => {
             let key = create_tenant(
                 &Config::resolve(&common, None)?,
@@ -105,6 +113,17 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{key}");
             Ok(())
         }
+        Command::Admin(AdminCommand::RotateJwtKey { common }) => {
+            let config = Config::resolve(&common, None)?;
+            if config.secrets.jwt_private_key_pem.is_some() {
+                bail!(
+                    "the JWT key comes from the configuration; rotate it there (move the old key to jwt_retired_keys_pem)"
+                );
+            }
+            let path = secrets::rotate_jwt_key(&config.data_dir)?;
+            eprintln!("new JWT signing key at {path}; restart the replicas to sign with it");
+            Ok(())
+        }
         Command::Admin(AdminCommand::CreateAccount {
             common,
             team,
@@ -114,7 +133,9 @@ async fn run(cli: Cli) -> Result<()> {
             let tier: Tier = tier.parse()?;
             let role: Role = role.parse()?;
             if role.is_platform() {
-                bail!("{role} is a platform role; customer accounts take analyst, auditor or account_admin");
+                bail!(
+                    "{role} is a platform role; customer accounts take analyst, auditor or account_admin"
+                );
             }
             let key = create_tenant(
                 &Config::resolve(&common, None)?,
@@ -136,7 +157,12 @@ async fn open_store(config: &Config, secrets: &Secrets) -> Result<Arc<dyn store:
         model::RecordSigner::new(&secrets.hmac),
     )
     .await
-    .with_context(|| format!("opening the {} database", backend_name(&config.database_url)))
+    .with_context(|| {
+        format!(
+            "opening the {} database",
+            backend_name(&config.database_url)
+        )
+    })
 }
 
 fn backend_name(url: &str) -> &str {
@@ -178,11 +204,18 @@ async fn create_tenant(
 async fn serve(config: Config) -> Result<()> {
     let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
     let store = open_store(&config, &secrets).await?;
-    let state = server::AppState::new(
+    let clock: Arc<dyn model::Clock> = Arc::new(SystemClock);
+    let credentials = auth::credentials::Credentials::new(
         store.clone(),
         auth::KeyHasher::new(&secrets.hmac),
-        Arc::new(SystemClock),
+        auth::jwt::JwtKeys::from_pkcs8(&secrets.jwt_rsa_pkcs8)?,
+        clock.clone(),
     );
+    let limiter = match &config.redis_url {
+        Some(url) => auth::limits::Limiter::Redis(auth::limits::RedisLimiter::connect(url).await?),
+        None => auth::limits::Limiter::Local(Default::default()),
+    };
+    let state = server::AppState::new(store.clone(), credentials, limiter, clock, config.settings);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -193,8 +226,14 @@ async fn serve(config: Config) -> Result<()> {
         transparency_log_key = %secrets.log_public_key(),
         "knowngood serving"
     );
+    let (stop_upkeep, upkeep_stopped) = tokio::sync::oneshot::channel::<()>();
+    let upkeep = tokio::spawn(server::maintain(state.clone(), async {
+        let _ = upkeep_stopped.await;
+    }));
     server::serve(listener, server::router(state), shutdown_signal()).await?;
-    tracing::info!("draining finished; closing the database");
+    tracing::info!("draining finished; writing usage counts and closing the database");
+    let _ = stop_upkeep.send(());
+    let _ = upkeep.await;
     store.close().await;
     Ok(())
 }

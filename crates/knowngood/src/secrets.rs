@@ -19,10 +19,9 @@ use crate::config::SecretSettings;
 
 pub struct Secrets {
     pub hmac: Vec<u8>,
-    /// PKCS#8 DER of the RSA private key. Generated and checked now so every replica
-    /// starts with the key the token routes will sign with.
-    #[expect(dead_code, reason = "read by the token routes once they exist")]
-    pub jwt_rsa_pkcs8: Vec<u8>,
+    /// PKCS#8 DER of the RSA keys for JWTs: the first signs, the others (retired by a
+    /// rotation less than a day ago) still verify.
+    pub jwt_rsa_pkcs8: Vec<Vec<u8>>,
     /// Seed of the Ed25519 signing key.
     pub log_ed25519: [u8; 32],
 }
@@ -36,6 +35,53 @@ impl fmt::Debug for Secrets {
 const HMAC_FILE: &str = "hmac.key";
 const JWT_FILE: &str = "jwt-rsa.pem";
 const LOG_FILE: &str = "translog-ed25519.key";
+const RETIRED_DIR: &str = "jwt-retired";
+/// Retired JWT keys verify for a day: far longer than the 15 minutes a token lives.
+const RETIRED_KEEP_SECS: i64 = 86_400;
+
+/// Rotates the JWT signing key in the data dir: the current key moves to `jwt-retired/`
+/// (it keeps verifying tokens already issued), a new key takes its place. Replicas pick the
+/// new key up when restarted.
+pub fn rotate_jwt_key(data_dir: &Path) -> Result<String> {
+    let dir = data_dir.join("secrets");
+    let current = dir.join(JWT_FILE);
+    if !current.exists() {
+        bail!("no JWT key at {} to rotate", current.display());
+    }
+    let retired = dir.join(RETIRED_DIR);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&retired)?;
+    let stamp = chrono::Utc::now().timestamp();
+    fs::rename(&current, retired.join(format!("retired-{stamp}.pem")))?;
+    load_or_create(&current, generate_rsa_pem)?;
+    Ok(current.display().to_string())
+}
+
+/// PEMs of keys retired less than a day ago (by the time in their file name).
+fn recently_retired(dir: &Path) -> Result<Vec<String>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    let now = chrono::Utc::now().timestamp();
+    let mut pems = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let retired_at = path.file_name().and_then(|n| n.to_str()).and_then(|n| {
+            n.strip_prefix("retired-")?
+                .strip_suffix(".pem")?
+                .parse::<i64>()
+                .ok()
+        });
+        if retired_at.is_some_and(|t| now - t < RETIRED_KEEP_SECS) {
+            pems.push(fs::read_to_string(&path)?);
+        }
+    }
+    Ok(pems)
+}
 
 impl Secrets {
     /// Settings win over files; whatever is still missing is generated into the data dir.
@@ -62,9 +108,19 @@ impl Secrets {
             Some(pem) => pem.clone(),
             None => load_or_create(&dir.join(JWT_FILE), generate_rsa_pem)?,
         };
-        let jwt_rsa_pkcs8 = pem_body(&jwt_pem, "PRIVATE KEY")?;
-        aws_lc_rs::rsa::KeyPair::from_pkcs8(&jwt_rsa_pkcs8)
-            .map_err(|_| anyhow::anyhow!("the JWT key is not a valid RSA PKCS#8 private key"))?;
+        let mut jwt_pems = vec![jwt_pem];
+        jwt_pems.extend(settings.jwt_retired_keys_pem.iter().cloned());
+        jwt_pems.extend(recently_retired(&dir.join(RETIRED_DIR))?);
+        let jwt_rsa_pkcs8 = jwt_pems
+            .iter()
+            .map(|pem| {
+                let der = pem_body(pem, "PRIVATE KEY")?;
+                aws_lc_rs::rsa::KeyPair::from_pkcs8(&der).map_err(|_| {
+                    anyhow::anyhow!("a JWT key is not a valid RSA PKCS#8 private key")
+                })?;
+                Ok(der)
+            })
+            .collect::<Result<Vec<_>>>()?;
 
         let log = match &settings.log_signing_key {
             Some(hex_seed) => decode_hex(hex_seed, "log_signing_key")?,
@@ -185,6 +241,13 @@ mod tests {
         assert_eq!(first.jwt_rsa_pkcs8, again.jwt_rsa_pkcs8);
         assert_eq!(first.log_ed25519, again.log_ed25519);
         assert_eq!(format!("{first:?}"), "Secrets(<redacted>)");
+
+        // Rotation: a new signing key, the old one still verifies.
+        rotate_jwt_key(dir.path()).unwrap();
+        let rotated = Secrets::load_or_generate(dir.path(), &SecretSettings::default()).unwrap();
+        assert_eq!(rotated.jwt_rsa_pkcs8.len(), 2);
+        assert_ne!(rotated.jwt_rsa_pkcs8[0], first.jwt_rsa_pkcs8[0]);
+        assert_eq!(rotated.jwt_rsa_pkcs8[1], first.jwt_rsa_pkcs8[0]);
     }
 
     #[test]
@@ -193,7 +256,7 @@ mod tests {
         let settings = SecretSettings {
             hmac_secret: Some("ab".repeat(32)),
             log_signing_key: Some("cd".repeat(32)),
-            jwt_private_key_pem: None,
+            ..SecretSettings::default()
         };
         let s = Secrets::load_or_generate(dir.path(), &settings).unwrap();
         assert_eq!(s.hmac, vec![0xab; 32]);

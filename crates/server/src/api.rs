@@ -219,7 +219,11 @@ impl ExportRow {
             self.source_url.clone(),
             self.download_verified.to_string(),
         ];
-        let mut line = fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
+        let mut line = fields
+            .iter()
+            .map(|f| csv_field(f))
+            .collect::<Vec<_>>()
+            .join(",");
         line.push_str("\r\n");
         line
     }

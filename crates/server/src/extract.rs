@@ -28,7 +28,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if bytes.is_empty() {
             return Err(Error::bad_request("request body must be a JSON object").into());
         }
-        let value = serde_json::from_slice(&bytes)
+        // The error names where in the body the problem is (`hashes`, `hashes[3]`).
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                Error::bad_request(format!("invalid JSON body: {inner}"))
+            } else {
+                Error::bad_request(format!("invalid JSON body: {path}: {inner}"))
+            }
+        })?;
+        de.end()
             .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
         Ok(JsonBody(value))
     }

@@ -5,14 +5,18 @@
 //! and call the same functions as the binary.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auth::credentials::Credentials;
+use auth::limits::Limiter;
+use auth::usage::{Quotas, Usage};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use model::{Clock, Error};
 use store::Store;
 use tokio::net::TcpListener;
@@ -31,36 +35,90 @@ use routes::public::FeedCache;
 /// Largest request body accepted by routes that take JSON (100 hashes need about 7 KB).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Per-minute limits; SPEC.md's values by default.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub hash_of_day_per_ip: u32,
+    pub public_per_ip: u32,
+    pub token_per_key: u32,
+    pub authenticated_per_key: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            hash_of_day_per_ip: 100,
+            public_per_ip: 300,
+            token_per_key: 10,
+            authenticated_per_key: 60,
+        }
+    }
+}
+
+/// Server behaviour a deployment may tune.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub limits: Limits,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpAddr>,
+    pub feed_cache_ttl: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            trusted_proxies: Vec::new(),
+            feed_cache_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
 /// Shared by every request.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
-    pub keys: auth::KeyHasher,
+    pub credentials: Arc<Credentials>,
+    pub usage: Arc<Usage>,
+    pub limiter: Arc<Limiter>,
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
+    pub settings: Arc<Settings>,
 }
 
 impl AppState {
-    pub fn new(store: Arc<dyn Store>, keys: auth::KeyHasher, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        credentials: Credentials,
+        limiter: Limiter,
+        clock: Arc<dyn Clock>,
+        settings: Settings,
+    ) -> Self {
         Self {
+            usage: Arc::new(Usage::new(store.clone(), Quotas::default())),
             store,
-            keys,
+            credentials: Arc::new(credentials),
+            limiter: Arc::new(limiter),
             clock,
-            feed_cache: Arc::new(FeedCache::new(Duration::from_secs(3600))),
+            feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
+            settings: Arc::new(settings),
         }
     }
 }
 
 /// The whole application.
 pub fn router(state: AppState) -> Router {
-    use routes::{intel, public};
+    use routes::{admin, auth, intel, public};
     Router::new()
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/public/hash-of-day", get(public::hash_of_day))
         .route("/public/status", get(public::status))
+        .route("/.well-known/jwks.json", get(auth::jwks))
         .route("/api/v1/openapi.json", get(openapi::openapi_json))
         .route("/api/v1/docs", get(openapi::docs_page))
+        .route("/api/v1/auth/token", post(auth::token))
+        .route("/api/v1/auth/refresh", post(auth::refresh))
         .route("/api/v1/intel/stats", get(intel::stats))
         .route("/api/v1/intel/lookup", post(intel::lookup))
         .route(
@@ -69,6 +127,33 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/intel/history", get(intel::history))
         .route("/api/v1/intel/export", get(intel::export))
+        .route("/api/v1/admin/usage", get(admin::usage))
+        .route(
+            "/api/v1/admin/keys",
+            get(admin::list_keys).post(admin::issue_key),
+        )
+        .route(
+            "/api/v1/admin/keys/{key_id}",
+            patch(admin::update_key).delete(admin::revoke_key),
+        )
+        .route(
+            "/api/v1/admin/keys/{key_id}/reissue",
+            post(admin::reissue_key),
+        )
+        .route("/api/v1/admin/keys/{key_id}/roles", post(admin::grant_role))
+        .route(
+            "/api/v1/admin/keys/{key_id}/roles/{role}",
+            delete(admin::revoke_role),
+        )
+        .route(
+            "/api/v1/admin/accounts/{team_id}/suspend",
+            post(admin::suspend),
+        )
+        .route(
+            "/api/v1/admin/accounts/{team_id}/unsuspend",
+            post(admin::unsuspend),
+        )
+        .route("/api/v1/admin/audit", get(admin::audit))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             access::enforce,
@@ -80,6 +165,42 @@ pub fn router(state: AppState) -> Router {
             ApiError(Error::internal("handler panicked")).into_response()
         }))
         .with_state(state)
+}
+
+/// Background upkeep until `shutdown` resolves: notice credential changes made by other
+/// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
+/// (every 10 s), prune idle rate-limit buckets (every minute). Flushes usage once more on
+/// the way out.
+pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
+    let mut epoch = tokio::time::interval(Duration::from_millis(500));
+    let mut flush = tokio::time::interval(Duration::from_secs(2));
+    let mut totals = tokio::time::interval(Duration::from_secs(10));
+    let mut prune = tokio::time::interval(Duration::from_secs(60));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = epoch.tick() => {
+                if let Err(e) = state.credentials.poll_epoch().await {
+                    tracing::warn!(error = %e, "credential epoch poll failed");
+                }
+            }
+            _ = flush.tick() => {
+                if let Err(e) = state.usage.flush().await {
+                    tracing::warn!(error = %e, "usage flush failed; will retry");
+                }
+            }
+            _ = totals.tick() => {
+                if let Err(e) = state.usage.refresh_totals().await {
+                    tracing::warn!(error = %e, "usage totals refresh failed");
+                }
+            }
+            _ = prune.tick() => state.limiter.prune(state.clock.now().timestamp_millis()),
+        }
+    }
+    if let Err(e) = state.usage.flush().await {
+        tracing::error!(error = %e, "final usage flush failed");
+    }
 }
 
 async fn not_found() -> ApiError {

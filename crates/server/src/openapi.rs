@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::response::Html;
 use serde_json::Value;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::access::{Access, ROUTES};
@@ -16,7 +16,7 @@ use crate::{api, error, routes};
         title = "knowngood",
         description = "Known-good hash verification: is this file the genuine vendor build?\n\n\
             Errors are `{\"error\": code, \"message\": detail}`. Routes under /api/v1/ need an \
-            `X-API-Key` header; each operation's `x-permission` and `x-min-tier` say what the \
+            `X-API-Key` header or a `Bearer` JWT from /api/v1/auth/token; each operation's `x-permission` and `x-min-tier` say what the \
             key's role and account tier must allow."
     ),
     paths(
@@ -29,6 +29,22 @@ use crate::{api, error, routes};
         routes::intel::lookup_historical,
         routes::intel::history,
         routes::intel::export,
+        openapi_json,
+        docs_page,
+        routes::auth::token,
+        routes::auth::refresh,
+        routes::auth::jwks,
+        routes::admin::usage,
+        routes::admin::list_keys,
+        routes::admin::issue_key,
+        routes::admin::update_key,
+        routes::admin::revoke_key,
+        routes::admin::reissue_key,
+        routes::admin::grant_role,
+        routes::admin::revoke_role,
+        routes::admin::suspend,
+        routes::admin::unsuspend,
+        routes::admin::audit,
     ),
     components(schemas(error::ErrorBody, api::ExportRow)),
     modifiers(&ApiKeyScheme),
@@ -36,6 +52,8 @@ use crate::{api, error, routes};
         (name = "public", description = "No credential needed"),
         (name = "intel", description = "Classification, history and export"),
         (name = "operations", description = "Liveness and readiness probes"),
+        (name = "auth", description = "Token exchange and verification keys"),
+        (name = "admin", description = "Keys, role grants, accounts, audit log, usage"),
     )
 )]
 struct ApiDoc;
@@ -48,6 +66,15 @@ impl Modify for ApiKeyScheme {
         components.add_security_scheme(
             "api_key",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
         );
     }
 }
@@ -82,11 +109,16 @@ pub fn document() -> Value {
     doc
 }
 
+/// This OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "public",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API", content_type = "application/json")))]
 pub async fn openapi_json() -> Json<Value> {
     Json(document())
 }
 
 /// A readable page listing every operation, rendered from the document itself.
+#[utoipa::path(get, path = "/api/v1/docs", tag = "public",
+    responses((status = 200, description = "An HTML page listing every operation", content_type = "text/html")))]
 pub async fn docs_page() -> Html<String> {
     let doc = document();
     let mut html = String::from(

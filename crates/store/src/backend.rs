@@ -99,7 +99,7 @@ fn family_lock_key(record: &NewRecord) -> String {
 macro_rules! backend {
     ($store:ident, $db:ty, $row:ty, $pool:ty, $name:literal, $migrations:expr, $begin:literal, $lock:expr) => {
         pub struct $store {
-            pool: $pool,
+            pub(crate) pool: $pool,
             signer: RecordSigner,
             integrity: IntegrityMonitor,
             records_epoch: AtomicU64,

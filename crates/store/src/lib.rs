@@ -16,6 +16,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, Role, Tier};
 
+pub mod access;
+mod access_backend;
 mod backend;
 mod migrate;
 
@@ -250,7 +252,7 @@ pub trait HealthStore: Send + Sync {
 
 /// The whole store.
 #[async_trait]
-pub trait Store: RecordStore + AccountStore + HealthStore {
+pub trait Store: RecordStore + AccountStore + HealthStore + access::AccessStore {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;
 

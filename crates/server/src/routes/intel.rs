@@ -161,7 +161,7 @@ pub struct HistoryParams {
     offset: Option<String>,
 }
 
-fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
+pub fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
     let Some(raw) = raw else {
         return Ok(DEFAULT_PAGE);
     };
@@ -173,7 +173,7 @@ fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
     }
 }
 
-fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
+pub fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
     let Some(raw) = raw else { return Ok(0) };
     raw.trim().parse::<u64>().map_err(|_| {
         Error::bad_request(format!(
@@ -361,7 +361,11 @@ fn export_stream(
                         }
                     };
                     let Some(last) = page.last() else {
-                        let tail = if format == ExportFormat::Json { "]" } else { "" };
+                        let tail = if format == ExportFormat::Json {
+                            "]"
+                        } else {
+                            ""
+                        };
                         return Some((Ok(tail.to_string()), Step::Done));
                     };
                     let next = ExportCursor {

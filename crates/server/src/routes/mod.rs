@@ -1,2 +1,4 @@
+pub mod admin;
+pub mod auth;
 pub mod intel;
 pub mod public;

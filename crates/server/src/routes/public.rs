@@ -65,7 +65,12 @@ pub async fn hash_of_day(
         .into());
     }
     let now = state.clock.now();
-    let key = query.executable.as_deref().unwrap_or("").trim().to_lowercase();
+    let key = query
+        .executable
+        .as_deref()
+        .unwrap_or("")
+        .trim()
+        .to_lowercase();
     let epoch = state.store.records_epoch();
     if let Some(hit) = state.feed_cache.get(&key, now, epoch) {
         return Ok(Json(HashOfDay {

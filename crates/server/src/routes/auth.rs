@@ -1,0 +1,71 @@
+//! Token exchange and the JWKS.
+
+use auth::{Credential, Principal};
+use axum::Json;
+use axum::extract::{Extension, State};
+use model::Error;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiResult, ErrorBody};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenResponse {
+    /// RS256 JWT.
+    pub token: String,
+    /// Always `Bearer`.
+    pub token_type: &'static str,
+    /// Seconds: 900.
+    pub expires_in: i64,
+}
+
+fn token_for(state: &AppState, principal: &Principal) -> ApiResult<Json<TokenResponse>> {
+    Ok(Json(TokenResponse {
+        token: state.credentials.issue_token(principal)?,
+        token_type: "Bearer",
+        expires_in: auth::jwt::TOKEN_TTL_SECS,
+    }))
+}
+
+/// Exchange an API key for a 15-minute JWT.
+#[utoipa::path(post, path = "/api/v1/auth/token", tag = "auth",
+    security(("api_key" = [])),
+    responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody),
+        (status = 429, description = "More than 10 per minute for this key", body = ErrorBody)))]
+pub async fn token(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult<Json<TokenResponse>> {
+    if principal.credential != Credential::ApiKey {
+        return Err(Error::Forbidden(
+            "a token is exchanged for an API key; use /api/v1/auth/refresh".into(),
+        )
+        .into());
+    }
+    token_for(&state, &principal)
+}
+
+/// A new token with a fresh 15-minute lifetime, for a valid token.
+#[utoipa::path(post, path = "/api/v1/auth/refresh", tag = "auth",
+    security(("bearer" = [])),
+    responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody)))]
+pub async fn refresh(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult<Json<TokenResponse>> {
+    if principal.credential != Credential::Jwt {
+        return Err(Error::Forbidden(
+            "refresh takes a Bearer token; exchange a key at /api/v1/auth/token".into(),
+        )
+        .into());
+    }
+    token_for(&state, &principal)
+}
+
+/// Public keys that verify the service's JWTs (the signing key first).
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "auth",
+    responses((status = 200, description = "JWKS with every RSA key still valid for verification")))]
+pub async fn jwks(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(state.credentials.jwks())
+}

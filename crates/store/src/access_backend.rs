@@ -1,0 +1,398 @@
+//! `AccessStore` for both backends, from one body like `backend.rs`.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
+use model::Role;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::access::{AccessStore, AuditEntry, GrantRow, KeyInfo, UsageDelta};
+use crate::{AccountStore, KeyPrincipal, NewApiKey, Page, PgStore, Result, SqliteStore, db_error};
+
+const BUMP_EPOCH: &str = "UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'";
+
+fn role_of(text: &str) -> Result<Role> {
+    Role::from_str(text).map_err(|_| model::Error::internal(format!("stored role {text:?}")))
+}
+
+fn count(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+macro_rules! access_backend {
+    ($store:ident, $row:ty) => {
+        impl $store {
+            fn grant_from_row(row: &$row) -> Result<GrantRow> {
+                let role: String = row.try_get("role").map_err(db_error)?;
+                Ok(GrantRow {
+                    role: role_of(&role)?,
+                    expires_at: row.try_get("expires_at").map_err(db_error)?,
+                    granted_by: row.try_get("granted_by").map_err(db_error)?,
+                    granted_at: row.try_get("granted_at").map_err(db_error)?,
+                })
+            }
+
+            fn audit_from_row(row: &$row) -> Result<AuditEntry> {
+                Ok(AuditEntry {
+                    at: row.try_get("at").map_err(db_error)?,
+                    actor: row.try_get("actor").map_err(db_error)?,
+                    team_id: row.try_get("team_id").map_err(db_error)?,
+                    action: row.try_get("action").map_err(db_error)?,
+                    target: row.try_get("target").map_err(db_error)?,
+                    outcome: row.try_get("outcome").map_err(db_error)?,
+                    detail: row.try_get("detail").map_err(db_error)?,
+                })
+            }
+        }
+
+        #[async_trait]
+        impl AccessStore for $store {
+            async fn key_by_id(&self, key_id: &str) -> Result<Option<KeyPrincipal>> {
+                let row = sqlx::query("SELECT key_hash FROM api_keys WHERE key_id = $1")
+                    .bind(key_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                match row {
+                    Some(row) => {
+                        let hash: String = row.try_get("key_hash").map_err(db_error)?;
+                        self.key_by_hash(&hash).await
+                    }
+                    None => Ok(None),
+                }
+            }
+
+            async fn grants(&self, key_id: &str) -> Result<Vec<GrantRow>> {
+                let rows = sqlx::query(
+                    "SELECT role, expires_at, granted_by, granted_at FROM key_grants \
+                     WHERE key_id = $1 ORDER BY role",
+                )
+                .bind(key_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(Self::grant_from_row).collect()
+            }
+
+            async fn list_keys(&self, team_id: Option<&str>) -> Result<Vec<KeyInfo>> {
+                let rows = sqlx::query(
+                    "SELECT key_id, team_id, role, label, created_at, revoked_at FROM api_keys \
+                     WHERE $1 IS NULL OR team_id = $1 ORDER BY created_at DESC, key_id",
+                )
+                .bind(team_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let mut keys = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let key_id: String = row.try_get("key_id").map_err(db_error)?;
+                    let role: String = row.try_get("role").map_err(db_error)?;
+                    keys.push(KeyInfo {
+                        grants: self.grants(&key_id).await?,
+                        key_id,
+                        team_id: row.try_get("team_id").map_err(db_error)?,
+                        role: role_of(&role)?,
+                        label: row.try_get("label").map_err(db_error)?,
+                        created_at: row.try_get("created_at").map_err(db_error)?,
+                        revoked_at: row.try_get("revoked_at").map_err(db_error)?,
+                    });
+                }
+                Ok(keys)
+            }
+
+            async fn insert_key(&self, key: NewApiKey, now: DateTime<Utc>) -> Result<()> {
+                // Write first (no read-then-write upgrade on SQLite); the foreign key
+                // tells us when the team does not exist.
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let inserted = sqlx::query(
+                    "INSERT INTO api_keys (key_id, team_id, key_hash, role, label, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&key.key_id)
+                .bind(&key.team_id)
+                .bind(&key.key_hash)
+                .bind(key.role.as_str())
+                .bind(&key.label)
+                .bind(now.trunc_subsecs(6))
+                .execute(&mut *tx)
+                .await;
+                match inserted {
+                    Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                        return Err(model::Error::NotFound(format!("no account {:?}", key.team_id)));
+                    }
+                    other => other.map_err(db_error)?,
+                };
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn update_key(
+                &self,
+                key_id: &str,
+                label: Option<&str>,
+                role: Option<Role>,
+            ) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let done = sqlx::query(
+                    "UPDATE api_keys SET label = COALESCE($2, label), role = COALESCE($3, role) \
+                     WHERE key_id = $1 AND revoked_at IS NULL",
+                )
+                .bind(key_id)
+                .bind(label)
+                .bind(role.map(Role::as_str))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if done.rows_affected() == 0 {
+                    return Err(model::Error::NotFound("no such key".into()));
+                }
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn revoke_key(&self, key_id: &str, now: DateTime<Utc>) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let done = sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1 AND revoked_at IS NULL",
+                )
+                .bind(key_id)
+                .bind(now.trunc_subsecs(6))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if done.rows_affected() == 0 {
+                    return Err(model::Error::NotFound("no such key".into()));
+                }
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn reissue_key(
+                &self,
+                old_key_id: &str,
+                new: NewApiKey,
+                now: DateTime<Utc>,
+            ) -> Result<()> {
+                let now = now.trunc_subsecs(6);
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let done = sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1 AND revoked_at IS NULL",
+                )
+                .bind(old_key_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if done.rows_affected() == 0 {
+                    return Err(model::Error::NotFound("no such key".into()));
+                }
+                sqlx::query(
+                    "INSERT INTO api_keys (key_id, team_id, key_hash, role, label, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&new.key_id)
+                .bind(&new.team_id)
+                .bind(&new.key_hash)
+                .bind(new.role.as_str())
+                .bind(&new.label)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                // Grants move to the replacement key.
+                sqlx::query("UPDATE key_grants SET key_id = $2 WHERE key_id = $1")
+                    .bind(old_key_id)
+                    .bind(&new.key_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn put_grant(&self, key_id: &str, grant: &GrantRow) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                sqlx::query(
+                    "INSERT INTO key_grants (key_id, role, expires_at, granted_by, granted_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key_id, role) DO UPDATE \
+                     SET expires_at = excluded.expires_at, granted_by = excluded.granted_by, \
+                     granted_at = excluded.granted_at",
+                )
+                .bind(key_id)
+                .bind(grant.role.as_str())
+                .bind(grant.expires_at.map(|t| t.trunc_subsecs(6)))
+                .bind(&grant.granted_by)
+                .bind(grant.granted_at.trunc_subsecs(6))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn delete_grant(&self, key_id: &str, role: Role) -> Result<bool> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let done = sqlx::query("DELETE FROM key_grants WHERE key_id = $1 AND role = $2")
+                    .bind(key_id)
+                    .bind(role.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn set_suspended(&self, team_id: &str, suspended: bool) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let done = sqlx::query("UPDATE tenants SET suspended = $2 WHERE team_id = $1")
+                    .bind(team_id)
+                    .bind(suspended)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                if done.rows_affected() == 0 {
+                    return Err(model::Error::NotFound(format!("no account {team_id:?}")));
+                }
+                sqlx::query(BUMP_EPOCH).execute(&mut *tx).await.map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn auth_epoch(&self) -> Result<u64> {
+                let v: i64 =
+                    sqlx::query_scalar("SELECT value FROM counters WHERE name = 'auth_epoch'")
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db_error)?;
+                Ok(count(v))
+            }
+
+            async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO audit_log (at, actor, team_id, action, target, outcome, detail) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(e.at.trunc_subsecs(6))
+                .bind(&e.actor)
+                .bind(&e.team_id)
+                .bind(&e.action)
+                .bind(&e.target)
+                .bind(&e.outcome)
+                .bind(&e.detail)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn audit_log(
+                &self,
+                team_id: Option<&str>,
+                limit: u32,
+                offset: u64,
+            ) -> Result<Page<AuditEntry>> {
+                let total: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM audit_log WHERE $1 IS NULL OR team_id = $1",
+                )
+                .bind(team_id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let rows = sqlx::query(
+                    "SELECT at, actor, team_id, action, target, outcome, detail FROM audit_log \
+                     WHERE $1 IS NULL OR team_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
+                )
+                .bind(team_id)
+                .bind(i64::from(limit))
+                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(Page {
+                    items: rows.iter().map(Self::audit_from_row).collect::<Result<_>>()?,
+                    total: count(total),
+                })
+            }
+
+            async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<()> {
+                if deltas.is_empty() {
+                    return Ok(());
+                }
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                for d in deltas {
+                    sqlx::query(
+                        "INSERT INTO usage_counts (team_id, day, endpoint, count) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (team_id, day, endpoint) DO UPDATE \
+                         SET count = usage_counts.count + excluded.count",
+                    )
+                    .bind(&d.team_id)
+                    .bind(d.day)
+                    .bind(&d.endpoint)
+                    .bind(i64::try_from(d.count).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)
+            }
+
+            async fn usage_by_endpoint(
+                &self,
+                team_id: &str,
+                from: NaiveDate,
+                to: NaiveDate,
+            ) -> Result<Vec<(String, u64)>> {
+                let rows = sqlx::query(
+                    "SELECT endpoint, CAST(SUM(count) AS BIGINT) AS n FROM usage_counts \
+                     WHERE team_id = $1 AND day >= $2 AND day <= $3 GROUP BY endpoint ORDER BY endpoint",
+                )
+                .bind(team_id)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get("endpoint").map_err(db_error)?,
+                            count(r.try_get("n").map_err(db_error)?),
+                        ))
+                    })
+                    .collect()
+            }
+
+            async fn usage_daily(
+                &self,
+                team_id: &str,
+                from: NaiveDate,
+                to: NaiveDate,
+            ) -> Result<Vec<(NaiveDate, u64)>> {
+                let rows = sqlx::query(
+                    "SELECT day, CAST(SUM(count) AS BIGINT) AS n FROM usage_counts \
+                     WHERE team_id = $1 AND day >= $2 AND day <= $3 GROUP BY day ORDER BY day",
+                )
+                .bind(team_id)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get("day").map_err(db_error)?,
+                            count(r.try_get("n").map_err(db_error)?),
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+access_backend!(SqliteStore, SqliteRow);
+access_backend!(PgStore, PgRow);
