@@ -83,6 +83,7 @@ pub struct AppState {
     pub limiter: Arc<Limiter>,
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
+    pub stats_cache: Arc<routes::intel::StatsCache>,
     pub settings: Arc<Settings>,
 }
 
@@ -101,6 +102,7 @@ impl AppState {
             limiter: Arc::new(limiter),
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
+            stats_cache: Arc::default(),
             settings: Arc::new(settings),
         }
     }

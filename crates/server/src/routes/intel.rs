@@ -33,7 +33,7 @@ const EXPORT_PAGE_ROWS: u32 = 1000;
     security(("api_key" = [])),
     responses((status = 200, body = Stats), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
-    let s = state.store.stats().await?;
+    let s = state.stats_cache.get(&state).await?;
     Ok(Json(Stats {
         generated_at: timestamp(state.clock.now()),
         totals: StatsTotals {
@@ -43,6 +43,32 @@ pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
         },
         reference_corpus_hashes: 0,
     }))
+}
+
+/// Statistics are aggregate queries over every record; they are reused until a record
+/// changes or a minute passes, so polling dashboards cost no database work.
+#[derive(Default)]
+pub struct StatsCache(std::sync::Mutex<Option<(u64, chrono::DateTime<chrono::Utc>, store::RecordStats)>>);
+
+impl StatsCache {
+    const TTL_SECS: i64 = 60;
+
+    async fn get(&self, state: &AppState) -> Result<store::RecordStats, Error> {
+        let epoch = state.store.records_epoch();
+        let now = state.clock.now();
+        {
+            let cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((e, at, stats)) = *cached
+                && e == epoch
+                && (now - at).num_seconds() < Self::TTL_SECS
+            {
+                return Ok(stats);
+            }
+        }
+        let stats = state.store.stats().await?;
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((epoch, now, stats));
+        Ok(stats)
+    }
 }
 
 /// Classify hashes against current vendor releases.
