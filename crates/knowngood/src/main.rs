@@ -215,7 +215,14 @@ async fn serve(config: Config) -> Result<()> {
         Some(url) => auth::limits::Limiter::Redis(auth::limits::RedisLimiter::connect(url).await?),
         None => auth::limits::Limiter::Local(Default::default()),
     };
-    let state = server::AppState::new(store.clone(), credentials, limiter, clock, config.settings);
+    let state = server::AppState::new(
+        store.clone(),
+        credentials,
+        limiter,
+        clock,
+        config.settings,
+        server::routes::transparency::LogKey::new(&secrets.log_ed25519),
+    );
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

@@ -98,6 +98,12 @@ pub static ROUTES: &[RouteSpec] = &[
     public(Method::GET, "/public/hash-of-day", L::HashOfDay),
     public(Method::GET, "/public/status", L::Public),
     public(Method::GET, "/.well-known/jwks.json", L::Public),
+    public(Method::GET, "/public/transparency", L::Public),
+    public(Method::GET, "/public/transparency/key", L::Public),
+    public(Method::GET, "/public/transparency/checkpoint", L::Public),
+    public(Method::GET, "/public/transparency/consistency", L::Public),
+    public(Method::GET, "/public/transparency/{date}", L::Public),
+    public(Method::GET, "/public/transparency/{date}/proof", L::Public),
     // The API's own description is public so that tools can read it before holding a key.
     public(Method::GET, "/api/v1/openapi.json", L::Public),
     public(Method::GET, "/api/v1/docs", L::Public),

@@ -31,6 +31,7 @@ pub mod routes;
 
 use error::ApiError;
 use routes::public::FeedCache;
+use routes::transparency::LogKey;
 
 /// Largest request body accepted by routes that take JSON (100 hashes need about 7 KB).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -62,6 +63,9 @@ pub struct Settings {
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpAddr>,
     pub feed_cache_ttl: Duration,
+    /// UTC time of day after which the day's transparency root is published (after the
+    /// vendor refresh).
+    pub translog_publish_at: chrono::NaiveTime,
 }
 
 impl Default for Settings {
@@ -70,6 +74,7 @@ impl Default for Settings {
             limits: Limits::default(),
             trusted_proxies: Vec::new(),
             feed_cache_ttl: Duration::from_secs(3600),
+            translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
         }
     }
 }
@@ -84,6 +89,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
     pub stats_cache: Arc<routes::intel::StatsCache>,
+    pub log_key: Arc<LogKey>,
+    pub trees: Arc<routes::transparency::TreeCache>,
     pub settings: Arc<Settings>,
 }
 
@@ -94,6 +101,7 @@ impl AppState {
         limiter: Limiter,
         clock: Arc<dyn Clock>,
         settings: Settings,
+        log_key: LogKey,
     ) -> Self {
         Self {
             usage: Arc::new(Usage::new(store.clone(), Quotas::default())),
@@ -103,6 +111,8 @@ impl AppState {
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
             stats_cache: Arc::default(),
+            log_key: Arc::new(log_key),
+            trees: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -110,13 +120,28 @@ impl AppState {
 
 /// The whole application.
 pub fn router(state: AppState) -> Router {
-    use routes::{admin, auth, intel, public};
+    use routes::{admin, auth, intel, public, transparency};
     Router::new()
         .route("/healthz", get(public::healthz))
         .route("/readyz", get(public::readyz))
         .route("/public/hash-of-day", get(public::hash_of_day))
         .route("/public/status", get(public::status))
         .route("/.well-known/jwks.json", get(auth::jwks))
+        .route("/public/transparency", get(transparency::index))
+        .route("/public/transparency/key", get(transparency::key))
+        .route(
+            "/public/transparency/checkpoint",
+            get(transparency::checkpoint),
+        )
+        .route(
+            "/public/transparency/consistency",
+            get(transparency::consistency),
+        )
+        .route("/public/transparency/{date}", get(transparency::day))
+        .route(
+            "/public/transparency/{date}/proof",
+            get(transparency::proof),
+        )
         .route("/api/v1/openapi.json", get(openapi::openapi_json))
         .route("/api/v1/docs", get(openapi::docs_page))
         .route("/api/v1/auth/token", post(auth::token))
@@ -171,8 +196,8 @@ pub fn router(state: AppState) -> Router {
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other
 /// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
-/// (every 10 s), prune idle rate-limit buckets (every minute). Flushes usage once more on
-/// the way out.
+/// (every 10 s), prune idle rate-limit buckets and publish the day's transparency root
+/// once its hour has come (every minute). Flushes usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     let mut flush = tokio::time::interval(Duration::from_secs(2));
@@ -197,7 +222,15 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                     tracing::warn!(error = %e, "usage totals refresh failed");
                 }
             }
-            _ = prune.tick() => state.limiter.prune(state.clock.now().timestamp_millis()),
+            _ = prune.tick() => {
+                let now = state.clock.now();
+                state.limiter.prune(now.timestamp_millis());
+                if now.time() >= state.settings.translog_publish_at
+                    && let Err(e) = routes::transparency::publish_day(&state, now.date_naive()).await
+                {
+                    tracing::warn!(error = %e, "publishing the transparency root failed; will retry");
+                }
+            }
         }
     }
     if let Err(e) = state.usage.flush().await {

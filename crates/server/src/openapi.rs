@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::access::{Access, ROUTES};
+use crate::access::{Access, LimitClass, ROUTES};
 use crate::{api, error, routes};
 
 #[derive(OpenApi)]
@@ -45,6 +45,12 @@ use crate::{api, error, routes};
         routes::admin::suspend,
         routes::admin::unsuspend,
         routes::admin::audit,
+        routes::transparency::index,
+        routes::transparency::key,
+        routes::transparency::day,
+        routes::transparency::proof,
+        routes::transparency::checkpoint,
+        routes::transparency::consistency,
     ),
     components(schemas(error::ErrorBody, api::ExportRow)),
     modifiers(&ApiKeyScheme),
@@ -54,6 +60,7 @@ use crate::{api, error, routes};
         (name = "operations", description = "Liveness and readiness probes"),
         (name = "auth", description = "Token exchange and verification keys"),
         (name = "admin", description = "Keys, role grants, accounts, audit log, usage"),
+        (name = "transparency", description = "Signed daily Merkle roots and proofs"),
     )
 )]
 struct ApiDoc;
@@ -104,9 +111,43 @@ pub fn document() -> Value {
                 permission.map_or(Value::Null, |p| p.as_str().into()),
             );
             op.insert("x-min-tier".into(), min_tier.as_str().into());
+            // Every authenticated route can refuse the credential, and a gated one the
+            // role or tier, whatever its handler's annotation lists.
+            add_error_response(op, "401", "Credential missing or invalid");
+            if permission.is_some() || min_tier > model::Tier::Free {
+                add_error_response(
+                    op,
+                    "403",
+                    "The key's role or the account's tier does not allow this",
+                );
+            }
+        }
+        if route.limit != LimitClass::None {
+            add_error_response(
+                op,
+                "429",
+                "Rate limit (or, for keys, monthly quota) exceeded; see Retry-After",
+            );
         }
     }
     doc
+}
+
+/// Adds an error response to an operation unless it already documents that status.
+fn add_error_response(op: &mut serde_json::Map<String, Value>, status: &str, description: &str) {
+    let Some(responses) = op
+        .entry("responses")
+        .or_insert_with(|| Value::Object(Default::default()))
+        .as_object_mut()
+    else {
+        return;
+    };
+    responses.entry(status).or_insert_with(|| {
+        serde_json::json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        })
+    });
 }
 
 /// This OpenAPI 3.1 document.

@@ -20,6 +20,7 @@ pub mod access;
 mod access_backend;
 mod backend;
 mod migrate;
+pub mod translog;
 
 pub use backend::{PgStore, SqliteStore};
 
@@ -252,7 +253,9 @@ pub trait HealthStore: Send + Sync {
 
 /// The whole store.
 #[async_trait]
-pub trait Store: RecordStore + AccountStore + HealthStore + access::AccessStore {
+pub trait Store:
+    RecordStore + AccountStore + HealthStore + access::AccessStore + translog::TranslogStore
+{
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;
 

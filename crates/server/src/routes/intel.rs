@@ -48,7 +48,9 @@ pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
 /// Statistics are aggregate queries over every record; they are reused until a record
 /// changes or a minute passes, so polling dashboards cost no database work.
 #[derive(Default)]
-pub struct StatsCache(std::sync::Mutex<Option<(u64, chrono::DateTime<chrono::Utc>, store::RecordStats)>>);
+pub struct StatsCache(
+    std::sync::Mutex<Option<(u64, chrono::DateTime<chrono::Utc>, store::RecordStats)>>,
+);
 
 impl StatsCache {
     const TTL_SECS: i64 = 60;

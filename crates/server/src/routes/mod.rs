@@ -2,3 +2,4 @@ pub mod admin;
 pub mod auth;
 pub mod intel;
 pub mod public;
+pub mod transparency;

@@ -1,0 +1,516 @@
+//! The transparency log: daily signed Merkle roots over the public feed, inclusion proofs,
+//! and a second, append-only log whose leaves are the daily roots (served as a C2SP
+//! checkpoint with RFC 9162 consistency proofs) so a witness can prove no past day changed.
+//!
+//! Root-log leaf: SHA-256 of the day's canonical signed message, a line feed, and the
+//! base64 signature; leaves in date order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use chrono::NaiveDate;
+use model::{Error, HashAlgo, HashValue};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use store::translog::{LeafRow, StoredRoot};
+use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
+use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::QueryParams;
+
+/// Name of the root log in its checkpoints (the C2SP origin line).
+pub const CHECKPOINT_ORIGIN: &str = "knowngood/daily-roots";
+const RECENT_ROOTS: u32 = 30;
+
+/// The log's signing key and what the public sees of it.
+pub struct LogKey {
+    signing: SigningKey,
+    pub key_id: String,
+}
+
+impl LogKey {
+    pub fn new(seed: &[u8; 32]) -> Self {
+        let signing = SigningKey::from_bytes(seed);
+        Self {
+            key_id: key_id(&signing.verifying_key()),
+            signing,
+        }
+    }
+
+    pub fn public_key(&self) -> String {
+        public_key_to_base64(&self.signing.verifying_key())
+    }
+
+    pub fn public_key_pem(&self) -> String {
+        public_key_to_pem(&self.signing.verifying_key())
+    }
+}
+
+/// Trees of recently asked days, so a proof costs a lookup, not a rebuild.
+#[derive(Default)]
+pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<DayTree>>>);
+
+pub struct DayTree {
+    tree: MerkleTree,
+    leaves: Vec<LeafRow>,
+}
+
+impl TreeCache {
+    const MAX_DAYS: usize = 8;
+
+    async fn get(&self, state: &AppState, date: NaiveDate) -> Result<Arc<DayTree>, Error> {
+        if let Some(t) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&date) {
+            return Ok(t.clone());
+        }
+        let leaves = state.store.leaves(date).await?;
+        let hashes = leaves
+            .iter()
+            .map(|l| parse_hash(&l.leaf_hash))
+            .collect::<Result<Vec<_>, _>>()?;
+        let day = Arc::new(DayTree {
+            tree: MerkleTree::from_ordered_leaves(hashes),
+            leaves,
+        });
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= Self::MAX_DAYS {
+            cache.clear();
+        }
+        cache.insert(date, day.clone());
+        Ok(day)
+    }
+}
+
+fn parse_hash(hex_text: &str) -> Result<Hash, Error> {
+    translog::encoding::parse_hash_hex("hash", hex_text)
+        .map_err(|_| Error::internal(format!("stored hash {hex_text:?} is not valid")))
+}
+
+/// Publishes the day's root over the current public feed: sorted, de-duplicated leaves,
+/// chained to the latest earlier root. Publishing a day again returns the stored root.
+pub async fn publish_day(state: &AppState, date: NaiveDate) -> Result<StoredRoot, Error> {
+    if let Some(existing) = state.store.root(date).await? {
+        return Ok(existing);
+    }
+    let records = state.store.current_records(None).await?;
+    let mut leaves: Vec<(Hash, LeafRow)> = Vec::with_capacity(records.len());
+    for r in records.iter().filter(|r| r.integrity_ok) {
+        let n = &r.record;
+        let record = Record {
+            executable_name: &n.executable_name,
+            hash_sha256: &n.hash_sha256,
+            version: &n.version,
+            platform: n.platform.as_str(),
+            arch: n.arch.as_str(),
+        };
+        let hash = record
+            .leaf_hash()
+            .map_err(|e| Error::internal(format!("record {} cannot be a leaf: {e}", r.id)))?;
+        leaves.push((
+            hash,
+            LeafRow {
+                leaf_hash: hash_to_hex(&hash),
+                executable_name: n.executable_name.clone(),
+                hash_sha256: n.hash_sha256.clone(),
+                version: n.version.clone(),
+                platform: n.platform.as_str().into(),
+                arch: n.arch.as_str().into(),
+            },
+        ));
+    }
+    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    leaves.dedup_by(|a, b| a.0 == b.0);
+    let hashes: Vec<Hash> = leaves.iter().map(|(h, _)| *h).collect();
+    let root = translog::merkle_root(&hashes);
+    let prev = match state.store.root_before(date).await? {
+        Some(p) => parse_hash(&p.merkle_root)?,
+        None => translog::GENESIS_PREV_ROOT,
+    };
+    let signed = SignedRoot::sign(
+        &state.log_key.signing,
+        date,
+        root,
+        hashes.len() as u64,
+        prev,
+    );
+    let now = state.clock.now();
+    state
+        .store
+        .register_log_key(&state.log_key.key_id, &state.log_key.public_key(), now)
+        .await?;
+    let stored = StoredRoot {
+        log_date: date,
+        merkle_root: signed.merkle_root_hex(),
+        entry_count: signed.entry_count,
+        prev_root: signed.prev_root_hex(),
+        signature: signed.signature_base64(),
+        key_id: state.log_key.key_id.clone(),
+        published_at: now,
+    };
+    let rows: Vec<LeafRow> = leaves.into_iter().map(|(_, row)| row).collect();
+    let stored = state.store.publish_root(&stored, &rows).await?;
+    tracing::info!(date = %date, entries = stored.entry_count, root = %stored.merkle_root, "published transparency root");
+    Ok(stored)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RootJson {
+    pub log_date: String,
+    pub merkle_root: String,
+    pub entry_count: u64,
+    pub prev_root: String,
+    /// Base64 (standard, padded) Ed25519 signature over the canonical message.
+    pub signature: String,
+    /// Id of the key that signed (see /public/transparency/key).
+    pub key_id: String,
+    pub published_at: String,
+}
+
+impl From<&StoredRoot> for RootJson {
+    fn from(r: &StoredRoot) -> Self {
+        Self {
+            log_date: r.log_date.to_string(),
+            merkle_root: r.merkle_root.clone(),
+            entry_count: r.entry_count,
+            prev_root: r.prev_root.clone(),
+            signature: r.signature.clone(),
+            key_id: r.key_id.clone(),
+            published_at: crate::api::timestamp(r.published_at),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransparencyIndex {
+    /// Base64 of the raw 32-byte Ed25519 public key.
+    pub public_key: String,
+    pub public_key_pem: String,
+    pub key_id: String,
+    /// Newest first, at most 30.
+    pub roots: Vec<RootJson>,
+}
+
+/// Recent signed roots and the public key.
+#[utoipa::path(get, path = "/public/transparency", tag = "transparency",
+    responses((status = 200, body = TransparencyIndex)))]
+pub async fn index(State(state): State<AppState>) -> ApiResult<Json<TransparencyIndex>> {
+    let roots = state.store.recent_roots(RECENT_ROOTS).await?;
+    Ok(Json(TransparencyIndex {
+        public_key: state.log_key.public_key(),
+        public_key_pem: state.log_key.public_key_pem(),
+        key_id: state.log_key.key_id.clone(),
+        roots: roots.iter().map(RootJson::from).collect(),
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoricalKey {
+    pub key_id: String,
+    pub public_key: String,
+    /// First and last day this key signed.
+    pub first_date: Option<String>,
+    pub last_date: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyDocument {
+    pub algorithm: &'static str,
+    pub public_key: String,
+    pub public_key_pem: String,
+    pub key_id: String,
+    /// Every key that signed a root, with the days it covered.
+    pub historical_keys: Vec<HistoricalKey>,
+    pub recipe: Recipe,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Recipe {
+    pub steps: Vec<&'static str>,
+    /// Fields of the signed message, in order, joined by line feeds.
+    pub message_fields: Vec<&'static str>,
+    pub message_prefix: &'static str,
+    /// Fields of a leaf, in order, joined by NUL bytes.
+    pub leaf_fields: Vec<&'static str>,
+    pub node_hash: &'static str,
+    pub empty_root: &'static str,
+    pub first_prev_root: String,
+    pub key_id: &'static str,
+}
+
+/// The public key and how to verify a root and a proof.
+#[utoipa::path(get, path = "/public/transparency/key", tag = "transparency",
+    responses((status = 200, body = KeyDocument)))]
+pub async fn key(State(state): State<AppState>) -> ApiResult<Json<KeyDocument>> {
+    let historical_keys = state
+        .store
+        .log_keys()
+        .await?
+        .into_iter()
+        .map(|k| HistoricalKey {
+            key_id: k.key_id,
+            public_key: k.public_key,
+            first_date: k.first_date.map(|d| d.to_string()),
+            last_date: k.last_date.map(|d| d.to_string()),
+        })
+        .collect();
+    Ok(Json(KeyDocument {
+        algorithm: "Ed25519",
+        public_key: state.log_key.public_key(),
+        public_key_pem: state.log_key.public_key_pem(),
+        key_id: state.log_key.key_id.clone(),
+        historical_keys,
+        recipe: Recipe {
+            steps: vec![
+                "Fetch the day's root: GET /public/transparency/{date}.",
+                "Rebuild the message: service-transparency-v1, log_date, merkle_root, entry_count (decimal), prev_root (lowercase hex), joined by 0x0A, no trailing newline.",
+                "Check the base64 signature over the message's UTF-8 bytes with the Ed25519 key named by key_id.",
+                "Compute the leaf: SHA-256 of executable_name, hash_sha256, version, platform, arch joined by 0x00.",
+                "Fetch GET /public/transparency/{date}/proof?sha256=<hex> and fold the audit_path per RFC 9162 section 2.1.3.2 with node = SHA-256(0x01 || left || right); the result must equal merkle_root.",
+                "Check the chain: each day's prev_root equals the previous published day's merkle_root (64 zeros on the first day).",
+            ],
+            message_fields: vec!["log_date", "merkle_root", "entry_count", "prev_root"],
+            message_prefix: translog::MESSAGE_PREFIX,
+            leaf_fields: vec![
+                "executable_name",
+                "hash_sha256",
+                "version",
+                "platform",
+                "arch",
+            ],
+            node_hash: "SHA-256(0x01 || left || right); leaves are the leaf hashes themselves, sorted bytewise and de-duplicated; tree shape per RFC 9162 section 2.1",
+            empty_root: "SHA-256 of the empty string",
+            first_prev_root: "0".repeat(64),
+            key_id: "hex of the first 8 bytes of SHA-256 of the raw public key",
+        },
+    }))
+}
+
+/// Parses a `{date}`: well-formed, not in the future.
+fn parse_date(state: &AppState, raw: &str) -> Result<NaiveDate, Error> {
+    let date = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .map_err(|_| Error::bad_request(format!("date must be YYYY-MM-DD (got {raw:?})")))?;
+    if date > state.clock.now().date_naive() {
+        return Err(Error::bad_request(format!("{date} is in the future")));
+    }
+    Ok(date)
+}
+
+async fn stored_root(state: &AppState, date: NaiveDate) -> Result<StoredRoot, Error> {
+    state
+        .store
+        .root(date)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no root was published for {date}")))
+}
+
+/// One day's signed root.
+#[utoipa::path(get, path = "/public/transparency/{date}", tag = "transparency",
+    params(("date" = String, Path, description = "YYYY-MM-DD")),
+    responses((status = 200, body = RootJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn day(
+    State(state): State<AppState>,
+    Path(date): Path<String>,
+) -> ApiResult<Json<RootJson>> {
+    let date = parse_date(&state, &date)?;
+    Ok(Json(RootJson::from(&stored_root(&state, date).await?)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ProofParams {
+    /// SHA-256 of the file (64 hex characters).
+    sha256: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProofRecord {
+    pub executable_name: String,
+    pub hash_sha256: String,
+    pub version: String,
+    pub platform: String,
+    pub arch: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProofJson {
+    pub log_date: String,
+    pub sha256: String,
+    pub leaf_index: u64,
+    /// For reference only: a verifier recomputes it from `record`.
+    pub leaf_hash: String,
+    pub tree_size: u64,
+    pub audit_path: Vec<String>,
+    pub merkle_root: String,
+    /// The fields the leaf hash is computed from.
+    pub record: ProofRecord,
+    /// The audit path folds the leaf into `merkle_root`.
+    pub verified: bool,
+    /// That root is the stored root of the day and its signature verifies.
+    pub root_matches: bool,
+}
+
+/// Inclusion proof of a file's SHA-256 in a day's tree.
+#[utoipa::path(get, path = "/public/transparency/{date}/proof", tag = "transparency",
+    params(("date" = String, Path, description = "YYYY-MM-DD"), ProofParams),
+    responses((status = 200, body = ProofJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn proof(
+    State(state): State<AppState>,
+    Path(date): Path<String>,
+    QueryParams(params): QueryParams<ProofParams>,
+) -> ApiResult<Json<ProofJson>> {
+    let date = parse_date(&state, &date)?;
+    let sha256 = params
+        .sha256
+        .ok_or_else(|| Error::bad_request("sha256 is required"))?;
+    let sha256 = HashValue::parse_as(&sha256, HashAlgo::Sha256)?;
+    let root = stored_root(&state, date).await?;
+    let day = state.trees.get(&state, date).await?;
+    let index = day
+        .leaves
+        .iter()
+        .position(|l| l.hash_sha256 == sha256.as_str())
+        .ok_or_else(|| Error::NotFound(format!("{sha256} is not in the tree of {date}")))?;
+    let leaf = &day.leaves[index];
+    let leaf_hash = day.tree.leaves()[index];
+    let path = day
+        .tree
+        .inclusion_proof(index)
+        .map_err(|e| Error::internal(format!("proof failed: {e}")))?;
+    let stored_root_hash = parse_hash(&root.merkle_root)?;
+    let size = day.tree.len() as u64;
+    let verified =
+        translog::merkle::verify_inclusion(&leaf_hash, index as u64, size, &path, &day.tree.root())
+            .is_ok();
+    let signature_ok = SignedRoot::from_encoded(
+        &root.log_date.to_string(),
+        &root.merkle_root,
+        root.entry_count,
+        &root.prev_root,
+        &root.signature,
+    )
+    .ok()
+    .is_some_and(|signed| {
+        signed
+            .verify(&state.log_key.signing.verifying_key())
+            .is_ok()
+    });
+    Ok(Json(ProofJson {
+        log_date: date.to_string(),
+        sha256: sha256.to_string(),
+        leaf_index: index as u64,
+        leaf_hash: hash_to_hex(&leaf_hash),
+        tree_size: size,
+        audit_path: path.iter().map(hash_to_hex).collect(),
+        merkle_root: root.merkle_root.clone(),
+        record: ProofRecord {
+            executable_name: leaf.executable_name.clone(),
+            hash_sha256: leaf.hash_sha256.clone(),
+            version: leaf.version.clone(),
+            platform: leaf.platform.clone(),
+            arch: leaf.arch.clone(),
+        },
+        verified,
+        root_matches: verified
+            && day.tree.root() == stored_root_hash
+            && size == root.entry_count
+            && signature_ok,
+    }))
+}
+
+/// Leaf of the root log for one daily root.
+pub fn root_log_leaf(root: &StoredRoot) -> Result<Hash, Error> {
+    let signed = SignedRoot::from_encoded(
+        &root.log_date.to_string(),
+        &root.merkle_root,
+        root.entry_count,
+        &root.prev_root,
+        &root.signature,
+    )
+    .map_err(|e| Error::internal(format!("stored root is malformed: {e}")))?;
+    let mut h = Sha256::new();
+    h.update(signed.message().as_bytes());
+    h.update(b"\n");
+    h.update(root.signature.as_bytes());
+    Ok(h.finalize().into())
+}
+
+async fn root_log(state: &AppState) -> Result<MerkleTree, Error> {
+    let leaves = state
+        .store
+        .all_roots()
+        .await?
+        .iter()
+        .map(root_log_leaf)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(MerkleTree::from_ordered_leaves(leaves))
+}
+
+/// The root log's latest checkpoint, a C2SP signed note (text/plain).
+#[utoipa::path(get, path = "/public/transparency/checkpoint", tag = "transparency",
+    responses((status = 200, description = "C2SP tlog-checkpoint signed note; key name = origin", content_type = "text/plain")))]
+pub async fn checkpoint(State(state): State<AppState>) -> ApiResult<impl IntoResponse> {
+    let tree = root_log(&state).await?;
+    let cp = translog::Checkpoint::new(CHECKPOINT_ORIGIN, tree.len() as u64, tree.root());
+    let note = translog::sign_checkpoint(&cp, CHECKPOINT_ORIGIN, &state.log_key.signing)
+        .map_err(|e| Error::internal(format!("checkpoint signing failed: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ConsistencyParams {
+    /// Earlier tree size (1 or more).
+    first: Option<String>,
+    /// Later tree size, at most the current size.
+    second: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConsistencyJson {
+    pub first: u64,
+    pub second: u64,
+    pub first_root: String,
+    pub second_root: String,
+    /// RFC 9162 section 2.1.4 consistency proof, lowercase hex.
+    pub proof: Vec<String>,
+}
+
+/// Consistency proof between two sizes of the root log.
+#[utoipa::path(get, path = "/public/transparency/consistency", tag = "transparency",
+    params(ConsistencyParams),
+    responses((status = 200, body = ConsistencyJson), (status = 400, body = ErrorBody)))]
+pub async fn consistency(
+    State(state): State<AppState>,
+    QueryParams(params): QueryParams<ConsistencyParams>,
+) -> ApiResult<Json<ConsistencyJson>> {
+    let size = |raw: Option<&str>, name: &str| -> Result<u64, Error> {
+        raw.and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| Error::bad_request(format!("{name} must be a non-negative integer")))
+    };
+    let first = size(params.first.as_deref(), "first")?;
+    let second = size(params.second.as_deref(), "second")?;
+    let tree = root_log(&state).await?;
+    if first == 0 || first > second || second > tree.len() as u64 {
+        return Err(Error::bad_request(format!(
+            "need 1 <= first <= second <= {} (the current size)",
+            tree.len()
+        ))
+        .into());
+    }
+    let older = MerkleTree::from_ordered_leaves(tree.leaves()[..second as usize].to_vec());
+    let proof = older
+        .consistency_proof(first as usize)
+        .map_err(|e| Error::internal(format!("consistency proof failed: {e}")))?;
+    let first_tree = MerkleTree::from_ordered_leaves(tree.leaves()[..first as usize].to_vec());
+    Ok(Json(ConsistencyJson {
+        first,
+        second,
+        first_root: hash_to_hex(&first_tree.root()),
+        second_root: hash_to_hex(&older.root()),
+        proof: proof.iter().map(hash_to_hex).collect(),
+    }))
+}
