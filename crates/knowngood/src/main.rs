@@ -10,6 +10,7 @@ use tracing_subscriber::EnvFilter;
 
 mod config;
 mod secrets;
+mod verify;
 
 use config::{CommonArgs, Config};
 use secrets::Secrets;
@@ -35,6 +36,43 @@ enum Command {
     /// Accounts and keys.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// The transparency log.
+    #[command(subcommand)]
+    Translog(TranslogCommand),
+    /// Check, independently of the server's own claims, that a SHA-256 is in a day's
+    /// signed transparency root (and that the daily roots chain).
+    Verify {
+        /// Base URL of a knowngood server.
+        #[arg(long)]
+        server: Option<String>,
+        /// SHA-256 of the file.
+        #[arg(long)]
+        sha256: String,
+        /// Day of the root [default: the latest published].
+        #[arg(long)]
+        date: Option<String>,
+        /// Also verify the chain of roots this many days back.
+        #[arg(long, default_value_t = 0)]
+        chain: u32,
+        /// Save the fetched documents into this directory.
+        #[arg(long)]
+        save: Option<std::path::PathBuf>,
+        /// Verify from saved documents instead of a server.
+        #[arg(long)]
+        offline: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TranslogCommand {
+    /// Publish the day's signed root now (once per day; a second run prints the stored root).
+    Publish {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// UTC day [default: today].
+        #[arg(long)]
+        date: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,6 +150,44 @@ async fn run(cli: Cli) -> Result<()> {
             })?;
             println!("{key}");
             Ok(())
+        }
+        Command::Translog(TranslogCommand::Publish { common, date }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let store = open_store(&config, &secrets).await?;
+            let now = chrono::Utc::now();
+            let date = match date {
+                Some(d) => verify::parse_date_arg(&d)?,
+                None => now.date_naive(),
+            };
+            let key = server::routes::transparency::LogKey::new(&secrets.log_ed25519);
+            let root =
+                server::routes::transparency::publish_day(store.as_ref(), &key, now, date).await;
+            store.close().await;
+            let root = root?;
+            println!(
+                "{} {} entries root {} prev {}",
+                root.log_date, root.entry_count, root.merkle_root, root.prev_root
+            );
+            Ok(())
+        }
+        Command::Verify {
+            server,
+            sha256,
+            date,
+            chain,
+            save,
+            offline,
+        } => {
+            verify::run(verify::VerifyArgs {
+                server,
+                sha256,
+                date,
+                chain,
+                save,
+                offline,
+            })
+            .await
         }
         Command::Admin(AdminCommand::RotateJwtKey { common }) => {
             let config = Config::resolve(&common, None)?;

@@ -226,7 +226,13 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
                 if now.time() >= state.settings.translog_publish_at
-                    && let Err(e) = routes::transparency::publish_day(&state, now.date_naive()).await
+                    && let Err(e) = routes::transparency::publish_day(
+                        state.store.as_ref(),
+                        &state.log_key,
+                        now,
+                        now.date_naive(),
+                    )
+                    .await
                 {
                     tracing::warn!(error = %e, "publishing the transparency root failed; will retry");
                 }

@@ -12,10 +12,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use model::{Error, HashAlgo, HashValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use store::Store;
 use store::translog::{LeafRow, StoredRoot};
 use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
 use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey};
@@ -94,11 +95,16 @@ fn parse_hash(hex_text: &str) -> Result<Hash, Error> {
 
 /// Publishes the day's root over the current public feed: sorted, de-duplicated leaves,
 /// chained to the latest earlier root. Publishing a day again returns the stored root.
-pub async fn publish_day(state: &AppState, date: NaiveDate) -> Result<StoredRoot, Error> {
-    if let Some(existing) = state.store.root(date).await? {
+pub async fn publish_day(
+    store: &dyn Store,
+    log_key: &LogKey,
+    now: DateTime<Utc>,
+    date: NaiveDate,
+) -> Result<StoredRoot, Error> {
+    if let Some(existing) = store.root(date).await? {
         return Ok(existing);
     }
-    let records = state.store.current_records(None).await?;
+    let records = store.current_records(None).await?;
     let mut leaves: Vec<(Hash, LeafRow)> = Vec::with_capacity(records.len());
     for r in records.iter().filter(|r| r.integrity_ok) {
         let n = &r.record;
@@ -128,21 +134,13 @@ pub async fn publish_day(state: &AppState, date: NaiveDate) -> Result<StoredRoot
     leaves.dedup_by(|a, b| a.0 == b.0);
     let hashes: Vec<Hash> = leaves.iter().map(|(h, _)| *h).collect();
     let root = translog::merkle_root(&hashes);
-    let prev = match state.store.root_before(date).await? {
+    let prev = match store.root_before(date).await? {
         Some(p) => parse_hash(&p.merkle_root)?,
         None => translog::GENESIS_PREV_ROOT,
     };
-    let signed = SignedRoot::sign(
-        &state.log_key.signing,
-        date,
-        root,
-        hashes.len() as u64,
-        prev,
-    );
-    let now = state.clock.now();
-    state
-        .store
-        .register_log_key(&state.log_key.key_id, &state.log_key.public_key(), now)
+    let signed = SignedRoot::sign(&log_key.signing, date, root, hashes.len() as u64, prev);
+    store
+        .register_log_key(&log_key.key_id, &log_key.public_key(), now)
         .await?;
     let stored = StoredRoot {
         log_date: date,
@@ -150,11 +148,11 @@ pub async fn publish_day(state: &AppState, date: NaiveDate) -> Result<StoredRoot
         entry_count: signed.entry_count,
         prev_root: signed.prev_root_hex(),
         signature: signed.signature_base64(),
-        key_id: state.log_key.key_id.clone(),
+        key_id: log_key.key_id.clone(),
         published_at: now,
     };
     let rows: Vec<LeafRow> = leaves.into_iter().map(|(_, row)| row).collect();
-    let stored = state.store.publish_root(&stored, &rows).await?;
+    let stored = store.publish_root(&stored, &rows).await?;
     tracing::info!(date = %date, entries = stored.entry_count, root = %stored.merkle_root, "published transparency root");
     Ok(stored)
 }

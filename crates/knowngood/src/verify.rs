@@ -1,0 +1,269 @@
+//! `knowngood verify`: an independent check that a file's SHA-256 is in a day's signed
+//! transparency root, using only the public key and the published fields. The leaf hash is
+//! recomputed from the record's fields; nothing the server computed is trusted.
+//!
+//! With `--save DIR` the fetched documents are written to DIR; with `--offline DIR` they are
+//! read from there instead of a server (`key.json`, `root-<date>.json`, `proof.json`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use chrono::{Duration, NaiveDate};
+use serde_json::Value;
+use translog::encoding::{parse_log_date, parse_public_key_base64};
+use translog::verify::{InclusionResponse, check_chain_links, verify_inclusion_response};
+use translog::{Record, SignedRoot, VerifyingKey};
+
+pub struct VerifyArgs {
+    pub server: Option<String>,
+    pub sha256: String,
+    pub date: Option<String>,
+    pub chain: u32,
+    pub save: Option<PathBuf>,
+    pub offline: Option<PathBuf>,
+}
+
+/// Where documents come from.
+enum Source {
+    Server {
+        base: String,
+        client: reqwest::Client,
+        save: Option<PathBuf>,
+    },
+    Files(PathBuf),
+}
+
+impl Source {
+    /// Fetches `path` (or reads `file` offline). `Ok(None)` for a 404.
+    async fn get(&self, path: &str, file: &str) -> Result<Option<Value>> {
+        match self {
+            Source::Files(dir) => {
+                let p = dir.join(file);
+                match std::fs::read_to_string(&p) {
+                    Ok(text) => Ok(Some(
+                        serde_json::from_str(&text)
+                            .with_context(|| format!("{} is not JSON", p.display()))?,
+                    )),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
+                }
+            }
+            Source::Server { base, client, save } => {
+                let url = format!("{}{path}", base.trim_end_matches('/'));
+                let response = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .with_context(|| format!("fetching {url}"))?;
+                if response.status() == reqwest::StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                if !response.status().is_success() {
+                    bail!(
+                        "{url} answered {}: {}",
+                        response.status(),
+                        response.text().await.unwrap_or_default()
+                    );
+                }
+                let value: Value = response
+                    .json()
+                    .await
+                    .with_context(|| format!("{url} did not return JSON"))?;
+                if let Some(dir) = save {
+                    std::fs::create_dir_all(dir)?;
+                    std::fs::write(dir.join(file), serde_json::to_vec_pretty(&value)?)?;
+                }
+                Ok(Some(value))
+            }
+        }
+    }
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> Result<&'a str> {
+    v.get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("response lacks the text field {field:?}"))
+}
+
+fn number(v: &Value, field: &str) -> Result<u64> {
+    v.get(field)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| anyhow!("response lacks the number field {field:?}"))
+}
+
+fn signed_root(v: &Value) -> Result<(SignedRoot, String)> {
+    let root = SignedRoot::from_encoded(
+        text(v, "log_date")?,
+        text(v, "merkle_root")?,
+        number(v, "entry_count")?,
+        text(v, "prev_root")?,
+        text(v, "signature")?,
+    )
+    .map_err(|e| anyhow!("malformed root: {e}"))?;
+    Ok((root, text(v, "key_id")?.to_string()))
+}
+
+/// The key that signed a root: the current key or one of the historical keys.
+fn key_for(key_doc: &Value, key_id: &str) -> Result<VerifyingKey> {
+    let mut candidates = vec![(text(key_doc, "key_id")?, text(key_doc, "public_key")?)];
+    if let Some(list) = key_doc.get("historical_keys").and_then(Value::as_array) {
+        for k in list {
+            candidates.push((text(k, "key_id")?, text(k, "public_key")?));
+        }
+    }
+    let (_, b64) = candidates
+        .into_iter()
+        .find(|(id, _)| *id == key_id)
+        .ok_or_else(|| anyhow!("no published key has id {key_id}"))?;
+    let key = parse_public_key_base64(b64).map_err(|e| anyhow!("bad public key: {e}"))?;
+    // The id is derived from the key: a server cannot pair an id with another key.
+    if translog::encoding::key_id(&key) != key_id {
+        bail!("key id {key_id} does not match its public key");
+    }
+    Ok(key)
+}
+
+/// Runs every check, printing one line per check. Errors name the check that failed.
+pub async fn run(args: VerifyArgs) -> Result<()> {
+    let source = match (&args.offline, &args.server) {
+        (Some(dir), _) => Source::Files(dir.clone()),
+        (None, Some(server)) => Source::Server {
+            base: server.clone(),
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .build()?,
+            save: args.save.clone(),
+        },
+        (None, None) => bail!("give --server URL or --offline DIR"),
+    };
+    let sha256 = args.sha256.trim().to_ascii_lowercase();
+    let key_doc = source
+        .get("/public/transparency/key", "key.json")
+        .await?
+        .ok_or_else(|| anyhow!("the server publishes no transparency key"))?;
+    let date = match &args.date {
+        Some(d) => parse_log_date(d).map_err(|e| anyhow!("--date: {e}"))?,
+        None => {
+            let index = source
+                .get("/public/transparency", "index.json")
+                .await?
+                .ok_or_else(|| anyhow!("no transparency index"))?;
+            let latest = index
+                .get("roots")
+                .and_then(Value::as_array)
+                .and_then(|r| r.first())
+                .ok_or_else(|| anyhow!("no root has been published yet"))?;
+            parse_log_date(text(latest, "log_date")?).map_err(|e| anyhow!("{e}"))?
+        }
+    };
+    let root_doc = source
+        .get(
+            &format!("/public/transparency/{date}"),
+            &format!("root-{date}.json"),
+        )
+        .await?
+        .ok_or_else(|| anyhow!("no root published for {date}"))?;
+    let (root, key_id) = signed_root(&root_doc)?;
+    let key = key_for(&key_doc, &key_id)?;
+    root.verify(&key)
+        .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;
+    println!("ok   signature of the {date} root (key {key_id})");
+
+    let proof = source
+        .get(
+            &format!("/public/transparency/{date}/proof?sha256={sha256}"),
+            "proof.json",
+        )
+        .await?
+        .ok_or_else(|| anyhow!("FAILED inclusion: {sha256} is not in the {date} tree"))?;
+    let record_doc = proof
+        .get("record")
+        .ok_or_else(|| anyhow!("proof lacks the record fields"))?;
+    let record = Record {
+        executable_name: text(record_doc, "executable_name")?,
+        hash_sha256: text(record_doc, "hash_sha256")?,
+        version: text(record_doc, "version")?,
+        platform: text(record_doc, "platform")?,
+        arch: text(record_doc, "arch")?,
+    };
+    if record.hash_sha256 != sha256 {
+        bail!(
+            "FAILED record: the proof is for {} not {sha256}",
+            record.hash_sha256
+        );
+    }
+    let path: Vec<&str> = proof
+        .get("audit_path")
+        .and_then(Value::as_array)
+        .ok_or_else(|| anyhow!("proof lacks audit_path"))?
+        .iter()
+        .map(|h| {
+            h.as_str()
+                .ok_or_else(|| anyhow!("audit_path holds a non-string"))
+        })
+        .collect::<Result<_>>()?;
+    let response = InclusionResponse::from_encoded(
+        text(&proof, "log_date")?,
+        number(&proof, "leaf_index")?,
+        number(&proof, "tree_size")?,
+        &path,
+        proof.get("leaf_hash").and_then(Value::as_str),
+        proof.get("merkle_root").and_then(Value::as_str),
+    )
+    .map_err(|e| anyhow!("malformed proof: {e}"))?;
+    let leaf = verify_inclusion_response(&key, &root, &record, &response)
+        .map_err(|e| anyhow!("FAILED inclusion: {e}"))?;
+    println!(
+        "ok   leaf {} recomputed from {} {} {}/{}",
+        translog::encoding::hash_to_hex(&leaf),
+        record.executable_name,
+        record.version,
+        record.platform,
+        record.arch
+    );
+    println!(
+        "ok   audit path ({} hashes) leads to the signed root at index {} of {}",
+        response.audit_path.len(),
+        response.leaf_index,
+        response.tree_size
+    );
+
+    if args.chain > 0 {
+        let mut roots = vec![root];
+        let mut day = date;
+        for _ in 0..args.chain {
+            day -= Duration::days(1);
+            let Some(doc) = source
+                .get(
+                    &format!("/public/transparency/{day}"),
+                    &format!("root-{day}.json"),
+                )
+                .await?
+            else {
+                continue;
+            };
+            let (earlier, earlier_key_id) = signed_root(&doc)?;
+            let earlier_key = key_for(&key_doc, &earlier_key_id)?;
+            earlier
+                .verify(&earlier_key)
+                .map_err(|e| anyhow!("FAILED signature of {day}: {e}"))?;
+            roots.push(earlier);
+        }
+        roots.reverse();
+        check_chain_links(&roots).map_err(|e| anyhow!("FAILED chain: {e}"))?;
+        let first = roots.first().map(|r| r.log_date).unwrap_or(date);
+        if roots.first().is_some_and(|r| r.is_genesis()) {
+            println!(
+                "ok   chain of {} roots back to the first day {first}",
+                roots.len()
+            );
+        } else {
+            println!("ok   chain of {} roots from {first} to {date}", roots.len());
+        }
+    }
+    Ok(())
+}
+
+pub fn parse_date_arg(raw: &str) -> Result<NaiveDate> {
+    parse_log_date(raw).map_err(|e| anyhow!("{e}"))
+}
