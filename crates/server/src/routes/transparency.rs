@@ -392,11 +392,8 @@ pub async fn proof(
         &root.signature,
     )
     .ok()
-    .is_some_and(|signed| {
-        signed
-            .verify(&state.log_key.signing.verifying_key())
-            .is_ok()
-    });
+    .zip(signer_of(&state, &root).await?)
+    .is_some_and(|(signed, key)| signed.verify(&key).is_ok());
     Ok(Json(ProofJson {
         log_date: date.to_string(),
         sha256: sha256.to_string(),
@@ -418,6 +415,23 @@ pub async fn proof(
             && size == root.entry_count
             && signature_ok,
     }))
+}
+
+/// The public key that signed a stored root: the current key or a historical one.
+async fn signer_of(
+    state: &AppState,
+    root: &StoredRoot,
+) -> Result<Option<translog::VerifyingKey>, Error> {
+    if root.key_id == state.log_key.key_id {
+        return Ok(Some(state.log_key.signing.verifying_key()));
+    }
+    Ok(state
+        .store
+        .log_keys()
+        .await?
+        .into_iter()
+        .find(|k| k.key_id == root.key_id)
+        .and_then(|k| translog::encoding::parse_public_key_base64(&k.public_key).ok()))
 }
 
 /// Leaf of the root log for one daily root.
