@@ -130,7 +130,7 @@ pub async fn publish_day(
             },
         ));
     }
-    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    leaves.sort_by_key(|a| a.0);
     leaves.dedup_by(|a, b| a.0 == b.0);
     let hashes: Vec<Hash> = leaves.iter().map(|(h, _)| *h).collect();
     let root = translog::merkle_root(&hashes);

@@ -1,0 +1,318 @@
+//! One-pass SHA-256, SHA-1 and MD5 of a byte stream.
+//!
+//! Each algorithm runs on its own thread, so the pass costs about as much as the slowest
+//! algorithm (MD5) rather than the sum of the three. Chunks are [`Bytes`], shared by the
+//! three threads without copying, and travel over bounded channels: a fast producer waits
+//! for the slowest hasher, so memory stays at a few chunks whatever the stream's length.
+//! Nothing is written to disk.
+
+use std::thread::JoinHandle;
+
+use aws_lc_rs::digest;
+use bytes::Bytes;
+use md5::Digest as _;
+use model::{HashAlgo, HashValue};
+use tokio::sync::mpsc;
+
+/// Chunks queued per algorithm before the producer waits.
+const CHANNEL_CHUNKS: usize = 16;
+
+/// The three digests of one stream, as lowercase hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digests {
+    pub sha256: String,
+    pub sha1: String,
+    pub md5: String,
+}
+
+impl Digests {
+    /// The computed value of one algorithm.
+    pub fn get(&self, algo: HashAlgo) -> &str {
+        match algo {
+            HashAlgo::Sha256 => &self.sha256,
+            HashAlgo::Sha1 => &self.sha1,
+            HashAlgo::Md5 => &self.md5,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HasherError {
+    #[error("the {0} hashing thread stopped unexpectedly")]
+    WorkerFailed(&'static str),
+    #[error("could not start a hashing thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// The running state of one algorithm.
+enum State {
+    Sha256(digest::Context),
+    Sha1(digest::Context),
+    Md5(md5::Md5),
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::Sha256(_) => "SHA-256",
+            State::Sha1(_) => "SHA-1",
+            State::Md5(_) => "MD5",
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        match self {
+            State::Sha256(c) | State::Sha1(c) => c.update(data),
+            State::Md5(m) => m.update(data),
+        }
+    }
+
+    fn finish(self) -> String {
+        match self {
+            State::Sha256(c) | State::Sha1(c) => hex::encode(c.finish().as_ref()),
+            State::Md5(m) => hex::encode(m.finalize()),
+        }
+    }
+}
+
+struct Worker {
+    name: &'static str,
+    tx: mpsc::Sender<Bytes>,
+    handle: JoinHandle<String>,
+}
+
+impl Worker {
+    fn spawn(mut state: State) -> Result<Self, HasherError> {
+        let name = state.name();
+        let (tx, mut rx) = mpsc::channel::<Bytes>(CHANNEL_CHUNKS);
+        let handle = std::thread::Builder::new()
+            .name(format!("hash-{name}"))
+            .spawn(move || {
+                while let Some(chunk) = rx.blocking_recv() {
+                    state.update(&chunk);
+                }
+                state.finish()
+            })?;
+        Ok(Self { name, tx, handle })
+    }
+
+    /// Closes the channel and waits for the thread to drain it.
+    fn finish(self) -> Result<String, HasherError> {
+        drop(self.tx);
+        self.handle
+            .join()
+            .map_err(|_| HasherError::WorkerFailed(self.name))
+    }
+}
+
+/// Computes SHA-256, SHA-1 and MD5 of a stream in one pass, one thread per algorithm.
+///
+/// Feed chunks in order with [`update`](Self::update) (async code) or
+/// [`update_blocking`](Self::update_blocking) (plain threads), then call
+/// [`finish`](Self::finish). Dropping the hasher without finishing stops its threads.
+pub struct TripleHasher {
+    workers: [Worker; 3],
+    size: u64,
+}
+
+impl TripleHasher {
+    pub fn new() -> Result<Self, HasherError> {
+        let workers = [
+            Worker::spawn(State::Sha256(digest::Context::new(&digest::SHA256)))?,
+            Worker::spawn(State::Sha1(digest::Context::new(
+                &digest::SHA1_FOR_LEGACY_USE_ONLY,
+            )))?,
+            Worker::spawn(State::Md5(md5::Md5::new()))?,
+        ];
+        Ok(Self { workers, size: 0 })
+    }
+
+    /// Hands a chunk to the three threads, waiting while the slowest one is behind.
+    pub async fn update(&mut self, chunk: Bytes) -> Result<(), HasherError> {
+        self.size += chunk.len() as u64;
+        for w in &self.workers {
+            // Cloning `Bytes` shares the buffer; only a reference count changes.
+            w.tx.send(chunk.clone())
+                .await
+                .map_err(|_| HasherError::WorkerFailed(w.name))?;
+        }
+        Ok(())
+    }
+
+    /// Like [`update`](Self::update) for code outside an async runtime.
+    ///
+    /// # Panics
+    /// When called from within an async runtime (tokio forbids blocking there).
+    pub fn update_blocking(&mut self, chunk: Bytes) -> Result<(), HasherError> {
+        self.size += chunk.len() as u64;
+        for w in &self.workers {
+            w.tx.blocking_send(chunk.clone())
+                .map_err(|_| HasherError::WorkerFailed(w.name))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes fed so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Closes the channels and collects the digests.
+    ///
+    /// Joining blocks only while the threads drain their last few queued chunks.
+    pub fn finish(self) -> Result<Digests, HasherError> {
+        let [sha256, sha1, md5] = self.workers.map(Worker::finish);
+        Ok(Digests {
+            sha256: sha256?,
+            sha1: sha1?,
+            md5: md5?,
+        })
+    }
+}
+
+/// A vendor-published hash that disagrees with the bytes the service downloaded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PublishedHashError {
+    #[error(
+        "published {algo} {published} does not match computed {computed}: the download or the \
+         published value may have been tampered with"
+    )]
+    Mismatch {
+        algo: &'static str,
+        published: String,
+        computed: String,
+    },
+    #[error("published hash is unusable: {0}")]
+    Invalid(String),
+}
+
+/// Checks a vendor-published hash (MD5, SHA-1 or SHA-256, told apart by length, any case)
+/// against the computed digests. `None` (nothing published) passes.
+pub fn verify_published(
+    published: Option<&str>,
+    computed: &Digests,
+) -> Result<(), PublishedHashError> {
+    let Some(published) = published else {
+        return Ok(());
+    };
+    let value =
+        HashValue::parse(published).map_err(|e| PublishedHashError::Invalid(e.to_string()))?;
+    let expected = computed.get(value.algo());
+    if value.as_str() == expected {
+        Ok(())
+    } else {
+        Err(PublishedHashError::Mismatch {
+            algo: algo_name(value.algo()),
+            published: value.as_str().to_owned(),
+            computed: expected.to_owned(),
+        })
+    }
+}
+
+fn algo_name(algo: HashAlgo) -> &'static str {
+    match algo {
+        HashAlgo::Sha256 => "SHA-256",
+        HashAlgo::Sha1 => "SHA-1",
+        HashAlgo::Md5 => "MD5",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngCore;
+
+    fn hash_chunks(chunks: &[&[u8]]) -> Digests {
+        let mut h = TripleHasher::new().unwrap();
+        for c in chunks {
+            h.update_blocking(Bytes::copy_from_slice(c)).unwrap();
+        }
+        h.finish().unwrap()
+    }
+
+    #[test]
+    fn empty_input_gives_the_known_vectors() {
+        let d = hash_chunks(&[]);
+        assert_eq!(
+            d.sha256,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(d.sha1, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(d.md5, "d41d8cd98f00b204e9800998ecf8427e");
+    }
+
+    #[test]
+    fn abc_gives_the_known_vectors_however_it_is_split() {
+        for chunks in [&[&b"abc"[..]][..], &[b"a", b"", b"bc"], &[b"ab", b"c"]] {
+            let d = hash_chunks(chunks);
+            assert_eq!(
+                d.sha256,
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            );
+            assert_eq!(d.sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
+            assert_eq!(d.md5, "900150983cd24fb0d6963f7d28e17f72");
+        }
+    }
+
+    #[test]
+    fn multi_megabyte_random_buffer_matches_single_threaded_hashers() {
+        let mut buf = vec![0u8; 5 * 1024 * 1024 + 12_345];
+        rand::rng().fill_bytes(&mut buf);
+        let buf = Bytes::from(buf);
+
+        let mut h = TripleHasher::new().unwrap();
+        // Irregular chunk sizes, sliced without copying.
+        let mut at = 0;
+        let mut step = 1;
+        while at < buf.len() {
+            let end = (at + step).min(buf.len());
+            h.update_blocking(buf.slice(at..end)).unwrap();
+            at = end;
+            step = step * 7 % 300_007 + 1;
+        }
+        assert_eq!(h.size(), buf.len() as u64);
+        let d = h.finish().unwrap();
+
+        assert_eq!(d.sha256, hex::encode(sha2::Sha256::digest(&buf)));
+        assert_eq!(d.sha1, hex::encode(sha1::Sha1::digest(&buf)));
+        assert_eq!(d.md5, hex::encode(md5::Md5::digest(&buf)));
+    }
+
+    #[test]
+    fn published_hashes_are_checked_by_length_and_case_insensitively() {
+        let d = hash_chunks(&[b"abc"]);
+        assert_eq!(verify_published(None, &d), Ok(()));
+        assert_eq!(verify_published(Some(&d.sha256.to_uppercase()), &d), Ok(()));
+        assert_eq!(verify_published(Some(&d.sha1), &d), Ok(()));
+        assert_eq!(verify_published(Some(&format!(" {} ", d.md5)), &d), Ok(()));
+    }
+
+    #[test]
+    fn mismatch_names_both_values() {
+        let d = hash_chunks(&[b"abc"]);
+        let wrong = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let err = verify_published(Some(wrong), &d).unwrap_err();
+        assert_eq!(
+            err,
+            PublishedHashError::Mismatch {
+                algo: "SHA-256",
+                published: wrong.into(),
+                computed: d.sha256.clone(),
+            }
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(wrong) && msg.contains(&d.sha256), "{msg}");
+        assert!(msg.contains("tampered"), "{msg}");
+    }
+
+    #[test]
+    fn unusable_published_values_are_errors_not_passes() {
+        let d = hash_chunks(&[b"abc"]);
+        for bad in ["", "xyz", &"g".repeat(64)] {
+            assert!(matches!(
+                verify_published(Some(bad), &d),
+                Err(PublishedHashError::Invalid(_))
+            ));
+        }
+    }
+}
