@@ -139,6 +139,12 @@ pub static ROUTES: &[RouteSpec] = &[
         P::IntelHistory,
         Tier::Basic,
     ),
+    private(
+        Method::GET,
+        "/api/v1/intel/downloads",
+        P::IntelDownloads,
+        Tier::Teams,
+    ),
     any_account(Method::GET, "/api/v1/admin/usage", L::Authenticated),
     private(
         Method::GET,

@@ -154,6 +154,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/intel/history", get(intel::history))
         .route("/api/v1/intel/export", get(intel::export))
+        .route("/api/v1/intel/downloads", get(intel::downloads))
         .route("/api/v1/admin/usage", get(admin::usage))
         .route(
             "/api/v1/admin/keys",

@@ -29,6 +29,7 @@ use crate::{api, error, routes};
         routes::intel::lookup_historical,
         routes::intel::history,
         routes::intel::export,
+        routes::intel::downloads,
         openapi_json,
         docs_page,
         routes::auth::token,

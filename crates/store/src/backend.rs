@@ -85,6 +85,40 @@ fn platform_arch_filter(
     (sql, binds)
 }
 
+/// Most hashes `find_by_hashes` sends in one statement (an API lookup holds at most 100).
+const FIND_CHUNK: usize = 128;
+
+/// `hash_sha256 IN (…) OR hash_sha1 IN (…) OR hash_md5 IN (…)` over the kinds present, and
+/// its binds. Each list is padded to a power of two by repeating its last value (a
+/// duplicate in an IN list changes nothing), so that batches of a similar mix share a few
+/// prepared statements rather than preparing a new one per request.
+fn hash_filter(hashes: &[HashValue]) -> (String, Vec<&str>) {
+    let mut terms = Vec::new();
+    let mut binds = Vec::new();
+    for (algo, column) in [
+        (HashAlgo::Sha256, "hash_sha256"),
+        (HashAlgo::Sha1, "hash_sha1"),
+        (HashAlgo::Md5, "hash_md5"),
+    ] {
+        let values: Vec<&str> = hashes
+            .iter()
+            .filter(|h| h.algo() == algo)
+            .map(HashValue::as_str)
+            .collect();
+        let Some(&last) = values.last() else {
+            continue;
+        };
+        let padded = values.len().next_power_of_two();
+        terms.push(format!(
+            "{column} IN ({})",
+            placeholders(binds.len() + 1, padded)
+        ));
+        binds.extend(values.iter().copied());
+        binds.resize(binds.len() + padded - values.len(), last);
+    }
+    (terms.join(" OR "), binds)
+}
+
 /// The key `$lock` serialises `record` on: one family of one vendor, platform and arch.
 fn family_lock_key(record: &NewRecord) -> String {
     format!(
@@ -397,25 +431,18 @@ macro_rules! backend {
                 let mut found = Vec::new();
                 // A record matched by several of the submitted hashes is returned once.
                 let mut seen = HashSet::new();
-                for (algo, column) in [
-                    (HashAlgo::Sha256, "hash_sha256"),
-                    (HashAlgo::Sha1, "hash_sha1"),
-                    (HashAlgo::Md5, "hash_md5"),
-                ] {
-                    let values: Vec<&str> = hashes
-                        .iter()
-                        .filter(|h| h.algo() == algo)
-                        .map(HashValue::as_str)
-                        .collect();
-                    if values.is_empty() {
+                // One statement per chunk, whatever mix of kinds it holds: each database
+                // round trip costs more than the index probes of a whole API request.
+                for chunk in hashes.chunks(FIND_CHUNK) {
+                    let (filter, binds) = hash_filter(chunk);
+                    if binds.is_empty() {
                         continue;
                     }
                     let sql = format!(
-                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {column} IN ({}){status}",
-                        placeholders(1, values.len())
+                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE ({filter}){status}"
                     );
                     let mut q = sqlx::query(AssertSqlSafe(sql));
-                    for v in values {
+                    for v in binds {
                         q = q.bind(v);
                     }
                     let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;

@@ -19,6 +19,7 @@ use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, Role
 pub mod access;
 mod access_backend;
 mod backend;
+pub mod ingest;
 mod migrate;
 pub mod translog;
 
@@ -254,7 +255,12 @@ pub trait HealthStore: Send + Sync {
 /// The whole store.
 #[async_trait]
 pub trait Store:
-    RecordStore + AccountStore + HealthStore + access::AccessStore + translog::TranslogStore
+    RecordStore
+    + AccountStore
+    + HealthStore
+    + access::AccessStore
+    + translog::TranslogStore
+    + ingest::IngestStore
 {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;

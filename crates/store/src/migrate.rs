@@ -19,6 +19,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 3,
         sql: include_str!("../migrations/sqlite/0003_translog.sql"),
     },
+    Migration {
+        version: 4,
+        sql: include_str!("../migrations/sqlite/0004_ingest.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -33,6 +37,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 3,
         sql: include_str!("../migrations/postgres/0003_translog.sql"),
+    },
+    Migration {
+        version: 4,
+        sql: include_str!("../migrations/postgres/0004_ingest.sql"),
     },
 ];
 

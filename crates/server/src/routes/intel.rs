@@ -422,3 +422,106 @@ fn export_stream(
     })
     .filter(|chunk| futures::future::ready(!matches!(chunk, Ok(s) if s.is_empty())))
 }
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct DownloadParams {
+    /// Vendor name, case-insensitive.
+    vendor: Option<String>,
+    /// RFC 3339 timestamp or YYYY-MM-DD (start of that UTC day), inclusive.
+    from: Option<String>,
+    /// RFC 3339 timestamp or YYYY-MM-DD (end of that UTC day), inclusive.
+    until: Option<String>,
+    limit: Option<String>,
+    offset: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct DownloadJson {
+    pub downloaded_at: String,
+    /// Equals downloaded_at: the content was hashed in a stream and never stored.
+    pub deleted_at: String,
+    /// Always `stream`.
+    pub storage_method: &'static str,
+    pub url: String,
+    pub size_bytes: u64,
+    pub hash_record_id: String,
+    pub vendor: String,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct DownloadPage {
+    pub results: Vec<DownloadJson>,
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+/// A bound given as a timestamp or as a day (its first or last instant).
+fn parse_bound(
+    raw: Option<&str>,
+    field: &str,
+    end_of_day: bool,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(raw) {
+        return Ok(Some(t.with_timezone(&chrono::Utc)));
+    }
+    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| {
+        Error::bad_request(format!(
+            "{field} must be an RFC 3339 timestamp or a date YYYY-MM-DD (got {raw:?})"
+        ))
+    })?;
+    let start = day.and_time(chrono::NaiveTime::MIN).and_utc();
+    Ok(Some(if end_of_day {
+        start + Duration::days(1) - Duration::microseconds(1)
+    } else {
+        start
+    }))
+}
+
+/// Audit of every artifact the service downloaded to hash, newest first.
+#[utoipa::path(get, path = "/api/v1/intel/downloads", tag = "intel",
+    security(("api_key" = [])), params(DownloadParams),
+    responses((status = 200, body = DownloadPage), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn downloads(
+    State(state): State<AppState>,
+    QueryParams(params): QueryParams<DownloadParams>,
+) -> ApiResult<Json<DownloadPage>> {
+    let query = store::ingest::DownloadQuery {
+        vendor: params
+            .vendor
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty()),
+        from: parse_bound(params.from.as_deref(), "from", false)?,
+        until: parse_bound(params.until.as_deref(), "until", true)?,
+        limit: parse_limit(params.limit.as_deref())?,
+        offset: parse_offset(params.offset.as_deref())?,
+    };
+    if let (Some(from), Some(until)) = (query.from, query.until)
+        && from > until
+    {
+        return Err(Error::bad_request("from must not be after until").into());
+    }
+    let page = state.store.downloads(&query).await?;
+    Ok(Json(DownloadPage {
+        results: page
+            .items
+            .iter()
+            .map(|d| DownloadJson {
+                downloaded_at: timestamp(d.downloaded_at),
+                deleted_at: timestamp(d.downloaded_at),
+                storage_method: "stream",
+                url: d.url.clone(),
+                size_bytes: d.size_bytes,
+                hash_record_id: d.hash_record_id.clone(),
+                vendor: d.vendor.clone(),
+            })
+            .collect(),
+        total: page.total,
+        limit: query.limit,
+        offset: query.offset,
+    }))
+}

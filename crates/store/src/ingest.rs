@@ -1,0 +1,142 @@
+//! What ingestion leaves behind besides records: the download audit (proof that artifacts
+//! were hashed in a stream and never kept) and change alerts for republished packages.
+
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, Utc};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::{Page, PgStore, Result, SqliteStore, db_error, new_id};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadAudit {
+    pub vendor: String,
+    pub downloaded_at: DateTime<Utc>,
+    pub url: String,
+    pub size_bytes: u64,
+    pub hash_record_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DownloadQuery {
+    pub vendor: Option<String>,
+    /// Inclusive bounds on `downloaded_at`.
+    pub from: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeAlert {
+    pub id: String,
+    pub ecosystem: String,
+    pub package_name: String,
+    pub version: String,
+    pub previous_sha256: String,
+    pub latest_sha256: String,
+    pub observed_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait IngestStore: Send + Sync {
+    async fn record_download(&self, audit: &DownloadAudit) -> Result<()>;
+    /// Newest first.
+    async fn downloads(&self, query: &DownloadQuery) -> Result<Page<DownloadAudit>>;
+    /// Stores an alert and returns its id.
+    async fn add_change_alert(&self, alert: &ChangeAlert) -> Result<String>;
+}
+
+fn count(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+const DOWNLOAD_FILTER: &str = "($1 IS NULL OR lower(vendor) = lower($1)) \
+     AND ($2 IS NULL OR downloaded_at >= $2) AND ($3 IS NULL OR downloaded_at <= $3)";
+
+macro_rules! ingest_backend {
+    ($store:ident, $row:ty) => {
+        #[async_trait]
+        impl IngestStore for $store {
+            async fn record_download(&self, a: &DownloadAudit) -> Result<()> {
+                let at = a.downloaded_at.trunc_subsecs(6);
+                sqlx::query(
+                    "INSERT INTO download_audit (vendor, downloaded_at, deleted_at, storage_method, \
+                     url, size_bytes, hash_record_id) VALUES ($1, $2, $2, 'stream', $3, $4, $5)",
+                )
+                .bind(&a.vendor)
+                .bind(at)
+                .bind(&a.url)
+                .bind(i64::try_from(a.size_bytes).unwrap_or(i64::MAX))
+                .bind(&a.hash_record_id)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn downloads(&self, q: &DownloadQuery) -> Result<Page<DownloadAudit>> {
+                let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM download_audit WHERE {DOWNLOAD_FILTER}"
+                )))
+                .bind(&q.vendor)
+                .bind(q.from)
+                .bind(q.until)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT vendor, downloaded_at, url, size_bytes, hash_record_id FROM download_audit \
+                     WHERE {DOWNLOAD_FILTER} ORDER BY downloaded_at DESC, id DESC LIMIT $4 OFFSET $5"
+                )))
+                .bind(&q.vendor)
+                .bind(q.from)
+                .bind(q.until)
+                .bind(i64::from(q.limit))
+                .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let items = rows
+                    .iter()
+                    .map(|r: &$row| {
+                        Ok(DownloadAudit {
+                            vendor: r.try_get("vendor").map_err(db_error)?,
+                            downloaded_at: r.try_get("downloaded_at").map_err(db_error)?,
+                            url: r.try_get("url").map_err(db_error)?,
+                            size_bytes: count(r.try_get("size_bytes").map_err(db_error)?),
+                            hash_record_id: r.try_get("hash_record_id").map_err(db_error)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Page {
+                    items,
+                    total: count(total),
+                })
+            }
+
+            async fn add_change_alert(&self, a: &ChangeAlert) -> Result<String> {
+                let id = if a.id.is_empty() { new_id() } else { a.id.clone() };
+                sqlx::query(
+                    "INSERT INTO change_alerts (id, ecosystem, package_name, version, previous_sha256, \
+                     latest_sha256, observed_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&id)
+                .bind(&a.ecosystem)
+                .bind(&a.package_name)
+                .bind(&a.version)
+                .bind(&a.previous_sha256)
+                .bind(&a.latest_sha256)
+                .bind(a.observed_at.trunc_subsecs(6))
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(id)
+            }
+        }
+    };
+}
+
+ingest_backend!(SqliteStore, SqliteRow);
+ingest_backend!(PgStore, PgRow);
