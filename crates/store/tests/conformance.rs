@@ -271,6 +271,8 @@ conformance!(
     data_survives_close_and_reopen,
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
+    job_lease_admits_one_holder_until_expiry,
+    download_audit_filters_and_pages,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1536,4 +1538,110 @@ async fn concurrent_first_open_migrates_once(db: Db) {
         assert_eq!(s.current_records(None).await.unwrap().len(), 1);
         s.close().await;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Ingestion bookkeeping
+// ---------------------------------------------------------------------------------------
+
+async fn job_lease_admits_one_holder_until_expiry(db: Db) {
+    let s = db.store.as_ref();
+    let now = t("2026-01-01T02:00:00Z");
+    let until = t("2026-01-01T02:10:00Z");
+    assert!(
+        s.try_lease("refresh", "replica-a", until, now)
+            .await
+            .unwrap()
+    );
+    // Another replica is refused while the lease runs; the holder may renew.
+    assert!(
+        !s.try_lease("refresh", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.try_lease("refresh", "replica-a", t("2026-01-01T02:20:00Z"), now)
+            .await
+            .unwrap()
+    );
+    // Other jobs are independent.
+    assert!(
+        s.try_lease("translog", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+    // After expiry another replica takes over.
+    let later = t("2026-01-01T02:21:00Z");
+    assert!(
+        s.try_lease("refresh", "replica-b", t("2026-01-01T02:31:00Z"), later)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.try_lease("refresh", "replica-a", t("2026-01-01T02:31:00Z"), later)
+            .await
+            .unwrap()
+    );
+}
+
+async fn download_audit_filters_and_pages(db: Db) {
+    use store::ingest::{DownloadAudit, DownloadQuery};
+    let s = db.store.as_ref();
+    for (i, (vendor, at)) in [
+        ("Go", "2026-01-01T10:00:00Z"),
+        ("npm", "2026-01-02T10:00:00Z"),
+        ("Go", "2026-01-03T10:00:00Z"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.record_download(&DownloadAudit {
+            vendor: vendor.into(),
+            downloaded_at: t(at),
+            url: format!("https://example.test/{i}"),
+            size_bytes: 1000 + i as u64,
+            hash_record_id: format!("rec{i}"),
+        })
+        .await
+        .unwrap();
+    }
+    let all = s
+        .downloads(&DownloadQuery {
+            limit: 50,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.total, 3);
+    assert_eq!(all.items[0].hash_record_id, "rec2", "newest first");
+    let go = s
+        .downloads(&DownloadQuery {
+            vendor: Some("go".into()),
+            limit: 50,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(go.total, 2);
+    let window = s
+        .downloads(&DownloadQuery {
+            from: Some(t("2026-01-02T00:00:00Z")),
+            until: Some(t("2026-01-02T23:59:59Z")),
+            limit: 50,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(window.total, 1);
+    assert_eq!(window.items[0].size_bytes, 1001);
+    let page = s
+        .downloads(&DownloadQuery {
+            limit: 1,
+            offset: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.items.len()), (3, 1));
+    assert_eq!(page.items[0].hash_record_id, "rec1");
 }

@@ -24,3 +24,10 @@ CREATE TABLE change_alerts (
     observed_at     TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX change_alerts_observed ON change_alerts (observed_at);
+
+-- Scheduled jobs run on one replica at a time: the holder of an unexpired lease.
+CREATE TABLE job_leases (
+    job        TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
