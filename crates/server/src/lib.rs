@@ -66,6 +66,8 @@ pub struct Settings {
     /// UTC time of day after which the day's transparency root is published (after the
     /// vendor refresh).
     pub translog_publish_at: chrono::NaiveTime,
+    /// Monthly request quotas per tier; SPEC.md's values by default.
+    pub quotas: Quotas,
 }
 
 impl Default for Settings {
@@ -75,6 +77,7 @@ impl Default for Settings {
             trusted_proxies: Vec::new(),
             feed_cache_ttl: Duration::from_secs(3600),
             translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
+            quotas: Quotas::default(),
         }
     }
 }
@@ -92,6 +95,8 @@ pub struct AppState {
     pub log_key: Arc<LogKey>,
     pub trees: Arc<routes::transparency::TreeCache>,
     pub settings: Arc<Settings>,
+    /// Names this process when it takes a scheduled job's lease.
+    pub replica_id: String,
 }
 
 impl AppState {
@@ -104,7 +109,7 @@ impl AppState {
         log_key: LogKey,
     ) -> Self {
         Self {
-            usage: Arc::new(Usage::new(store.clone(), Quotas::default())),
+            usage: Arc::new(Usage::new(store.clone(), settings.quotas)),
             store,
             credentials: Arc::new(credentials),
             limiter: Arc::new(limiter),
@@ -113,6 +118,7 @@ impl AppState {
             stats_cache: Arc::default(),
             log_key: Arc::new(log_key),
             trees: Arc::default(),
+            replica_id: store::new_id(),
             settings: Arc::new(settings),
         }
     }
@@ -227,13 +233,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
                 if now.time() >= state.settings.translog_publish_at
-                    && let Err(e) = routes::transparency::publish_day(
-                        state.store.as_ref(),
-                        &state.log_key,
-                        now,
-                        now.date_naive(),
-                    )
-                    .await
+                    && let Err(e) = publish_if_leader(&state, now).await
                 {
                     tracing::warn!(error = %e, "publishing the transparency root failed; will retry");
                 }
@@ -257,6 +257,28 @@ async fn method_not_allowed() -> impl IntoResponse {
             message: Some("this route does not accept that method".into()),
         }),
     )
+}
+
+/// Publishes today's root unless it exists or another replica holds the job's lease.
+async fn publish_if_leader(
+    state: &AppState,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let today = now.date_naive();
+    if state.store.root(today).await?.is_some() {
+        return Ok(());
+    }
+    let until = now + chrono::Duration::minutes(10);
+    if !state
+        .store
+        .try_lease("translog.publish", &state.replica_id, until, now)
+        .await?
+    {
+        return Ok(());
+    }
+    routes::transparency::publish_day(state.store.as_ref(), &state.log_key, now, today)
+        .await
+        .map(|_| ())
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish.

@@ -211,8 +211,10 @@ pub async fn list_keys(
 #[serde(deny_unknown_fields)]
 pub struct IssueKey {
     /// analyst, auditor, account_admin (staff only), or a platform role (owner only).
+    // A string, parsed inside the audited action, so that a removed or unknown role is
+    // logged as denied rather than refused before the audit.
     #[schema(value_type = String)]
-    pub role: Role,
+    pub role: String,
     #[serde(default)]
     pub label: Option<String>,
     /// Another account (staff only); default your own.
@@ -247,6 +249,7 @@ pub async fn issue_key(
         .clone()
         .unwrap_or_else(|| format!("{} key", body.role));
     let created = audited(&state, &actor, "key.issue", &team, async {
+        let role: Role = body.role.parse()?;
         check_label(&label)?;
         actor.can_manage_team(&team)?;
         let tenant = state
@@ -254,7 +257,7 @@ pub async fn issue_key(
             .tenant(&team)
             .await?
             .ok_or_else(|| Error::NotFound(format!("no account {team:?}")))?;
-        actor.can_give(body.role, &team, tenant.kind)?;
+        actor.can_give(role, &team, tenant.kind)?;
         let issued = state.credentials.hasher().issue(&team)?;
         let now = state.clock.now();
         state
@@ -264,7 +267,7 @@ pub async fn issue_key(
                     key_id: issued.key_id.clone(),
                     team_id: team.clone(),
                     key_hash: issued.key_hash.clone(),
-                    role: body.role,
+                    role,
                     label: label.clone(),
                 },
                 now,
@@ -274,7 +277,7 @@ pub async fn issue_key(
             key_id: issued.key_id,
             key: issued.key,
             team_id: team.clone(),
-            role: body.role.as_str().into(),
+            role: role.as_str().into(),
             label: label.clone(),
             created_at: timestamp(now),
         })
@@ -290,9 +293,10 @@ pub struct UpdateKey {
     #[serde(default)]
     pub label: Option<String>,
     /// New primary role.
+    // Parsed inside the audited action (see `IssueKey::role`).
     #[serde(default)]
     #[schema(value_type = Option<String>)]
-    pub role: Option<Role>,
+    pub role: Option<String>,
 }
 
 /// Change a key's label or primary role.
@@ -306,12 +310,13 @@ pub async fn update_key(
     JsonBody(body): JsonBody<UpdateKey>,
 ) -> ApiResult<Json<KeyJson>> {
     let info = audited(&state, &actor, "key.update", &key_id, async {
+        let new_role: Option<Role> = body.role.as_deref().map(str::parse).transpose()?;
         if let Some(label) = &body.label {
             check_label(label)?;
         }
         let (key, roles) = load_target(&state, &actor, &key_id).await?;
         actor.can_alter(&target(&key, &roles))?;
-        if let Some(role) = body.role {
+        if let Some(role) = new_role {
             if key.role == Role::PlatformOwner && role != Role::PlatformOwner {
                 return Err(Error::Forbidden(
                     "the platform owner cannot be demoted".into(),
@@ -321,7 +326,7 @@ pub async fn update_key(
         }
         state
             .store
-            .update_key(&key_id, body.label.as_deref(), body.role)
+            .update_key(&key_id, body.label.as_deref(), new_role)
             .await?;
         key_info(&state, &key_id, &key.team_id).await
     })
@@ -395,11 +400,28 @@ pub async fn reissue_key(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
+/// A requested role name as the audit log's action shows it: as given when it looks like a
+/// role name (valid or removed), otherwise a placeholder, so callers cannot write arbitrary
+/// text into the action column.
+fn role_for_audit(name: &str) -> &str {
+    if !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b' ')
+    {
+        name
+    } else {
+        "<invalid>"
+    }
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRole {
+    // Parsed inside the audited action (see `IssueKey::role`).
     #[schema(value_type = String)]
-    pub role: Role,
+    pub role: String,
     /// RFC 3339; at most 30 days ahead. Absent = permanent.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
@@ -415,8 +437,9 @@ pub async fn grant_role(
     Path(key_id): Path<String>,
     JsonBody(body): JsonBody<GrantRole>,
 ) -> ApiResult<Json<KeyJson>> {
-    let action = format!("role.grant:{}", body.role);
+    let action = format!("role.grant:{}", role_for_audit(&body.role));
     let info = audited(&state, &actor, &action, &key_id, async {
+        let role: Role = body.role.parse()?;
         let now = state.clock.now();
         check_expiry(body.expires_at, now)?;
         let (key, roles) = load_target(&state, &actor, &key_id).await?;
@@ -424,13 +447,13 @@ pub async fn grant_role(
             return Err(Error::NotFound("no such key".into()));
         }
         actor.can_alter(&target(&key, &roles))?;
-        actor.can_give(body.role, &key.team_id, key.tenant_kind)?;
+        actor.can_give(role, &key.team_id, key.tenant_kind)?;
         state
             .store
             .put_grant(
                 &key_id,
                 &GrantRow {
-                    role: body.role,
+                    role,
                     expires_at: body.expires_at,
                     granted_by: actor.key_id.clone(),
                     granted_at: now,
@@ -452,7 +475,7 @@ pub async fn revoke_role(
     Extension(actor): Extension<Principal>,
     Path((key_id, role)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let action = format!("role.revoke:{role}");
+    let action = format!("role.revoke:{}", role_for_audit(&role));
     audited(&state, &actor, &action, &key_id, async {
         let role: Role = role.parse()?;
         let (key, roles) = load_target(&state, &actor, &key_id).await?;
