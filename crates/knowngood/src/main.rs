@@ -39,6 +39,9 @@ enum Command {
     /// The transparency log.
     #[command(subcommand)]
     Translog(TranslogCommand),
+    /// The NSRL reference corpus.
+    #[command(subcommand)]
+    Nsrl(NsrlCommand),
     /// Check, independently of the server's own claims, that a SHA-256 is in a day's
     /// signed transparency root (and that the daily roots chain).
     Verify {
@@ -60,6 +63,22 @@ enum Command {
         /// Verify from saved documents instead of a server.
         #[arg(long)]
         offline: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NsrlCommand {
+    /// Import NIST RDS v3 SQLite databases (minimal or full layout) into a new corpus
+    /// generation beside the live one; a running server swaps it in within seconds.
+    Import {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// RDS v3 SQLite files; several merge into one corpus.
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+        /// The RDS set these files belong to.
+        #[arg(long, default_value = "modern", value_parser = ["modern", "android", "ios", "legacy"])]
+        set: String,
     },
 }
 
@@ -157,6 +176,30 @@ async fn run(cli: Cli) -> Result<()> {
                 _ => e,
             })?;
             println!("{key}");
+            Ok(())
+        }
+        Command::Nsrl(NsrlCommand::Import { common, paths, set }) => {
+            let config = Config::resolve(&common, None)?;
+            let set = match set.as_str() {
+                "android" => corpus::SetName::Android,
+                "ios" => corpus::SetName::Ios,
+                "legacy" => corpus::SetName::Legacy,
+                _ => corpus::SetName::Modern,
+            };
+            let inputs: Vec<_> = paths.into_iter().map(|p| (p, set)).collect();
+            let root = config.data_dir.join("corpus");
+            let info = tokio::task::spawn_blocking(move || {
+                corpus::import(&inputs, &root, &corpus::TerminalProgress::new())
+            })
+            .await??;
+            println!(
+                "{}: {} distinct SHA-256 ({} SHA-1, {} MD5), {} bytes on disk",
+                info.generation,
+                info.entries,
+                info.sha1_entries,
+                info.md5_entries,
+                info.bytes_on_disk
+            );
             Ok(())
         }
         Command::Translog(TranslogCommand::Publish { common, date }) => {
@@ -347,6 +390,14 @@ async fn serve(config: Config) -> Result<()> {
         config.settings,
         server::routes::transparency::LogKey::new(&secrets.log_ed25519),
     );
+    let corpus_root = config.data_dir.join("corpus");
+    let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
+        .await?
+        .context("opening the reference corpus")?;
+    if let Some(info) = corpus.info() {
+        tracing::info!(generation = %info.generation, entries = info.entries, "reference corpus loaded");
+    }
+    let state = state.with_corpus(Arc::new(corpus));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

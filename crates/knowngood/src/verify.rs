@@ -164,6 +164,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         .await?
         .ok_or_else(|| anyhow!("no root published for {date}"))?;
     let (root, key_id) = signed_root(&root_doc)?;
+    if root.log_date != date {
+        bail!(
+            "FAILED root: the root given for {date} is the root of {}",
+            root.log_date
+        );
+    }
     let key = key_for(&key_doc, &key_id)?;
     root.verify(&key)
         .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;
@@ -243,6 +249,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                 continue;
             };
             let (earlier, earlier_key_id) = signed_root(&doc)?;
+            if earlier.log_date != day {
+                bail!(
+                    "FAILED chain: the root given for {day} is the root of {}",
+                    earlier.log_date
+                );
+            }
             let earlier_key = key_for(&key_doc, &earlier_key_id)?;
             earlier
                 .verify(&earlier_key)

@@ -270,9 +270,13 @@ pub struct ComponentStatus {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReferenceCorpusStatus {
+    /// The live generation; null when no corpus has been imported.
     pub generation: Option<String>,
+    /// Distinct SHA-256 values.
     pub entries: u64,
     pub sources: Vec<String>,
+    /// RDS releases the generation was built from.
+    pub rds_versions: Vec<String>,
     pub imported_at: Option<String>,
 }
 

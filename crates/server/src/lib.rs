@@ -97,6 +97,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Names this process when it takes a scheduled job's lease.
     pub replica_id: String,
+    /// The NSRL reference corpus, when one is configured.
+    pub corpus: Option<Arc<corpus::Corpus>>,
 }
 
 impl AppState {
@@ -119,8 +121,17 @@ impl AppState {
             log_key: Arc::new(log_key),
             trees: Arc::default(),
             replica_id: store::new_id(),
+            corpus: None,
             settings: Arc::new(settings),
         }
+    }
+}
+
+impl AppState {
+    /// Serves `known_file` results from this corpus.
+    pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
+        self.corpus = Some(corpus);
+        self
     }
 }
 
@@ -203,13 +214,14 @@ pub fn router(state: AppState) -> Router {
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other
 /// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
-/// (every 10 s), prune idle rate-limit buckets and publish the day's transparency root
+/// (every 10 s), pick up a new reference-corpus generation (every 10 s), prune idle rate-limit buckets and publish the day's transparency root
 /// once its hour has come (every minute). Flushes usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     let mut flush = tokio::time::interval(Duration::from_secs(2));
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
+    let mut corpus = tokio::time::interval(Duration::from_secs(10));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -229,6 +241,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                     tracing::warn!(error = %e, "usage totals refresh failed");
                 }
             }
+            _ = corpus.tick() => reload_corpus(&state).await,
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
@@ -257,6 +270,22 @@ async fn method_not_allowed() -> impl IntoResponse {
             message: Some("this route does not accept that method".into()),
         }),
     )
+}
+
+/// Swaps in a generation an import finished meanwhile (on another thread: opening verifies
+/// the files). Requests in flight finish on the old generation.
+async fn reload_corpus(state: &AppState) {
+    let Some(corpus) = state.corpus.clone() else {
+        return;
+    };
+    match tokio::task::spawn_blocking(move || corpus.reload()).await {
+        Ok(Ok(true)) => tracing::info!("reference corpus: new generation live"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "reference corpus reload failed; keeping the live generation")
+        }
+        Err(e) => tracing::error!(error = %e, "reference corpus reload panicked"),
+    }
 }
 
 /// Publishes today's root unless it exists or another replica holds the job's lease.

@@ -41,7 +41,11 @@ pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
             total_vendors: s.total_vendors,
             total_platforms: s.total_platforms,
         },
-        reference_corpus_hashes: 0,
+        reference_corpus_hashes: state
+            .corpus
+            .as_ref()
+            .and_then(|c| c.current())
+            .map_or(0, |g| g.len()),
     }))
 }
 
@@ -130,13 +134,40 @@ async fn classify(
     let batch = parse_batch(request)?;
     let records = state.store.find_by_hashes(&batch, historical).await?;
     let mut results = BTreeMap::new();
+    let mut rest = Vec::new();
     for hash in &batch {
-        let result = best_vendor_match(hash, &records)
-            .map(|r| vendor_result(r, historical))
-            .unwrap_or_else(|| LookupResult {
+        match best_vendor_match(hash, &records) {
+            Some(r) => {
+                results.insert(hash.as_str().to_string(), vendor_result(r, historical));
+            }
+            None => rest.push(hash),
+        }
+    }
+    // Then the reference corpus, in one prefetching batch; it is memory-mapped, so this
+    // is microseconds of work and safe on the async thread.
+    let generation = state.corpus.as_ref().and_then(|c| c.current());
+    let keys: Vec<corpus::HashBytes> = rest
+        .iter()
+        .filter_map(|h| corpus::HashBytes::from_slice(&h.to_bytes()))
+        .collect();
+    let found = match &generation {
+        Some(g) if keys.len() == rest.len() => g.lookup_batch(&keys),
+        _ => vec![None; rest.len()],
+    };
+    for (hash, entry) in rest.into_iter().zip(found) {
+        let result = match entry {
+            Some(e) => LookupResult {
+                classification: "known_file",
+                source: Some(e.source.to_string()),
+                file_name: Some(e.file_name.to_string()),
+                product_name: Some(e.product_name.to_string()),
+                ..LookupResult::default()
+            },
+            None => LookupResult {
                 classification: "unknown",
                 ..LookupResult::default()
-            });
+            },
+        };
         results.insert(hash.as_str().to_string(), result);
     }
     Ok(LookupResponse { results })

@@ -194,11 +194,25 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
                 status: if database_ok { "ok" } else { "down" },
                 backend: Some(state.store.backend()),
             },
-            reference_corpus: ReferenceCorpusStatus {
-                generation: None,
-                entries: 0,
-                sources: Vec::new(),
-                imported_at: None,
+            reference_corpus: match state.corpus.as_ref().and_then(|c| c.info()) {
+                Some(info) => ReferenceCorpusStatus {
+                    generation: Some(info.generation),
+                    entries: info.entries,
+                    sources: info.sources.iter().map(|s| s.source.clone()).collect(),
+                    rds_versions: info
+                        .rds_versions
+                        .iter()
+                        .filter_map(|v| v.version.clone())
+                        .collect(),
+                    imported_at: Some(timestamp(info.imported_at)),
+                },
+                None => ReferenceCorpusStatus {
+                    generation: None,
+                    entries: 0,
+                    sources: Vec::new(),
+                    rds_versions: Vec::new(),
+                    imported_at: None,
+                },
             },
             // No scheduled jobs run in this build yet.
             scheduler: ComponentStatus {

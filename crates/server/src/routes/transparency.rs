@@ -291,7 +291,8 @@ pub async fn key(State(state): State<AppState>) -> ApiResult<Json<KeyDocument>> 
 
 /// Parses a `{date}`: well-formed, not in the future.
 fn parse_date(state: &AppState, raw: &str) -> Result<NaiveDate, Error> {
-    let date = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+    // Exactly YYYY-MM-DD, as in the signed message (chrono alone also takes "2025-3-1").
+    let date = translog::encoding::parse_log_date(raw)
         .map_err(|_| Error::bad_request(format!("date must be YYYY-MM-DD (got {raw:?})")))?;
     if date > state.clock.now().date_naive() {
         return Err(Error::bad_request(format!("{date} is in the future")));
@@ -381,9 +382,27 @@ pub async fn proof(
         .map_err(|e| Error::internal(format!("proof failed: {e}")))?;
     let stored_root_hash = parse_hash(&root.merkle_root)?;
     let size = day.tree.len() as u64;
-    let verified =
-        translog::merkle::verify_inclusion(&leaf_hash, index as u64, size, &path, &day.tree.root())
-            .is_ok();
+    // The record served must be the one the tree holds: its leaf is recomputed from the
+    // stored fields, so a field changed behind the service's back does not verify.
+    let record_leaf = Record {
+        executable_name: &leaf.executable_name,
+        hash_sha256: &leaf.hash_sha256,
+        version: &leaf.version,
+        platform: &leaf.platform,
+        arch: &leaf.arch,
+    }
+    .leaf_hash()
+    .ok();
+    let verified = record_leaf.is_some_and(|record_leaf| {
+        translog::merkle::verify_inclusion(
+            &record_leaf,
+            index as u64,
+            size,
+            &path,
+            &day.tree.root(),
+        )
+        .is_ok()
+    });
     let signature_ok = SignedRoot::from_encoded(
         &root.log_date.to_string(),
         &root.merkle_root,

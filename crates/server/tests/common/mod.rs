@@ -8,6 +8,9 @@
 //! afterwards), the approach of the store's conformance suite. Without the variable the
 //! PostgreSQL variants print `SKIPPED` and pass.
 
+// Shared by several test binaries, each of which uses only part of it.
+#![allow(dead_code)]
+
 use std::future::Future;
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -110,11 +113,27 @@ where
     F: FnOnce(TestApp) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_with(backend, name, |_| {}, body).await;
+}
+
+/// [`run`] with the server's settings adjusted first (limits, quotas); the defaults are
+/// those of [`test_settings`].
+pub async fn run_with<F, Fut>(
+    backend: Backend,
+    name: &str,
+    configure: impl FnOnce(&mut Settings),
+    body: F,
+) where
+    F: FnOnce(TestApp) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let Some((scratch, url)) = Scratch::create(backend, name).await else {
         return;
     };
+    let mut settings = test_settings();
+    configure(&mut settings);
     let result = AssertUnwindSafe(async {
-        let app = TestApp::start(backend, url).await;
+        let app = TestApp::start(backend, url, settings).await;
         let store = app.store.clone();
         body(app).await;
         store.close().await;
@@ -135,6 +154,8 @@ pub struct TestApp {
     pub store: Arc<dyn Store>,
     pub clock: Arc<FixedClock>,
     pub hasher: auth::KeyHasher,
+    /// The running server's state (its usage counters, credential cache, limiter).
+    pub state: AppState,
     client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -157,9 +178,19 @@ pub fn app_state(
     hasher: auth::KeyHasher,
     clock: Arc<FixedClock>,
 ) -> AppState {
-    let clock: Arc<dyn Clock> = clock;
-    let credentials = Credentials::new(store.clone(), hasher, jwt_keys(), clock.clone());
-    let settings = Settings {
+    app_state_with(
+        store,
+        hasher,
+        clock,
+        Limiter::Local(LocalLimiter::default()),
+        test_settings(),
+    )
+}
+
+/// The settings of [`app_state`]: SPEC defaults with every per-minute limit raised out of
+/// reach.
+pub fn test_settings() -> Settings {
+    Settings {
         limits: Limits {
             hash_of_day_per_ip: 1_000_000,
             public_per_ip: 1_000_000,
@@ -167,22 +198,37 @@ pub fn app_state(
             authenticated_per_key: 1_000_000,
         },
         ..Settings::default()
-    };
+    }
+}
+
+/// The server's state with a chosen limiter and settings.
+pub fn app_state_with(
+    store: Arc<dyn Store>,
+    hasher: auth::KeyHasher,
+    clock: Arc<dyn Clock>,
+    limiter: Limiter,
+    settings: Settings,
+) -> AppState {
+    let credentials = Credentials::new(store.clone(), hasher, jwt_keys(), clock.clone());
     AppState::new(
         store,
         credentials,
-        Limiter::Local(LocalLimiter::default()),
+        limiter,
         clock,
         settings,
         server::routes::transparency::LogKey::new(&[7; 32]),
     )
 }
 
-/// RSA key generation is slow; one key serves every test of the binary.
-fn jwt_keys() -> JwtKeys {
+/// The PKCS#8 DER of the RSA key that signs this binary's tokens. RSA key generation is
+/// slow; one key serves every test of the binary.
+pub fn jwt_pkcs8() -> &'static [u8] {
     static PKCS8: OnceLock<Vec<u8>> = OnceLock::new();
-    let der = PKCS8.get_or_init(|| auth::jwt::generate_rsa_pkcs8().expect("RSA key"));
-    JwtKeys::from_pkcs8(std::slice::from_ref(der)).expect("JWT keys")
+    PKCS8.get_or_init(|| auth::jwt::generate_rsa_pkcs8().expect("RSA key"))
+}
+
+fn jwt_keys() -> JwtKeys {
+    JwtKeys::from_pkcs8(&[jwt_pkcs8().to_vec()]).expect("JWT keys")
 }
 
 /// One HTTP answer.
@@ -232,14 +278,30 @@ impl Resp {
 }
 
 impl TestApp {
-    async fn start(backend: Backend, url: String) -> Self {
+    async fn start(backend: Backend, url: String, settings: Settings) -> Self {
+        let clock = Arc::new(FixedClock::new(start_time()));
+        Self::start_on(backend, url, clock, settings).await
+    }
+
+    async fn start_on(
+        backend: Backend,
+        url: String,
+        clock: Arc<FixedClock>,
+        settings: Settings,
+    ) -> Self {
         let store = store::open(&url, RecordSigner::new(RECORD_SECRET))
             .await
             .expect("open store");
-        let clock = Arc::new(FixedClock::new(start_time()));
         let hasher = auth::KeyHasher::new(KEY_SECRET);
-        let state = app_state(store.clone(), hasher.clone(), clock.clone());
-        let app = server::router(state);
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let state = app_state_with(
+            store.clone(),
+            hasher.clone(),
+            dyn_clock,
+            Limiter::Local(LocalLimiter::default()),
+            settings,
+        );
+        let app = server::router(state.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();
@@ -258,10 +320,88 @@ impl TestApp {
             store,
             clock,
             hasher,
+            state,
             client,
             shutdown: Some(tx),
             server,
         }
+    }
+
+    /// A second server (another replica: its own store connections, credential cache,
+    /// limiter and usage counters) over the same database, on the same clock. Close its
+    /// store when done: `replica.store.close().await`.
+    pub async fn replica(&self) -> TestApp {
+        Self::start_on(
+            self.backend,
+            self.url.clone(),
+            self.clock.clone(),
+            (*self.state.settings).clone(),
+        )
+        .await
+    }
+
+    /// Starts this server's background upkeep (`server::maintain`), as the binary does.
+    pub fn spawn_maintain(&self) -> Upkeep {
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(server::maintain(self.state.clone(), async {
+            let _ = rx.await;
+        }));
+        Upkeep {
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stops serving HTTP (in-flight requests finish), as on a clean shutdown.
+    pub async fn stop_serving(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.server).await;
+    }
+
+    /// Creates an account of either kind with one key of `role`; returns (key_id, key).
+    pub async fn tenant(
+        &self,
+        team_id: &str,
+        kind: TenantKind,
+        role: Role,
+        tier: Tier,
+    ) -> (String, String) {
+        let issued = self.hasher.issue(team_id).expect("issue key");
+        self.store
+            .create_tenant_with_key(
+                team_id,
+                kind,
+                tier,
+                NewApiKey {
+                    key_id: issued.key_id.clone(),
+                    team_id: team_id.into(),
+                    key_hash: issued.key_hash.clone(),
+                    role,
+                    label: format!("{role} key"),
+                },
+                self.clock.now(),
+            )
+            .await
+            .expect("create tenant");
+        (issued.key_id, issued.key)
+    }
+
+    /// The public `key_id` of a key.
+    pub async fn key_id(&self, key: &str) -> String {
+        self.store
+            .key_by_hash(&self.hasher.hash(key))
+            .await
+            .expect("key_by_hash")
+            .expect("known key")
+            .key_id
+    }
+
+    /// Any method with an `X-API-Key` and an optional JSON body.
+    pub async fn send(&self, method: Method, path: &str, key: &str, body: Option<Value>) -> Resp {
+        self.call(method, path, Some(key), body.map(|b| b.to_string().into()))
+            .await
     }
 
     /// Creates an account (tenant) with one key of `role`; returns the key.
@@ -389,6 +529,13 @@ impl TestApp {
 
     /// Runs one statement on a raw connection, behind the store's back; rows affected.
     pub async fn exec(&self, sql: &str, binds: &[&str]) -> u64 {
+        self.try_exec(sql, binds)
+            .await
+            .unwrap_or_else(|e| panic!("raw exec: {e}"))
+    }
+
+    /// [`TestApp::exec`] that reports the database's refusal instead of panicking.
+    pub async fn try_exec(&self, sql: &str, binds: &[&str]) -> Result<u64, String> {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
         match self.backend {
             Backend::Sqlite => {
@@ -399,9 +546,9 @@ impl TestApp {
                 for b in binds {
                     q = q.bind(*b);
                 }
-                let n = q.execute(&mut c).await.expect("raw exec").rows_affected();
+                let n = q.execute(&mut c).await.map(|r| r.rows_affected());
                 c.close().await.ok();
-                n
+                n.map_err(|e| e.to_string())
             }
             Backend::Postgres => {
                 let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
@@ -409,10 +556,36 @@ impl TestApp {
                 for b in binds {
                     q = q.bind(*b);
                 }
-                let n = q.execute(&mut c).await.expect("raw exec").rows_affected();
+                let n = q.execute(&mut c).await.map(|r| r.rows_affected());
                 c.close().await.ok();
-                n
+                n.map_err(|e| e.to_string())
             }
+        }
+    }
+}
+
+/// A running `server::maintain` task.
+pub struct Upkeep {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Upkeep {
+    /// Signals shutdown and waits for the final usage flush.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("maintain task");
+        }
+    }
+}
+
+impl Drop for Upkeep {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
     }
 }
