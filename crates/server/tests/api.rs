@@ -1445,8 +1445,18 @@ async fn auth_roles_and_tiers(app: TestApp) {
     }
     app.record(putty("0.82", Arch::Amd64, 2)).await;
 
+    // The basic-tier intel routes: every customer role holds their permissions.
     let intel: Vec<&RouteSpec> = authenticated_routes()
-        .filter(|r| r.path.starts_with("/api/v1/intel/"))
+        .filter(|r| {
+            r.path.starts_with("/api/v1/intel/")
+                && matches!(
+                    r.access,
+                    Access::Authenticated {
+                        min_tier: Tier::Basic,
+                        ..
+                    }
+                )
+        })
         .collect();
     assert!(intel.len() >= 5);
     for route in &intel {
@@ -1620,7 +1630,7 @@ async fn health_and_status(app: TestApp) {
     );
     assert_eq!(
         components["reference_corpus"],
-        json!({"generation": null, "entries": 0, "sources": [], "imported_at": null})
+        json!({"generation": null, "entries": 0, "sources": [], "rds_versions": [], "imported_at": null})
     );
     assert!(components["scheduler"]["status"].is_string(), "{body}");
     assert_eq!(body["vendors"], json!([]));

@@ -183,6 +183,7 @@ async fn key_info(state: &AppState, key_id: &str, team_id: &str) -> Result<KeyIn
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Another account's keys (staff with platform:keys only); default your own.
     team_id: Option<String>,
@@ -301,6 +302,7 @@ pub struct UpdateKey {
 
 /// Change a key's label or primary role.
 #[utoipa::path(patch, path = "/api/v1/admin/keys/{key_id}", tag = "admin", security(("api_key" = [])),
+    params(("key_id" = String, Path, description = "Public id of the key")),
     request_body = UpdateKey,
     responses((status = 200, body = KeyJson), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn update_key(
@@ -337,6 +339,7 @@ pub async fn update_key(
 
 /// Revoke a key; it stops working at once, tokens included.
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{key_id}", tag = "admin", security(("api_key" = [])),
+    params(("key_id" = String, Path, description = "Public id of the key")),
     responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn revoke_key(
     State(state): State<AppState>,
@@ -360,6 +363,7 @@ pub async fn revoke_key(
 
 /// Revoke a key and issue its replacement (same account, role, label and grants).
 #[utoipa::path(post, path = "/api/v1/admin/keys/{key_id}/reissue", tag = "admin", security(("api_key" = [])),
+    params(("key_id" = String, Path, description = "Public id of the key")),
     responses((status = 201, body = NewKeyJson), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn reissue_key(
     State(state): State<AppState>,
@@ -429,6 +433,7 @@ pub struct GrantRole {
 
 /// Grant an additional role, permanent or until `expires_at`.
 #[utoipa::path(post, path = "/api/v1/admin/keys/{key_id}/roles", tag = "admin", security(("api_key" = [])),
+    params(("key_id" = String, Path, description = "Public id of the key")),
     request_body = GrantRole,
     responses((status = 200, body = KeyJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn grant_role(
@@ -469,6 +474,7 @@ pub async fn grant_role(
 
 /// Revoke an additional role.
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{key_id}/roles/{role}", tag = "admin", security(("api_key" = [])),
+    params(("key_id" = String, Path, description = "Public id of the key"), ("role" = String, Path, description = "The granted role to revoke")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn revoke_role(
     State(state): State<AppState>,
@@ -534,6 +540,7 @@ async fn set_suspended(
 
 /// Suspend an account: its keys and tokens stop working at once (staff).
 #[utoipa::path(post, path = "/api/v1/admin/accounts/{team_id}/suspend", tag = "admin", security(("api_key" = [])),
+    params(("team_id" = String, Path, description = "Team id of the account")),
     responses((status = 200, body = AccountState), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn suspend(
     State(state): State<AppState>,
@@ -545,6 +552,7 @@ pub async fn suspend(
 
 /// Lift a suspension (staff).
 #[utoipa::path(post, path = "/api/v1/admin/accounts/{team_id}/unsuspend", tag = "admin", security(("api_key" = [])),
+    params(("team_id" = String, Path, description = "Team id of the account")),
     responses((status = 200, body = AccountState), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn unsuspend(
     State(state): State<AppState>,
@@ -574,6 +582,7 @@ pub struct AuditPage {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditParams {
     /// Only actions by callers of this account.
     team_id: Option<String>,

@@ -38,7 +38,7 @@ pub async fn token(
     Extension(principal): Extension<Principal>,
 ) -> ApiResult<Json<TokenResponse>> {
     if principal.credential != Credential::ApiKey {
-        return Err(Error::Forbidden(
+        return Err(Error::Unauthorized(
             "a token is exchanged for an API key; use /api/v1/auth/refresh".into(),
         )
         .into());
@@ -55,7 +55,7 @@ pub async fn refresh(
     Extension(principal): Extension<Principal>,
 ) -> ApiResult<Json<TokenResponse>> {
     if principal.credential != Credential::Jwt {
-        return Err(Error::Forbidden(
+        return Err(Error::Unauthorized(
             "refresh takes a Bearer token; exchange a key at /api/v1/auth/token".into(),
         )
         .into());

@@ -207,9 +207,10 @@ fn vendor_result(record: &HashRecord, historical: bool) -> LookupResult {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryParams {
     /// Any version's filename, or the bare name of an unversioned file.
-    executable: Option<String>,
+    executable: String,
     /// windows, linux, darwin, android or universal.
     platform: Option<String>,
     /// amd64, arm64, arm, x86 or universal.
@@ -255,11 +256,12 @@ fn parse_opt<T: std::str::FromStr<Err = Error>>(
         .transpose()
 }
 
-fn required_executable(raw: Option<String>) -> Result<String, Error> {
-    match raw.map(|s| s.trim().to_string()) {
-        Some(s) if !s.is_empty() => Ok(s),
-        _ => Err(Error::bad_request("executable is required")),
+fn required_executable(raw: String) -> Result<String, Error> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Err(Error::bad_request("executable is required"));
     }
+    Ok(trimmed.to_string())
 }
 
 /// Every version ever recorded of an executable, newest first.
@@ -288,6 +290,7 @@ pub async fn history(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ExportParams {
     /// csv or json (default json).
     format: Option<String>,
@@ -455,6 +458,7 @@ fn export_stream(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DownloadParams {
     /// Vendor name, case-insensitive.
     vendor: Option<String>,

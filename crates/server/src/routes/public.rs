@@ -41,6 +41,7 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HashOfDayQuery {
     /// Exact executable name, case-insensitive; a package as `name (ecosystem)`.
     executable: Option<String>,

@@ -321,6 +321,7 @@ pub async fn day(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ProofParams {
     /// SHA-256 of the file (64 hex characters).
     sha256: Option<String>,
@@ -493,6 +494,7 @@ pub async fn checkpoint(State(state): State<AppState>) -> ApiResult<impl IntoRes
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ConsistencyParams {
     /// Earlier tree size (1 or more).
     first: Option<String>,
