@@ -298,13 +298,6 @@ fn measure_corpus(a: &Args, db: &Path, root: &Path) -> Result<(), String> {
         "  SQLite indexed query (PK index, 2 GiB page cache): {}",
         sqlite.show()
     );
-    // The machine's own latency for dependent random reads over a buffer the size of the
-    // corpus: the unit a lookup's cost is made of (a miss ~2, a hit ~3 of them).
-    let probe = memory_latency(info.bytes_on_disk.min(8 << 30) as usize);
-    println!(
-        "  dependent random read over {:.1} GB of RAM (this machine, now): {probe:.0} ns",
-        info.bytes_on_disk.min(8 << 30) as f64 / 1e9
-    );
     println!(
         "  corpus vs SQLite: single {:.1}x / {:.1}x, batch {:.1}x / {:.1}x (goals: <= 300 ns/hash, >= 20x)",
         sqlite.best / single.best,
@@ -355,25 +348,6 @@ fn time_chunks<T>(items: &[T], chunk: usize, mut f: impl FnMut(&[T]) -> usize) -
         chunk_median: chunks[chunks.len() / 2],
         hits,
     }
-}
-
-/// Median ns per read of a chain of dependent random reads over `bytes` of fresh memory.
-fn memory_latency(bytes: usize) -> f64 {
-    let n = (bytes / 8).max(1 << 20);
-    let mut rng = 42u64;
-    let buf: Vec<u64> = (0..n).map(|_| next(&mut rng)).collect();
-    let mut idx = 0usize;
-    let mut rounds = Vec::new();
-    for _ in 0..15 {
-        let started = Instant::now();
-        for _ in 0..20_000 {
-            idx = (buf[idx] ^ idx as u64) as usize % n;
-        }
-        rounds.push(started.elapsed().as_nanos() as f64 / 20_000.0);
-    }
-    black_box(idx);
-    rounds.sort_by(f64::total_cmp);
-    rounds[rounds.len() / 2]
 }
 
 fn next(state: &mut u64) -> u64 {
