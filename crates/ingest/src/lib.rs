@@ -1,20 +1,58 @@
-//! Ingest of knowngood: turning vendor downloads into hash records.
+//! Ingest of knowngood: turning vendor release channels into hash records.
 //!
-//! - [`hasher`]: [`TripleHasher`], SHA-256, SHA-1 and MD5 in one pass with one thread per
-//!   algorithm, and [`verify_published`] to compare a vendor-published hash with the result.
-//! - [`download`]: [`download_and_hash`] streams an HTTP(S) body through the hasher within
-//!   size and time limits, never writing the content to disk, and reads the Authenticode
-//!   signer of PE files on the way.
-//! - [`authenticode`]: signer extraction from PE bytes, in memory ([`extract_signer`]) or
-//!   from a stream ([`SignatureCapture`]).
+//! - [`fetch`]: the [`Fetcher`] trait, the [`Artifact`]s a channel yields and the
+//!   [`FetchContext`] (client, [`VendorConfig`], [`FetchLimits`]) fetchers read through.
+//! - [`catalog`]: vendors described as data (checksum files, `.sha256` sidecars, JSON
+//!   manifests, GitHub release digests) and their interpreter [`CatalogFetcher`].
+//! - [`vendors`]: fetchers written as code for the other channels, and [`vendors::all`], the
+//!   registry of every vendor with its official configuration.
+//! - [`pipeline`]: [`ingest_vendor`] records each artifact through a [`RecordSink`], using a
+//!   published SHA-256 as is and downloading the file otherwise.
+//! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
+//!   download, never written to disk, with the Authenticode signer of PE files.
 //!
-//! Vendor fetchers, version discovery, the download audit row and record upserts come later
-//! and will build on these pieces.
+//! Vendors, their channels, and what each publishes (versions are always read from the
+//! channel, never configured):
+//!
+//! | id | vendor | channel | hashes | download |
+//! |---|---|---|---|---|
+//! | `go` | Go | `go.dev/dl/?mode=json&include=all` | SHA-256 | no |
+//! | `nodejs` | Node.js | `nodejs.org/dist/index.json`, `dist/<v>/SHASUMS256.txt` | SHA-256 | no |
+//! | `rust` | Rust | `static.rust-lang.org/dist/channel-rust-stable.toml` | SHA-256 | no |
+//! | `firefox` | Mozilla | `product-details.mozilla.org/1.0/firefox_versions.json`, `archive.mozilla.org/pub/firefox/releases/<v>/SHA256SUMS` | SHA-256 | no |
+//! | `putty` | PuTTY | `the.earth.li/~sgtatham/putty/latest/{sha256,sha1,md5}sums` | SHA-256, SHA-1, MD5 | no |
+//! | `vscode` | Microsoft | `update.code.visualstudio.com/api/update/<target>/stable/latest` | SHA-256, SHA-1 | no |
+//! | `kubectl` | Kubernetes | `dl.k8s.io/release/stable.txt`, `.../kubectl.sha256` | SHA-256 | if a `.sha256` is missing |
+//! | `terraform` | HashiCorp | `api.releases.hashicorp.com/v1/releases/terraform`, `releases.hashicorp.com/.../SHA256SUMS` | SHA-256 | no |
+//! | `vlc` | VideoLAN | `get.videolan.org/vlc/last/<dir>/` listing, `<file>.sha256` | SHA-256 | if a `.sha256` is missing |
+//! | `7zip` | 7-Zip | GitHub releases of `ip7z/7zip`, `assets[].digest` | SHA-256 | assets without digest |
+//! | `notepadpp` | Notepad++ | GitHub releases of `notepad-plus-plus/notepad-plus-plus` | SHA-256 | assets without digest |
+//! | `fdroid` | F-Droid | `f-droid.org/repo/index-v2.json`, configured app ids (android) | SHA-256 | no |
+//! | `android-platform-tools` | Google | `dl.google.com/android/repository/repository2-3.xml` | SHA-1 | always (SHA-1 checked) |
+//! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages | SHA-256, MD5 | no |
+//! | `npm` | npm | `registry.npmjs.org/<name>`, configured packages | SHA-1 | always (SHA-1 checked) |
+//! | `gomod` | go | `proxy.golang.org/<module>/@v/{list,<v>.info,<v>.zip}`, configured modules | none | always |
+//!
+//! Packages (PyPI, npm, Go modules) are recorded as `name (ecosystem)` on
+//! universal/universal, with the ecosystem as vendor.
 
 pub mod authenticode;
+pub mod catalog;
 pub mod download;
+pub mod fetch;
+pub mod formats;
 pub mod hasher;
+pub mod pipeline;
+pub mod vendors;
 
 pub use authenticode::{AuthenticodeError, SignatureCapture, SignerInfo, extract_signer};
+pub use catalog::{CATALOG, CatalogEntry, CatalogFetcher};
 pub use download::{DownloadError, DownloadLimits, Downloaded, download_and_hash};
+pub use fetch::{
+    Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, VendorConfig,
+    default_client,
+};
 pub use hasher::{Digests, HasherError, PublishedHashError, TripleHasher, verify_published};
+pub use pipeline::{
+    DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, ingest_vendor,
+};

@@ -1,0 +1,279 @@
+//! The fetcher framework: what a vendor channel yields ([`Artifact`]), the [`Fetcher`] trait
+//! every vendor implements, and the [`FetchContext`] a fetcher reads its channel through
+//! (client, configured URLs, size and time limits).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use model::{Arch, Platform};
+use serde::de::DeserializeOwned;
+
+use crate::download::DownloadLimits;
+
+/// Hashes a vendor publishes for one file, as lowercase hex. `None` where the channel
+/// publishes nothing for that algorithm.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishedHashes {
+    pub sha256: Option<String>,
+    pub sha1: Option<String>,
+    pub md5: Option<String>,
+}
+
+/// One file a vendor distributes, as its release channel describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// Publisher name, or the ecosystem for packages (`npm`, `pypi`, `go`).
+    pub vendor: String,
+    /// File name as distributed, or `name (ecosystem)` for packages.
+    pub executable_name: String,
+    pub version: String,
+    pub platform: Platform,
+    pub arch: Arch,
+    /// Exact URL of the file.
+    pub url: String,
+    pub published: PublishedHashes,
+}
+
+/// Per-vendor settings. Every vendor has its official channel as default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendorConfig {
+    pub enabled: bool,
+    /// Where the channel is read from.
+    pub base_url: String,
+    /// Host of the files and checksum files when it differs from the discovery host
+    /// (Firefox: product-details then archive.mozilla.org; Terraform: API then releases).
+    pub files_url: Option<String>,
+    /// What to follow, for vendors that track a list: F-Droid app ids, PyPI and npm
+    /// packages, Go modules.
+    pub items: Vec<String>,
+}
+
+impl VendorConfig {
+    pub fn new(base_url: &str) -> Self {
+        Self {
+            enabled: true,
+            base_url: base_url.into(),
+            files_url: None,
+            items: Vec::new(),
+        }
+    }
+
+    pub fn with_files_url(mut self, files_url: &str) -> Self {
+        self.files_url = Some(files_url.into());
+        self
+    }
+
+    pub fn with_items(mut self, items: &[&str]) -> Self {
+        self.items = items.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+}
+
+/// Bounds on what one vendor run reads and downloads.
+#[derive(Debug, Clone)]
+pub struct FetchLimits {
+    /// How many of the newest releases to take from a channel that lists several.
+    pub max_versions: usize,
+    /// Largest manifest, checksum file or listing accepted (F-Droid's index is tens of MB).
+    pub max_document_bytes: u64,
+    /// Time allowed for one manifest request, body included.
+    pub request_timeout: Duration,
+    /// Bounds on artifact downloads (when no SHA-256 is published).
+    pub download: DownloadLimits,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        Self {
+            max_versions: 1,
+            max_document_bytes: 256 << 20,
+            request_timeout: Duration::from_secs(120),
+            download: DownloadLimits::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("request for {url} failed: {source}")]
+    Request {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url} sent more than the {limit}-byte limit for a manifest")]
+    TooLarge { url: String, limit: u64 },
+    #[error("{url} did not answer within {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("malformed response from {url}: {reason}")]
+    Malformed { url: String, reason: String },
+}
+
+impl FetchError {
+    pub fn malformed(url: &str, reason: impl Into<String>) -> Self {
+        Self::Malformed {
+            url: url.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The channel answered 404: the thing asked for does not exist (yet).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Status { status: 404, .. })
+    }
+}
+
+/// A vendor release channel reader.
+#[async_trait]
+pub trait Fetcher: Send + Sync {
+    /// Stable identifier (`go`, `nodejs`, `fdroid`...), used in configuration and reports.
+    fn id(&self) -> &str;
+    /// The `vendor` of the records this fetcher produces.
+    fn vendor(&self) -> &str;
+    /// Reads the channel and lists the artifacts of its newest release(s). Versions come
+    /// from the channel; artifacts whose platform or arch is unknown are left out.
+    async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError>;
+}
+
+/// What a fetcher reads its channel with.
+pub struct FetchContext {
+    pub client: reqwest::Client,
+    pub config: VendorConfig,
+    pub limits: FetchLimits,
+    notes: Mutex<Vec<FetchError>>,
+}
+
+/// A client for vendor channels: HTTPS only, identified, with a connect timeout.
+pub fn default_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .user_agent(concat!("knowngood-ingest/", env!("CARGO_PKG_VERSION")))
+        .https_only(true)
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+}
+
+impl FetchContext {
+    pub fn new(client: reqwest::Client, config: VendorConfig, limits: FetchLimits) -> Self {
+        Self {
+            client,
+            config,
+            limits,
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The configured base URL without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        self.config.base_url.trim_end_matches('/')
+    }
+
+    /// The files host, the base URL when none is configured.
+    pub fn files_url(&self) -> &str {
+        self.config
+            .files_url
+            .as_deref()
+            .map_or(self.base_url(), |u| u.trim_end_matches('/'))
+    }
+
+    /// Records a failure that does not stop discovery (one F-Droid app missing from the
+    /// index, one checksum file absent); the pipeline reports it.
+    pub fn note(&self, error: FetchError) {
+        tracing::warn!(%error, "partial discovery failure");
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(error);
+    }
+
+    /// The failures noted so far, emptying the list.
+    pub fn take_notes(&self) -> Vec<FetchError> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Ends a discovery that read several documents: when every one failed the channel is
+    /// down or broken, an error; when some did, they are noted and the rest is returned.
+    pub fn settle(
+        &self,
+        artifacts: Vec<Artifact>,
+        failures: Vec<FetchError>,
+    ) -> Result<Vec<Artifact>, FetchError> {
+        let mut failures = failures.into_iter();
+        if artifacts.is_empty()
+            && let Some(first) = failures.next()
+        {
+            failures.for_each(|e| self.note(e));
+            return Err(first);
+        }
+        failures.for_each(|e| self.note(e));
+        Ok(artifacts)
+    }
+
+    /// The body of `url`, within the document size and time limits.
+    pub async fn get_bytes(&self, url: &str, accept: Option<&str>) -> Result<Vec<u8>, FetchError> {
+        let timeout = self.limits.request_timeout;
+        tokio::time::timeout(timeout, self.read(url, accept))
+            .await
+            .map_err(|_| FetchError::Timeout {
+                url: url.into(),
+                timeout,
+            })?
+    }
+
+    async fn read(&self, url: &str, accept: Option<&str>) -> Result<Vec<u8>, FetchError> {
+        let request_error = |source| FetchError::Request {
+            url: url.into(),
+            source,
+        };
+        let mut request = self.client.get(url);
+        if let Some(accept) = accept {
+            request = request.header(reqwest::header::ACCEPT, accept);
+        }
+        let response = request.send().await.map_err(request_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(FetchError::Status {
+                url: url.into(),
+                status: status.as_u16(),
+            });
+        }
+        let limit = self.limits.max_document_bytes;
+        let too_large = || FetchError::TooLarge {
+            url: url.into(),
+            limit,
+        };
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(request_error)?;
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The body of `url` as UTF-8 text.
+    pub async fn get_text(&self, url: &str) -> Result<String, FetchError> {
+        let bytes = self.get_bytes(url, None).await?;
+        String::from_utf8(bytes).map_err(|e| FetchError::malformed(url, format!("not UTF-8: {e}")))
+    }
+
+    /// The body of `url` parsed as JSON into `T`.
+    pub async fn get_json<T: DeserializeOwned>(
+        &self,
+        url: &str,
+        accept: Option<&str>,
+    ) -> Result<T, FetchError> {
+        let bytes = self.get_bytes(url, accept).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| FetchError::malformed(url, format!("invalid JSON: {e}")))
+    }
+}

@@ -1,0 +1,290 @@
+//! From a vendor's artifacts to hash records.
+//!
+//! For each artifact: a published SHA-256 is recorded as is (no download). Otherwise the file
+//! is streamed through [`download_and_hash`] (SHA-256, SHA-1, MD5, Authenticode signer), every
+//! hash the vendor did publish is checked against the result, and a mismatch rejects the
+//! artifact: the download or the channel may have been tampered with. One failing artifact
+//! never stops the others; the [`VendorReport`] counts what happened.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use model::{Clock, NewRecord};
+
+use crate::download::download_and_hash;
+use crate::fetch::{Artifact, FetchContext, Fetcher};
+use crate::formats::compare_versions;
+use crate::hasher::{PublishedHashError, verify_published};
+
+/// A download the service made: the binary was hashed in memory and never stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadAudit {
+    pub downloaded_at: DateTime<Utc>,
+    pub url: String,
+    pub size_bytes: u64,
+    pub record_id: String,
+}
+
+/// What the store did with a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedOutcome {
+    pub id: String,
+    /// A new record (false: the same record was already there).
+    pub inserted: bool,
+    /// The same file and version was known with another hash: a republish, or tampering.
+    pub hash_changed: bool,
+}
+
+/// Where records go; the store adapter implements it.
+#[async_trait]
+pub trait RecordSink: Send + Sync {
+    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error>;
+    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// The channel could not be read, or part of it.
+    Discovery,
+    /// The artifact's data cannot make a valid record.
+    InvalidArtifact,
+    Download,
+    /// A published hash disagrees with the downloaded bytes: possible tampering.
+    HashMismatch,
+    Record,
+    Audit,
+}
+
+impl ProblemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Discovery => "discovery",
+            Self::InvalidArtifact => "invalid_artifact",
+            Self::Download => "download",
+            Self::HashMismatch => "hash_mismatch",
+            Self::Record => "record",
+            Self::Audit => "audit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// The artifact concerned, if any.
+    pub url: Option<String>,
+    pub message: String,
+}
+
+/// What one vendor run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VendorReport {
+    pub fetcher: String,
+    pub vendor: String,
+    /// The vendor is disabled: nothing was read.
+    pub skipped: bool,
+    pub discovered: usize,
+    /// New records.
+    pub recorded: usize,
+    /// Records the store already had.
+    pub unchanged: usize,
+    /// Records whose hash differs from the one known for the same file and version.
+    pub hash_changed: usize,
+    /// Completed downloads (including those then rejected).
+    pub downloaded: usize,
+    /// Artifacts refused: hash mismatches and invalid data.
+    pub rejected: usize,
+    pub mismatches: usize,
+    /// Discovery, download and store failures.
+    pub errors: usize,
+    pub problems: Vec<Problem>,
+}
+
+impl VendorReport {
+    fn problem(&mut self, kind: ProblemKind, url: Option<&str>, message: String) {
+        tracing::warn!(fetcher = %self.fetcher, kind = kind.as_str(), url, %message, "ingest problem");
+        match kind {
+            ProblemKind::HashMismatch => {
+                self.rejected += 1;
+                self.mismatches += 1;
+            }
+            ProblemKind::InvalidArtifact => self.rejected += 1,
+            _ => self.errors += 1,
+        }
+        self.problems.push(Problem {
+            kind,
+            url: url.map(str::to_owned),
+            message,
+        });
+    }
+}
+
+/// An error with its causes ("error sending request…: connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let m = cause.to_string();
+        if !text.contains(&m) {
+            text.push_str(": ");
+            text.push_str(&m);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Discovers `fetcher`'s artifacts and records each. Never panics on remote data; every
+/// failure ends up in the report.
+pub async fn ingest_vendor(
+    fetcher: &dyn Fetcher,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+) -> VendorReport {
+    let mut report = VendorReport {
+        fetcher: fetcher.id().into(),
+        vendor: fetcher.vendor().into(),
+        ..Default::default()
+    };
+    if !ctx.config.enabled {
+        report.skipped = true;
+        return report;
+    }
+    let discovered = fetcher.discover(ctx).await;
+    for note in ctx.take_notes() {
+        report.problem(ProblemKind::Discovery, None, chain(&note));
+    }
+    let mut artifacts = match discovered {
+        Ok(artifacts) => artifacts,
+        Err(e) => {
+            report.problem(ProblemKind::Discovery, None, chain(&e));
+            return report;
+        }
+    };
+    report.discovered = artifacts.len();
+    // Oldest first: the newest version of a family is recorded last and stays current.
+    artifacts.sort_by(|a, b| compare_versions(&a.version, &b.version));
+    for artifact in &artifacts {
+        ingest_artifact(artifact, ctx, sink, clock, &mut report).await;
+    }
+    report
+}
+
+fn new_record(a: &Artifact) -> NewRecord {
+    NewRecord {
+        vendor: a.vendor.clone(),
+        executable_name: a.executable_name.clone(),
+        version: a.version.clone(),
+        platform: a.platform,
+        arch: a.arch,
+        hash_sha256: String::new(),
+        hash_sha1: None,
+        hash_md5: None,
+        source_url: a.url.clone(),
+        download_verified: false,
+        sig_signer: None,
+        sig_issuer: None,
+        sig_serial: None,
+        sig_thumbprint: None,
+    }
+}
+
+async fn ingest_artifact(
+    a: &Artifact,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) {
+    if let Some(sha256) = &a.published.sha256 {
+        let record = NewRecord {
+            hash_sha256: sha256.clone(),
+            hash_sha1: a.published.sha1.clone(),
+            hash_md5: a.published.md5.clone(),
+            ..new_record(a)
+        };
+        store(sink, record, &a.url, report).await;
+        return;
+    }
+
+    let downloaded = match download_and_hash(&ctx.client, &a.url, &ctx.limits.download, clock).await
+    {
+        Ok(d) => d,
+        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), chain(&e)),
+    };
+    report.downloaded += 1;
+    for published in [&a.published.sha1, &a.published.md5] {
+        match verify_published(published.as_deref(), &downloaded.digests) {
+            Ok(()) => {}
+            Err(e @ PublishedHashError::Mismatch { .. }) => {
+                return report.problem(ProblemKind::HashMismatch, Some(&a.url), e.to_string());
+            }
+            Err(e @ PublishedHashError::Invalid(_)) => {
+                return report.problem(ProblemKind::InvalidArtifact, Some(&a.url), e.to_string());
+            }
+        }
+    }
+    if let Some(e) = &downloaded.pe_signer_error {
+        // The hashes stand; only the signer fields stay empty.
+        tracing::warn!(url = %a.url, error = %e, "Authenticode signer unreadable");
+    }
+    let signer = downloaded.pe_signer.as_ref();
+    let digests = &downloaded.digests;
+    let record_data = NewRecord {
+        hash_sha256: digests.sha256.clone(),
+        hash_sha1: Some(digests.sha1.clone()),
+        hash_md5: Some(digests.md5.clone()),
+        download_verified: true,
+        sig_signer: signer.map(|s| s.sig_signer.clone()),
+        sig_issuer: signer.map(|s| s.sig_issuer.clone()),
+        sig_serial: signer.map(|s| s.sig_serial.clone()),
+        sig_thumbprint: signer.map(|s| s.sig_thumbprint.clone()),
+        ..new_record(a)
+    };
+    let Some(outcome) = store(sink, record_data, &a.url, report).await else {
+        return;
+    };
+    let audit = DownloadAudit {
+        downloaded_at: downloaded.downloaded_at,
+        url: a.url.clone(),
+        size_bytes: downloaded.size_bytes,
+        record_id: outcome.id,
+    };
+    if let Err(e) = sink.download_audited(audit).await {
+        report.problem(ProblemKind::Audit, Some(&a.url), chain(&e));
+    }
+}
+
+/// Validates and stores one record, counting the outcome.
+async fn store(
+    sink: &dyn RecordSink,
+    record: NewRecord,
+    url: &str,
+    report: &mut VendorReport,
+) -> Option<RecordedOutcome> {
+    let record = match record.validate() {
+        Ok(r) => r,
+        Err(e) => {
+            report.problem(ProblemKind::InvalidArtifact, Some(url), e.to_string());
+            return None;
+        }
+    };
+    match sink.record(record).await {
+        Ok(outcome) => {
+            if outcome.inserted {
+                report.recorded += 1;
+            } else {
+                report.unchanged += 1;
+            }
+            if outcome.hash_changed {
+                report.hash_changed += 1;
+                tracing::warn!(%url, "recorded hash changed for a known file and version");
+            }
+            Some(outcome)
+        }
+        Err(e) => {
+            report.problem(ProblemKind::Record, Some(url), chain(&e));
+            None
+        }
+    }
+}

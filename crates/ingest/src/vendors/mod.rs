@@ -1,0 +1,81 @@
+//! Vendors whose channel is not one of the catalog's patterns, and the registry of every
+//! vendor with its official configuration.
+
+pub mod android;
+pub mod fdroid;
+pub mod gomod;
+pub mod npm;
+pub mod pypi;
+pub mod rust;
+
+use crate::catalog::{CATALOG, CatalogFetcher};
+use crate::fetch::{Fetcher, VendorConfig};
+
+pub use android::AndroidPlatformTools;
+pub use fdroid::FDroid;
+pub use gomod::GoModules;
+pub use npm::Npm;
+pub use pypi::PyPi;
+pub use rust::Rust;
+
+/// A fetcher with its configuration.
+pub struct VendorSetup {
+    pub fetcher: Box<dyn Fetcher>,
+    pub config: VendorConfig,
+}
+
+/// Every vendor, catalog ones first, each with its official channel as configuration.
+pub fn all() -> Vec<VendorSetup> {
+    let mut out: Vec<VendorSetup> = CATALOG
+        .iter()
+        .map(|entry| {
+            let fetcher = CatalogFetcher { entry };
+            VendorSetup {
+                config: fetcher.default_config(),
+                fetcher: Box::new(fetcher),
+            }
+        })
+        .collect();
+    let code: [(Box<dyn Fetcher>, VendorConfig); 6] = [
+        (Box::new(Rust), Rust::default_config()),
+        (Box::new(FDroid), FDroid::default_config()),
+        (
+            Box::new(AndroidPlatformTools),
+            AndroidPlatformTools::default_config(),
+        ),
+        (Box::new(PyPi), PyPi::default_config()),
+        (Box::new(Npm), Npm::default_config()),
+        (Box::new(GoModules), GoModules::default_config()),
+    ];
+    out.extend(
+        code.into_iter()
+            .map(|(fetcher, config)| VendorSetup { fetcher, config }),
+    );
+    out
+}
+
+/// The vendor with this id.
+pub fn by_id(id: &str) -> Option<VendorSetup> {
+    all().into_iter().find(|v| v.fetcher.id() == id)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn registry_has_unique_ids_and_https_defaults() {
+        let all = super::all();
+        let mut ids: Vec<String> = all.iter().map(|v| v.fetcher.id().to_owned()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), all.len());
+        assert!(all.len() >= 15);
+        for v in &all {
+            assert!(
+                v.config.base_url.starts_with("https://"),
+                "{}",
+                v.fetcher.id()
+            );
+            assert!(v.config.enabled);
+        }
+    }
+}
