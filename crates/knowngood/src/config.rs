@@ -42,7 +42,27 @@ pub struct FileConfig {
     #[serde(default)]
     pub limits: LimitSettings,
     #[serde(default)]
+    pub schedule: ScheduleSettings,
+    /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
+    #[serde(default)]
+    pub vendors: std::collections::BTreeMap<String, server::refresh::VendorOverride>,
+    #[serde(default)]
     pub secrets: SecretSettings,
+}
+
+/// Times of the daily jobs, `HH:MM` UTC.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSettings {
+    /// Vendor refresh, default `02:00`; `off` disables it.
+    pub daily_refresh: Option<String>,
+    /// Transparency root, default `02:30` (after the refresh).
+    pub translog_publish: Option<String>,
+}
+
+fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
+    chrono::NaiveTime::parse_from_str(text.trim(), "%H:%M")
+        .with_context(|| format!("schedule.{field} must be HH:MM (UTC), got {text:?}"))
 }
 
 /// Per-minute limits; unset values keep SPEC.md's defaults.
@@ -138,6 +158,19 @@ impl Config {
                     .unwrap_or(defaults.authenticated_per_key),
             },
             trusted_proxies: file.trusted_proxies,
+            daily_refresh: match file.schedule.daily_refresh.as_deref() {
+                Some("off") => None,
+                Some(t) => Some(parse_time(t, "daily_refresh")?),
+                None => chrono::NaiveTime::from_hms_opt(2, 0, 0),
+            },
+            translog_publish_at: match file.schedule.translog_publish.as_deref() {
+                Some(t) => parse_time(t, "translog_publish")?,
+                None => server::Settings::default().translog_publish_at,
+            },
+            refresh: server::refresh::RefreshOptions {
+                vendors: file.vendors,
+                ..Default::default()
+            },
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;

@@ -42,6 +42,17 @@ enum Command {
     /// The NSRL reference corpus.
     #[command(subcommand)]
     Nsrl(NsrlCommand),
+    /// Refresh vendor records now, in the foreground (the service does it daily).
+    Ingest {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Only this vendor (see --list).
+        #[arg(long)]
+        vendor: Option<String>,
+        /// List the vendor ids and exit.
+        #[arg(long)]
+        list: bool,
+    },
     /// Check, independently of the server's own claims, that a SHA-256 is in a day's
     /// signed transparency root (and that the daily roots chain).
     Verify {
@@ -176,6 +187,52 @@ async fn run(cli: Cli) -> Result<()> {
                 _ => e,
             })?;
             println!("{key}");
+            Ok(())
+        }
+        Command::Ingest {
+            common,
+            vendor,
+            list,
+        } => {
+            if list {
+                for id in server::refresh::vendor_ids() {
+                    println!("{id}");
+                }
+                return Ok(());
+            }
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let store = open_store(&config, &secrets).await?;
+            let reports = server::refresh::refresh_vendors(
+                store.clone(),
+                Arc::new(SystemClock),
+                // In the foreground a failure is reported at once; the scheduler retries.
+                &server::refresh::RefreshOptions {
+                    attempts: 1,
+                    ..config.settings.refresh.clone()
+                },
+                vendor.as_deref(),
+                &|r| {
+                    let state = if r.skipped {
+                        "disabled".to_string()
+                    } else {
+                        format!(
+                            "{} found, {} new, {} unchanged, {} downloaded, {} rejected ({} hash mismatches), {} errors",
+                            r.discovered, r.recorded, r.unchanged, r.downloaded, r.rejected, r.mismatches, r.errors
+                        )
+                    };
+                    println!("{:<22} {state}", r.fetcher);
+                    for p in &r.problems {
+                        eprintln!("    {}: {}", p.kind.as_str(), p.message);
+                    }
+                },
+            )
+            .await;
+            store.close().await;
+            let reports = reports?;
+            if reports.iter().any(|r| r.errors > 0 || r.mismatches > 0) {
+                bail!("some vendors failed; see above");
+            }
             Ok(())
         }
         Command::Nsrl(NsrlCommand::Import { common, paths, set }) => {

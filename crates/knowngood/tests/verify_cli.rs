@@ -442,6 +442,7 @@ fn verify_against_a_real_server_and_offline() {
     let root_file = format!("root-{today}.json");
     let earlier_file = format!("root-{}.json", dates[1]);
     let first_file = format!("root-{}.json", dates[0]);
+    let (first_s, earlier_s) = (dates[0].to_string(), dates[1].to_string());
     let cases: Vec<(&str, PathBuf, Vec<&str>)> = vec![
         (
             "record version",
@@ -522,14 +523,14 @@ fn verify_against_a_real_server_and_offline() {
                 let h = v["merkle_root"].as_str().unwrap().to_string();
                 v["merkle_root"] = flip_hex(&h).into();
             }),
-            vec!["FAILED signature", &dates[1].to_string()],
+            vec!["FAILED signature", &earlier_s],
         ),
         (
             "the first day's prev_root",
             tampered(&saved, &tmp.path().join("t-first"), &first_file, |v| {
                 v["prev_root"] = flip_hex(ZEROS).into();
             }),
-            vec!["FAILED signature", &dates[0].to_string()],
+            vec!["FAILED signature", &first_s],
         ),
         (
             "an earlier day replaced by another validly signed day",

@@ -27,6 +27,7 @@ pub mod api;
 pub mod error;
 pub mod extract;
 pub mod openapi;
+pub mod refresh;
 pub mod routes;
 
 use error::ApiError;
@@ -68,6 +69,10 @@ pub struct Settings {
     pub translog_publish_at: chrono::NaiveTime,
     /// Monthly request quotas per tier; SPEC.md's values by default.
     pub quotas: Quotas,
+    /// UTC time of day of the vendor refresh; None (the library default, so embedding
+    /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
+    pub daily_refresh: Option<chrono::NaiveTime>,
+    pub refresh: refresh::RefreshOptions,
 }
 
 impl Default for Settings {
@@ -78,6 +83,8 @@ impl Default for Settings {
             feed_cache_ttl: Duration::from_secs(3600),
             translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
             quotas: Quotas::default(),
+            daily_refresh: None,
+            refresh: refresh::RefreshOptions::default(),
         }
     }
 }
@@ -99,6 +106,8 @@ pub struct AppState {
     pub replica_id: String,
     /// The NSRL reference corpus, when one is configured.
     pub corpus: Option<Arc<corpus::Corpus>>,
+    /// A vendor refresh is running in this process.
+    pub refreshing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {
@@ -122,6 +131,7 @@ impl AppState {
             trees: Arc::default(),
             replica_id: store::new_id(),
             corpus: None,
+            refreshing: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -245,6 +255,9 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
+                if let Err(e) = start_refresh_if_due(&state, now).await {
+                    tracing::warn!(error = %e, "could not start the vendor refresh");
+                }
                 if now.time() >= state.settings.translog_publish_at
                     && let Err(e) = publish_if_leader(&state, now).await
                 {
@@ -286,6 +299,54 @@ async fn reload_corpus(state: &AppState) {
         }
         Err(e) => tracing::error!(error = %e, "reference corpus reload panicked"),
     }
+}
+
+/// Starts today's vendor refresh in the background once its hour has come, on the one
+/// replica that claims the day's lease first.
+async fn start_refresh_if_due(
+    state: &AppState,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    use std::sync::atomic::Ordering;
+    let Some(at) = state.settings.daily_refresh else {
+        return Ok(());
+    };
+    if now.time() < at || state.refreshing.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let today = now.date_naive();
+    let end_of_day = today.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(1);
+    // A fresh holder name: whoever claims the day's lease first runs it, once.
+    let claimed = state
+        .store
+        .try_lease(
+            &format!("vendor.refresh:{today}"),
+            &store::new_id(),
+            end_of_day,
+            now,
+        )
+        .await?;
+    if !claimed {
+        return Ok(());
+    }
+    state.refreshing.store(true, Ordering::Release);
+    let state = state.clone();
+    tokio::spawn(async move {
+        tracing::info!("daily vendor refresh started");
+        let result = refresh::refresh_vendors(
+            state.store.clone(),
+            state.clock.clone(),
+            &state.settings.refresh,
+            None,
+            &|r| tracing::info!(vendor = %r.fetcher, recorded = r.recorded, unchanged = r.unchanged, errors = r.errors, mismatches = r.mismatches, "vendor refreshed"),
+        )
+        .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "daily vendor refresh failed");
+        }
+        state.refreshing.store(false, Ordering::Release);
+    });
+    Ok(())
 }
 
 /// Publishes today's root unless it exists or another replica holds the job's lease.

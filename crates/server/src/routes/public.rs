@@ -215,9 +215,12 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
                     imported_at: None,
                 },
             },
-            // No scheduled jobs run in this build yet.
             scheduler: ComponentStatus {
-                status: "idle",
+                status: if state.refreshing.load(std::sync::atomic::Ordering::Acquire) {
+                    "running"
+                } else {
+                    "idle"
+                },
                 backend: None,
             },
         },

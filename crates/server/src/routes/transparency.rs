@@ -61,6 +61,32 @@ pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<DayTree>>>);
 pub struct DayTree {
     tree: MerkleTree,
     leaves: Vec<LeafRow>,
+    /// First position in tree order of each SHA-256, so finding a leaf is a lookup.
+    by_sha256: HashMap<String, usize>,
+    /// The last signature check of the day's root: (message, signature, key) and its
+    /// outcome. Verifying Ed25519 costs more than the rest of a proof; the root row is
+    /// still read and the check redone whenever any input differs.
+    signature_checked: Mutex<Option<(String, [u8; 64], [u8; 32], bool)>>,
+}
+
+impl DayTree {
+    fn signature_ok(&self, signed: &SignedRoot, key: &translog::VerifyingKey) -> bool {
+        let (message, key_bytes) = (signed.message(), key.to_bytes());
+        let mut memo = self
+            .signature_checked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((m, sig, k, ok)) = memo.as_ref()
+            && *m == message
+            && *sig == signed.signature
+            && *k == key_bytes
+        {
+            return *ok;
+        }
+        let ok = signed.verify(key).is_ok();
+        *memo = Some((message, signed.signature, key_bytes, ok));
+        ok
+    }
 }
 
 impl TreeCache {
@@ -75,9 +101,15 @@ impl TreeCache {
             .iter()
             .map(|l| parse_hash(&l.leaf_hash))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut by_sha256 = HashMap::with_capacity(leaves.len());
+        for (i, l) in leaves.iter().enumerate() {
+            by_sha256.entry(l.hash_sha256.clone()).or_insert(i);
+        }
         let day = Arc::new(DayTree {
             tree: MerkleTree::from_ordered_leaves(hashes),
             leaves,
+            by_sha256,
+            signature_checked: Mutex::new(None),
         });
         let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= Self::MAX_DAYS {
@@ -370,10 +402,9 @@ pub async fn proof(
     let sha256 = HashValue::parse_as(&sha256, HashAlgo::Sha256)?;
     let root = stored_root(&state, date).await?;
     let day = state.trees.get(&state, date).await?;
-    let index = day
-        .leaves
-        .iter()
-        .position(|l| l.hash_sha256 == sha256.as_str())
+    let index = *day
+        .by_sha256
+        .get(sha256.as_str())
         .ok_or_else(|| Error::NotFound(format!("{sha256} is not in the tree of {date}")))?;
     let leaf = &day.leaves[index];
     let leaf_hash = day.tree.leaves()[index];
@@ -413,7 +444,7 @@ pub async fn proof(
     )
     .ok()
     .zip(signer_of(&state, &root).await?)
-    .is_some_and(|(signed, key)| signed.verify(&key).is_ok());
+    .is_some_and(|(signed, key)| day.signature_ok(&signed, &key));
     Ok(Json(ProofJson {
         log_date: date.to_string(),
         sha256: sha256.to_string(),

@@ -1,0 +1,252 @@
+//! The vendor refresh: every enabled fetcher discovers its vendor's current releases and
+//! records them through the store. One vendor's failure never blocks the others; a vendor
+//! whose channel cannot be read is retried with backoff; each run's outcome is kept as the
+//! vendor's health (shown on /public/status). A package version whose hash changed raises
+//! a change alert.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ingest::{
+    DownloadAudit, FetchContext, FetchLimits, ProblemKind, RecordSink, RecordedOutcome,
+    VendorReport, ingest_vendor,
+};
+use model::{Clock, Error, NewRecord};
+use store::ingest::ChangeAlert;
+use store::{HistoryQuery, RecordOutcome, Store};
+
+/// Per-vendor overrides of the official channel (`[vendors.<id>]` in the config).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorOverride {
+    pub enabled: Option<bool>,
+    pub base_url: Option<String>,
+    pub files_url: Option<String>,
+    /// Packages, modules or app ids to follow, for vendors that track a list.
+    pub items: Option<Vec<String>>,
+}
+
+/// Ecosystems whose versions are immutable once published.
+const PACKAGE_ECOSYSTEMS: [&str; 3] = ["npm", "pypi", "go"];
+
+/// Records into the store for one vendor.
+struct StoreSink {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    vendor: String,
+}
+
+#[async_trait]
+impl RecordSink for StoreSink {
+    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+        let (name, version, sha256) = (
+            r.executable_name.clone(),
+            r.version.clone(),
+            r.hash_sha256.to_ascii_lowercase(),
+        );
+        let ecosystem = r.vendor.to_ascii_lowercase();
+        match self.store.record(r, self.clock.now()).await? {
+            RecordOutcome::Unchanged { id } => Ok(RecordedOutcome {
+                id,
+                inserted: false,
+                hash_changed: false,
+            }),
+            RecordOutcome::Inserted {
+                id, hash_changed, ..
+            } => {
+                if hash_changed && PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str()) {
+                    self.alert(&ecosystem, &name, &version, &sha256).await?;
+                }
+                Ok(RecordedOutcome {
+                    id,
+                    inserted: true,
+                    hash_changed,
+                })
+            }
+        }
+    }
+
+    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
+        self.store
+            .record_download(&store::ingest::DownloadAudit {
+                vendor: self.vendor.clone(),
+                downloaded_at: audit.downloaded_at,
+                url: audit.url,
+                size_bytes: audit.size_bytes,
+                hash_record_id: audit.record_id,
+            })
+            .await
+    }
+}
+
+impl StoreSink {
+    /// Both observations stay in the history (the earlier one superseded); the alert
+    /// names them.
+    async fn alert(
+        &self,
+        ecosystem: &str,
+        name: &str,
+        version: &str,
+        latest: &str,
+    ) -> Result<(), Error> {
+        let history = self
+            .store
+            .history(&HistoryQuery {
+                executable: name.to_string(),
+                limit: 10,
+                ..HistoryQuery::default()
+            })
+            .await?;
+        let previous = history
+            .items
+            .iter()
+            .find(|h| h.record.version == version && h.record.hash_sha256 != latest)
+            .map(|h| h.record.hash_sha256.clone())
+            .unwrap_or_default();
+        let package = name
+            .strip_suffix(&format!(" ({ecosystem})"))
+            .unwrap_or(name)
+            .to_string();
+        let id = self
+            .store
+            .add_change_alert(&ChangeAlert {
+                id: String::new(),
+                ecosystem: ecosystem.to_string(),
+                package_name: package.clone(),
+                version: version.to_string(),
+                previous_sha256: previous.clone(),
+                latest_sha256: latest.to_string(),
+                observed_at: self.clock.now(),
+            })
+            .await?;
+        tracing::warn!(alert = %id, ecosystem, package = %package, version, previous = %previous, latest, "package hash changed after publication");
+        Ok(())
+    }
+}
+
+/// How a refresh runs.
+#[derive(Debug, Clone)]
+pub struct RefreshOptions {
+    pub vendors: BTreeMap<String, VendorOverride>,
+    pub limits: FetchLimits,
+    /// Attempts per vendor whose channel could not be read at all.
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled before each further one.
+    pub backoff: Duration,
+}
+
+impl Default for RefreshOptions {
+    fn default() -> Self {
+        Self {
+            vendors: BTreeMap::new(),
+            limits: FetchLimits::default(),
+            attempts: 3,
+            backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Ids of every known vendor fetcher.
+pub fn vendor_ids() -> Vec<String> {
+    ingest::vendors::all()
+        .iter()
+        .map(|v| v.fetcher.id().to_string())
+        .collect()
+}
+
+/// Runs every enabled vendor (or only `only`), one after another, and returns their reports;
+/// `on_report` sees each as it finishes.
+pub async fn refresh_vendors(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    options: &RefreshOptions,
+    only: Option<&str>,
+    on_report: &(dyn Fn(&VendorReport) + Send + Sync),
+) -> Result<Vec<VendorReport>, Error> {
+    let client =
+        ingest::default_client().map_err(|e| Error::internal(format!("HTTP client: {e}")))?;
+    let mut setups = ingest::vendors::all();
+    if let Some(id) = only {
+        setups.retain(|v| v.fetcher.id() == id);
+        if setups.is_empty() {
+            return Err(Error::NotFound(format!(
+                "no vendor {id:?}; known: {}",
+                vendor_ids().join(", ")
+            )));
+        }
+    }
+    let mut reports = Vec::new();
+    for setup in setups {
+        let mut config = setup.config.clone();
+        if let Some(o) = options.vendors.get(setup.fetcher.id()) {
+            config.enabled = o.enabled.unwrap_or(config.enabled);
+            if let Some(url) = &o.base_url {
+                config.base_url = url.clone();
+            }
+            if o.files_url.is_some() {
+                config.files_url = o.files_url.clone();
+            }
+            if let Some(items) = &o.items {
+                config.items = items.clone();
+            }
+        }
+        let sink = StoreSink {
+            store: store.clone(),
+            clock: clock.clone(),
+            vendor: setup.fetcher.vendor().to_string(),
+        };
+        let mut wait = options.backoff;
+        let mut report = VendorReport::default();
+        for attempt in 1..=options.attempts.max(1) {
+            let ctx = FetchContext::new(client.clone(), config.clone(), options.limits.clone());
+            report = ingest_vendor(setup.fetcher.as_ref(), &ctx, &sink, clock.as_ref()).await;
+            let unreadable = report.discovered == 0
+                && report
+                    .problems
+                    .iter()
+                    .any(|p| p.kind == ProblemKind::Discovery);
+            if !unreadable || attempt == options.attempts.max(1) {
+                break;
+            }
+            tracing::warn!(vendor = %report.fetcher, attempt, "vendor channel unreadable; retrying");
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        if !report.skipped {
+            let error = health_error(&report);
+            store
+                .record_vendor_run(&report.vendor, error.as_deref(), clock.now())
+                .await?;
+        }
+        on_report(&report);
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// What the vendor's health should say about a run; None when it went well.
+fn health_error(report: &VendorReport) -> Option<String> {
+    if report.mismatches > 0 {
+        let first = report
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::HashMismatch)
+            .map(|p| p.message.clone())
+            .unwrap_or_default();
+        return Some(format!(
+            "hash mismatch on {} artifact(s), possible tampering: {first}",
+            report.mismatches
+        ));
+    }
+    if report.errors > 0 {
+        let first = report
+            .problems
+            .first()
+            .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
+            .unwrap_or_default();
+        return Some(format!("{} error(s); first: {first}", report.errors));
+    }
+    None
+}
