@@ -135,6 +135,9 @@ pub struct RefreshOptions {
     pub attempts: u32,
     /// Wait before the second attempt; doubled before each further one.
     pub backoff: Duration,
+    /// The HTTP client; None = the default HTTPS-only client. Tests and mirrors with a
+    /// private CA pass their own.
+    pub client: Option<reqwest::Client>,
 }
 
 impl Default for RefreshOptions {
@@ -144,6 +147,7 @@ impl Default for RefreshOptions {
             limits: FetchLimits::default(),
             attempts: 3,
             backoff: Duration::from_secs(30),
+            client: None,
         }
     }
 }
