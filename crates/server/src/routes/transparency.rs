@@ -54,20 +54,27 @@ impl LogKey {
     }
 }
 
-/// Trees of recently asked days, so a proof costs a lookup, not a rebuild.
+/// Trees (with their stored roots) of recently asked published days, so a proof costs a
+/// lookup, not a rebuild or a database read.
 #[derive(Default)]
 pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<DayTree>>>);
 
 pub struct DayTree {
+    /// The day's stored root, read with its leaves (a published day never changes: the
+    /// tables are append-only).
+    root: StoredRoot,
     tree: MerkleTree,
     leaves: Vec<LeafRow>,
     /// First position in tree order of each SHA-256, so finding a leaf is a lookup.
     by_sha256: HashMap<String, usize>,
     /// The last signature check of the day's root: (message, signature, key) and its
-    /// outcome. Verifying Ed25519 costs more than the rest of a proof; the root row is
-    /// still read and the check redone whenever any input differs.
-    signature_checked: Mutex<Option<(String, [u8; 64], [u8; 32], bool)>>,
+    /// outcome. Verifying Ed25519 costs more than the rest of a proof; the check is redone
+    /// whenever any input differs (e.g. the key that `signer_of` resolves).
+    signature_checked: Mutex<Option<SignatureCheck>>,
 }
+
+/// Message, signature and key of a signature check, and whether it verified.
+type SignatureCheck = (String, [u8; 64], [u8; 32], bool);
 
 impl DayTree {
     fn signature_ok(&self, signed: &SignedRoot, key: &translog::VerifyingKey) -> bool {
@@ -96,6 +103,9 @@ impl TreeCache {
         if let Some(t) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&date) {
             return Ok(t.clone());
         }
+        // Not cached unless published: a day asked before its root exists stays a 404
+        // only until it is published.
+        let root = stored_root(state, date).await?;
         let leaves = state.store.leaves(date).await?;
         let hashes = leaves
             .iter()
@@ -106,6 +116,7 @@ impl TreeCache {
             by_sha256.entry(l.hash_sha256.clone()).or_insert(i);
         }
         let day = Arc::new(DayTree {
+            root,
             tree: MerkleTree::from_ordered_leaves(hashes),
             leaves,
             by_sha256,
@@ -400,8 +411,8 @@ pub async fn proof(
         .sha256
         .ok_or_else(|| Error::bad_request("sha256 is required"))?;
     let sha256 = HashValue::parse_as(&sha256, HashAlgo::Sha256)?;
-    let root = stored_root(&state, date).await?;
     let day = state.trees.get(&state, date).await?;
+    let root = &day.root;
     let index = *day
         .by_sha256
         .get(sha256.as_str())
@@ -443,7 +454,7 @@ pub async fn proof(
         &root.signature,
     )
     .ok()
-    .zip(signer_of(&state, &root).await?)
+    .zip(signer_of(&state, root).await?)
     .is_some_and(|(signed, key)| day.signature_ok(&signed, &key));
     Ok(Json(ProofJson {
         log_date: date.to_string(),

@@ -1,0 +1,354 @@
+//! Inclusion-proof latency against a baseline measured in the same run.
+//!
+//! Loads N current records into a fresh SQLite store, publishes today's transparency root
+//! over them, starts the real server on 127.0.0.1:0 and alternates, sequentially over one
+//! keep-alive connection, `GET /healthz` and
+//! `GET /public/transparency/{today}/proof?sha256=<random member>`. Reports the medians and
+//! the ratio proof/healthz; the goal is at most 2.0.
+//!
+//! ```text
+//! cargo run --release -p server --example bench_proof -- [--records N] [--requests M]
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use auth::credentials::Credentials;
+use auth::jwt::JwtKeys;
+use auth::limits::{Limiter, LocalLimiter};
+use chrono::Utc;
+use model::{Arch, Clock, NewRecord, Platform, RecordSigner, SystemClock};
+use server::routes::transparency::{LogKey, publish_day};
+use server::{AppState, Limits, Settings};
+
+const GOAL: f64 = 2.0;
+const BATCH: usize = 5000;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+struct Args {
+    records: u64,
+    requests: usize,
+}
+
+fn parse_args() -> Result<Args, BoxError> {
+    let mut args = Args {
+        records: 100_000,
+        requests: 2000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--records" => args.records = value()?.replace('_', "").parse()?,
+            "--requests" => args.requests = value()?.replace('_', "").parse()?,
+            "-h" | "--help" => {
+                println!("bench_proof [--records N (100000)] [--requests M (2000)]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    if args.records == 0 || args.requests == 0 {
+        return Err("--records and --requests must be positive".into());
+    }
+    Ok(args)
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The SHA-256 (64 lowercase hex) of record `i`.
+fn sha256_of(i: u64) -> String {
+    let mut state = splitmix(i ^ 0x7072_6f6f_665f_6265);
+    let mut out = String::with_capacity(64);
+    for _ in 0..4 {
+        state = splitmix(state);
+        out.push_str(&format!("{state:016x}"));
+    }
+    out
+}
+
+const PLATFORMS: &[(Platform, Arch)] = &[
+    (Platform::Windows, Arch::Amd64),
+    (Platform::Windows, Arch::Arm64),
+    (Platform::Linux, Arch::Amd64),
+    (Platform::Linux, Arch::Arm64),
+    (Platform::Darwin, Arch::Arm64),
+    (Platform::Universal, Arch::Universal),
+];
+
+/// Record `i`: its own executable, so every record is current.
+fn record(i: u64) -> NewRecord {
+    let (platform, arch) = PLATFORMS[(i % PLATFORMS.len() as u64) as usize];
+    let h = splitmix(i);
+    let executable_name = format!("tool-{i}-{}-{}.bin", platform.as_str(), arch.as_str());
+    NewRecord {
+        vendor: format!("Vendor {}", i % 40),
+        source_url: format!("https://downloads.example/{executable_name}"),
+        executable_name,
+        version: format!("{}.{}.{}", 1 + h % 20, (h >> 8) % 30, (h >> 16) % 9),
+        platform,
+        arch,
+        hash_sha256: sha256_of(i),
+        hash_sha1: None,
+        hash_md5: None,
+        download_verified: true,
+        sig_signer: None,
+        sig_issuer: None,
+        sig_serial: None,
+        sig_thumbprint: None,
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = splitmix(self.0);
+        self.0 % n
+    }
+}
+
+struct Summary {
+    median: Duration,
+    p90: Duration,
+    p99: Duration,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort_unstable();
+    let n = samples.len();
+    let at = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let median = if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2
+    };
+    Summary {
+        median,
+        p90: at(0.90),
+        p99: at(0.99),
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Times one GET; the body is returned for checks made outside the timed span.
+async fn timed_get(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<(Duration, bytes::Bytes), BoxError> {
+    let start = Instant::now();
+    let response = client.get(url).send().await?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    let elapsed = start.elapsed();
+    if !status.is_success() {
+        return Err(format!("GET {url}: {status}: {}", String::from_utf8_lossy(&body)).into());
+    }
+    Ok((elapsed, body))
+}
+
+fn check_proof(body: &[u8], sha256: &str, entries: u64) -> Result<(), BoxError> {
+    let v: serde_json::Value = serde_json::from_slice(body)?;
+    if v["sha256"] != sha256
+        || v["verified"] != true
+        || v["root_matches"] != true
+        || v["tree_size"] != entries
+    {
+        return Err(format!("unexpected proof for {sha256}: {v}").into());
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    let dir = tempfile::tempdir()?;
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("bench.db").display()
+    );
+    let store = store::open(&url, RecordSigner::new(b"bench-record-secret")).await?;
+
+    println!(
+        "backend: {}; loading {} records",
+        store.backend(),
+        args.records
+    );
+    let start = Instant::now();
+    let now = Utc::now();
+    let mut next = 0u64;
+    while next < args.records {
+        let end = (next + BATCH as u64).min(args.records);
+        store
+            .record_many((next..end).map(record).collect(), now)
+            .await?;
+        next = end;
+    }
+    let load = start.elapsed();
+
+    let start = Instant::now();
+    let log_key_seed = [7u8; 32];
+    let today = Utc::now().date_naive();
+    let root = publish_day(
+        store.as_ref(),
+        &LogKey::new(&log_key_seed),
+        Utc::now(),
+        today,
+    )
+    .await?;
+    let publish = start.elapsed();
+    if root.entry_count != args.records {
+        return Err(format!("{} leaves for {} records", root.entry_count, args.records).into());
+    }
+
+    // The real application, public limits raised so that the run is not throttled (the
+    // limiter still runs on every request). Background upkeep is not started.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let credentials = Credentials::new(
+        Arc::clone(&store),
+        auth::KeyHasher::new(b"bench-key-secret"),
+        JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
+        Arc::clone(&clock),
+    );
+    let settings = Settings {
+        limits: Limits {
+            hash_of_day_per_ip: 1_000_000,
+            public_per_ip: 1_000_000,
+            token_per_key: 1_000_000,
+            authenticated_per_key: 1_000_000,
+        },
+        ..Settings::default()
+    };
+    let state = AppState::new(
+        Arc::clone(&store),
+        credentials,
+        Limiter::Local(LocalLimiter::default()),
+        clock,
+        settings,
+        LogKey::new(&log_key_seed),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(server::serve(listener, server::router(state), async {
+        let _ = stopped.await;
+    }));
+
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(1)
+        .build()?;
+    let healthz = format!("http://{addr}/healthz");
+    let proof_url =
+        |sha: &str| format!("http://{addr}/public/transparency/{today}/proof?sha256={sha}");
+    let mut rng = Rng(splitmix(now.timestamp_micros() as u64));
+    let warmup = (args.requests / 5).max(100);
+
+    // The first proof builds the day's tree.
+    let first = Instant::now();
+    let sha = sha256_of(rng.below(args.records));
+    let (_, body) = timed_get(&client, &proof_url(&sha)).await?;
+    check_proof(&body, &sha, root.entry_count)?;
+    let first = first.elapsed();
+
+    for _ in 0..warmup {
+        timed_get(&client, &healthz).await?;
+        let sha = sha256_of(rng.below(args.records));
+        let (_, body) = timed_get(&client, &proof_url(&sha)).await?;
+        check_proof(&body, &sha, root.entry_count)?;
+    }
+    let mut health_samples = Vec::with_capacity(args.requests);
+    let mut proof_samples = Vec::with_capacity(args.requests);
+    let started = Instant::now();
+    for _ in 0..args.requests {
+        let sha = sha256_of(rng.below(args.records));
+        let url = proof_url(&sha);
+        health_samples.push(timed_get(&client, &healthz).await?.0);
+        let (elapsed, body) = timed_get(&client, &url).await?;
+        proof_samples.push(elapsed);
+        check_proof(&body, &sha, root.entry_count)?;
+    }
+    let wall = started.elapsed();
+
+    // Diagnostics, after the measured run: `GET /public/transparency/{today}` (the same
+    // date check and root read, no tree) alternated with /healthz, and the one database
+    // read a proof makes, without HTTP.
+    let day_url = format!("http://{addr}/public/transparency/{today}");
+    let mut day_samples = Vec::with_capacity(args.requests);
+    let mut day_health = Vec::with_capacity(args.requests);
+    for _ in 0..args.requests {
+        day_health.push(timed_get(&client, &healthz).await?.0);
+        day_samples.push(timed_get(&client, &day_url).await?.0);
+    }
+    let mut root_samples = Vec::with_capacity(args.requests);
+    for _ in 0..args.requests {
+        let start = Instant::now();
+        store.root(today).await?;
+        root_samples.push(start.elapsed());
+    }
+
+    let _ = stop.send(());
+    server.await??;
+    store.close().await;
+
+    let h = summarize(health_samples);
+    let p = summarize(proof_samples);
+    let r = summarize(root_samples);
+    let dh = summarize(day_health);
+    let dy = summarize(day_samples);
+    let ratio = p.median.as_secs_f64() / h.median.as_secs_f64();
+    println!(
+        "records:  {} ({:.1} s to load, {:.1} s to publish {today}: {} leaves)",
+        args.records,
+        load.as_secs_f64(),
+        publish.as_secs_f64(),
+        root.entry_count
+    );
+    println!(
+        "first proof (builds the day's tree): {:.1} ms",
+        first.as_secs_f64() * 1e3
+    );
+    println!(
+        "requests: {} of each, alternating, after {warmup} warm-up pairs ({:.1} s)",
+        args.requests,
+        wall.as_secs_f64()
+    );
+    println!(
+        "GET /healthz                         median {:>10}  p90 {:>10}  p99 {:>10}",
+        us(h.median),
+        us(h.p90),
+        us(h.p99)
+    );
+    println!(
+        "GET /public/transparency/{{d}}/proof   median {:>10}  p90 {:>10}  p99 {:>10}",
+        us(p.median),
+        us(p.p90),
+        us(p.p99)
+    );
+    println!(
+        "  GET /public/transparency/{{d}}     median {:>10}  (healthz {:>10} in that loop; measured separately)",
+        us(dy.median),
+        us(dh.median)
+    );
+    println!(
+        "  store.root(day) alone              median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately)",
+        us(r.median),
+        us(r.p90),
+        us(r.p99)
+    );
+    println!(
+        "ratio proof/healthz median: {ratio:.2} (goal <= {GOAL:.1}): {}",
+        if ratio <= GOAL { "MET" } else { "MISSED" }
+    );
+    Ok(())
+}
