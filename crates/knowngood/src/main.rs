@@ -74,6 +74,9 @@ enum Command {
         /// Verify from saved documents instead of a server.
         #[arg(long)]
         offline: Option<std::path::PathBuf>,
+        /// Trust only this log public key (base64), obtained out of band; repeatable.
+        #[arg(long = "trust-key")]
+        trust_key: Vec<String>,
     },
 }
 
@@ -286,6 +289,7 @@ async fn run(cli: Cli) -> Result<()> {
             chain,
             save,
             offline,
+            trust_key,
         } => {
             verify::run(verify::VerifyArgs {
                 server,
@@ -294,6 +298,7 @@ async fn run(cli: Cli) -> Result<()> {
                 chain,
                 save,
                 offline,
+                trusted_keys: trust_key,
             })
             .await
         }

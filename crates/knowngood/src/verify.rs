@@ -21,6 +21,22 @@ pub struct VerifyArgs {
     pub chain: u32,
     pub save: Option<PathBuf>,
     pub offline: Option<PathBuf>,
+    /// Public keys (base64) obtained out of band; when given, a root signed by any other
+    /// key fails, whatever the server lists.
+    pub trusted_keys: Vec<String>,
+}
+
+/// With pinned keys, the signer must be one of them.
+fn check_pinned(key: &VerifyingKey, pinned: &[String], date: NaiveDate) -> Result<()> {
+    if pinned.is_empty() {
+        return Ok(());
+    }
+    let key_b64 = translog::encoding::public_key_to_base64(key);
+    if pinned.iter().any(|p| p.trim() == key_b64) {
+        Ok(())
+    } else {
+        bail!("FAILED key: the {date} root is signed by {key_b64}, which is not a trusted key")
+    }
 }
 
 /// Where documents come from.
@@ -171,6 +187,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         );
     }
     let key = key_for(&key_doc, &key_id)?;
+    check_pinned(&key, &args.trusted_keys, date)?;
     root.verify(&key)
         .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;
     println!("ok   signature of the {date} root (key {key_id})");
@@ -256,6 +273,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                 );
             }
             let earlier_key = key_for(&key_doc, &earlier_key_id)?;
+            check_pinned(&earlier_key, &args.trusted_keys, day)?;
             earlier
                 .verify(&earlier_key)
                 .map_err(|e| anyhow!("FAILED signature of {day}: {e}"))?;

@@ -354,6 +354,39 @@ fn verify_against_a_real_server_and_offline() {
     let r = run(&["verify", "--server", &base, "--sha256", &d10]);
     r.ok("verify latest");
     assert!(r.stdout.contains(&today.to_string()), "{}", r.stdout);
+    // A pinned key: the service's own key passes, any other fails naming the key.
+    let addr = base.trim_start_matches("http://");
+    let (_, key_text) = http_get(addr, "/public/transparency/key").unwrap();
+    let key_doc: serde_json::Value = serde_json::from_str(&key_text).unwrap_or_default();
+    let real_key = key_doc["public_key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!real_key.is_empty(), "{key_doc}");
+    run(&[
+        "verify",
+        "--server",
+        &base,
+        "--sha256",
+        &d10,
+        "--trust-key",
+        &real_key,
+    ])
+    .ok("verify with the pinned key");
+    let other_key = "A".repeat(43) + "=";
+    run(&[
+        "verify",
+        "--server",
+        &base,
+        "--sha256",
+        &d10,
+        "--trust-key",
+        &other_key,
+    ])
+    .fails_naming(
+        "a root signed by an untrusted key",
+        &["key", "not a trusted key"],
+    );
     // Upper-case input names the same file.
     let upper = b11.to_ascii_uppercase();
     run(&["verify", "--server", &base, "--sha256", &upper]).ok("upper-case sha256");

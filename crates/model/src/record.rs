@@ -100,6 +100,12 @@ impl NewRecord {
                 "executable_name must not contain control characters",
             ));
         }
+        // Leaves of the transparency log join fields with NUL: no field may hold one.
+        if self.version.chars().any(char::is_control) || self.vendor.chars().any(char::is_control) {
+            return Err(Error::bad_request(
+                "vendor and version must not contain control characters",
+            ));
+        }
         if self.version.trim().is_empty() || self.vendor.trim().is_empty() {
             return Err(Error::bad_request("vendor and version must not be empty"));
         }
@@ -262,6 +268,9 @@ mod tests {
         assert!(bad.validate().is_err());
         let mut bad = sample();
         bad.executable_name = "a\0b".into();
+        assert!(bad.validate().is_err());
+        let mut bad = sample();
+        bad.version = "1.0\n".into();
         assert!(bad.validate().is_err());
     }
 

@@ -147,6 +147,15 @@ pub async fn publish_day(
     if let Some(existing) = store.root(date).await? {
         return Ok(existing);
     }
+    // A day slipped in before a published one would break that day's chain.
+    if let Some(latest) = store.recent_roots(1).await?.first()
+        && latest.log_date > date
+    {
+        return Err(Error::bad_request(format!(
+            "{} is already published; roots are appended in date order, so {date} can no longer be",
+            latest.log_date
+        )));
+    }
     let records = store.current_records(None).await?;
     let mut leaves: Vec<(Hash, LeafRow)> = Vec::with_capacity(records.len());
     for r in records.iter().filter(|r| r.integrity_ok) {
