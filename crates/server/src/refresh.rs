@@ -46,7 +46,11 @@ impl RecordSink for StoreSink {
             r.version.clone(),
             r.hash_sha256.to_ascii_lowercase(),
         );
-        let ecosystem = r.vendor.to_ascii_lowercase();
+        // Packages only (`name (ecosystem)` under their ecosystem): the Go toolchain's
+        // vendor `Go` is not the `go` module ecosystem.
+        let ecosystem = r.vendor.clone();
+        let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
+            && name.ends_with(&format!(" ({ecosystem})"));
         match self.store.record(r, self.clock.now()).await? {
             RecordOutcome::Unchanged { id } => Ok(RecordedOutcome {
                 id,
@@ -56,7 +60,7 @@ impl RecordSink for StoreSink {
             RecordOutcome::Inserted {
                 id, hash_changed, ..
             } => {
-                if hash_changed && PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str()) {
+                if hash_changed && is_package {
                     self.alert(&ecosystem, &name, &version, &sha256).await?;
                 }
                 Ok(RecordedOutcome {
@@ -169,8 +173,12 @@ pub async fn refresh_vendors(
     only: Option<&str>,
     on_report: &(dyn Fn(&VendorReport) + Send + Sync),
 ) -> Result<Vec<VendorReport>, Error> {
-    let client =
-        ingest::default_client().map_err(|e| Error::internal(format!("HTTP client: {e}")))?;
+    let client = match &options.client {
+        Some(client) => client.clone(),
+        None => {
+            ingest::default_client().map_err(|e| Error::internal(format!("HTTP client: {e}")))?
+        }
+    };
     let mut setups = ingest::vendors::all();
     if let Some(id) = only {
         setups.retain(|v| v.fetcher.id() == id);
