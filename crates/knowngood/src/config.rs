@@ -37,6 +37,8 @@ pub struct FileConfig {
     pub database_url: Option<String>,
     /// Shares rate limits between replicas when set.
     pub redis_url: Option<String>,
+    /// New NSRL RDS v3 `*.db` files dropped here are imported automatically.
+    pub corpus_import_dir: Option<PathBuf>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
     #[serde(default)]
@@ -158,6 +160,7 @@ impl Config {
                     .unwrap_or(defaults.authenticated_per_key),
             },
             trusted_proxies: file.trusted_proxies,
+            corpus_import_dir: file.corpus_import_dir,
             daily_refresh: match file.schedule.daily_refresh.as_deref() {
                 Some("off") => None,
                 Some(t) => Some(parse_time(t, "daily_refresh")?),

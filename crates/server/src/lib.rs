@@ -69,6 +69,9 @@ pub struct Settings {
     pub translog_publish_at: chrono::NaiveTime,
     /// Monthly request quotas per tier; SPEC.md's values by default.
     pub quotas: Quotas,
+    /// A directory where new NSRL RDS v3 releases (`*.db`) are dropped; a file newer than
+    /// the live corpus generation is imported, then swapped in. None = imports by hand only.
+    pub corpus_import_dir: Option<std::path::PathBuf>,
     /// UTC time of day of the vendor refresh; None (the library default, so embedding
     /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
     pub daily_refresh: Option<chrono::NaiveTime>,
@@ -83,6 +86,7 @@ impl Default for Settings {
             feed_cache_ttl: Duration::from_secs(3600),
             translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
             quotas: Quotas::default(),
+            corpus_import_dir: None,
             daily_refresh: None,
             refresh: refresh::RefreshOptions::default(),
         }
@@ -232,6 +236,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
     let mut corpus = tokio::time::interval(Duration::from_secs(10));
+    let mut corpus_import = tokio::time::interval(Duration::from_secs(3600));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -252,6 +257,12 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 }
             }
             _ = corpus.tick() => reload_corpus(&state).await,
+            _ = corpus_import.tick() => {
+                // Imports take minutes: off the upkeep loop (the import lock in the corpus
+                // root keeps a second one from starting meanwhile).
+                let state = state.clone();
+                tokio::spawn(async move { import_new_release(&state).await });
+            }
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
@@ -347,6 +358,75 @@ async fn start_refresh_if_due(
         state.refreshing.store(false, Ordering::Release);
     });
     Ok(())
+}
+
+/// Imports RDS databases from the configured drop directory that are newer than the live
+/// generation (NIST publishes quarterly; the hourly look costs a directory listing).
+async fn import_new_release(state: &AppState) {
+    let (Some(dir), Some(corpus)) = (
+        state.settings.corpus_import_dir.clone(),
+        state.corpus.clone(),
+    ) else {
+        return;
+    };
+    let live_since = corpus
+        .info()
+        .map(|i| std::time::SystemTime::from(i.imported_at));
+    let newer: Vec<std::path::PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "db"))
+            .filter(|p| {
+                let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
+                match (modified, live_since) {
+                    (Some(m), Some(live)) => m > live,
+                    (Some(_), None) => true,
+                    _ => false,
+                }
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the corpus import directory");
+            return;
+        }
+    };
+    if newer.is_empty() {
+        return;
+    }
+    let now = state.clock.now();
+    let leased = state
+        .store
+        .try_lease(
+            "corpus.import",
+            &state.replica_id,
+            now + chrono::Duration::hours(6),
+            now,
+        )
+        .await;
+    if !matches!(leased, Ok(true)) {
+        return;
+    }
+    tracing::info!(files = newer.len(), "importing a new NSRL release");
+    let root = corpus.root().to_path_buf();
+    let inputs: Vec<_> = newer
+        .into_iter()
+        .map(|p| (p, corpus::SetName::Modern))
+        .collect();
+    match tokio::task::spawn_blocking(move || {
+        corpus::import(&inputs, &root, &corpus::TerminalProgress::new())
+    })
+    .await
+    {
+        Ok(Ok(info)) => {
+            tracing::info!(generation = %info.generation, entries = info.entries, "NSRL import finished");
+            reload_corpus(state).await;
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "NSRL import failed; the live generation is unchanged")
+        }
+        Err(e) => tracing::error!(error = %e, "NSRL import panicked"),
+    }
 }
 
 /// Publishes today's root unless it exists or another replica holds the job's lease.
