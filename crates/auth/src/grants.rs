@@ -73,6 +73,15 @@ impl Principal {
                 "the platform owner cannot be altered by others".into(),
             ));
         }
+        // SPEC.md: a platform_admin "cannot manage other platform admins or the owner".
+        if target_rank == Role::PlatformAdmin
+            && self.rank() != Role::PlatformOwner
+            && target.key_id != self.key_id
+        {
+            return Err(Error::Forbidden(
+                "platform admins are managed by the platform owner only".into(),
+            ));
+        }
         if target_rank > self.rank() {
             return Err(Error::Forbidden(format!(
                 "the key holds {target_rank}, which ranks above your {}",
@@ -221,6 +230,17 @@ mod tests {
             roles: &[Role::PlatformOwner],
         };
         assert!(matches!(admin.can_alter(&target), Err(Error::Forbidden(_))));
+        let other_admin = KeyTarget {
+            key_id: "key_other_admin",
+            team_id: "platform",
+            tenant_kind: TenantKind::Platform,
+            roles: &[Role::PlatformAdmin],
+        };
+        assert!(matches!(
+            admin.can_alter(&other_admin),
+            Err(Error::Forbidden(_))
+        ));
+        assert!(owner.can_alter(&other_admin).is_ok());
     }
 
     #[test]

@@ -4,8 +4,15 @@
 //! without breaking tokens issued in the last 15 minutes: the old key stays in the
 //! verification set (and in the JWKS) until its tokens have expired. Time checks use the
 //! caller's clock rather than the library's, so they are testable.
+//!
+//! An RS256 signature check costs tens of microseconds, more than the rest of a request;
+//! a client sends the same token until it expires, so tokens that verified are remembered
+//! by their exact text (bounded, expired ones dropped first) and only their validity window
+//! is checked again. A cached token is byte for byte one that passed every check, and the
+//! verification keys never change in a running process.
 
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::signature::KeyPair;
@@ -53,11 +60,16 @@ struct VerifyingKey {
     jwk: serde_json::Value,
 }
 
+/// Verified tokens kept at most; beyond that expired ones go, then all.
+const VERIFIED_CACHE_MAX: usize = 4096;
+
 /// The signing key and every key that still verifies.
 pub struct JwtKeys {
     signing_kid: String,
     encoding: EncodingKey,
     verifying: HashMap<String, VerifyingKey>,
+    /// Tokens whose algorithm, key id, signature and issuer verified, by their text.
+    verified: RwLock<HashMap<String, Arc<Claims>>>,
 }
 
 impl std::fmt::Debug for JwtKeys {
@@ -104,6 +116,7 @@ impl JwtKeys {
             signing_kid,
             encoding,
             verifying,
+            verified: RwLock::default(),
         })
     }
 
@@ -132,6 +145,30 @@ impl JwtKeys {
 
     /// Checks algorithm, key id, signature, issuer and validity window at `now`.
     pub fn verify(&self, token: &str, now: DateTime<Utc>) -> Result<Claims, Error> {
+        let cached = {
+            let verified = self.verified.read().unwrap_or_else(|e| e.into_inner());
+            verified.get(token).cloned()
+        };
+        if let Some(claims) = cached {
+            check_window(&claims, now)?;
+            return Ok((*claims).clone());
+        }
+        let claims = self.verify_signed(token)?;
+        check_window(&claims, now)?;
+        let mut verified = self.verified.write().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= VERIFIED_CACHE_MAX {
+            let now = now.timestamp();
+            verified.retain(|_, c| c.exp > now);
+            if verified.len() >= VERIFIED_CACHE_MAX {
+                verified.clear();
+            }
+        }
+        verified.insert(token.to_string(), Arc::new(claims.clone()));
+        Ok(claims)
+    }
+
+    /// Algorithm, key id, signature and issuer; not the validity window.
+    fn verify_signed(&self, token: &str) -> Result<Claims, Error> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("malformed"))?;
         // Only RS256: refuses `none`, HS256 signed with the public key, and the rest.
         if header.alg != Algorithm::RS256 {
@@ -147,18 +184,22 @@ impl JwtKeys {
         validation.validate_nbf = false;
         validation.required_spec_claims.clear();
         validation.set_issuer(&[ISSUER]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
-            .map_err(|_| invalid("signature or claims do not verify"))?
-            .claims;
-        let now = now.timestamp();
-        if now >= claims.exp {
-            return Err(invalid("expired"));
-        }
-        if now < claims.nbf || now < claims.iat {
-            return Err(invalid("not yet valid"));
-        }
-        Ok(claims)
+        jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
+            .map(|data| data.claims)
+            .map_err(|_| invalid("signature or claims do not verify"))
     }
+}
+
+/// The validity window at `now`: from `nbf` (and `iat`) until before `exp`.
+fn check_window(claims: &Claims, now: DateTime<Utc>) -> Result<(), Error> {
+    let now = now.timestamp();
+    if now >= claims.exp {
+        return Err(invalid("expired"));
+    }
+    if now < claims.nbf || now < claims.iat {
+        return Err(invalid("not yet valid"));
+    }
+    Ok(())
 }
 
 /// jsonwebtoken's RSA encoding key wants PKCS#1 DER.
@@ -255,8 +296,14 @@ mod tests {
         let t0 = 1_800_000_000;
         let token = before.issue(&claims(t0)).unwrap();
         assert_eq!(before.verify(&token, at(t0 + 10)).unwrap().sub, "acme");
+        // Verified once, remembered: the window is still checked on every use.
+        assert_eq!(before.verified.read().unwrap().len(), 1);
+        assert_eq!(before.verify(&token, at(t0 + 11)).unwrap().sub, "acme");
         assert!(before.verify(&token, at(t0 + TOKEN_TTL_SECS)).is_err());
         assert!(before.verify(&token, at(t0 - 5)).is_err());
+        // Refused tokens are not remembered.
+        assert!(before.verify(&format!("{token}x"), at(t0 + 10)).is_err());
+        assert_eq!(before.verified.read().unwrap().len(), 1);
 
         // After rotation the old token still verifies; the JWKS lists both keys.
         let after = JwtKeys::from_pkcs8(&[new, old]).unwrap();

@@ -40,3 +40,5 @@ CREATE TABLE counters (
     value BIGINT NOT NULL
 );
 INSERT INTO counters (name, value) VALUES ('auth_epoch', 0);
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only();

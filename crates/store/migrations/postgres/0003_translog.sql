@@ -33,3 +33,7 @@ CREATE TRIGGER translog_roots_no_change BEFORE UPDATE OR DELETE ON translog_root
     FOR EACH ROW EXECUTE FUNCTION translog_append_only();
 CREATE TRIGGER translog_leaves_no_change BEFORE UPDATE OR DELETE ON translog_leaves
     FOR EACH ROW EXECUTE FUNCTION translog_append_only();
+CREATE TRIGGER translog_roots_no_truncate BEFORE TRUNCATE ON translog_roots
+    FOR EACH STATEMENT EXECUTE FUNCTION translog_append_only();
+CREATE TRIGGER translog_leaves_no_truncate BEFORE TRUNCATE ON translog_leaves
+    FOR EACH STATEMENT EXECUTE FUNCTION translog_append_only();
