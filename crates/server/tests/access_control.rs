@@ -1457,6 +1457,13 @@ async fn rank_rules_and_the_audit_log(app: TestApp) {
             .expect_err(&format!("the database accepted {sql:?}"));
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
+    if app.backend == common::Backend::Postgres {
+        let err = app
+            .try_exec("TRUNCATE audit_log", &[])
+            .await
+            .expect_err("the database accepted TRUNCATE");
+        assert!(err.contains("append-only"), "TRUNCATE: {err}");
+    }
     let again = read(owner.clone(), "?limit=200").await;
     assert_eq!(again["results"], page["results"]);
 }
