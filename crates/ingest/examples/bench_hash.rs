@@ -1,42 +1,88 @@
-//! The one-pass triple hasher against `sha256sum`, `sha1sum` and `md5sum` run one after the
-//! other on the same bytes (from a tmpfs file), in the same run.
+//! The streaming download-and-hash path against `md5sum` alone and against `sha256sum`,
+//! `sha1sum` and `md5sum` run in parallel, on the same bytes, in one run.
 //!
 //! ```text
-//! cargo run --release -p ingest --example bench_hash -- [MiB, default 1024] [chunk KiB, default 64]
+//! cargo run --release -p ingest --example bench_hash -- [--mib 1024]
 //! ```
 //!
-//! The goal: the triple hasher costs about as much as the slowest single algorithm (MD5), so
-//! the printed ratio (triple time / slowest tool time) should be close to 1.
+//! The bytes are generated once, written to a tmpfs file for the tools and served from memory
+//! by a loopback axum server (64 KiB chunks, with Content-Length) for [`download_and_hash`].
+//! Memory growth during the download is sampled from VmRSS every ~10 ms.
+//!
+//! Goals: md5sum time / hasher time >= 0.85; RSS growth during the download <= 64 MB.
 
+use std::convert::Infallible;
 use std::error::Error;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use aws_lc_rs::digest;
+use axum::Router;
+use axum::body::Body;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
 use bytes::Bytes;
-use ingest::TripleHasher;
-use md5::Digest as _;
+use futures::stream;
+use ingest::{DownloadLimits, download_and_hash};
+use model::SystemClock;
 use rand::RngCore;
 
 /// Each measurement is the best of this many runs.
 const RUNS: usize = 3;
+/// Size of the chunks the server streams.
+const CHUNK: usize = 64 << 10;
 
-fn best(
-    mut f: impl FnMut() -> Result<String, Box<dyn Error>>,
-) -> Result<(Duration, String), Box<dyn Error>> {
-    let mut fastest = Duration::MAX;
-    let mut out = String::new();
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        out = f()?;
-        fastest = fastest.min(started.elapsed());
-    }
-    Ok((fastest, out))
+/// A field of /proc/self/status, in KiB.
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
-fn tool(name: &str, path: &Path) -> Result<String, Box<dyn Error>> {
-    let out = Command::new(name).arg(path).output()?;
+/// Samples VmRSS every ~10 ms until stopped; yields the maximum seen, in KiB.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    handle: thread::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = thread::spawn(move || {
+            let mut max = status_kib("VmRSS");
+            while !flag.load(Ordering::Relaxed) {
+                max = max.max(status_kib("VmRSS"));
+                thread::sleep(Duration::from_millis(10));
+            }
+            max.max(status_kib("VmRSS"))
+        });
+        Self { stop, handle }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or(0)
+    }
+}
+
+fn spawn_tool(name: &str, path: &Path) -> Result<Child, Box<dyn Error>> {
+    Ok(Command::new(name)
+        .arg(path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?)
+}
+
+fn wait_tool(name: &str, child: Child) -> Result<String, Box<dyn Error>> {
+    let out = child.wait_with_output()?;
     if !out.status.success() {
         return Err(format!("{name} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
     }
@@ -48,18 +94,27 @@ fn tool(name: &str, path: &Path) -> Result<String, Box<dyn Error>> {
         .to_owned())
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn parse_mib() -> Result<usize, Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
-    let mib: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1024);
-    let chunk_kib: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(64);
+    let mut mib = 1024;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--mib" => mib = args.next().ok_or("--mib needs a value")?.parse()?,
+            other => return Err(format!("unknown argument {other}; usage: [--mib N]").into()),
+        }
+    }
+    Ok(mib)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let mib = parse_mib()?;
     let size = mib << 20;
-    let chunk = (chunk_kib << 10).max(1);
 
     let mut data = vec![0u8; size];
     rand::rng().fill_bytes(&mut data);
     let data = Bytes::from(data);
 
-    // tmpfs keeps the baseline tools off the disk, as the hasher is.
+    // tmpfs keeps the tools off the disk, as the hasher is.
     let shm = Path::new("/dev/shm");
     let dir = if shm.is_dir() {
         shm.to_path_buf()
@@ -68,81 +123,140 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let file = tempfile::NamedTempFile::new_in(&dir)?;
     std::fs::write(file.path(), &data)?;
+    // Warm the page cache with one read.
+    drop(std::fs::read(file.path())?);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = data.clone();
+    let url = rt.block_on(async move {
+        let app = Router::new().route(
+            "/blob",
+            get(move || {
+                let data = served.clone();
+                async move {
+                    let len = data.len();
+                    let chunks = (0..len)
+                        .step_by(CHUNK)
+                        .map(move |at| Ok::<_, Infallible>(data.slice(at..(at + CHUNK).min(len))));
+                    (
+                        [(header::CONTENT_LENGTH, len.to_string())],
+                        Body::from_stream(stream::iter(chunks)),
+                    )
+                        .into_response()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok::<_, std::io::Error>(format!("http://{addr}/blob"))
+    })?;
+    let client = reqwest::Client::builder().no_proxy().build()?;
+    let limits = DownloadLimits {
+        max_bytes: size as u64 + (1 << 20),
+        connect_timeout: Duration::from_secs(60),
+        total_timeout: Duration::from_secs(3600),
+        ..DownloadLimits::default()
+    };
 
     println!(
-        "{mib} MiB of random bytes, {chunk_kib} KiB chunks, best of {RUNS} runs, file in {}",
+        "{mib} MiB of random bytes, served in {} KiB chunks from {url}; file in {}; best of {RUNS}, alternating",
+        CHUNK >> 10,
         dir.display()
     );
+
+    let mut hasher_time = Duration::MAX;
+    let mut md5_time = Duration::MAX;
+    let mut par_time = Duration::MAX;
+    let mut max_growth_kib = 0u64;
+    let hwm_before = status_kib("VmHWM");
+    let mut sums = String::new();
+    let mut tool_sums = String::new();
+    for run in 1..=RUNS {
+        // The streaming hasher over loopback HTTP.
+        let rss_before = status_kib("VmRSS");
+        let sampler = RssSampler::start();
+        let started = Instant::now();
+        let got = rt.block_on(download_and_hash(&client, &url, &limits, &SystemClock))?;
+        let t = started.elapsed();
+        let rss_max = sampler.stop();
+        let growth = rss_max.saturating_sub(rss_before);
+        if got.size_bytes != size as u64 {
+            return Err(format!("downloaded {} bytes, expected {size}", got.size_bytes).into());
+        }
+        sums = format!(
+            "{} {} {}",
+            got.digests.sha256, got.digests.sha1, got.digests.md5
+        );
+        println!(
+            "run {run}: download_and_hash {:.3} s, VmRSS before {rss_before} KiB, max during {rss_max} KiB, growth {:.1} MB",
+            t.as_secs_f64(),
+            growth as f64 * 1024.0 / 1e6
+        );
+        hasher_time = hasher_time.min(t);
+        max_growth_kib = max_growth_kib.max(growth);
+
+        // md5sum alone.
+        let started = Instant::now();
+        let md5 = wait_tool("md5sum", spawn_tool("md5sum", file.path())?)?;
+        let t = started.elapsed();
+        println!("run {run}: md5sum {:.3} s", t.as_secs_f64());
+        md5_time = md5_time.min(t);
+
+        // The three tools in parallel.
+        let started = Instant::now();
+        let names = ["sha256sum", "sha1sum", "md5sum"];
+        let children = names
+            .iter()
+            .map(|n| spawn_tool(n, file.path()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outs = names
+            .iter()
+            .zip(children)
+            .map(|(n, c)| wait_tool(n, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let t = started.elapsed();
+        println!(
+            "run {run}: sha256sum & sha1sum & md5sum {:.3} s",
+            t.as_secs_f64()
+        );
+        par_time = par_time.min(t);
+        if outs[2] != md5 {
+            return Err("md5sum disagrees with itself".into());
+        }
+        tool_sums = outs.join(" ");
+    }
+    let hwm_after = status_kib("VmHWM");
+
+    if sums != tool_sums {
+        return Err(format!("digests differ: hasher {sums}, tools {tool_sums}").into());
+    }
+
     let mb = size as f64 / 1e6;
     let report = |label: &str, t: Duration| {
         println!(
-            "{label:<28} {:>8.3} s {:>8.0} MB/s",
+            "{label:<34} {:>8.3} s {:>8.0} MB/s",
             t.as_secs_f64(),
             mb / t.as_secs_f64()
         );
     };
-
-    let (triple_time, sums) = best(|| {
-        let mut h = TripleHasher::new()?;
-        let mut at = 0;
-        while at < data.len() {
-            let end = (at + chunk).min(data.len());
-            h.update_blocking(data.slice(at..end))?;
-            at = end;
-        }
-        let d = h.finish()?;
-        Ok(format!("{} {} {}", d.sha256, d.sha1, d.md5))
-    })?;
-    report("triple hasher (3 threads)", triple_time);
-
-    // The same algorithms one at a time in this process, for reference.
-    let single = |algo: &'static digest::Algorithm| {
-        let data = &data;
-        best(move || {
-            let mut c = digest::Context::new(algo);
-            for piece in data.chunks(chunk) {
-                c.update(piece);
-            }
-            Ok(hex::encode(c.finish().as_ref()))
-        })
-    };
-    report("aws-lc-rs SHA-256 alone", single(&digest::SHA256)?.0);
-    report(
-        "aws-lc-rs SHA-1 alone",
-        single(&digest::SHA1_FOR_LEGACY_USE_ONLY)?.0,
-    );
-    let (md5_time, _) = best(|| {
-        let mut m = md5::Md5::new();
-        for piece in data.chunks(chunk) {
-            m.update(piece);
-        }
-        Ok(hex::encode(m.finalize()))
-    })?;
-    report("md-5 MD5 alone", md5_time);
-
-    let mut slowest_tool = Duration::ZERO;
-    let mut tool_total = Duration::ZERO;
-    let mut tool_sums = Vec::new();
-    for name in ["sha256sum", "sha1sum", "md5sum"] {
-        let (t, sum) = best(|| tool(name, file.path()))?;
-        report(name, t);
-        slowest_tool = slowest_tool.max(t);
-        tool_total += t;
-        tool_sums.push(sum);
-    }
-    report("the three tools in sequence", tool_total);
-
-    if sums != tool_sums.join(" ") {
-        return Err(format!(
-            "digests differ: triple {sums}, tools {}",
-            tool_sums.join(" ")
-        )
-        .into());
-    }
+    println!("--- best of {RUNS} ---");
+    report("download_and_hash (loopback HTTP)", hasher_time);
+    report("md5sum alone", md5_time);
+    report("sha256sum & sha1sum & md5sum", par_time);
+    let growth_mb = max_growth_kib as f64 * 1024.0 / 1e6;
     println!(
-        "ratio triple / slowest tool = {:.2}; triple / three tools in sequence = {:.2} (digests agree)",
-        triple_time.as_secs_f64() / slowest_tool.as_secs_f64(),
-        triple_time.as_secs_f64() / tool_total.as_secs_f64()
+        "peak VmRSS growth during download: {growth_mb:.1} MB (goal <= 64 MB: {})",
+        if growth_mb <= 64.0 { "met" } else { "MISSED" }
+    );
+    println!("VmHWM before {hwm_before} KiB, after {hwm_after} KiB");
+    let md5_ratio = md5_time.as_secs_f64() / hasher_time.as_secs_f64();
+    println!(
+        "ratio md5sum / hasher = {md5_ratio:.2} (goal >= 0.85: {}); parallel tools / hasher = {:.2}; digests agree",
+        if md5_ratio >= 0.85 { "met" } else { "MISSED" },
+        par_time.as_secs_f64() / hasher_time.as_secs_f64()
     );
     Ok(())
 }

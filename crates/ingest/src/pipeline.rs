@@ -39,6 +39,12 @@ pub struct RecordedOutcome {
 pub trait RecordSink: Send + Sync {
     async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error>;
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error>;
+    /// A certificate that signed a downloaded file (primary or nested), kept with its CRL
+    /// distribution points for the revocation checker. Sinks that don't track
+    /// certificates ignore it.
+    async fn signer_seen(&self, _signer: &crate::SignerInfo) -> Result<(), model::Error> {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +258,13 @@ async fn ingest_artifact(
     };
     if let Err(e) = sink.download_audited(audit).await {
         report.problem(ProblemKind::Audit, Some(&a.url), chain(&e));
+    }
+    if let Some(primary) = signer {
+        for cert in std::iter::once(primary).chain(primary.nested.iter()) {
+            if let Err(e) = sink.signer_seen(cert).await {
+                report.problem(ProblemKind::Record, Some(&a.url), chain(&e));
+            }
+        }
     }
 }
 

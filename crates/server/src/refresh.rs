@@ -72,6 +72,21 @@ impl RecordSink for StoreSink {
         }
     }
 
+    async fn signer_seen(&self, signer: &ingest::SignerInfo) -> Result<(), Error> {
+        self.store
+            .signing_cert_seen(
+                &store::ingest::SigningCert {
+                    thumbprint: signer.sig_thumbprint.clone(),
+                    signer: signer.sig_signer.clone(),
+                    issuer: signer.sig_issuer.clone(),
+                    serial: signer.sig_serial.clone(),
+                    crl_urls: signer.crl_urls.clone(),
+                },
+                self.clock.now(),
+            )
+            .await
+    }
+
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
         self.store
             .record_download(&store::ingest::DownloadAudit {

@@ -39,8 +39,24 @@ pub struct ChangeAlert {
     pub observed_at: DateTime<Utc>,
 }
 
+/// A certificate that signed a downloaded PE (primary or nested signature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningCert {
+    /// Lowercase hex SHA-1 of the certificate's DER.
+    pub thumbprint: String,
+    pub signer: String,
+    pub issuer: String,
+    pub serial: String,
+    pub crl_urls: Vec<String>,
+}
+
 #[async_trait]
 pub trait IngestStore: Send + Sync {
+    /// Remembers a signing certificate (its CRL distribution points for the revocation
+    /// checker); seeing it again refreshes `last_seen_at` and the URLs.
+    async fn signing_cert_seen(&self, cert: &SigningCert, now: DateTime<Utc>) -> Result<()>;
+    /// Every known signing certificate, by thumbprint.
+    async fn signing_certs(&self) -> Result<Vec<SigningCert>>;
     async fn record_download(&self, audit: &DownloadAudit) -> Result<()>;
     /// Newest first.
     async fn downloads(&self, query: &DownloadQuery) -> Result<Page<DownloadAudit>>;
@@ -69,6 +85,48 @@ macro_rules! ingest_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
         impl IngestStore for $store {
+            async fn signing_cert_seen(&self, c: &SigningCert, now: DateTime<Utc>) -> Result<()> {
+                let now = now.trunc_subsecs(6);
+                sqlx::query(
+                    "INSERT INTO signing_certificates (thumbprint, signer, issuer, serial, crl_urls, \
+                     first_seen_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $6, $6) \
+                     ON CONFLICT (thumbprint) DO UPDATE SET crl_urls = excluded.crl_urls, \
+                     last_seen_at = excluded.last_seen_at",
+                )
+                .bind(c.thumbprint.to_ascii_lowercase())
+                .bind(&c.signer)
+                .bind(&c.issuer)
+                .bind(c.serial.to_ascii_lowercase())
+                .bind(c.crl_urls.join("\n"))
+                .bind(now)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn signing_certs(&self) -> Result<Vec<SigningCert>> {
+                let rows = sqlx::query(
+                    "SELECT thumbprint, signer, issuer, serial, crl_urls FROM signing_certificates \
+                     ORDER BY thumbprint",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|r: &$row| {
+                        let urls: String = r.try_get("crl_urls").map_err(db_error)?;
+                        Ok(SigningCert {
+                            thumbprint: r.try_get("thumbprint").map_err(db_error)?,
+                            signer: r.try_get("signer").map_err(db_error)?,
+                            issuer: r.try_get("issuer").map_err(db_error)?,
+                            serial: r.try_get("serial").map_err(db_error)?,
+                            crl_urls: urls.lines().map(str::to_string).filter(|u| !u.is_empty()).collect(),
+                        })
+                    })
+                    .collect()
+            }
+
             async fn record_download(&self, a: &DownloadAudit) -> Result<()> {
                 let at = a.downloaded_at.trunc_subsecs(6);
                 sqlx::query(

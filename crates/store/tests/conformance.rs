@@ -273,6 +273,7 @@ conformance!(
     concurrent_first_open_migrates_once,
     job_lease_admits_one_holder_until_expiry,
     download_audit_filters_and_pages,
+    signing_certificates_keep_their_crl_urls,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1644,4 +1645,36 @@ async fn download_audit_filters_and_pages(db: Db) {
         .unwrap();
     assert_eq!((page.total, page.items.len()), (3, 1));
     assert_eq!(page.items[0].hash_record_id, "rec1");
+}
+
+async fn signing_certificates_keep_their_crl_urls(db: Db) {
+    use store::ingest::SigningCert;
+    let s = db.store.as_ref();
+    let cert = SigningCert {
+        thumbprint: "AB".repeat(20),
+        signer: "CN=Example Signer,O=Example\\, Inc.".into(),
+        issuer: "CN=Example CA".into(),
+        serial: "8A01".into(),
+        crl_urls: vec!["http://crl.example.test/ca.crl".into()],
+    };
+    s.signing_cert_seen(&cert, t("2026-01-01T00:00:00Z"))
+        .await
+        .unwrap();
+    // Seen again with another distribution point: one row, the new URLs.
+    let again = SigningCert {
+        crl_urls: vec![
+            "http://crl.example.test/ca.crl".into(),
+            "http://crl2.example.test/ca.crl".into(),
+        ],
+        ..cert.clone()
+    };
+    s.signing_cert_seen(&again, t("2026-01-02T00:00:00Z"))
+        .await
+        .unwrap();
+    let certs = s.signing_certs().await.unwrap();
+    assert_eq!(certs.len(), 1);
+    assert_eq!(certs[0].thumbprint, "ab".repeat(20), "stored lowercase");
+    assert_eq!(certs[0].serial, "8a01");
+    assert_eq!(certs[0].crl_urls, again.crl_urls);
+    assert_eq!(certs[0].signer, cert.signer);
 }

@@ -31,3 +31,16 @@ CREATE TABLE job_leases (
     holder     TEXT NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
 );
+
+-- Every signing certificate seen on a downloaded PE, with its CRL distribution points, for
+-- the revocation checker.
+CREATE TABLE signing_certificates (
+    thumbprint    TEXT PRIMARY KEY,
+    signer        TEXT NOT NULL,
+    issuer        TEXT NOT NULL,
+    serial        TEXT NOT NULL,
+    -- One URL per line.
+    crl_urls      TEXT NOT NULL,
+    first_seen_at TIMESTAMPTZ NOT NULL,
+    last_seen_at  TIMESTAMPTZ NOT NULL
+);
