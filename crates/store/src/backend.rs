@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, SubsecRound, Utc};
 use model::{HashAlgo, HashRecord, HashValue, NewRecord, RecordSigner, Role, Tier};
-use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -813,10 +813,16 @@ impl SqliteStore {
 
 impl PgStore {
     pub async fn connect(url: &str, signer: RecordSigner) -> Result<Self> {
+        // No JIT: the store runs short indexed statements, and without statistics (a fresh
+        // database, or autovacuum off) PostgreSQL overestimates a 100-hash lookup enough
+        // to compile it with LLVM, which costs hundreds of milliseconds per execution.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(db_error)?
+            .options([("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
+            .connect_with(options)
             .await
             .map_err(db_error)?;
         // Replicas starting together must not race on migrations.

@@ -1,0 +1,874 @@
+//! Lookup latency against a baseline measured in the same run.
+//!
+//! Loads N realistic vendor records into a fresh store, starts the real server on
+//! 127.0.0.1:0 and alternates, sequentially over one keep-alive connection, `GET /healthz`
+//! and `POST /api/v1/intel/lookup` with 100 hashes (50 known current records, 50 unknown;
+//! SHA-256, SHA-1 and MD5 mixed). Reports the ratio of the median lookup latency to the
+//! median health-check latency; the goal is at most 3.0.
+//!
+//! ```text
+//! cargo run --release -p server --example bench_lookup -- \
+//!     [--records N] [--postgres URL] [--requests M] [--batch B]
+//! ```
+//!
+//! SQLite uses a file in a temporary directory; `--postgres URL` creates a fresh database
+//! on that server (the URL's database is only used to create and drop it).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use auth::credentials::Credentials;
+use auth::jwt::JwtKeys;
+use auth::limits::{Limiter, LocalLimiter};
+use chrono::{DateTime, TimeZone, Utc};
+use model::{Arch, Clock, HashValue, NewRecord, Platform, RecordSigner, Role, SystemClock, Tier};
+use server::routes::transparency::LogKey;
+use server::{AppState, Limits, Settings};
+use sqlx::Connection as _;
+use store::{NewApiKey, RecordOutcome, Store, TenantKind};
+use tower::ServiceExt as _;
+
+const GOAL: f64 = 3.0;
+const HASHES_PER_LOOKUP: usize = 100;
+const KNOWN_PER_LOOKUP: usize = 50;
+const SEED: u64 = 0x6b6e_6f77_6e67_6f6f;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+struct Args {
+    records: u64,
+    requests: usize,
+    batch: usize,
+    postgres: Option<String>,
+}
+
+fn parse_args() -> Result<Args, BoxError> {
+    let mut args = Args {
+        records: 1_000_000,
+        requests: 2000,
+        batch: 2000,
+        postgres: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--records" => args.records = value()?.replace('_', "").parse()?,
+            "--requests" => args.requests = value()?.replace('_', "").parse()?,
+            "--batch" => args.batch = value()?.parse()?,
+            "--postgres" => args.postgres = Some(value()?),
+            "-h" | "--help" => {
+                println!(
+                    "bench_lookup [--records N (1000000)] [--requests M (2000)] \
+                     [--batch B (2000)] [--postgres URL]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    if args.records == 0 || args.requests == 0 || args.batch == 0 {
+        return Err("--records, --requests and --batch must be positive".into());
+    }
+    Ok(args)
+}
+
+// ---------------------------------------------------------------------------------------
+// Deterministic synthetic corpus
+// ---------------------------------------------------------------------------------------
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn mix(parts: &[u64]) -> u64 {
+    parts
+        .iter()
+        .fold(SEED, |acc, p| splitmix(acc ^ splitmix(*p)))
+}
+
+/// `len` hex characters drawn from the stream seeded by `parts`.
+fn hex_digest(parts: &[u64], len: usize) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut state = mix(parts);
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        state = splitmix(state);
+        for i in 0..16 {
+            if out.len() == len {
+                break;
+            }
+            out.push(HEX[((state >> (i * 4)) & 0xf) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A small fast generator for the request mix.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = splitmix(self.0);
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Vendor {
+    name: &'static str,
+    domain: &'static str,
+    signer: &'static str,
+    products: &'static [&'static str],
+}
+
+const VENDORS: &[Vendor] = &[
+    Vendor {
+        name: "Microsoft",
+        domain: "download.microsoft.com",
+        signer: "Microsoft Corporation",
+        products: &[
+            "vscode",
+            "powertoys",
+            "teams",
+            "dotnet-sdk",
+            "pwsh",
+            "azure-cli",
+            "edge",
+        ],
+    },
+    Vendor {
+        name: "Google",
+        domain: "dl.google.com",
+        signer: "Google LLC",
+        products: &[
+            "chrome",
+            "drive",
+            "android-studio",
+            "earth-pro",
+            "cloud-sdk",
+        ],
+    },
+    Vendor {
+        name: "Mozilla",
+        domain: "ftp.mozilla.org",
+        signer: "Mozilla Corporation",
+        products: &["firefox", "thunderbird", "firefox-esr"],
+    },
+    Vendor {
+        name: "Go",
+        domain: "go.dev",
+        signer: "Google LLC",
+        products: &["go", "gopls"],
+    },
+    Vendor {
+        name: "Node.js",
+        domain: "nodejs.org",
+        signer: "OpenJS Foundation",
+        products: &["node", "npm"],
+    },
+    Vendor {
+        name: "Python Software Foundation",
+        domain: "www.python.org",
+        signer: "Python Software Foundation",
+        products: &["python", "pip", "idle"],
+    },
+    Vendor {
+        name: "HashiCorp",
+        domain: "releases.hashicorp.com",
+        signer: "HashiCorp, Inc.",
+        products: &[
+            "terraform",
+            "vault",
+            "consul",
+            "nomad",
+            "packer",
+            "boundary",
+        ],
+    },
+    Vendor {
+        name: "Docker",
+        domain: "desktop.docker.com",
+        signer: "Docker Inc",
+        products: &["docker-desktop", "docker-cli", "compose"],
+    },
+    Vendor {
+        name: "JetBrains",
+        domain: "download.jetbrains.com",
+        signer: "JetBrains s.r.o.",
+        products: &["idea", "pycharm", "goland", "rider", "clion", "webstorm"],
+    },
+    Vendor {
+        name: "VideoLAN",
+        domain: "get.videolan.org",
+        signer: "VideoLAN",
+        products: &["vlc"],
+    },
+    Vendor {
+        name: "Igor Pavlov",
+        domain: "www.7-zip.org",
+        signer: "Igor Pavlov",
+        products: &["7z", "7zr"],
+    },
+    Vendor {
+        name: "Git",
+        domain: "github.com/git-for-windows",
+        signer: "Johannes Schindelin",
+        products: &["git", "git-lfs"],
+    },
+    Vendor {
+        name: "Zoom",
+        domain: "zoom.us",
+        signer: "Zoom Video Communications, Inc.",
+        products: &["zoom", "zoom-rooms"],
+    },
+    Vendor {
+        name: "Slack",
+        domain: "downloads.slack-edge.com",
+        signer: "Slack Technologies, LLC",
+        products: &["slack"],
+    },
+    Vendor {
+        name: "Oracle",
+        domain: "download.oracle.com",
+        signer: "Oracle America, Inc.",
+        products: &["jdk", "virtualbox", "mysql-shell"],
+    },
+    Vendor {
+        name: "Adobe",
+        domain: "ardownload2.adobe.com",
+        signer: "Adobe Inc.",
+        products: &["acrobat-reader", "creative-cloud"],
+    },
+    Vendor {
+        name: "Simon Tatham",
+        domain: "the.earth.li/~sgtatham/putty",
+        signer: "Simon Tatham",
+        products: &["putty", "pscp", "plink"],
+    },
+    Vendor {
+        name: "Brave",
+        domain: "github.com/brave",
+        signer: "Brave Software, Inc.",
+        products: &["brave-browser"],
+    },
+    Vendor {
+        name: "Rust",
+        domain: "static.rust-lang.org",
+        signer: "Rust Foundation",
+        products: &["rustup-init", "cargo"],
+    },
+    Vendor {
+        name: "Postman",
+        domain: "dl.pstmn.io",
+        signer: "Postman, Inc.",
+        products: &["postman"],
+    },
+];
+
+const PLATFORMS: &[(Platform, Arch, &str)] = &[
+    (Platform::Windows, Arch::Amd64, "msi"),
+    (Platform::Windows, Arch::Arm64, "exe"),
+    (Platform::Windows, Arch::X86, "exe"),
+    (Platform::Linux, Arch::Amd64, "tar.gz"),
+    (Platform::Linux, Arch::Arm64, "deb"),
+    (Platform::Linux, Arch::Arm, "rpm"),
+    (Platform::Darwin, Arch::Arm64, "dmg"),
+    (Platform::Darwin, Arch::Amd64, "pkg"),
+    (Platform::Android, Arch::Arm64, "apk"),
+    (Platform::Universal, Arch::Universal, "tgz"),
+];
+
+/// One executable family: `versions[f]` records of it are loaded, oldest first, so all
+/// but the last end up superseded.
+struct Corpus {
+    versions: Vec<u8>,
+}
+
+impl Corpus {
+    /// Families until the version counts add up to `records`: 80 % have one version,
+    /// the rest two to four.
+    fn new(records: u64) -> Self {
+        let mut versions = Vec::new();
+        let mut total = 0u64;
+        while total < records {
+            let roll = mix(&[1, versions.len() as u64]) % 100;
+            let n: u64 = match roll {
+                0..80 => 1,
+                80..90 => 2,
+                90..96 => 3,
+                _ => 4,
+            };
+            let n = n.min(records - total);
+            versions.push(n as u8);
+            total += n;
+        }
+        Self { versions }
+    }
+
+    fn families(&self) -> u64 {
+        self.versions.len() as u64
+    }
+
+    fn has_sha1(f: u64) -> bool {
+        !mix(&[2, f]).is_multiple_of(10)
+    }
+
+    fn has_md5(f: u64) -> bool {
+        !mix(&[3, f]).is_multiple_of(8)
+    }
+
+    fn sha256(f: u64, v: u64) -> String {
+        hex_digest(&[10, f, v], 64)
+    }
+
+    fn sha1(f: u64, v: u64) -> String {
+        hex_digest(&[11, f, v], 40)
+    }
+
+    fn md5(f: u64, v: u64) -> String {
+        hex_digest(&[12, f, v], 32)
+    }
+
+    /// Version `v` (0-based) of family `f`.
+    fn record(f: u64, v: u64) -> NewRecord {
+        let vendor = &VENDORS[(f % VENDORS.len() as u64) as usize];
+        let rest = f / VENDORS.len() as u64;
+        let product = vendor.products[(rest % vendor.products.len() as u64) as usize];
+        let rest = rest / vendor.products.len() as u64;
+        let (platform, arch, ext) = PLATFORMS[(rest % PLATFORMS.len() as u64) as usize];
+        // Distinct tools of one product line: `terraform-provider-17`, ...
+        let tool = rest / PLATFORMS.len() as u64;
+        let h = mix(&[4, f]);
+        let version = format!("{}.{}.{}", 1 + h % 30, (h >> 8) % 40, v + (h >> 16) % 5);
+        let stem = if tool == 0 {
+            product.to_string()
+        } else {
+            format!("{product}-ext{tool}")
+        };
+        let executable_name = format!(
+            "{stem}-{version}-{}-{}.{ext}",
+            platform.as_str(),
+            arch.as_str()
+        );
+        let signed = platform == Platform::Windows || platform == Platform::Darwin;
+        NewRecord {
+            vendor: vendor.name.to_string(),
+            source_url: format!(
+                "https://{}/{stem}/{version}/{executable_name}",
+                vendor.domain
+            ),
+            executable_name,
+            version,
+            platform,
+            arch,
+            hash_sha256: Self::sha256(f, v),
+            hash_sha1: Self::has_sha1(f).then(|| Self::sha1(f, v)),
+            hash_md5: Self::has_md5(f).then(|| Self::md5(f, v)),
+            download_verified: !h.is_multiple_of(20),
+            sig_signer: signed.then(|| vendor.signer.to_string()),
+            sig_issuer: signed
+                .then(|| "DigiCert Trusted G4 Code Signing RSA4096 SHA384 2021 CA1".to_string()),
+            sig_serial: signed.then(|| hex_digest(&[13, f], 32)),
+            sig_thumbprint: signed.then(|| hex_digest(&[14, f], 40)),
+        }
+    }
+
+    /// A hash of the current (last) version of a random family, of a random kind.
+    fn known_hash(&self, rng: &mut Rng, used: &mut HashSet<u64>) -> String {
+        let f = loop {
+            let f = rng.below(self.families());
+            if used.insert(f) {
+                break f;
+            }
+        };
+        let v = u64::from(self.versions[f as usize]) - 1;
+        match rng.below(4) {
+            0 if Self::has_sha1(f) => Self::sha1(f, v),
+            1 if Self::has_md5(f) => Self::md5(f, v),
+            _ => Self::sha256(f, v),
+        }
+    }
+
+    /// A hash no record has.
+    fn unknown_hash(rng: &mut Rng) -> String {
+        let n = rng.next();
+        match rng.below(4) {
+            0 => hex_digest(&[20, n], 40),
+            1 => hex_digest(&[21, n], 32),
+            _ => hex_digest(&[22, n], 64),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Store setup
+// ---------------------------------------------------------------------------------------
+
+enum Scratch {
+    /// Removed, with the database, when dropped.
+    Sqlite {
+        _dir: tempfile::TempDir,
+    },
+    Postgres {
+        admin_url: String,
+        database: String,
+    },
+}
+
+impl Scratch {
+    async fn create(postgres: Option<&str>) -> Result<(Self, String), BoxError> {
+        match postgres {
+            None => {
+                let dir = tempfile::tempdir()?;
+                let url = format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("bench.db").display()
+                );
+                Ok((Scratch::Sqlite { _dir: dir }, url))
+            }
+            Some(admin_url) => {
+                let database = format!("knowngood_bench_{}", store::new_id());
+                let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                    .execute(&mut admin)
+                    .await?;
+                admin.close().await?;
+                let url = with_database(admin_url, &database)?;
+                Ok((
+                    Scratch::Postgres {
+                        admin_url: admin_url.to_string(),
+                        database,
+                    },
+                    url,
+                ))
+            }
+        }
+    }
+
+    async fn drop_database(self) -> Result<(), BoxError> {
+        if let Scratch::Postgres {
+            admin_url,
+            database,
+        } = self
+        {
+            let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+            )))
+            .execute(&mut admin)
+            .await?;
+            admin.close().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The URL with its database replaced: `postgres://u@h:p/x?o` -> `postgres://u@h:p/db?o`.
+fn with_database(url: &str, database: &str) -> Result<String, BoxError> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let (scheme, rest) = base
+        .split_once("://")
+        .ok_or_else(|| format!("not a URL: {url:?}"))?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    Ok(format!("{scheme}://{authority}/{database}{query}"))
+}
+
+struct Loaded {
+    records: u64,
+    superseded: u64,
+    elapsed: Duration,
+}
+
+/// Loads the corpus in phases: every family's first version, then the second versions,
+/// and so on, each phase a day later, so that history is real supersession.
+async fn load(store: &dyn Store, corpus: &Corpus, batch: usize) -> Result<Loaded, BoxError> {
+    let start = Instant::now();
+    let day0: DateTime<Utc> = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
+    let max_versions = corpus.versions.iter().copied().max().unwrap_or(1);
+    let total: u64 = corpus.versions.iter().map(|&v| u64::from(v)).sum();
+    let (mut done, mut superseded, mut next_report) = (0u64, 0u64, (total / 10).max(1));
+    for v in 0..u64::from(max_versions) {
+        let families: Vec<u64> = (0..corpus.families())
+            .filter(|&f| u64::from(corpus.versions[f as usize]) > v)
+            .collect();
+        for (b, chunk) in families.chunks(batch).enumerate() {
+            let now = day0 + chrono::Duration::days(v as i64) + chrono::Duration::seconds(b as i64);
+            let records = chunk.iter().map(|&f| Corpus::record(f, v)).collect();
+            let outcomes = store.record_many(records, now).await?;
+            for o in &outcomes {
+                match o {
+                    RecordOutcome::Inserted {
+                        superseded: Some(_),
+                        ..
+                    } => superseded += 1,
+                    RecordOutcome::Inserted { .. } => {}
+                    RecordOutcome::Unchanged { id } => {
+                        return Err(format!("record {id} unexpectedly unchanged").into());
+                    }
+                }
+            }
+            if v > 0 && superseded != done + outcomes.len() as u64 - corpus.families() {
+                return Err("a later version did not supersede its family's record".into());
+            }
+            done += outcomes.len() as u64;
+            if done >= next_report && done < total {
+                next_report += (total / 10).max(1);
+                let secs = start.elapsed().as_secs_f64();
+                println!(
+                    "  loaded {done}/{total} records ({:.0} records/s)",
+                    done as f64 / secs
+                );
+            }
+        }
+    }
+    Ok(Loaded {
+        records: done,
+        superseded,
+        elapsed: start.elapsed(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Measurement
+// ---------------------------------------------------------------------------------------
+
+struct Summary {
+    median: Duration,
+    p90: Duration,
+    p99: Duration,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort_unstable();
+    let n = samples.len();
+    let at = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let median = if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2
+    };
+    Summary {
+        median,
+        p90: at(0.90),
+        p99: at(0.99),
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+async fn timed_get(client: &reqwest::Client, url: &str) -> Result<Duration, BoxError> {
+    let start = Instant::now();
+    let response = client.get(url).send().await?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    let elapsed = start.elapsed();
+    if !status.is_success() {
+        return Err(format!("GET {url}: {status}: {}", String::from_utf8_lossy(&body)).into());
+    }
+    Ok(elapsed)
+}
+
+async fn timed_lookup(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    case: &LookupCase,
+) -> Result<(Duration, bytes::Bytes), BoxError> {
+    let start = Instant::now();
+    let response = client
+        .post(url)
+        .header("x-api-key", key)
+        .header("content-type", "application/json")
+        .body(case.body.clone())
+        .send()
+        .await?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    let elapsed = start.elapsed();
+    if !status.is_success() {
+        return Err(format!("lookup: {status}: {}", String::from_utf8_lossy(&bytes)).into());
+    }
+    Ok((elapsed, bytes))
+}
+
+/// Every known hash of the request found, every other one unknown.
+fn check_lookup(case: &LookupCase, body: &[u8]) -> Result<(), BoxError> {
+    let parsed: serde_json::Value = serde_json::from_slice(body)?;
+    let results = parsed["results"]
+        .as_object()
+        .ok_or("lookup response without results")?;
+    if results.len() != HASHES_PER_LOOKUP {
+        return Err(format!("lookup returned {} results", results.len()).into());
+    }
+    for (hash, result) in results {
+        let want = if case.known.contains(hash) {
+            "known_vendor_release"
+        } else {
+            "unknown"
+        };
+        if result["classification"] != want {
+            return Err(format!("{hash}: expected {want}, got {result}").into());
+        }
+    }
+    Ok(())
+}
+
+/// One lookup request, built before any timing.
+struct LookupCase {
+    body: Vec<u8>,
+    hashes: Vec<HashValue>,
+    /// The hashes that name a current record.
+    known: HashSet<String>,
+}
+
+fn lookup_cases(corpus: &Corpus, n: usize, rng: &mut Rng) -> Result<Vec<LookupCase>, BoxError> {
+    (0..n)
+        .map(|_| {
+            let mut used = HashSet::new();
+            let known: HashSet<String> = (0..KNOWN_PER_LOOKUP)
+                .map(|_| corpus.known_hash(rng, &mut used))
+                .collect();
+            let mut hashes: Vec<String> = known.iter().cloned().collect();
+            hashes.extend(
+                (0..HASHES_PER_LOOKUP - KNOWN_PER_LOOKUP).map(|_| Corpus::unknown_hash(rng)),
+            );
+            // Known and unknown interleaved.
+            for i in (1..hashes.len()).rev() {
+                let j = rng.below(i as u64 + 1) as usize;
+                hashes.swap(i, j);
+            }
+            Ok(LookupCase {
+                body: serde_json::to_vec(&serde_json::json!({ "hashes": hashes }))?,
+                hashes: hashes
+                    .iter()
+                    .map(|h| HashValue::parse(h))
+                    .collect::<Result<_, _>>()?,
+                known,
+            })
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    let corpus = Corpus::new(args.records);
+    let (scratch, url) = Scratch::create(args.postgres.as_deref()).await?;
+    let result = run(&args, &corpus, &url).await;
+    scratch.drop_database().await?;
+    result
+}
+
+async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
+    let store = store::open(url, RecordSigner::new(b"bench-record-secret")).await?;
+    let backend = store.backend();
+    println!(
+        "backend: {backend}; loading {} records in {} families (batches of {})",
+        args.records,
+        corpus.families(),
+        args.batch
+    );
+    let loaded = load(store.as_ref(), corpus, args.batch).await?;
+    println!(
+        "loaded {} records ({} superseded history) in {:.1} s: {:.0} records/s",
+        loaded.records,
+        loaded.superseded,
+        loaded.elapsed.as_secs_f64(),
+        loaded.records as f64 / loaded.elapsed.as_secs_f64()
+    );
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let keys = auth::KeyHasher::new(b"bench-key-secret");
+    let issued = keys.issue("bench-analyst")?;
+    store
+        .create_tenant_with_key(
+            "bench-analyst",
+            TenantKind::Customer,
+            Tier::Basic,
+            NewApiKey {
+                key_id: issued.key_id.clone(),
+                team_id: "bench-analyst".into(),
+                key_hash: issued.key_hash.clone(),
+                role: Role::Analyst,
+                label: "bench".into(),
+            },
+            clock.now(),
+        )
+        .await?;
+
+    // The real application, with per-minute limits raised so that the run is not throttled
+    // (the limiter and quota checks still run on every request). Background upkeep
+    // (`server::maintain`) is not started: it does no per-request work.
+    let credentials = Credentials::new(
+        Arc::clone(&store),
+        keys,
+        JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
+        Arc::clone(&clock),
+    );
+    let settings = Settings {
+        limits: Limits {
+            hash_of_day_per_ip: 1_000_000,
+            public_per_ip: 1_000_000,
+            token_per_key: 1_000_000,
+            authenticated_per_key: 1_000_000,
+        },
+        ..Settings::default()
+    };
+    let state = AppState::new(
+        Arc::clone(&store),
+        credentials,
+        Limiter::Local(LocalLimiter::default()),
+        clock,
+        settings,
+        LogKey::new(&[7; 32]),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = server::router(state);
+    let server = tokio::spawn(server::serve(listener, app.clone(), async {
+        let _ = stopped.await;
+    }));
+
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(1)
+        .build()?;
+    let healthz = format!("http://{addr}/healthz");
+    let lookup = format!("http://{addr}/api/v1/intel/lookup");
+    let mut rng = Rng(mix(&[99, Utc::now().timestamp_micros() as u64]));
+    let warmup = (args.requests / 5).max(100);
+    let cases = lookup_cases(corpus, warmup + args.requests, &mut rng)?;
+
+    for case in &cases[..warmup] {
+        timed_get(&client, &healthz).await?;
+        let (_, body) = timed_lookup(&client, &lookup, &issued.key, case).await?;
+        check_lookup(case, &body)?;
+    }
+    let mut health_samples = Vec::with_capacity(args.requests);
+    let mut lookup_samples = Vec::with_capacity(args.requests);
+    let started = Instant::now();
+    let mut bodies = Vec::with_capacity(args.requests);
+    for case in &cases[warmup..] {
+        health_samples.push(timed_get(&client, &healthz).await?);
+        let (elapsed, body) = timed_lookup(&client, &lookup, &issued.key, case).await?;
+        lookup_samples.push(elapsed);
+        bodies.push(body);
+    }
+    let wall = started.elapsed();
+    // Checked after the timed run, so that the client's parsing does not share it.
+    for (case, body) in cases[warmup..].iter().zip(&bodies) {
+        check_lookup(case, body)?;
+    }
+
+    // Diagnostics, each over the same batches: the application without TCP and HTTP/1
+    // (the router called in-process: access checks, JSON, handler); the store alone; one
+    // database round trip (`SELECT 1`).
+    let mut app_samples = Vec::with_capacity(args.requests);
+    let mut store_samples = Vec::with_capacity(args.requests);
+    let mut ping_samples = Vec::with_capacity(args.requests);
+    for case in &cases[warmup..] {
+        let mut request = axum::http::Request::post("/api/v1/intel/lookup")
+            .header("x-api-key", &issued.key)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(case.body.clone()))?;
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                1,
+            ))));
+        let start = Instant::now();
+        let response = app.clone().oneshot(request).await?;
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+        app_samples.push(start.elapsed());
+        if !status.is_success() {
+            return Err(format!("in-process lookup: {status}").into());
+        }
+        check_lookup(case, &body)?;
+        let start = Instant::now();
+        store.ping().await?;
+        ping_samples.push(start.elapsed());
+        let start = Instant::now();
+        let found = store.find_by_hashes(&case.hashes, false).await?;
+        store_samples.push(start.elapsed());
+        if found.len() != KNOWN_PER_LOOKUP {
+            return Err(format!("find_by_hashes found {} records", found.len()).into());
+        }
+    }
+
+    let _ = stop.send(());
+    server.await??;
+    store.close().await;
+
+    let h = summarize(health_samples);
+    let l = summarize(lookup_samples);
+    let st = summarize(store_samples);
+    let inproc = summarize(app_samples);
+    let ping = summarize(ping_samples);
+    let ratio = l.median.as_secs_f64() / h.median.as_secs_f64();
+    println!("backend:  {backend}");
+    println!(
+        "records:  {} ({} superseded)",
+        loaded.records, loaded.superseded
+    );
+    println!(
+        "load:     {:.1} s ({:.0} records/s)",
+        loaded.elapsed.as_secs_f64(),
+        loaded.records as f64 / loaded.elapsed.as_secs_f64()
+    );
+    println!(
+        "requests: {} of each, alternating, after {warmup} warm-up pairs ({:.1} s)",
+        args.requests,
+        wall.as_secs_f64()
+    );
+    println!(
+        "GET /healthz                      median {:>10}  p90 {:>10}  p99 {:>10}",
+        us(h.median),
+        us(h.p90),
+        us(h.p99)
+    );
+    println!(
+        "POST /api/v1/intel/lookup (100)   median {:>10}  p90 {:>10}  p99 {:>10}",
+        us(l.median),
+        us(l.p90),
+        us(l.p99)
+    );
+    println!(
+        "  router in-process, no TCP       median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately)",
+        us(inproc.median),
+        us(inproc.p90),
+        us(inproc.p99)
+    );
+    println!(
+        "  of which store.find_by_hashes   median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately)",
+        us(st.median),
+        us(st.p90),
+        us(st.p99)
+    );
+    println!(
+        "  one database round trip (ping)  median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately)",
+        us(ping.median),
+        us(ping.p90),
+        us(ping.p99)
+    );
+    println!(
+        "ratio lookup/healthz median: {ratio:.2} (goal <= {GOAL:.1}): {}",
+        if ratio <= GOAL { "MET" } else { "MISSED" }
+    );
+    Ok(())
+}
