@@ -18,6 +18,9 @@
 //! cargo run --release -p server --example bench_auth -- [--requests M (3000)]
 //! ```
 
+mod support;
+use support::{summarize, us};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,26 +59,6 @@ fn parse_args() -> Result<usize, BoxError> {
         return Err("--requests must be positive".into());
     }
     Ok(requests)
-}
-
-struct Summary {
-    median: Duration,
-    p90: Duration,
-    p99: Duration,
-}
-
-fn summarize(mut samples: Vec<Duration>) -> Summary {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    Summary {
-        median: at(0.5),
-        p90: at(0.90),
-        p99: at(0.99),
-    }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:>7.1} µs", d.as_secs_f64() * 1e6)
 }
 
 /// One timed GET; the body is read inside the timed span, the status checked outside it.

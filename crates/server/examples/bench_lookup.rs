@@ -14,6 +14,9 @@
 //! SQLite uses a file in a temporary directory; `--postgres URL` creates a fresh database
 //! on that server (the URL's database is only used to create and drop it).
 
+mod support;
+use support::{summarize, us};
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -542,32 +545,6 @@ async fn load(store: &dyn Store, corpus: &Corpus, batch: usize) -> Result<Loaded
 // ---------------------------------------------------------------------------------------
 // Measurement
 // ---------------------------------------------------------------------------------------
-
-struct Summary {
-    median: Duration,
-    p90: Duration,
-    p99: Duration,
-}
-
-fn summarize(mut samples: Vec<Duration>) -> Summary {
-    samples.sort_unstable();
-    let n = samples.len();
-    let at = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-    let median = if n % 2 == 1 {
-        samples[n / 2]
-    } else {
-        (samples[n / 2 - 1] + samples[n / 2]) / 2
-    };
-    Summary {
-        median,
-        p90: at(0.90),
-        p99: at(0.99),
-    }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
 
 async fn timed_get(client: &reqwest::Client, url: &str) -> Result<Duration, BoxError> {
     let start = Instant::now();

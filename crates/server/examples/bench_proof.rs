@@ -10,6 +10,9 @@
 //! cargo run --release -p server --example bench_proof -- [--records N] [--requests M]
 //! ```
 
+mod support;
+use support::{summarize, us};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -112,32 +115,6 @@ impl Rng {
         self.0 = splitmix(self.0);
         self.0 % n
     }
-}
-
-struct Summary {
-    median: Duration,
-    p90: Duration,
-    p99: Duration,
-}
-
-fn summarize(mut samples: Vec<Duration>) -> Summary {
-    samples.sort_unstable();
-    let n = samples.len();
-    let at = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-    let median = if n % 2 == 1 {
-        samples[n / 2]
-    } else {
-        (samples[n / 2 - 1] + samples[n / 2]) / 2
-    };
-    Summary {
-        median,
-        p90: at(0.90),
-        p99: at(0.99),
-    }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
 
 /// Times one GET; the body is returned for checks made outside the timed span.
