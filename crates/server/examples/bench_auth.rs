@@ -24,12 +24,7 @@ use support::{summarize, us};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use auth::credentials::Credentials;
-use auth::jwt::JwtKeys;
-use auth::limits::{Limiter, LocalLimiter};
 use model::{Arch, Clock, NewRecord, Platform, RecordSigner, Role, SystemClock, Tier};
-use server::routes::transparency::LogKey;
-use server::{AppState, Limits, Settings};
 use store::{NewApiKey, TenantKind};
 
 const GOAL: f64 = 1.5;
@@ -144,29 +139,7 @@ async fn main() -> Result<(), BoxError> {
         )
         .await?;
 
-    let credentials = Credentials::new(
-        Arc::clone(&store),
-        keys,
-        JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
-        Arc::clone(&clock),
-    );
-    let settings = Settings {
-        limits: Limits {
-            hash_of_day_per_ip: 1_000_000,
-            public_per_ip: 1_000_000,
-            token_per_key: 1_000_000,
-            authenticated_per_key: 1_000_000,
-        },
-        ..Settings::default()
-    };
-    let state = AppState::new(
-        Arc::clone(&store),
-        credentials,
-        Limiter::Local(LocalLimiter::default()),
-        clock,
-        settings,
-        LogKey::new(&[7; 32]),
-    );
+    let state = support::unthrottled_state(Arc::clone(&store), keys, Arc::clone(&clock), &[7; 32])?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

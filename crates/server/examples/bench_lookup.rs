@@ -21,13 +21,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use auth::credentials::Credentials;
-use auth::jwt::JwtKeys;
-use auth::limits::{Limiter, LocalLimiter};
 use chrono::{DateTime, TimeZone, Utc};
 use model::{Arch, Clock, HashValue, NewRecord, Platform, RecordSigner, Role, SystemClock, Tier};
-use server::routes::transparency::LogKey;
-use server::{AppState, Limits, Settings};
 use sqlx::Connection as _;
 use store::{NewApiKey, RecordOutcome, Store, TenantKind};
 use tower::ServiceExt as _;
@@ -686,32 +681,7 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
         )
         .await?;
 
-    // The real application, with per-minute limits raised so that the run is not throttled
-    // (the limiter and quota checks still run on every request). Background upkeep
-    // (`server::maintain`) is not started: it does no per-request work.
-    let credentials = Credentials::new(
-        Arc::clone(&store),
-        keys,
-        JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
-        Arc::clone(&clock),
-    );
-    let settings = Settings {
-        limits: Limits {
-            hash_of_day_per_ip: 1_000_000,
-            public_per_ip: 1_000_000,
-            token_per_key: 1_000_000,
-            authenticated_per_key: 1_000_000,
-        },
-        ..Settings::default()
-    };
-    let state = AppState::new(
-        Arc::clone(&store),
-        credentials,
-        Limiter::Local(LocalLimiter::default()),
-        clock,
-        settings,
-        LogKey::new(&[7; 32]),
-    );
+    let state = support::unthrottled_state(Arc::clone(&store), keys, Arc::clone(&clock), &[7; 32])?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -16,13 +16,9 @@ use support::{summarize, us};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use auth::credentials::Credentials;
-use auth::jwt::JwtKeys;
-use auth::limits::{Limiter, LocalLimiter};
 use chrono::Utc;
 use model::{Arch, Clock, NewRecord, Platform, RecordSigner, SystemClock};
 use server::routes::transparency::{LogKey, publish_day};
-use server::{AppState, Limits, Settings};
 
 const GOAL: f64 = 2.0;
 const BATCH: usize = 5000;
@@ -187,32 +183,13 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("{} leaves for {} records", root.entry_count, args.records).into());
     }
 
-    // The real application, public limits raised so that the run is not throttled (the
-    // limiter still runs on every request). Background upkeep is not started.
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let credentials = Credentials::new(
+    let state = support::unthrottled_state(
         Arc::clone(&store),
         auth::KeyHasher::new(b"bench-key-secret"),
-        JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
         Arc::clone(&clock),
-    );
-    let settings = Settings {
-        limits: Limits {
-            hash_of_day_per_ip: 1_000_000,
-            public_per_ip: 1_000_000,
-            token_per_key: 1_000_000,
-            authenticated_per_key: 1_000_000,
-        },
-        ..Settings::default()
-    };
-    let state = AppState::new(
-        Arc::clone(&store),
-        credentials,
-        Limiter::Local(LocalLimiter::default()),
-        clock,
-        settings,
-        LogKey::new(&log_key_seed),
-    );
+        &log_key_seed,
+    )?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

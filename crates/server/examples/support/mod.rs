@@ -30,3 +30,37 @@ pub fn summarize(mut samples: Vec<Duration>) -> Summary {
 pub fn us(d: Duration) -> String {
     format!("{:>7.1} µs", d.as_secs_f64() * 1e6)
 }
+
+/// The real application with every per-minute limit raised so that a run is not throttled
+/// (the limiter and quota checks still run on every request). Background upkeep
+/// (`server::maintain`) is not started: it does no per-request work.
+pub fn unthrottled_state(
+    store: std::sync::Arc<dyn store::Store>,
+    keys: auth::KeyHasher,
+    clock: std::sync::Arc<dyn model::Clock>,
+    log_seed: &[u8; 32],
+) -> Result<server::AppState, Box<dyn std::error::Error + Send + Sync>> {
+    let credentials = auth::credentials::Credentials::new(
+        store.clone(),
+        keys,
+        auth::jwt::JwtKeys::from_pkcs8(&[auth::jwt::generate_rsa_pkcs8()?])?,
+        clock.clone(),
+    );
+    let settings = server::Settings {
+        limits: server::Limits {
+            hash_of_day_per_ip: 1_000_000,
+            public_per_ip: 1_000_000,
+            token_per_key: 1_000_000,
+            authenticated_per_key: 1_000_000,
+        },
+        ..server::Settings::default()
+    };
+    Ok(server::AppState::new(
+        store,
+        credentials,
+        auth::limits::Limiter::Local(auth::limits::LocalLimiter::default()),
+        clock,
+        settings,
+        server::routes::transparency::LogKey::new(log_seed),
+    ))
+}
