@@ -46,6 +46,20 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) this process has used so far, from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // USER_HZ is 100 on Linux.
+    ticks as f64 / 100.0
+}
+
 /// Samples VmRSS every ~10 ms until stopped; yields the maximum seen, in KiB.
 struct RssSampler {
     stop: Arc<AtomicBool>,
@@ -167,6 +181,24 @@ fn main() -> Result<(), Box<dyn Error>> {
         dir.display()
     );
 
+    // The transfer alone, body dropped chunk by chunk: what the loopback costs both ends.
+    let started = Instant::now();
+    let cpu_before = cpu_seconds();
+    let received = rt.block_on(async {
+        use futures::StreamExt as _;
+        let mut body = client.get(&url).send().await?.bytes_stream();
+        let mut n = 0usize;
+        while let Some(chunk) = body.next().await {
+            n += chunk?.len();
+        }
+        Ok::<_, reqwest::Error>(n)
+    })?;
+    println!(
+        "transfer alone (no hashing): {:.3} s, {:.2} CPU s, {received} bytes",
+        started.elapsed().as_secs_f64(),
+        cpu_seconds() - cpu_before
+    );
+
     let mut hasher_time = Duration::MAX;
     let mut md5_time = Duration::MAX;
     let mut par_time = Duration::MAX;
@@ -179,8 +211,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         let rss_before = status_kib("VmRSS");
         let sampler = RssSampler::start();
         let started = Instant::now();
+        let cpu_before = cpu_seconds();
         let got = rt.block_on(download_and_hash(&client, &url, &limits, &SystemClock))?;
         let t = started.elapsed();
+        let cpu = cpu_seconds() - cpu_before;
         let rss_max = sampler.stop();
         let growth = rss_max.saturating_sub(rss_before);
         if got.size_bytes != size as u64 {
@@ -191,7 +225,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             got.digests.sha256, got.digests.sha1, got.digests.md5
         );
         println!(
-            "run {run}: download_and_hash {:.3} s, VmRSS before {rss_before} KiB, max during {rss_max} KiB, growth {:.1} MB",
+            "run {run}: download_and_hash {:.3} s ({cpu:.2} CPU s, server included), VmRSS before {rss_before} KiB, max during {rss_max} KiB, growth {:.1} MB",
             t.as_secs_f64(),
             growth as f64 * 1024.0 / 1e6
         );

@@ -29,6 +29,7 @@ pub mod extract;
 pub mod openapi;
 pub mod refresh;
 pub mod routes;
+pub mod vendor_index;
 
 use error::ApiError;
 use routes::public::FeedCache;
@@ -112,6 +113,8 @@ pub struct AppState {
     pub corpus: Option<Arc<corpus::Corpus>>,
     /// A vendor refresh is running in this process.
     pub refreshing: Arc<std::sync::atomic::AtomicBool>,
+    /// The vendor records in memory, for lookups.
+    pub vendor_index: Arc<vendor_index::VendorIndex>,
 }
 
 impl AppState {
@@ -136,6 +139,7 @@ impl AppState {
             replica_id: store::new_id(),
             corpus: None,
             refreshing: Arc::default(),
+            vendor_index: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -237,6 +241,9 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut prune = tokio::time::interval(Duration::from_secs(60));
     let mut corpus = tokio::time::interval(Duration::from_secs(10));
     let mut corpus_import = tokio::time::interval(Duration::from_secs(3600));
+    // A full scan re-verifies every record's HMAC, so tampering with a row shows on
+    // /public/status even when no lookup names it. The first tick builds the index.
+    let mut reindex = tokio::time::interval(Duration::from_secs(600));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -245,7 +252,12 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 if let Err(e) = state.credentials.poll_epoch().await {
                     tracing::warn!(error = %e, "credential epoch poll failed");
                 }
+                if let Err(e) = state.store.poll_records_epoch().await {
+                    tracing::warn!(error = %e, "records epoch poll failed");
+                }
+                state.vendor_index.catch_up(&state.store);
             }
+            _ = reindex.tick() => state.vendor_index.rebuild_in_background(&state.store),
             _ = flush.tick() => {
                 if let Err(e) = state.usage.flush().await {
                     tracing::warn!(error = %e, "usage flush failed; will retry");

@@ -50,6 +50,7 @@ api_tests!(
     lookup_keys_every_hash_lowercase_once,
     lookup_superseded_only_in_historical,
     lookup_never_trusts_tampered_records,
+    lookup_index_answers_as_the_database_and_follows_writes,
     lookup_rejects_malformed_bodies,
     lookup_body_size_limit,
     history_family_newest_first_with_validity,
@@ -495,6 +496,130 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
     let hist = app.get_with("/api/v1/intel/export?format=json", &key).await;
     assert_eq!(hist.status, 200);
     assert_eq!(hist.json(), json!([]), "tampered rows are not exported");
+}
+
+/// Builds the in-memory lookup index now and checks that lookups will use it.
+async fn index_now(app: &TestApp) {
+    app.state
+        .vendor_index
+        .rebuild(&app.store)
+        .await
+        .expect("index rebuild");
+    assert!(
+        app.state.vendor_index.fresh(&app.store).is_some(),
+        "a fresh build is current"
+    );
+}
+
+async fn lookup_index_answers_as_the_database_and_follows_writes(app: TestApp) {
+    let key = app.analyst().await;
+    app.record(putty("0.81", Arch::Amd64, 1)).await;
+    app.record(putty("0.82", Arch::Amd64, 2)).await;
+    app.record(pypi("requests", "2.32.3", 3)).await;
+    // Two current records of one file, recorded at the same instant: the smaller id wins.
+    let a = app.record(go("1.23.4", 4)).await;
+    let mut mirror = go("1.23.4", 4);
+    mirror.vendor = "Go mirror".into();
+    mirror.executable_name = "go-latest.msi".into();
+    let b = app.record_now(mirror).await;
+    let shared = if a < b {
+        known("Go", "go1.23.4.windows-amd64.msi", "1.23.4", "windows")
+    } else {
+        known("Go mirror", "go-latest.msi", "1.23.4", "windows")
+    };
+    let probes: Vec<String> = vec![
+        hex_of(1, 64),
+        hex_of(1, 32),
+        hex_of(2, 40),
+        hex_of(3, 64),
+        hex_of(4, 64),
+        hex_of(4, 32),
+        hex_of(99, 64),
+    ];
+    let mut old = known("PuTTY", "putty.exe", "0.81", "windows");
+    old["historical"] = json!(true);
+    let current = json!({
+        hex_of(1, 64): unknown(),
+        hex_of(1, 32): unknown(),
+        hex_of(2, 40): known("PuTTY", "putty.exe", "0.82", "windows"),
+        hex_of(3, 64): known("pypi", "requests (pypi)", "2.32.3", "universal"),
+        hex_of(4, 64): shared,
+        hex_of(4, 32): shared,
+        hex_of(99, 64): unknown(),
+    });
+    let mut historical = current.clone();
+    historical[hex_of(1, 64)] = old.clone();
+    historical[hex_of(1, 32)] = old;
+
+    // The first lookup after a write goes to the database; after a build, to the index.
+    for pass in ["database", "index"] {
+        if pass == "index" {
+            index_now(&app).await;
+        }
+        for (path, expected) in [(LOOKUP, &current), (HISTORICAL, &historical)] {
+            let r = app.post_with(path, &key, lookup_body(&probes)).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            assert_eq!(&r.json()["results"], expected, "{pass}: {path}");
+        }
+    }
+
+    // A write is seen by the very next lookup, with no rebuild in between.
+    app.record(putty("0.83", Arch::Amd64, 5)).await;
+    let probes = vec![hex_of(2, 64), hex_of(5, 64)];
+    let r = app.post_with(LOOKUP, &key, lookup_body(&probes)).await;
+    assert_eq!(
+        r.json()["results"],
+        json!({
+            hex_of(2, 64): unknown(),
+            hex_of(5, 64): known("PuTTY", "putty.exe", "0.83", "windows"),
+        })
+    );
+
+    // Another replica's write shows once this one has polled the records epoch.
+    index_now(&app).await;
+    let replica = app.replica().await;
+    replica.record(go("1.23.5", 6)).await;
+    app.store.poll_records_epoch().await.expect("poll");
+    let r = app
+        .post_with(LOOKUP, &key, lookup_body(&[hex_of(6, 64), hex_of(4, 64)]))
+        .await;
+    assert_eq!(
+        r.json()["results"][hex_of(6, 64)],
+        known("Go", "go1.23.5.windows-amd64.msi", "1.23.5", "windows")
+    );
+    assert_eq!(
+        r.json()["results"][hex_of(4, 64)],
+        known("Go mirror", "go-latest.msi", "1.23.4", "windows"),
+        "the Go MSI of 1.23.4 is superseded; its mirror is current"
+    );
+    replica.store.close().await;
+
+    // Tampering behind the service's back changes nothing the index answers (it holds what
+    // was verified); the next full scan leaves the record out and counts it.
+    index_now(&app).await;
+    let putty_id = app
+        .text_rows("SELECT id FROM hash_records WHERE version = $1", &["0.83"])
+        .await[0][0]
+        .clone();
+    app.exec(
+        "UPDATE hash_records SET version = $1 WHERE id = $2",
+        &["0.99", &putty_id],
+    )
+    .await;
+    let r = app
+        .post_with(LOOKUP, &key, lookup_body(&[hex_of(5, 64)]))
+        .await;
+    assert_eq!(
+        r.json()["results"][hex_of(5, 64)],
+        known("PuTTY", "putty.exe", "0.83", "windows")
+    );
+    index_now(&app).await;
+    let r = app
+        .post_with(LOOKUP, &key, lookup_body(&[hex_of(5, 64)]))
+        .await;
+    assert_eq!(r.json()["results"][hex_of(5, 64)], unknown());
+    let status = app.get("/public/status").await.json();
+    assert_eq!(status["integrity_failures"], 1, "{status}");
 }
 
 async fn lookup_rejects_malformed_bodies(app: TestApp) {

@@ -293,6 +293,29 @@ macro_rules! backend {
                 })
             }
 
+            /// Moves the shared records epoch inside a record transaction; the new value.
+            async fn bump_records_epoch(
+                conn: &mut <$db as sqlx::Database>::Connection,
+            ) -> Result<u64> {
+                let epoch: i64 = sqlx::query_scalar(
+                    "UPDATE counters SET value = value + 1 WHERE name = 'records_epoch' \
+                     RETURNING value",
+                )
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                Ok(u64::try_from(epoch).unwrap_or_default())
+            }
+
+            async fn read_records_epoch(pool: &$pool) -> Result<u64> {
+                let epoch: i64 =
+                    sqlx::query_scalar("SELECT value FROM counters WHERE name = 'records_epoch'")
+                        .fetch_one(pool)
+                        .await
+                        .map_err(db_error)?;
+                Ok(u64::try_from(epoch).unwrap_or_default())
+            }
+
             fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
                 rows.iter().map(|r| self.record_from_row(r)).collect()
             }
@@ -358,8 +381,9 @@ macro_rules! backend {
                 }
                 let outcome = self.record_in_tx(&mut tx, record, now).await?;
                 if matches!(outcome, RecordOutcome::Inserted { .. }) {
+                    let epoch = Self::bump_records_epoch(&mut tx).await?;
                     tx.commit().await.map_err(db_error)?;
-                    self.records_epoch.fetch_add(1, Ordering::Release);
+                    self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
                 }
                 Ok(outcome)
             }
@@ -397,13 +421,18 @@ macro_rules! backend {
                 for record in records {
                     outcomes.push(self.record_in_tx(&mut tx, record, now).await?);
                 }
-                tx.commit().await.map_err(db_error)?;
                 let inserted = outcomes
                     .iter()
-                    .filter(|o| matches!(o, RecordOutcome::Inserted { .. }))
-                    .count();
-                self.records_epoch
-                    .fetch_add(inserted as u64, Ordering::Release);
+                    .any(|o| matches!(o, RecordOutcome::Inserted { .. }));
+                let epoch = if inserted {
+                    Some(Self::bump_records_epoch(&mut tx).await?)
+                } else {
+                    None
+                };
+                tx.commit().await.map_err(db_error)?;
+                if let Some(epoch) = epoch {
+                    self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
+                }
                 Ok(outcomes)
             }
 
@@ -465,6 +494,22 @@ macro_rules! backend {
                     }
                 }
                 Ok(found)
+            }
+
+            async fn records_after(
+                &self,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {RECORD_COLUMNS} FROM hash_records WHERE id > $1 ORDER BY id LIMIT $2"
+                )))
+                .bind(after.unwrap_or(""))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
             }
 
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
@@ -744,6 +789,11 @@ macro_rules! backend {
                 self.records_epoch.load(Ordering::Acquire)
             }
 
+            async fn poll_records_epoch(&self) -> Result<u64> {
+                let epoch = Self::read_records_epoch(&self.pool).await?;
+                Ok(self.records_epoch.fetch_max(epoch, Ordering::AcqRel).max(epoch))
+            }
+
             async fn close(&self) {
                 self.pool.close().await;
             }
@@ -802,11 +852,12 @@ impl SqliteStore {
             .await
             .map_err(db_error)?;
         Self::migrate(&pool, migrate::SQLITE).await?;
+        let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,
             signer,
             integrity: IntegrityMonitor::default(),
-            records_epoch: AtomicU64::new(0),
+            records_epoch: AtomicU64::new(epoch),
         })
     }
 }
@@ -837,11 +888,12 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         migrated?;
+        let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,
             signer,
             integrity: IntegrityMonitor::default(),
-            records_epoch: AtomicU64::new(0),
+            records_epoch: AtomicU64::new(epoch),
         })
     }
 }

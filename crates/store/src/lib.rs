@@ -212,6 +212,10 @@ pub trait RecordStore: Send + Sync {
     ) -> Result<Vec<HashRecord>>;
 
     async fn stats(&self) -> Result<RecordStats>;
+
+    /// Every record, current and superseded, in id order after `after`, at most `limit`:
+    /// the pages an in-memory view of all records is built from.
+    async fn records_after(&self, after: Option<&str>, limit: u32) -> Result<Vec<HashRecord>>;
 }
 
 /// Tenants (accounts) and their API keys.
@@ -265,9 +269,16 @@ pub trait Store:
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;
 
-    /// Grows each time this process records a new record, so caches of the feed can
-    /// tell they are stale without asking the database.
+    /// The records epoch as this process last saw it: a database counter that moves with
+    /// every write of new records, so in-memory views of the records (lookup index, feed
+    /// caches) can tell they are stale without asking the database. Writes through this
+    /// process move it at once; other replicas' writes show after [`poll_records_epoch`].
+    ///
+    /// [`poll_records_epoch`]: Store::poll_records_epoch
     fn records_epoch(&self) -> u64;
+
+    /// Reads the records epoch from the database (other replicas' writes) and returns it.
+    async fn poll_records_epoch(&self) -> Result<u64>;
 
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

@@ -274,6 +274,8 @@ conformance!(
     job_lease_admits_one_holder_until_expiry,
     download_audit_filters_and_pages,
     signing_certificates_keep_their_crl_urls,
+    records_epoch_moves_with_writes_and_reaches_other_stores,
+    records_after_pages_through_every_record,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1677,4 +1679,96 @@ async fn signing_certificates_keep_their_crl_urls(db: Db) {
     assert_eq!(certs[0].serial, "8a01");
     assert_eq!(certs[0].crl_urls, again.crl_urls);
     assert_eq!(certs[0].signer, cert.signer);
+}
+
+// ---------------------------------------------------------------------------------------
+// records epoch and full scans (the in-memory lookup index builds on these)
+// ---------------------------------------------------------------------------------------
+
+async fn records_epoch_moves_with_writes_and_reaches_other_stores(db: Db) {
+    let a = &*db.store;
+    let b = db.open(SECRET).await;
+    let start = a.records_epoch();
+    assert_eq!(
+        b.records_epoch(),
+        start,
+        "a new store starts at the database's epoch"
+    );
+
+    insert(a, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    let after_one = a.records_epoch();
+    assert!(
+        after_one > start,
+        "a write moves the writer's epoch at once"
+    );
+    assert_eq!(
+        b.records_epoch(),
+        start,
+        "the other store has not polled yet"
+    );
+    assert_eq!(b.poll_records_epoch().await.expect("poll"), after_one);
+    assert_eq!(b.records_epoch(), after_one);
+
+    // An unchanged re-record and an empty batch move nothing.
+    a.record(go("1.23.4", 1), t("2025-01-02T00:00:00Z"))
+        .await
+        .expect("record");
+    a.record_many(Vec::new(), t("2025-01-02T00:00:00Z"))
+        .await
+        .expect("record_many");
+    assert_eq!(a.poll_records_epoch().await.expect("poll"), after_one);
+
+    // A batch written through the other store moves both, once polled.
+    b.record_many(
+        vec![go("1.23.5", 2), putty("0.81", Arch::Amd64, 3)],
+        t("2025-01-03T00:00:00Z"),
+    )
+    .await
+    .expect("record_many");
+    assert!(b.records_epoch() > after_one);
+    assert_eq!(a.records_epoch(), after_one);
+    assert_eq!(
+        a.poll_records_epoch().await.expect("poll"),
+        b.records_epoch()
+    );
+
+    // A fresh store on the same database starts where the database is.
+    let c = db.open(SECRET).await;
+    assert_eq!(c.records_epoch(), b.records_epoch());
+}
+
+async fn records_after_pages_through_every_record(db: Db) {
+    let s = &*db.store;
+    let mut written = Vec::new();
+    for (i, v) in ["1.21.0", "1.22.0", "1.23.0"].iter().enumerate() {
+        written.push(insert(s, go(v, 10 + i as u64), t("2025-02-01T00:00:00Z")).await);
+    }
+    written.push(insert(s, putty("0.81", Arch::Arm64, 20), t("2025-02-02T00:00:00Z")).await);
+    written.sort();
+
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s
+            .records_after(after.as_deref(), 3)
+            .await
+            .expect("records_after");
+        assert!(page.len() <= 3);
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        seen.extend(page);
+    }
+    assert_eq!(ids(&seen), written, "every record once, in id order");
+    let superseded = seen
+        .iter()
+        .filter(|r| r.status == RecordStatus::Superseded)
+        .count();
+    assert_eq!(superseded, 2, "superseded records are included");
+    assert!(seen.iter().all(|r| r.integrity_ok));
+
+    // Rows are verified as they are read.
+    let other = db.open(b"another-secret").await;
+    let page = other.records_after(None, 10).await.expect("records_after");
+    assert_eq!(page.len(), 4);
+    assert!(page.iter().all(|r| !r.integrity_ok));
 }

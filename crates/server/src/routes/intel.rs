@@ -9,7 +9,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{Duration, NaiveDate};
 use futures::stream::{self, StreamExt};
-use model::{Arch, Error, HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
+use model::{Arch, Error, HashValue, Platform};
 use serde::Deserialize;
 use store::{ExportCursor, ExportQuery, HistoryQuery};
 
@@ -20,6 +20,7 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams};
+use crate::vendor_index::{VendorMatch, best_match};
 
 pub const MAX_LOOKUP_HASHES: usize = 100;
 pub const DEFAULT_PAGE: u32 = 50;
@@ -132,13 +133,13 @@ async fn classify(
     historical: bool,
 ) -> ApiResult<LookupResponse> {
     let batch = parse_batch(request)?;
-    let records = state.store.find_by_hashes(&batch, historical).await?;
+    let vendor = vendor_matches(state, &batch, historical).await?;
     let mut results = BTreeMap::new();
     let mut rest = Vec::new();
-    for hash in &batch {
-        match best_vendor_match(hash, &records) {
-            Some(r) => {
-                results.insert(hash.as_str().to_string(), vendor_result(r, historical));
+    for (hash, found) in batch.iter().zip(vendor) {
+        match found {
+            Some(m) => {
+                results.insert(hash.as_str().to_string(), vendor_result(&m, historical));
             }
             None => rest.push(hash),
         }
@@ -173,35 +174,32 @@ async fn classify(
     Ok(LookupResponse { results })
 }
 
-/// The record a hash names: verified records only, current before superseded, then the
-/// newest.
-fn best_vendor_match<'a>(hash: &HashValue, records: &'a [HashRecord]) -> Option<&'a HashRecord> {
-    records
-        .iter()
-        .filter(|r| r.integrity_ok && record_has(r, hash))
-        .max_by_key(|r| (r.status == RecordStatus::Current, r.valid_from))
+/// The vendor record each hash names, from the in-memory index when it is current, else
+/// from the database (verified records only, current before superseded, then the newest).
+async fn vendor_matches(
+    state: &AppState,
+    batch: &[HashValue],
+    historical: bool,
+) -> Result<Vec<Option<VendorMatch>>, Error> {
+    if let Some(index) = state.vendor_index.fresh(&state.store) {
+        return Ok(batch
+            .iter()
+            .map(|h| index.get(h, historical).cloned())
+            .collect());
+    }
+    let records = state.store.find_by_hashes(batch, historical).await?;
+    Ok(batch.iter().map(|h| best_match(h, &records)).collect())
 }
 
-fn record_has(record: &HashRecord, hash: &HashValue) -> bool {
-    let r = &record.record;
-    let stored = match hash.algo() {
-        HashAlgo::Sha256 => Some(r.hash_sha256.as_str()),
-        HashAlgo::Sha1 => r.hash_sha1.as_deref(),
-        HashAlgo::Md5 => r.hash_md5.as_deref(),
-    };
-    stored == Some(hash.as_str())
-}
-
-fn vendor_result(record: &HashRecord, historical: bool) -> LookupResult {
-    let r = &record.record;
+fn vendor_result(m: &VendorMatch, historical: bool) -> LookupResult {
     LookupResult {
         classification: "known_vendor_release",
         source: Some("service_vendor".into()),
-        vendor: Some(r.vendor.clone()),
-        executable_name: Some(r.executable_name.clone()),
-        version: Some(r.version.clone()),
-        platform: Some(r.platform.as_str().into()),
-        historical: (historical && record.status == RecordStatus::Superseded).then_some(true),
+        vendor: Some(m.vendor.to_string()),
+        executable_name: Some(m.executable_name.to_string()),
+        version: Some(m.version.to_string()),
+        platform: Some(m.platform.as_str().into()),
+        historical: (historical && !m.current).then_some(true),
         ..LookupResult::default()
     }
 }
