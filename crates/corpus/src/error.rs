@@ -43,6 +43,14 @@ pub enum Error {
     UnknownSet(String),
     #[error("generation {dir}: {detail}")]
     BadGeneration { dir: PathBuf, detail: String },
+    #[error(
+        "generation {dir}: cannot hold its {needed} bytes in memory ({detail}); free memory or open it with Memory::Mapped"
+    )]
+    NoMemory {
+        dir: PathBuf,
+        needed: u64,
+        detail: String,
+    },
     #[error("{path}: invalid CURRENT pointer {value:?}")]
     BadCurrent { path: PathBuf, value: String },
 }

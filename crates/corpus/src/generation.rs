@@ -1,16 +1,18 @@
-//! One immutable, memory-mapped generation and its lookups.
+//! One immutable generation, mapped or loaded into memory, and its lookups.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use memmap2::{Advice, Mmap};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, IoContext, Result, bad_generation};
 use crate::format::{self, GenerationInfo, MANIFEST, META_ROW_BYTES, Manifest};
 use crate::hash::HashBytes;
+use crate::index::Index;
+use crate::prefetch::{prefetch, prefetch_range};
+use crate::region::{Region, read_into};
 
 /// How much of a generation is checked when it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,22 +23,34 @@ pub enum Verify {
     Full,
 }
 
+/// Where the tables of an open generation live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// Memory-mapped files, shared with the page cache: opens at once and costs no memory
+    /// of its own, but a probe can fault, misses the TLB (4 KiB pages) and may wait for the
+    /// disk once the kernel has reclaimed pages it saw as cold. For tools and tests.
+    Mapped,
+    /// Read into anonymous memory backed by transparent huge pages: a few TLB entries cover
+    /// the tables and, without swap, the kernel cannot reclaim them, so hot lookups stay at
+    /// memory speed. Needs the generation's size in free memory (twice during a reload) and
+    /// one read of every file at open.
+    Resident,
+}
+
 /// How generations are opened.
 #[derive(Clone, Copy, Debug)]
 pub struct OpenOptions {
     /// Checks run on every generation opened (at start and on reload).
     pub verify: Verify,
-    /// `mlock` the files: lookups never wait for the disk, even when the kernel reclaims
-    /// page cache it sees as cold (a table probed at random looks cold page by page). Needs
-    /// the memory (the generation's size) and a large enough `RLIMIT_MEMLOCK`.
-    pub lock_in_memory: bool,
+    pub memory: Memory,
 }
 
 impl Default for OpenOptions {
+    /// What a server wants: every file checked, tables resident.
     fn default() -> Self {
         OpenOptions {
             verify: Verify::Full,
-            lock_in_memory: false,
+            memory: Memory::Resident,
         }
     }
 }
@@ -54,6 +68,12 @@ pub struct Entry<'a> {
 /// small enough for stack arrays.
 const ROUND: usize = 32;
 
+/// Half-width of the first read, in standard deviations of a key's rank around its
+/// interpolated position in an average bucket (`sqrt(rows per bucket) / 2`), plus one row:
+/// about 1.6 + 1 leaves a second read to a few per cent of probes. Wider costs more than it
+/// saves: every extra cache line adds to each lookup (measured at 10 million hashes).
+const WINDOW: f64 = 0.8;
+
 pub struct Generation {
     dir: PathBuf,
     manifest: Manifest,
@@ -68,124 +88,105 @@ pub struct Generation {
 
 struct Table {
     rows: Region,
-    buckets: Region,
-    bits: u32,
+    /// Derived from the on-disk bucket table, which is too large (up to 64 MiB) to stay in
+    /// the CPU cache: reading it would cost a memory access of its own.
+    index: Index,
+    /// Half-width in rows of the first read around the interpolated position (see
+    /// [`WINDOW`]).
+    window: usize,
     key_len: usize,
     row_len: usize,
 }
 
-/// A mapped file; empty files cannot be mapped.
-enum Region {
-    Map(Mmap),
-    Empty,
-}
-
-impl Region {
-    fn open(path: &Path, lock: bool) -> Result<Region> {
-        let file = File::open(path).at(path)?;
-        if file.metadata().at(path)?.len() == 0 {
-            return Ok(Region::Empty);
-        }
-        // SAFETY: generation files are never modified after they are renamed into place
-        // (new data always goes to a new generation directory), so the mapping stays valid;
-        // deleting the directory does not invalidate an existing mapping on Linux.
-        let map = unsafe { Mmap::map(&file) }.at(path)?;
-        // Lookups touch a few bytes at random: read-ahead would only waste memory.
-        let _ = map.advise(Advice::Random);
-        if lock {
-            map.lock().map_err(|e| Error::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::new(
-                    e.kind(),
-                    format!("cannot lock in memory ({e}); raise RLIMIT_MEMLOCK or open without lock_in_memory"),
-                ),
-            })?;
-        }
-        Ok(Region::Map(map))
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Region::Map(m) => m,
-            Region::Empty => &[],
-        }
-    }
+/// The first eight bytes of a key as a big-endian number (shorter keys padded with zeros).
+#[inline]
+fn prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 impl Table {
-    fn bucket_start(&self, bucket: usize) -> Option<usize> {
-        let b = self.buckets.bytes().get(bucket * 4..bucket * 4 + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    /// The key's bucket as a row range, and where in it the key would sit if the keys were
+    /// evenly spread (hash values are uniform, so they nearly are).
+    #[inline]
+    fn locate(&self, key: &[u8]) -> Option<(usize, usize, usize)> {
+        self.index.locate(prefix(key))
     }
 
-    /// Row range of the key's bucket.
-    fn range(&self, key: &[u8]) -> Option<(usize, usize)> {
-        let bucket = format::bucket_of(key, self.bits);
-        Some((self.bucket_start(bucket)?, self.bucket_start(bucket + 1)?))
+    /// The rows read first: the window around the guess, inside the bucket.
+    #[inline]
+    fn window(&self, lo: usize, hi: usize, guess: usize) -> (usize, usize) {
+        (
+            guess.saturating_sub(self.window).max(lo),
+            guess.saturating_add(self.window + 1).min(hi),
+        )
     }
 
-    /// Scans the bucket's rows (sorted) for the key; returns the metadata row index.
-    fn search(&self, key: &[u8], lo: usize, hi: usize) -> Option<usize> {
-        let rows = self.rows.bytes();
-        for i in lo..hi {
-            let row = rows.get(i * self.row_len..(i + 1) * self.row_len)?;
-            match row[..self.key_len].cmp(key) {
-                std::cmp::Ordering::Less => continue,
-                std::cmp::Ordering::Greater => return None,
-                std::cmp::Ordering::Equal => {
-                    if self.row_len == self.key_len {
-                        return Some(i);
-                    }
-                    let p = &row[self.key_len..];
-                    return Some(u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize);
+    #[inline]
+    fn key_at(&self, i: usize) -> Option<&[u8]> {
+        let at = i.checked_mul(self.row_len)?;
+        self.rows.bytes().get(at..at.checked_add(self.key_len)?)
+    }
+
+    /// The metadata row of table row `i`.
+    #[inline]
+    fn pointer(&self, i: usize) -> Option<usize> {
+        if self.row_len == self.key_len {
+            return Some(i);
+        }
+        let at = i.checked_mul(self.row_len)? + self.key_len;
+        let p = self.rows.bytes().get(at..at + 4)?;
+        Some(u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize)
+    }
+
+    /// Finds the key in bucket rows `lo..hi` (sorted), scanning the window `a..b` first and
+    /// the rest of the bucket only when the key lies beyond it. Returns the metadata row.
+    fn find(&self, key: &[u8], (lo, hi): (usize, usize), (a, b): (usize, usize)) -> Option<usize> {
+        for i in a..b {
+            match self.key_at(i)?.cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return self.pointer(i),
+                std::cmp::Ordering::Greater if i == a && a > lo => {
+                    return self.bisect(key, lo, a);
                 }
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        if b < hi {
+            self.bisect(key, b, hi)
+        } else {
+            None
+        }
+    }
+
+    fn bisect(&self, key: &[u8], mut lo: usize, mut hi: usize) -> Option<usize> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key_at(mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.pointer(mid),
             }
         }
         None
     }
 }
 
-/// Prefetches every cache line of `bytes[start..end]`.
-#[inline(always)]
-fn prefetch_range(bytes: &[u8], start: usize, end: usize) {
-    let mut at = start;
-    while at < end {
-        prefetch(bytes, at);
-        at += 64;
-    }
-    prefetch(bytes, end.saturating_sub(1));
-}
-
-#[inline(always)]
-fn prefetch(bytes: &[u8], offset: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(p) = bytes.get(offset) {
-        // SAFETY: a prefetch is a hint that cannot fault; SSE is part of the x86_64 baseline
-        // and the pointer comes from a live slice.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const u8).cast::<i8>(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, offset);
-}
-
 impl Generation {
-    /// Opens and checks a generation directory (see [`Verify`]).
+    /// Opens and checks a generation directory, memory-mapped (see [`Verify`]).
     pub fn open(dir: &Path, verify: Verify) -> Result<Generation> {
         Self::open_with(
             dir,
             &OpenOptions {
                 verify,
-                lock_in_memory: false,
+                memory: Memory::Mapped,
             },
         )
     }
 
     pub fn open_with(dir: &Path, options: &OpenOptions) -> Result<Generation> {
-        let (verify, lock) = (options.verify, options.lock_in_memory);
         let manifest_path = dir.join(MANIFEST);
         let len = std::fs::metadata(&manifest_path).at(&manifest_path)?.len();
         if len > 64 << 20 {
@@ -215,6 +216,7 @@ impl Generation {
             return Err(bad_generation(dir, "bad source list"));
         }
         check_shapes(dir, &manifest)?;
+        let mut resident = 0u64;
         for name in format::data_files() {
             let path = dir.join(&name);
             let Some(info) = manifest.files.get(&name) else {
@@ -230,38 +232,28 @@ impl Generation {
                     format!("{name}: {actual} bytes, manifest says {}", info.bytes),
                 ));
             }
-            if verify == Verify::Full && file_sha256(&path)? != info.sha256 {
-                return Err(bad_generation(dir, format!("{name}: checksum mismatch")));
+            if !name.ends_with(".buckets") {
+                resident += info.bytes;
             }
         }
-        let table = |stem: &str, key_len: usize, row_len: usize| -> Result<Table> {
-            let bits = manifest.table(stem).map_or(1, |t| t.bucket_bits);
-            Ok(Table {
-                rows: Region::open(&dir.join(format::rows_file(stem)), lock)?,
-                buckets: Region::open(&dir.join(format::buckets_file(stem)), lock)?,
-                bits,
-                key_len,
-                row_len,
-            })
+        if options.memory == Memory::Resident {
+            check_memory(dir, resident, mem_available())?;
+        }
+        let opener = Opener {
+            dir,
+            manifest: &manifest,
+            options,
         };
         let generation = Generation {
             dir: dir.to_path_buf(),
-            sha256: table("sha256", 32, 32)?,
-            sha1: table("sha1", 20, 24)?,
-            md5: table("md5", 16, 20)?,
-            meta: Region::open(&dir.join(format::META_ROWS), lock)?,
-            strings: Region::open(&dir.join(format::STRINGS), lock)?,
+            sha256: opener.table("sha256", 32, 32)?,
+            sha1: opener.table("sha1", 20, 24)?,
+            md5: opener.table("md5", 16, 20)?,
+            meta: opener.region(format::META_ROWS)?,
+            strings: opener.region(format::STRINGS)?,
             manifest,
             retired: AtomicBool::new(false),
         };
-        for (stem, t) in [
-            ("sha256", &generation.sha256),
-            ("sha1", &generation.sha1),
-            ("md5", &generation.md5),
-        ] {
-            let rows = generation.manifest.table(stem).map_or(0, |t| t.rows) as usize;
-            check_buckets(dir, stem, t, rows)?;
-        }
         Ok(generation)
     }
 
@@ -298,42 +290,41 @@ impl Generation {
     pub fn lookup(&self, hash: &HashBytes) -> Option<Entry<'_>> {
         let table = self.table(hash);
         let key = hash.as_bytes();
-        let (lo, hi) = table.range(key)?;
-        // Ask for all the bucket's lines at once rather than one miss after another.
-        prefetch_range(table.rows.bytes(), lo * table.row_len, hi * table.row_len);
+        let (lo, hi, guess) = table.locate(key)?;
+        let (a, b) = table.window(lo, hi, guess);
+        // Ask for all the window's lines at once rather than one miss after another.
+        prefetch_range(table.rows.bytes(), a * table.row_len, b * table.row_len);
         if let HashBytes::Sha256(_) = hash {
-            // SHA-256 row i is metadata row i: fetch the bucket's metadata while the rows
+            // SHA-256 row i is metadata row i: fetch the window's metadata while the rows
             // are scanned, rather than after.
-            prefetch_range(self.meta.bytes(), lo * META_ROW_BYTES, hi * META_ROW_BYTES);
+            prefetch_range(self.meta.bytes(), a * META_ROW_BYTES, b * META_ROW_BYTES);
         }
-        self.entry(table.search(key, lo, hi)?)
+        self.entry(table.find(key, (lo, hi), (a, b))?)
     }
 
-    /// Looks up many hashes, overlapping their memory accesses: each step (bucket entry,
+    /// Looks up many hashes, overlapping their memory accesses: each step (index entry,
     /// rows, metadata row, strings) is prefetched for a whole round before it is read.
     pub fn lookup_batch(&self, hashes: &[HashBytes]) -> Vec<Option<Entry<'_>>> {
         let mut out = Vec::with_capacity(hashes.len());
         for round in hashes.chunks(ROUND) {
-            let mut buckets = [0usize; ROUND];
+            let mut prefixes = [0u64; ROUND];
             for (i, h) in round.iter().enumerate() {
-                let t = self.table(h);
-                buckets[i] = format::bucket_of(h.as_bytes(), t.bits);
-                prefetch(t.buckets.bytes(), buckets[i] * 4);
+                prefixes[i] = prefix(h.as_bytes());
+                self.table(h).index.prefetch(prefixes[i]);
             }
-            let mut ranges = [(0usize, 0usize); ROUND];
+            let mut spans = [((0usize, 0usize), (0usize, 0usize)); ROUND];
             for (i, h) in round.iter().enumerate() {
                 let t = self.table(h);
-                if let (Some(lo), Some(hi)) =
-                    (t.bucket_start(buckets[i]), t.bucket_start(buckets[i] + 1))
-                {
-                    ranges[i] = (lo, hi);
-                    prefetch_range(t.rows.bytes(), lo * t.row_len, hi * t.row_len);
+                if let Some((lo, hi, guess)) = t.index.locate(prefixes[i]) {
+                    let (a, b) = t.window(lo, hi, guess);
+                    spans[i] = ((lo, hi), (a, b));
+                    prefetch_range(t.rows.bytes(), a * t.row_len, b * t.row_len);
                 }
             }
             let mut found = [usize::MAX; ROUND];
             for (i, h) in round.iter().enumerate() {
-                let (lo, hi) = ranges[i];
-                if let Some(index) = self.table(h).search(h.as_bytes(), lo, hi) {
+                let (bucket, window) = spans[i];
+                if let Some(index) = self.table(h).find(h.as_bytes(), bucket, window) {
                     found[i] = index;
                     prefetch(self.meta.bytes(), index * META_ROW_BYTES);
                 }
@@ -448,27 +439,143 @@ fn check_shapes(dir: &Path, m: &Manifest) -> Result<()> {
     )
 }
 
-/// Bucket starts must run from 0 to the row count without going down; then every lookup
-/// stays inside the rows.
-fn check_buckets(dir: &Path, stem: &str, t: &Table, rows: usize) -> Result<()> {
-    let mut previous = 0usize;
-    for chunk in t.buckets.bytes().chunks_exact(4) {
-        let start = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as usize;
-        if start < previous || start > rows {
-            return Err(bad_generation(
-                dir,
-                format!("{stem}: bucket table out of order"),
-            ));
-        }
-        previous = start;
+/// What opening needs besides the directory: the checked manifest and the options.
+struct Opener<'a> {
+    dir: &'a Path,
+    manifest: &'a Manifest,
+    options: &'a OpenOptions,
+}
+
+impl Opener<'_> {
+    fn expected(&self, name: &str) -> Result<&format::FileInfo> {
+        self.manifest
+            .files
+            .get(name)
+            .ok_or_else(|| bad_generation(self.dir, format!("{name} missing from the manifest")))
     }
-    if t.bucket_start(0) != Some(0) || previous != rows {
+
+    fn check_sum(&self, name: &str, hasher: Option<Sha256>) -> Result<()> {
+        let Some(hasher) = hasher else {
+            return Ok(());
+        };
+        if hex::encode(hasher.finalize()) == self.expected(name)?.sha256 {
+            Ok(())
+        } else {
+            Err(bad_generation(
+                self.dir,
+                format!("{name}: checksum mismatch"),
+            ))
+        }
+    }
+
+    fn hasher(&self) -> Option<Sha256> {
+        (self.options.verify == Verify::Full).then(Sha256::new)
+    }
+
+    /// A data file, mapped or loaded as the options say, its checksum verified if asked.
+    fn region(&self, name: &str) -> Result<Region> {
+        let path = self.dir.join(name);
+        match self.options.memory {
+            Memory::Mapped => {
+                if self.options.verify == Verify::Full
+                    && file_sha256(&path)? != self.expected(name)?.sha256
+                {
+                    return Err(bad_generation(
+                        self.dir,
+                        format!("{name}: checksum mismatch"),
+                    ));
+                }
+                Region::map(&path)
+            }
+            Memory::Resident => {
+                let mut hasher = self.hasher();
+                let len = self.expected(name)?.bytes;
+                let region = Region::load(self.dir, &path, len, hasher.as_mut())?;
+                self.check_sum(name, hasher)?;
+                Ok(region)
+            }
+        }
+    }
+
+    /// A key table: its rows, and the in-memory index derived from its bucket file (read
+    /// once, checked, then dropped: lookups do not need it).
+    fn table(&self, stem: &str, key_len: usize, row_len: usize) -> Result<Table> {
+        let Some(shape) = self.manifest.table(stem) else {
+            return Err(bad_generation(self.dir, format!("no {stem} table")));
+        };
+        let name = format::buckets_file(stem);
+        let path = self.dir.join(&name);
+        let len = usize::try_from(self.expected(&name)?.bytes)
+            .map_err(|_| bad_generation(self.dir, format!("{name} is too large")))?;
+        let mut buckets = vec![0u8; len];
+        let mut hasher = self.hasher();
+        read_into(
+            &mut File::open(&path).at(&path)?,
+            &path,
+            &mut buckets,
+            hasher.as_mut(),
+        )?;
+        self.check_sum(&name, hasher)?;
+        let starts = bucket_starts(self.dir, stem, &buckets, shape.rows)?;
+        drop(buckets);
+        let index = Index::new(self.dir, &starts, shape.bucket_bits)?;
+        let per_bucket = shape.rows as f64 / index.buckets() as f64;
+        Ok(Table {
+            rows: self.region(&format::rows_file(stem))?,
+            index,
+            window: (WINDOW * per_bucket.sqrt()).ceil() as usize + 1,
+            key_len,
+            row_len,
+        })
+    }
+}
+
+/// Decodes a bucket file and checks that its starts run from 0 to the row count without
+/// going down; then every lookup stays inside the rows.
+fn bucket_starts(dir: &Path, stem: &str, bytes: &[u8], rows: u64) -> Result<Vec<u32>> {
+    let starts: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if starts.windows(2).any(|w| w[0] > w[1]) {
+        return Err(bad_generation(
+            dir,
+            format!("{stem}: bucket table out of order"),
+        ));
+    }
+    if starts.first() != Some(&0) || starts.last().map(|&s| u64::from(s)) != Some(rows) {
         return Err(bad_generation(
             dir,
             format!("{stem}: bucket table does not cover the rows"),
         ));
     }
-    Ok(())
+    Ok(starts)
+}
+
+/// Fails clearly, before allocating, when the resident tables cannot fit: otherwise the
+/// kernel would grant the memory and kill the process while the files are read.
+fn check_memory(dir: &Path, needed: u64, available: Option<u64>) -> Result<()> {
+    match available {
+        Some(available) if needed > available => Err(Error::NoMemory {
+            dir: dir.to_path_buf(),
+            needed,
+            detail: format!("{available} bytes available"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo` in bytes, if the system tells.
+fn mem_available() -> Option<u64> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 fn file_sha256(path: &Path) -> Result<String> {
@@ -483,4 +590,61 @@ fn file_sha256(path: &Path) -> Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(parse_mem_available(meminfo), Some(2048 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: lots\n"), None);
+    }
+
+    #[test]
+    fn too_little_memory_is_a_clear_error() {
+        let dir = Path::new("/corpus/gen-00000001");
+        assert!(check_memory(dir, 100, Some(100)).is_ok());
+        assert!(check_memory(dir, 100, None).is_ok());
+        let e = check_memory(dir, 101, Some(100)).unwrap_err();
+        assert!(matches!(e, Error::NoMemory { needed: 101, .. }), "{e}");
+        assert!(e.to_string().contains("Memory::Mapped"), "{e}");
+    }
+
+    #[test]
+    fn interpolation_finds_keys_outside_the_window() {
+        // 64 sorted keys crowded at the start, then at the end, of one bucket: the
+        // interpolated guess lands far from most of them, so the search must go past its
+        // window, after it or before it.
+        for first in [0x00u8, 0x7f] {
+            let key = |i: u8, extra: u8| {
+                let mut key = [0u8; 16];
+                key[0] = first;
+                key[1] = if first == 0 { i } else { 0xc0 + i };
+                key[2] = extra;
+                key
+            };
+            let bytes: Vec<u8> = (0..64).flat_map(|i| key(i, 0)).collect();
+            let table = Table {
+                rows: Region::copy_of(Path::new("/"), &bytes).unwrap(),
+                index: Index::new(Path::new("/"), &[0, 64, 64], 1).unwrap(),
+                window: 2,
+                key_len: 16,
+                row_len: 16,
+            };
+            let find = |key: &[u8]| {
+                let (lo, hi, guess) = table.locate(key).unwrap();
+                table.find(key, (lo, hi), table.window(lo, hi, guess))
+            };
+            for i in 0..64u8 {
+                assert_eq!(find(&key(i, 0)), Some(usize::from(i)), "{first} {i}");
+                assert_eq!(find(&key(i, 1)), None);
+            }
+            assert_eq!(find(&[0u8; 16]), if first == 0 { Some(0) } else { None });
+            assert_eq!(find(&[0xffu8; 16]), None, "an empty bucket");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The NSRL reference corpus of knowngood: import from NIST RDS v3 SQLite databases, an
-//! immutable memory-mapped index, lookups by SHA-256 / SHA-1 / MD5, and generations swapped
-//! atomically while lookups continue.
+//! immutable on-disk index loaded into memory (or mapped), lookups by SHA-256 / SHA-1 / MD5,
+//! and generations swapped atomically while lookups continue.
 //!
 //! No server, async runtime or project database here: the crate reads SQLite files (rusqlite)
 //! and writes plain files.
@@ -40,12 +40,43 @@
 //! | `manifest.json` | format version, generation name, `imported_at`, counts, table shapes, sources with counts, RDS versions (from each input's `VERSION` table when present), the inputs, and the byte size and SHA-256 of every other file. |
 //!
 //! When a SHA-1 or MD5 value belongs to several SHA-256 (a collision), the lowest metadata row
-//! wins. A lookup reads two bucket entries, scans the few rows of the bucket, then the metadata
-//! row and two strings: a miss costs two dependent memory accesses, a SHA-256 hit three (its
-//! metadata row is fetched together with the rows, since row `i` is metadata row `i`) plus the
-//! product string, which is usually cached. [`Generation::lookup_batch`] overlaps these
-//! accesses across a round of hashes with prefetches, so a 100-hash request pays for far fewer
-//! than 100 chains of misses.
+//! wins.
+//!
+//! # Lookups
+//! At the full NSRL size (tens of millions of hashes, several GB of tables) nearly every
+//! access a lookup makes is a cache miss that goes to DRAM, so its cost is the number of
+//! *dependent* accesses, each of which also pays for address translation. Three things keep
+//! that number and that price low:
+//!
+//! - **An index that stays in the CPU cache.** Opening derives from each `<alg>.buckets` (up
+//!   to 64 MiB, which would cost a DRAM access of its own) a compact index of at most 2^21
+//!   buckets: one `u32` start per 64 buckets and a one-byte correction per bucket to the
+//!   linear interpolation between them, at most 2.1 MiB per table. Hash values are uniform,
+//!   so the corrections are small; a table they cannot describe gets a plain table of at most
+//!   2^20 starts instead. The format is unchanged: the index is rebuilt at every open.
+//! - **Interpolation inside the bucket.** The key's position is interpolated from its bits
+//!   below the bucket's, and only a window of about 1.6 standard deviations (plus a row) on
+//!   each side is fetched, all its cache lines at once: every extra line costs more than the
+//!   rare second read it saves, a binary search of the rest of the bucket. A miss then costs one DRAM access; a SHA-256 hit two
+//!   (row `i` is metadata row `i`, so the window's metadata is fetched together with the
+//!   rows, then the file-name string; product names are few and stay cached); a SHA-1 or MD5
+//!   hit three. [`Generation::lookup_batch`] overlaps these accesses across a round of 32
+//!   hashes with prefetches, so a 100-hash request pays for far fewer than 100 chains.
+//! - **Resident memory on huge pages** ([`Memory::Resident`], the default). With 4 KiB pages
+//!   each of those accesses also misses the TLB, and the page walk is itself made of memory
+//!   accesses (more so in a virtual machine): a random read in 4 GB took 530 ns with 4 KiB
+//!   pages and 340 ns with huge pages on our 2-core build machines. Opening reads the
+//!   tables into anonymous memory advised for transparent huge pages (2 MiB), verifying the
+//!   checksums on the bytes as they are read; a few thousand TLB entries then cover the
+//!   generation. The kernel cannot reclaim anonymous memory without swap, so hot lookups
+//!   never wait for the disk, even where the kernel proactively reclaims page cache it sees
+//!   as cold (DAMON, as on our build machines): a table probed at random looks cold page by
+//!   page. The price is the generation's size in RAM (at most 86 bytes per distinct hash plus
+//!   the string pool, twice while a reload opens the next generation) and a read of every
+//!   file at open; when `MemAvailable` is short, opening fails with [`Error::NoMemory`] rather
+//!   than risking the OOM killer, and a reload keeps the live generation.
+//!   [`Memory::Mapped`] maps the files instead: instant, no memory of its own, for tools,
+//!   tests and small machines.
 //!
 //! # Generations
 //! The root holds `gen-<seq>` directories, a `CURRENT` file naming the live one, an
@@ -59,12 +90,12 @@
 //! generation named by `CURRENT` and swaps it in; lookups holding the old `Arc` finish on it and
 //! the old directory is deleted when the last `Arc` drops. Opening checks the manifest, every
 //! file size and the bucket tables; [`Verify::Full`] (the default) also re-hashes every file
-//! (about 1.5 GB/s with SHA extensions, so a few seconds for the full NSRL; it also warms the
-//! page cache). [`Verify::Sizes`] skips the hashing for a fast start. Lookups never trust the
-//! files: every offset is bounds-checked, so a damaged file gives misses, never a panic.
-//! [`OpenOptions::lock_in_memory`] pins the files in RAM (`mlock`): random probes touch each
-//! page rarely, so a kernel that reclaims cold page cache proactively (DAMON, as on our
-//! build machines) would otherwise turn hot lookups into disk reads.
+//! (about 1.5 GB/s with SHA extensions, so a few seconds for the full NSRL; when resident, on
+//! the one read that loads the file). [`Verify::Sizes`] skips the hashing for a fast start.
+//! Lookups never trust the files: every offset is bounds-checked, so a damaged file gives
+//! misses, never a panic. [`OpenOptions`] chooses the checks and the [`Memory`] mode for
+//! every generation a [`Corpus`] opens; [`Generation::open`] (used by the import to check
+//! what it wrote) maps the files.
 
 mod corpus;
 mod error;
@@ -72,15 +103,18 @@ mod format;
 mod generation;
 mod hash;
 mod import;
+mod index;
+mod prefetch;
 mod progress;
 mod rds;
+mod region;
 mod sort;
 pub mod synth;
 
 pub use corpus::Corpus;
 pub use error::{Error, Result};
 pub use format::{GenerationInfo, RdsVersion, SourceCount};
-pub use generation::{Entry, Generation, OpenOptions, Verify};
+pub use generation::{Entry, Generation, Memory, OpenOptions, Verify};
 pub use hash::{HashAlg, HashBytes};
 pub use import::{ImportOptions, import, import_with};
 pub use progress::{NoProgress, Phase, Progress, TerminalProgress};

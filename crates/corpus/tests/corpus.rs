@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use corpus::synth::{self, FileRow, Package};
 use corpus::{
-    Corpus, Error, Generation, HashBytes, ImportOptions, Layout, NoProgress, Phase, SetName,
-    Verify, import, import_with,
+    Corpus, Error, Generation, HashBytes, ImportOptions, Layout, Memory, NoProgress, OpenOptions,
+    Phase, SetName, Verify, import, import_with,
 };
 use rusqlite::Connection;
 
@@ -377,6 +377,11 @@ fn corrupt_inputs_give_clear_errors_and_change_nothing() {
 
 #[test]
 fn swap_under_concurrent_lookups_never_mixes_generations() {
+    swap_under_concurrent_lookups(Memory::Resident);
+    swap_under_concurrent_lookups(Memory::Mapped);
+}
+
+fn swap_under_concurrent_lookups(memory: Memory) {
     let tmp = tempfile::tempdir().unwrap();
     let n = 300;
     let dbs = [
@@ -388,9 +393,9 @@ fn swap_under_concurrent_lookups_never_mixes_generations() {
     let corpus = Arc::new(
         Corpus::open_with(
             &root,
-            corpus::OpenOptions {
+            OpenOptions {
                 verify: Verify::Full,
-                lock_in_memory: true,
+                memory,
             },
         )
         .unwrap(),
@@ -665,4 +670,146 @@ fn reopen_after_restart_and_damage_detection() {
         Corpus::open(&root),
         Err(Error::BadGeneration { .. })
     ));
+}
+
+fn open_as(dir: &Path, verify: Verify, memory: Memory) -> corpus::Result<Generation> {
+    Generation::open_with(dir, &OpenOptions { verify, memory })
+}
+
+/// Every hash of a generation, of every algorithm, plus as many misses.
+fn probes(seed: u64, n: u64) -> Vec<HashBytes> {
+    (0..n)
+        .flat_map(|i| {
+            let h = synth::hashes_of(seed, n, i);
+            let other = synth::hashes_of(seed + 1, n, i);
+            [
+                HashBytes::Sha256(h.sha256),
+                HashBytes::Sha1(h.sha1),
+                HashBytes::Md5(h.md5),
+                HashBytes::Sha256(other.sha256),
+                HashBytes::Sha1(other.sha1),
+                HashBytes::Md5(other.md5),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn resident_and_mapped_generations_give_the_same_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Enough rows for thousands of buckets, so that keys fall all over their buckets.
+    let n = 30_000;
+    let db = synth_db(tmp.path(), "a.db", Layout::Minimal, n, 21);
+    let root = tmp.path().join("root");
+    let info = import(&[(db.clone(), SetName::Modern)], &root, &NoProgress).unwrap();
+    let dir = root.join(&info.generation);
+    let mapped = open_as(&dir, Verify::Full, Memory::Mapped).unwrap();
+    let resident = open_as(&dir, Verify::Full, Memory::Resident).unwrap();
+    let probe = probes(21, n);
+    let expected: Vec<_> = probe.iter().map(|h| mapped.lookup(h)).collect();
+    assert_eq!(
+        expected.iter().filter(|e| e.is_some()).count() as u64,
+        3 * n,
+        "every stored hash found, every other one missed"
+    );
+    for (h, e) in probe.iter().zip(&expected).step_by(97) {
+        if let (HashBytes::Sha256(bytes), Some(e)) = (h, e) {
+            let (name, product) = expected_row(&db, &hex::encode_upper(bytes));
+            assert_eq!(
+                (e.file_name, e.product_name),
+                (name.as_str(), product.as_str())
+            );
+        }
+    }
+    let singles: Vec<_> = probe.iter().map(|h| resident.lookup(h)).collect();
+    assert_eq!(singles, expected);
+    assert_eq!(resident.lookup_batch(&probe), expected);
+    assert_eq!(mapped.lookup_batch(&probe), expected);
+    assert_eq!(resident.info(), mapped.info());
+}
+
+#[test]
+fn damaged_generations_give_clear_errors_or_misses_in_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = synth_db(tmp.path(), "a.db", Layout::Minimal, 3000, 5);
+    let root = tmp.path().join("root");
+    let info = import(&[(db, SetName::Modern)], &root, &NoProgress).unwrap();
+    let dir = root.join(&info.generation);
+    let pristine = tmp.path().join("pristine");
+    std::fs::create_dir(&pristine).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), pristine.join(e.file_name())).unwrap();
+    }
+    let restore = || {
+        for e in std::fs::read_dir(&pristine).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    };
+    let rewrite = |name: &str, change: &dyn Fn(&mut Vec<u8>)| {
+        let path = dir.join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        change(&mut bytes);
+        std::fs::write(&path, &bytes).unwrap();
+    };
+    let error = |verify: Verify, memory: Memory| -> String {
+        match open_as(&dir, verify, memory) {
+            Err(e @ Error::BadGeneration { .. }) => e.to_string(),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("{verify:?} {memory:?} opened a damaged generation"),
+        }
+    };
+    let probe = probes(5, 3000);
+    for memory in [Memory::Resident, Memory::Mapped] {
+        // A flipped byte anywhere fails the checksum.
+        for name in ["sha256.rows", "md5.buckets", "strings.pool"] {
+            rewrite(name, &|b| {
+                let middle = b.len() / 2;
+                b[middle] ^= 0x10;
+            });
+            let e = error(Verify::Full, memory);
+            assert!(e.contains(&format!("{name}: checksum mismatch")), "{e}");
+            restore();
+        }
+        // A cut or grown file fails the size check.
+        rewrite("meta.rows", &|b| b.truncate(b.len() - 3));
+        assert!(error(Verify::Sizes, memory).contains("meta.rows: "));
+        restore();
+        rewrite("sha1.rows", &|b| b.push(0));
+        assert!(error(Verify::Sizes, memory).contains("sha1.rows: "));
+        restore();
+        // Bucket tables are checked even without checksums.
+        rewrite("sha256.buckets", &|b| {
+            b[4..8].copy_from_slice(&u32::MAX.to_le_bytes())
+        });
+        let e = error(Verify::Sizes, memory);
+        assert!(e.contains("sha256: bucket table out of order"), "{e}");
+        restore();
+        rewrite("sha1.buckets", &|b| {
+            let n = b.len();
+            b[n - 4..].copy_from_slice(&1u32.to_le_bytes());
+        });
+        let e = error(Verify::Sizes, memory);
+        assert!(e.contains("sha1: bucket table"), "{e}");
+        restore();
+        // Garbage rows and metadata pass a size check but only ever give misses or odd
+        // entries, never a panic.
+        rewrite("sha256.rows", &|b| {
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = (i as u8).wrapping_mul(151) ^ 0x5a;
+            }
+        });
+        rewrite("meta.rows", &|b| b.fill(0xff));
+        rewrite("sha1.rows", &|b| b.fill(0xff));
+        let g = open_as(&dir, Verify::Sizes, memory).unwrap();
+        let singles: Vec<_> = probe.iter().map(|h| g.lookup(h)).collect();
+        assert_eq!(g.lookup_batch(&probe), singles);
+        assert!(
+            singles.iter().all(Option::is_none),
+            "no source 255, no entry"
+        );
+        restore();
+        assert!(open_as(&dir, Verify::Full, memory).is_ok());
+    }
 }
