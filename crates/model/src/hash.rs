@@ -96,6 +96,13 @@ impl HashValue {
     }
 }
 
+impl From<HashValue> for String {
+    /// The lowercase hex.
+    fn from(value: HashValue) -> Self {
+        value.hex
+    }
+}
+
 impl fmt::Display for HashValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.hex)

@@ -1,7 +1,5 @@
 //! The intel routes: statistics, lookup, history and export.
 
-use std::collections::{BTreeMap, HashSet};
-
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -102,7 +100,8 @@ pub async fn lookup_historical(
     classify(&state, request, true).await.map(Json)
 }
 
-/// Normalises and de-duplicates the batch; every distinct hash gets a result.
+/// Normalises and de-duplicates the batch, sorted (the order of the answer's keys); every
+/// distinct hash gets a result.
 fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
     if request.hashes.is_empty() {
         return Err(Error::bad_request("hashes must not be empty"));
@@ -113,17 +112,19 @@ fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
             request.hashes.len()
         )));
     }
-    let mut seen = HashSet::new();
-    let mut batch = Vec::new();
-    for (i, raw) in request.hashes.iter().enumerate() {
-        let value = HashValue::parse(raw).map_err(|e| match e {
-            Error::BadRequest(m) => Error::BadRequest(format!("hashes[{i}]: {m}")),
-            other => other,
-        })?;
-        if seen.insert(value.clone()) {
-            batch.push(value);
-        }
-    }
+    let mut batch = request
+        .hashes
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            HashValue::parse(raw).map_err(|e| match e {
+                Error::BadRequest(m) => Error::BadRequest(format!("hashes[{i}]: {m}")),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    batch.dedup_by(|a, b| a.as_str() == b.as_str());
     Ok(batch)
 }
 
@@ -133,62 +134,65 @@ async fn classify(
     historical: bool,
 ) -> ApiResult<LookupResponse> {
     let batch = parse_batch(request)?;
-    let vendor = vendor_matches(state, &batch, historical).await?;
-    let mut results = BTreeMap::new();
-    let mut rest = Vec::new();
-    for (hash, found) in batch.iter().zip(vendor) {
-        match found {
-            Some(m) => {
-                results.insert(hash.as_str().to_string(), vendor_result(&m, historical));
-            }
-            None => rest.push(hash),
-        }
-    }
-    // Then the reference corpus, in one prefetching batch; it is memory-mapped, so this
-    // is microseconds of work and safe on the async thread.
-    let generation = state.corpus.as_ref().and_then(|c| c.current());
+    let mut results = vendor_results(state, &batch, historical).await?;
+    // Then the reference corpus for the rest, in one prefetching batch; it is in memory,
+    // so this is microseconds of work and safe on the async thread.
+    let rest: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
     let keys: Vec<corpus::HashBytes> = rest
         .iter()
-        .filter_map(|h| corpus::HashBytes::from_slice(&h.to_bytes()))
+        .filter_map(|&i| corpus::HashBytes::from_slice(&batch[i].to_bytes()))
         .collect();
-    let found = match &generation {
-        Some(g) if keys.len() == rest.len() => g.lookup_batch(&keys),
-        _ => vec![None; rest.len()],
-    };
-    for (hash, entry) in rest.into_iter().zip(found) {
-        let result = match entry {
-            Some(e) => LookupResult {
+    let generation = state.corpus.as_ref().and_then(|c| c.current());
+    if let Some(g) = &generation
+        && keys.len() == rest.len()
+    {
+        for (&i, entry) in rest.iter().zip(g.lookup_batch(&keys)) {
+            results[i] = entry.map(|e| LookupResult {
                 classification: "known_file",
                 source: Some(e.source.to_string()),
                 file_name: Some(e.file_name.to_string()),
                 product_name: Some(e.product_name.to_string()),
                 ..LookupResult::default()
-            },
-            None => LookupResult {
+            });
+        }
+    }
+    // `batch` is sorted and distinct, so the map is built in one pass.
+    let results = batch
+        .into_iter()
+        .zip(results)
+        .map(|(hash, result)| {
+            let result = result.unwrap_or_else(|| LookupResult {
                 classification: "unknown",
                 ..LookupResult::default()
-            },
-        };
-        results.insert(hash.as_str().to_string(), result);
-    }
+            });
+            (String::from(hash), result)
+        })
+        .collect();
     Ok(LookupResponse { results })
 }
 
-/// The vendor record each hash names, from the in-memory index when it is current, else
+/// Each hash's vendor classification, from the in-memory index when it is current, else
 /// from the database (verified records only, current before superseded, then the newest).
-async fn vendor_matches(
+async fn vendor_results(
     state: &AppState,
     batch: &[HashValue],
     historical: bool,
-) -> Result<Vec<Option<VendorMatch>>, Error> {
+) -> Result<Vec<Option<LookupResult>>, Error> {
     if let Some(index) = state.vendor_index.fresh(&state.store) {
         return Ok(batch
             .iter()
-            .map(|h| index.get(h, historical).cloned())
+            .map(|h| {
+                index
+                    .get(h, historical)
+                    .map(|m| vendor_result(m, historical))
+            })
             .collect());
     }
     let records = state.store.find_by_hashes(batch, historical).await?;
-    Ok(batch.iter().map(|h| best_match(h, &records)).collect())
+    Ok(batch
+        .iter()
+        .map(|h| best_match(h, &records).map(|m| vendor_result(&m, historical)))
+        .collect())
 }
 
 fn vendor_result(m: &VendorMatch, historical: bool) -> LookupResult {
