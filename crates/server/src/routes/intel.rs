@@ -137,16 +137,19 @@ async fn classify(
     let mut results = vendor_results(state, &batch, historical).await?;
     // Then the reference corpus for the rest, in one prefetching batch; it is in memory,
     // so this is microseconds of work and safe on the async thread.
-    let rest: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
-    let keys: Vec<corpus::HashBytes> = rest
-        .iter()
-        .filter_map(|&i| corpus::HashBytes::from_slice(&batch[i].to_bytes()))
-        .collect();
-    let generation = state.corpus.as_ref().and_then(|c| c.current());
-    if let Some(g) = &generation
-        && keys.len() == rest.len()
-    {
-        for (&i, entry) in rest.iter().zip(g.lookup_batch(&keys)) {
+    if let Some(g) = state.corpus.as_ref().and_then(|c| c.current()) {
+        let rest: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
+        // Every parsed hash has a digest's length, so none is dropped and indexes line up.
+        let keys: Vec<corpus::HashBytes> = rest
+            .iter()
+            .filter_map(|&i| corpus::HashBytes::from_slice(&batch[i].to_bytes()))
+            .collect();
+        let found = if keys.len() == rest.len() {
+            g.lookup_batch(&keys)
+        } else {
+            Vec::new()
+        };
+        for (&i, entry) in rest.iter().zip(found) {
             results[i] = entry.map(|e| LookupResult {
                 classification: "known_file",
                 source: Some(e.source.to_string()),
