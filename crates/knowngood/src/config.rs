@@ -39,6 +39,14 @@ pub struct FileConfig {
     pub redis_url: Option<String>,
     /// New NSRL RDS v3 `*.db` files dropped here are imported automatically.
     pub corpus_import_dir: Option<PathBuf>,
+    /// An NSRL RDS v3 release (a zip of `.db` files, as NIST ships them, or a bare `.db`)
+    /// fetched and imported when it changes; `KNOWNGOOD_CORPUS_RELEASE_URL` wins. HTTPS only.
+    pub corpus_release_url: Option<String>,
+    /// Days between checks of `corpus_release_url`, default 90 (NIST publishes quarterly).
+    pub corpus_release_check_days: Option<u32>,
+    /// Largest release download, and largest total of databases extracted from it, in GiB;
+    /// default 512.
+    pub corpus_release_max_gib: Option<u64>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
     #[serde(default)]
@@ -122,6 +130,8 @@ impl Config {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),
         };
+        let corpus_release =
+            corpus_release(&file, std::env::var("KNOWNGOOD_CORPUS_RELEASE_URL").ok())?;
         let data_dir = common
             .data_dir
             .clone()
@@ -160,6 +170,7 @@ impl Config {
                     .unwrap_or(defaults.authenticated_per_key),
             },
             trusted_proxies: file.trusted_proxies,
+            corpus_release,
             corpus_import_dir: file.corpus_import_dir,
             daily_refresh: match file.schedule.daily_refresh.as_deref() {
                 Some("off") => None,
@@ -200,6 +211,43 @@ impl Config {
     }
 }
 
+/// The release URL to fetch from, if any: the environment's (when not empty), else the
+/// file's.
+fn corpus_release(
+    file: &FileConfig,
+    env_url: Option<String>,
+) -> Result<Option<server::corpus_release::ReleaseSource>> {
+    let Some(text) = env_url
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| file.corpus_release_url.clone())
+    else {
+        return Ok(None);
+    };
+    // The parser's message only: the value may hold a token.
+    let url = reqwest::Url::parse(text.trim())
+        .map_err(|e| anyhow::anyhow!("corpus_release_url is not a valid URL: {e}"))?;
+    if url.scheme() != "https" {
+        anyhow::bail!(
+            "corpus_release_url must be an https:// URL (got {}://...)",
+            url.scheme()
+        );
+    }
+    let mut source = server::corpus_release::ReleaseSource::new(url);
+    if let Some(days) = file.corpus_release_check_days {
+        anyhow::ensure!(days >= 1, "corpus_release_check_days must be at least 1");
+        source.check_every = std::time::Duration::from_secs(u64::from(days) * 86_400);
+    }
+    if let Some(gib) = file.corpus_release_max_gib {
+        anyhow::ensure!(
+            (1..=1 << 20).contains(&gib),
+            "corpus_release_max_gib must be between 1 and 1048576"
+        );
+        source.max_download_bytes = gib << 30;
+        source.max_extracted_bytes = gib << 30;
+    }
+    Ok(Some(source))
+}
+
 fn load_file(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config {}", path.display()))?;
@@ -230,6 +278,77 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("deadbeef"), "{shown}");
         assert!(shown.contains("<set>"));
+    }
+
+    fn parsed(toml: &str) -> FileConfig {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn the_release_url_checks_quarterly_unless_told_otherwise() {
+        let file =
+            parsed("corpus_release_url = \"https://mirror.example/rds/RDS_modern_minimal.zip\"\n");
+        let source = corpus_release(&file, None).unwrap().unwrap();
+        assert_eq!(
+            source.url.as_str(),
+            "https://mirror.example/rds/RDS_modern_minimal.zip"
+        );
+        assert_eq!(source.check_every.as_secs(), 90 * 86_400);
+        assert_eq!(source.max_download_bytes, 512 << 30);
+
+        let file = parsed(
+            "corpus_release_url = \"https://mirror.example/r.zip\"\ncorpus_release_check_days = 7\ncorpus_release_max_gib = 2\n",
+        );
+        let source = corpus_release(&file, None).unwrap().unwrap();
+        assert_eq!(source.check_every.as_secs(), 7 * 86_400);
+        assert_eq!(source.max_download_bytes, 2 << 30);
+        assert_eq!(source.max_extracted_bytes, 2 << 30);
+
+        assert!(corpus_release(&parsed(""), None).unwrap().is_none());
+        assert!(
+            corpus_release(&parsed(""), Some(" ".into()))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_environment_names_the_release_url_and_it_is_never_shown_whole() {
+        let file = parsed("corpus_release_url = \"https://file.example/r.zip\"\n");
+        let env = "https://reader:hunter2@env.example/rds/r.zip?sig=s3cr3t";
+        let source = corpus_release(&file, Some(env.into())).unwrap().unwrap();
+        assert_eq!(source.url.host_str(), Some("env.example"));
+        let settings = server::Settings {
+            corpus_release: Some(source),
+            ..server::Settings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("env.example/rds/r.zip"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_bad_release_setting_is_refused_with_its_name() {
+        let error = |toml: &str| {
+            corpus_release(&parsed(toml), None)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = error("corpus_release_url = \"http://mirror.example/r.zip\"\n");
+        assert!(e.contains("https://"), "{e}");
+        let e = error("corpus_release_url = \"mirror.example/r.zip\"\n");
+        assert!(e.contains("corpus_release_url is not a valid URL"), "{e}");
+        let e = error(
+            "corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_check_days = 0\n",
+        );
+        assert!(e.contains("corpus_release_check_days"), "{e}");
+        let e =
+            error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
+        assert!(e.contains("corpus_release_max_gib"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod access;
 pub mod api;
+pub mod corpus_release;
 pub mod error;
 pub mod extract;
 pub mod openapi;
@@ -73,6 +74,9 @@ pub struct Settings {
     /// A directory where new NSRL RDS v3 releases (`*.db`) are dropped; a file newer than
     /// the live corpus generation is imported, then swapped in. None = imports by hand only.
     pub corpus_import_dir: Option<std::path::PathBuf>,
+    /// A URL checked on a schedule for a new NSRL release (see [`corpus_release`]); None =
+    /// no fetching.
+    pub corpus_release: Option<corpus_release::ReleaseSource>,
     /// UTC time of day of the vendor refresh; None (the library default, so embedding
     /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
     pub daily_refresh: Option<chrono::NaiveTime>,
@@ -88,6 +92,7 @@ impl Default for Settings {
             translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
             quotas: Quotas::default(),
             corpus_import_dir: None,
+            corpus_release: None,
             daily_refresh: None,
             refresh: refresh::RefreshOptions::default(),
         }
@@ -115,6 +120,8 @@ pub struct AppState {
     pub refreshing: Arc<std::sync::atomic::AtomicBool>,
     /// The vendor records in memory, for lookups.
     pub vendor_index: Arc<vendor_index::VendorIndex>,
+    /// Held while this process imports a new corpus release, so hourly runs never overlap.
+    pub corpus_importing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl AppState {
@@ -140,6 +147,7 @@ impl AppState {
             corpus: None,
             refreshing: Arc::default(),
             vendor_index: Arc::default(),
+            corpus_importing: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -232,8 +240,10 @@ pub fn router(state: AppState) -> Router {
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other
 /// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
-/// (every 10 s), pick up a new reference-corpus generation (every 10 s), prune idle rate-limit buckets and publish the day's transparency root
-/// once its hour has come (every minute). Flushes usage once more on the way out.
+/// (every 10 s), pick up a new reference-corpus generation (every 10 s), import a new NSRL
+/// release from the drop directory or the release URL when there is one (every hour), prune
+/// idle rate-limit buckets and publish the day's transparency root once its hour has come
+/// (every minute). Flushes usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     let mut flush = tokio::time::interval(Duration::from_secs(2));
@@ -270,10 +280,10 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
             }
             _ = corpus.tick() => reload_corpus(&state).await,
             _ = corpus_import.tick() => {
-                // Imports take minutes: off the upkeep loop (the import lock in the corpus
-                // root keeps a second one from starting meanwhile).
+                // Imports take minutes to hours: off the upkeep loop (a run still going
+                // makes the next tick's a no-op).
                 let state = state.clone();
-                tokio::spawn(async move { import_new_release(&state).await });
+                tokio::spawn(async move { corpus_release::run_due(&state).await });
             }
             _ = prune.tick() => {
                 let now = state.clock.now();
@@ -310,7 +320,7 @@ async fn method_not_allowed() -> impl IntoResponse {
 
 /// Swaps in a generation an import finished meanwhile (on another thread: opening verifies
 /// the files). Requests in flight finish on the old generation.
-async fn reload_corpus(state: &AppState) {
+pub(crate) async fn reload_corpus(state: &AppState) {
     let Some(corpus) = state.corpus.clone() else {
         return;
     };
@@ -370,75 +380,6 @@ async fn start_refresh_if_due(
         state.refreshing.store(false, Ordering::Release);
     });
     Ok(())
-}
-
-/// Imports RDS databases from the configured drop directory that are newer than the live
-/// generation (NIST publishes quarterly; the hourly look costs a directory listing).
-async fn import_new_release(state: &AppState) {
-    let (Some(dir), Some(corpus)) = (
-        state.settings.corpus_import_dir.clone(),
-        state.corpus.clone(),
-    ) else {
-        return;
-    };
-    let live_since = corpus
-        .info()
-        .map(|i| std::time::SystemTime::from(i.imported_at));
-    let newer: Vec<std::path::PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "db"))
-            .filter(|p| {
-                let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
-                match (modified, live_since) {
-                    (Some(m), Some(live)) => m > live,
-                    (Some(_), None) => true,
-                    _ => false,
-                }
-            })
-            .collect(),
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the corpus import directory");
-            return;
-        }
-    };
-    if newer.is_empty() {
-        return;
-    }
-    let now = state.clock.now();
-    let leased = state
-        .store
-        .try_lease(
-            "corpus.import",
-            &state.replica_id,
-            now + chrono::Duration::hours(6),
-            now,
-        )
-        .await;
-    if !matches!(leased, Ok(true)) {
-        return;
-    }
-    tracing::info!(files = newer.len(), "importing a new NSRL release");
-    let root = corpus.root().to_path_buf();
-    let inputs: Vec<_> = newer
-        .into_iter()
-        .map(|p| (p, corpus::SetName::Modern))
-        .collect();
-    match tokio::task::spawn_blocking(move || {
-        corpus::import(&inputs, &root, &corpus::TerminalProgress::new())
-    })
-    .await
-    {
-        Ok(Ok(info)) => {
-            tracing::info!(generation = %info.generation, entries = info.entries, "NSRL import finished");
-            reload_corpus(state).await;
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "NSRL import failed; the live generation is unchanged")
-        }
-        Err(e) => tracing::error!(error = %e, "NSRL import panicked"),
-    }
 }
 
 /// Publishes today's root unless it exists or another replica holds the job's lease.

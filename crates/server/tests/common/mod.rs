@@ -128,13 +128,27 @@ pub async fn run_with<F, Fut>(
     F: FnOnce(TestApp) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_with_corpus(backend, name, configure, None, body).await;
+}
+
+/// [`run_with`] over a server that answers from this reference corpus.
+pub async fn run_with_corpus<F, Fut>(
+    backend: Backend,
+    name: &str,
+    configure: impl FnOnce(&mut Settings),
+    corpus: Option<Arc<corpus::Corpus>>,
+    body: F,
+) where
+    F: FnOnce(TestApp) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let Some((scratch, url)) = Scratch::create(backend, name).await else {
         return;
     };
     let mut settings = test_settings();
     configure(&mut settings);
     let result = AssertUnwindSafe(async {
-        let app = TestApp::start(backend, url, settings).await;
+        let app = TestApp::start(backend, url, settings, corpus).await;
         let store = app.store.clone();
         body(app).await;
         store.close().await;
@@ -279,9 +293,14 @@ impl Resp {
 }
 
 impl TestApp {
-    async fn start(backend: Backend, url: String, settings: Settings) -> Self {
+    async fn start(
+        backend: Backend,
+        url: String,
+        settings: Settings,
+        corpus: Option<Arc<corpus::Corpus>>,
+    ) -> Self {
         let clock = Arc::new(FixedClock::new(start_time()));
-        Self::start_on(backend, url, clock, settings).await
+        Self::start_on(backend, url, clock, settings, corpus).await
     }
 
     async fn start_on(
@@ -289,6 +308,7 @@ impl TestApp {
         url: String,
         clock: Arc<FixedClock>,
         settings: Settings,
+        corpus: Option<Arc<corpus::Corpus>>,
     ) -> Self {
         let store = store::open(&url, RecordSigner::new(RECORD_SECRET))
             .await
@@ -302,6 +322,10 @@ impl TestApp {
             Limiter::Local(LocalLimiter::default()),
             settings,
         );
+        let state = match corpus {
+            Some(corpus) => state.with_corpus(corpus),
+            None => state,
+        };
         let app = server::router(state.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
@@ -329,14 +353,15 @@ impl TestApp {
     }
 
     /// A second server (another replica: its own store connections, credential cache,
-    /// limiter and usage counters) over the same database, on the same clock. Close its
-    /// store when done: `replica.store.close().await`.
+    /// limiter and usage counters) over the same database, on the same clock, sharing the
+    /// reference corpus. Close its store when done: `replica.store.close().await`.
     pub async fn replica(&self) -> TestApp {
         Self::start_on(
             self.backend,
             self.url.clone(),
             self.clock.clone(),
             (*self.state.settings).clone(),
+            self.state.corpus.clone(),
         )
         .await
     }
