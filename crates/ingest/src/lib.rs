@@ -54,5 +54,6 @@ pub use fetch::{
 };
 pub use hasher::{Digests, HasherError, PublishedHashError, TripleHasher, verify_published};
 pub use pipeline::{
-    DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, ingest_vendor,
+    DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,
+    ingest_vendor,
 };

@@ -124,8 +124,9 @@ impl VendorReport {
     }
 }
 
-/// An error with its causes ("error sending request…: connection refused").
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes on one line ("error sending request…: connection refused"):
+/// reqwest's own message alone says little.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -158,12 +159,12 @@ pub async fn ingest_vendor(
     }
     let discovered = fetcher.discover(ctx).await;
     for note in ctx.take_notes() {
-        report.problem(ProblemKind::Discovery, None, chain(&note));
+        report.problem(ProblemKind::Discovery, None, error_chain(&note));
     }
     let mut artifacts = match discovered {
         Ok(artifacts) => artifacts,
         Err(e) => {
-            report.problem(ProblemKind::Discovery, None, chain(&e));
+            report.problem(ProblemKind::Discovery, None, error_chain(&e));
             return report;
         }
     };
@@ -216,7 +217,7 @@ async fn ingest_artifact(
     let downloaded = match download_and_hash(&ctx.client, &a.url, &ctx.limits.download, clock).await
     {
         Ok(d) => d,
-        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), chain(&e)),
+        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e)),
     };
     report.downloaded += 1;
     for published in [&a.published.sha1, &a.published.md5] {
@@ -257,12 +258,12 @@ async fn ingest_artifact(
         record_id: outcome.id,
     };
     if let Err(e) = sink.download_audited(audit).await {
-        report.problem(ProblemKind::Audit, Some(&a.url), chain(&e));
+        report.problem(ProblemKind::Audit, Some(&a.url), error_chain(&e));
     }
     if let Some(primary) = signer {
         for cert in std::iter::once(primary).chain(primary.nested.iter()) {
             if let Err(e) = sink.signer_seen(cert).await {
-                report.problem(ProblemKind::Record, Some(&a.url), chain(&e));
+                report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e));
             }
         }
     }
@@ -296,7 +297,7 @@ async fn store(
             Some(outcome)
         }
         Err(e) => {
-            report.problem(ProblemKind::Record, Some(url), chain(&e));
+            report.problem(ProblemKind::Record, Some(url), error_chain(&e));
             None
         }
     }

@@ -17,7 +17,6 @@
 //! 2 h, 4 h, ... up to a day), so the schedule survives restarts and is shared by replicas
 //! that share the data directory.
 
-use std::error::Error as StdError;
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -433,7 +432,8 @@ async fn fetch_and_import(
 ) -> Result<Fetched, String> {
     let client = match &state.settings.refresh.client {
         Some(client) => client.clone(),
-        None => ingest::default_client().map_err(|e| format!("HTTP client: {}", chain(&e)))?,
+        None => ingest::default_client()
+            .map_err(|e| format!("HTTP client: {}", ingest::error_chain(&e)))?,
     };
     let work = WorkDir::create(&place.work)?;
     let download = match download(&client, source, &saved.validators, &work.path).await? {
@@ -553,7 +553,12 @@ async fn download(
                 source.connect_timeout.min(source.total_timeout)
             )
         })?
-        .map_err(|e| format!("request for {url} failed: {}", chain(&e.without_url())))?;
+        .map_err(|e| {
+            format!(
+                "request for {url} failed: {}",
+                ingest::error_chain(&e.without_url())
+            )
+        })?;
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED {
         return Ok(Download::NotModified(Validators::of(&response)));
@@ -587,7 +592,7 @@ async fn download(
             Ok(Some(Err(e))) => {
                 return Err(format!(
                     "download of {url} broke off after {bytes} bytes: {}",
-                    chain(&e.without_url())
+                    ingest::error_chain(&e.without_url())
                 ));
             }
             Err(_) if Instant::now() >= deadline => {
@@ -750,21 +755,6 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// An error and its causes on one line (reqwest's own message alone says little).
-fn chain(error: &dyn StdError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The `corpus.import` lease, renewed in the background while held.
