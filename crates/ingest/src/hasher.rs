@@ -107,20 +107,6 @@ impl State {
     }
 }
 
-/// Lowers the calling thread's scheduling priority (nice +10). MD5 is the slowest
-/// algorithm and sets the pace of the whole pass; when it shares a core with a SHA thread,
-/// an equal share would slow it down, while the SHA threads, which are faster and have queued
-/// chunks waiting, can as well run in the gaps. Raising one's own nice value needs no
-/// privilege; failure only costs speed.
-fn yield_to_md5() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: plain system calls on the calling thread, with no pointers.
-    unsafe {
-        let tid = libc::gettid();
-        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
-    }
-}
-
 struct Worker {
     name: &'static str,
     tx: mpsc::Sender<Bytes>,
@@ -134,9 +120,6 @@ impl Worker {
         let handle = std::thread::Builder::new()
             .name(format!("hash-{name}"))
             .spawn(move || {
-                if !matches!(state, State::Md5(_)) {
-                    yield_to_md5();
-                }
                 while let Some(chunk) = rx.blocking_recv() {
                     state.update(&chunk);
                 }
