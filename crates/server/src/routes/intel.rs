@@ -203,8 +203,8 @@ fn vendor_result(m: &VendorMatch, historical: bool) -> LookupResult {
         classification: "known_vendor_release",
         source: Some("service_vendor".into()),
         vendor: Some(m.vendor.to_string()),
-        executable_name: Some(m.executable_name.to_string()),
-        version: Some(m.version.to_string()),
+        executable_name: Some(m.executable_name().to_string()),
+        version: Some(m.version().to_string()),
         platform: Some(m.platform.as_str().into()),
         historical: (historical && !m.current).then_some(true),
         ..LookupResult::default()
