@@ -66,7 +66,7 @@ pub struct Entry<'a> {
 
 /// Hashes per round of the batch lookup: enough independent memory accesses in flight,
 /// small enough for stack arrays.
-const ROUND: usize = 32;
+const ROUND: usize = 64;
 
 /// Half-width of the first read, in standard deviations of a key's rank around its
 /// interpolated position in an average bucket (`sqrt(rows per bucket) / 2`), plus one row:
