@@ -17,7 +17,7 @@
 //! on that server (the URL's database is only used to create and drop it).
 
 mod support;
-use support::{summarize, us};
+use support::{splitmix, summarize, us};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -88,13 +88,6 @@ fn parse_args() -> Result<Args, BoxError> {
 // ---------------------------------------------------------------------------------------
 // Deterministic synthetic corpus
 // ---------------------------------------------------------------------------------------
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 fn mix(parts: &[u64]) -> u64 {
     parts

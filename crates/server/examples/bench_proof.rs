@@ -11,7 +11,7 @@
 //! ```
 
 mod support;
-use support::{summarize, us};
+use support::{splitmix, summarize, us};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,13 +52,6 @@ fn parse_args() -> Result<Args, BoxError> {
         return Err("--records and --requests must be positive".into());
     }
     Ok(args)
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// The SHA-256 (64 lowercase hex) of record `i`.

@@ -70,3 +70,12 @@ pub fn unthrottled_state(
         server::routes::transparency::LogKey::new(log_seed),
     ))
 }
+
+/// SplitMix64: deterministic, well-spread values for synthetic benchmark data.
+#[allow(dead_code)] // bench_auth needs no synthetic data
+pub fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}

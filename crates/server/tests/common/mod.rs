@@ -432,24 +432,9 @@ impl TestApp {
 
     /// Creates an account (tenant) with one key of `role`; returns the key.
     pub async fn account(&self, team_id: &str, role: Role, tier: Tier) -> String {
-        let issued = self.hasher.issue(team_id).expect("issue key");
-        self.store
-            .create_tenant_with_key(
-                team_id,
-                TenantKind::Customer,
-                tier,
-                NewApiKey {
-                    key_id: issued.key_id.clone(),
-                    team_id: team_id.into(),
-                    key_hash: issued.key_hash.clone(),
-                    role,
-                    label: format!("{role} key"),
-                },
-                self.clock.now(),
-            )
+        self.tenant(team_id, TenantKind::Customer, role, tier)
             .await
-            .expect("create tenant");
-        issued.key
+            .1
     }
 
     /// The usual caller: an analyst on a basic account.
