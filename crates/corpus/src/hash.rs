@@ -69,38 +69,10 @@ impl HashBytes {
     }
 }
 
-/// Hex digit values; 0xff marks a non-digit. A table because the import decodes
-/// hundreds of millions of hashes.
-const HEX: [u8; 256] = {
-    let mut t = [0xffu8; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        t[b'A' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    t
-};
-
 /// Decodes exactly `2 * N` hex digits (either case).
 pub(crate) fn decode_hex<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
-    if text.len() != 2 * N {
-        return None;
-    }
     let mut out = [0u8; N];
-    let mut bad = 0u8;
-    for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        let hi = HEX[pair[0] as usize];
-        let lo = HEX[pair[1] as usize];
-        bad |= (hi | lo) & 0xf0;
-        *o = (hi << 4) | (lo & 0x0f);
-    }
-    (bad == 0).then_some(out)
+    model::hash::decode_hex(text, &mut out).then_some(out)
 }
 
 #[cfg(test)]

@@ -49,19 +49,22 @@
 //! that number and that price low:
 //!
 //! - **An index that stays in the CPU cache.** Opening derives from each `<alg>.buckets` (up
-//!   to 64 MiB, which would cost a DRAM access of its own) a compact index of at most 2^21
+//!   to 64 MiB, which would cost a DRAM access of its own) a compact index of at most 2^24
 //!   buckets: one `u32` start per 64 buckets and a one-byte correction per bucket to the
-//!   linear interpolation between them, at most 2.1 MiB per table. Hash values are uniform,
-//!   so the corrections are small; a table they cannot describe gets a plain table of at most
-//!   2^20 starts instead. The format is unchanged: the index is rebuilt at every open.
+//!   linear interpolation between them, at most 17 MiB per table, which stays in the
+//!   last-level cache. Hash values are uniform, so the corrections are small; a table they
+//!   cannot describe gets a plain table of at most 2^20 starts instead. The format is
+//!   unchanged: the index is rebuilt at every open.
 //! - **Interpolation inside the bucket.** The key's position is interpolated from its bits
 //!   below the bucket's, and only a window of about 1.6 standard deviations (plus a row) on
 //!   each side is fetched, all its cache lines at once: every extra line costs more than the
-//!   rare second read it saves, a binary search of the rest of the bucket. A miss then costs one DRAM access; a SHA-256 hit two
-//!   (row `i` is metadata row `i`, so the window's metadata is fetched together with the
-//!   rows, then the file-name string; product names are few and stay cached); a SHA-1 or MD5
-//!   hit three. [`Generation::lookup_batch`] overlaps these accesses across a round of 32
-//!   hashes with prefetches, so a 100-hash request pays for far fewer than 100 chains.
+//!   rare second read it saves, a binary search of the rest of the bucket. Rows are compared
+//!   by their first eight bytes as one number first, which nearly always decides. A miss
+//!   then costs one DRAM access; a SHA-256 hit two (row `i` is metadata row `i`, so the
+//!   window's metadata is fetched together with the rows, then the file-name string;
+//!   product names are few and stay cached); a SHA-1 or MD5 hit three.
+//!   [`Generation::lookup_batch`] overlaps these accesses across a round of 64 hashes with
+//!   prefetches, so a 100-hash request pays for far fewer than 100 chains.
 //! - **Resident memory on huge pages** ([`Memory::Resident`], the default). With 4 KiB pages
 //!   each of those accesses also misses the TLB, and the page walk is itself made of memory
 //!   accesses (more so in a virtual machine): a random read in 4 GB took 530 ns with 4 KiB
@@ -104,7 +107,7 @@ mod generation;
 mod hash;
 mod import;
 mod index;
-mod prefetch;
+pub mod prefetch;
 mod progress;
 mod rds;
 mod region;

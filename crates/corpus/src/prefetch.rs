@@ -1,9 +1,10 @@
 //! Cache prefetch hints: lookups ask for the lines they will read next, for several hashes or
 //! tables at once, so that the memory accesses overlap instead of following one another.
+//! Public for the server's vendor lookup index, which batches the same way.
 
 /// Prefetches the cache line holding `items[i]`, if it exists.
 #[inline(always)]
-pub(crate) fn prefetch<T>(items: &[T], i: usize) {
+pub fn prefetch<T>(items: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(p) = items.get(i) {
         // SAFETY: a prefetch is a hint that cannot fault; SSE is part of the x86_64 baseline
@@ -20,7 +21,7 @@ pub(crate) fn prefetch<T>(items: &[T], i: usize) {
 
 /// Prefetches every cache line of `bytes[start..end]`.
 #[inline(always)]
-pub(crate) fn prefetch_range(bytes: &[u8], start: usize, end: usize) {
+pub fn prefetch_range(bytes: &[u8], start: usize, end: usize) {
     if start >= end {
         return;
     }

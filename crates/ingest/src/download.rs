@@ -158,8 +158,8 @@ async fn stream_body(
             });
         }
         capture.push(&chunk);
-        hasher.update(chunk).await?;
+        hasher.update(&chunk).await?;
     }
     let size = hasher.size();
-    Ok((hasher.finish()?, size, capture.finish()))
+    Ok((hasher.finish().await?, size, capture.finish()))
 }

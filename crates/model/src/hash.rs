@@ -34,11 +34,49 @@ impl HashAlgo {
     }
 }
 
-/// A hash value in canonical form: lowercase hex of an MD5, SHA-1 or SHA-256 digest.
+/// A hash value in canonical form: lowercase hex of an MD5, SHA-1 or SHA-256 digest, and
+/// the digest's bytes, decoded once when the value is parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HashValue {
     algo: HashAlgo,
     hex: String,
+    /// The digest, then zeros.
+    bytes: [u8; 32],
+}
+
+/// The value of each hex digit; 0xff for any other byte.
+const NIBBLES: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Decodes `text`, hex digits of either case, into `out`, two digits per byte; false (with
+/// `out` unspecified) unless `text` is exactly `2 * out.len()` hex digits. A table lookup
+/// per digit: an NSRL import decodes hundreds of millions of digests (hence `inline`, so that
+/// the fixed lengths there unroll).
+#[inline]
+pub fn decode_hex(text: &[u8], out: &mut [u8]) -> bool {
+    if text.len() != 2 * out.len() {
+        return false;
+    }
+    let mut bad = 0u8;
+    for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+        let (high, low) = (NIBBLES[pair[0] as usize], NIBBLES[pair[1] as usize]);
+        bad |= (high | low) & 0xf0;
+        *o = (high << 4) | (low & 0x0f);
+    }
+    bad == 0
 }
 
 impl HashValue {
@@ -68,8 +106,10 @@ impl HashValue {
         Self::with_algo(trimmed, algo)
     }
 
+    /// `trimmed` has `algo`'s length.
     fn with_algo(trimmed: &str, algo: HashAlgo) -> Result<Self, Error> {
-        if !trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let mut bytes = [0u8; 32];
+        if !decode_hex(trimmed.as_bytes(), &mut bytes[..algo.hex_len() / 2]) {
             return Err(Error::bad_request(format!(
                 "hash {:?} contains characters that are not hexadecimal",
                 shorten(trimmed)
@@ -78,6 +118,7 @@ impl HashValue {
         Ok(Self {
             algo,
             hex: trimmed.to_ascii_lowercase(),
+            bytes,
         })
     }
 
@@ -89,10 +130,9 @@ impl HashValue {
         &self.hex
     }
 
-    /// The raw digest bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        // Validated as hex on construction.
-        hex::decode(&self.hex).unwrap_or_default()
+    /// The digest's bytes.
+    pub fn digest(&self) -> &[u8] {
+        &self.bytes[..self.algo.hex_len() / 2]
     }
 }
 
@@ -123,6 +163,29 @@ fn shorten(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_digest_is_the_decoded_hex_whatever_its_case() {
+        let v = HashValue::parse("00ff10Ab7C").map(|_| ()).unwrap_err();
+        assert!(v.to_string().contains("32, 40 or 64"), "{v}");
+        let upper = HashValue::parse(&"A9".repeat(20)).unwrap();
+        assert_eq!(upper.digest(), [0xa9; 20]);
+        let md5 = HashValue::parse("d41d8cd98f00b204e9800998ecf8427e").unwrap();
+        assert_eq!(
+            md5.digest(),
+            [
+                0xd4, 0x1d, 0x8c, 0xd9, 0x8f, 0x00, 0xb2, 0x04, 0xe9, 0x80, 0x09, 0x98, 0xec, 0xf8,
+                0x42, 0x7e
+            ]
+        );
+        for bad in [
+            "g".repeat(32),
+            format!("{}é", "0".repeat(62)),
+            format!("{} 0", "0".repeat(30)),
+        ] {
+            assert!(HashValue::parse(&bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn parses_by_length_and_lowercases() {

@@ -10,11 +10,13 @@
 //!
 //! ```text
 //! cargo run --release -p server --example bench_lookup -- \
-//!     [--records N] [--postgres URL] [--requests M] [--batch B]
+//!     [--records N] [--postgres URL | --sqlite-file PATH] [--requests M] [--batch B]
 //! ```
 //!
-//! SQLite uses a file in a temporary directory; `--postgres URL` creates a fresh database
-//! on that server (the URL's database is only used to create and drop it).
+//! SQLite uses a file in a temporary directory, or `--sqlite-file PATH`, which is kept and
+//! reused by later runs with the same `--records` (loading a million records takes minutes);
+//! `--postgres URL` creates a fresh database on that server (the URL's database is only used
+//! to create and drop it).
 
 mod support;
 use support::{splitmix, summarize, us};
@@ -52,6 +54,7 @@ struct Args {
     requests: usize,
     batch: usize,
     postgres: Option<String>,
+    sqlite_file: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -60,6 +63,7 @@ fn parse_args() -> Result<Args, BoxError> {
         requests: 2000,
         batch: 2000,
         postgres: None,
+        sqlite_file: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,15 +73,19 @@ fn parse_args() -> Result<Args, BoxError> {
             "--requests" => args.requests = value()?.replace('_', "").parse()?,
             "--batch" => args.batch = value()?.parse()?,
             "--postgres" => args.postgres = Some(value()?),
+            "--sqlite-file" => args.sqlite_file = Some(value()?.into()),
             "-h" | "--help" => {
                 println!(
                     "bench_lookup [--records N (1000000)] [--requests M (2000)] \
-                     [--batch B (2000)] [--postgres URL]"
+                     [--batch B (2000)] [--postgres URL | --sqlite-file PATH]"
                 );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}").into()),
         }
+    }
+    if args.postgres.is_some() && args.sqlite_file.is_some() {
+        return Err("--postgres and --sqlite-file exclude each other".into());
     }
     if args.records == 0 || args.requests == 0 || args.batch == 0 {
         return Err("--records, --requests and --batch must be positive".into());
@@ -421,6 +429,8 @@ enum Scratch {
     Sqlite {
         _dir: tempfile::TempDir,
     },
+    /// A database kept for later runs.
+    Kept,
     Postgres {
         admin_url: String,
         database: String,
@@ -428,8 +438,14 @@ enum Scratch {
 }
 
 impl Scratch {
-    async fn create(postgres: Option<&str>) -> Result<(Self, String), BoxError> {
-        match postgres {
+    async fn create(args: &Args) -> Result<(Self, String), BoxError> {
+        if let Some(path) = &args.sqlite_file {
+            return Ok((
+                Scratch::Kept,
+                format!("sqlite://{}?mode=rwc", path.display()),
+            ));
+        }
+        match args.postgres.as_deref() {
             None => {
                 let dir = tempfile::tempdir()?;
                 let url = format!(
@@ -488,10 +504,59 @@ fn with_database(url: &str, database: &str) -> Result<String, BoxError> {
     Ok(format!("{scheme}://{authority}/{database}{query}"))
 }
 
+/// Loads a kept database on its first run; later runs with the same record count find the
+/// marker written beside it and skip the load.
+async fn load_once(
+    path: &std::path::Path,
+    store: &dyn Store,
+    corpus: &Corpus,
+    args: &Args,
+) -> Result<Loaded, BoxError> {
+    let marker = path.with_extension("loaded");
+    if let Ok(text) = std::fs::read_to_string(&marker) {
+        let counts: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if let [records, superseded] = counts[..]
+            && records == args.records
+        {
+            println!("reusing {} (loaded earlier)", path.display());
+            return Ok(Loaded {
+                records,
+                superseded,
+                elapsed: None,
+            });
+        }
+        return Err(format!(
+            "{} holds another load; delete it and its marker",
+            path.display()
+        )
+        .into());
+    }
+    let loaded = load(store, corpus, args.batch).await?;
+    std::fs::write(&marker, format!("{} {}", args.records, loaded.superseded))?;
+    Ok(loaded)
+}
+
 struct Loaded {
     records: u64,
     superseded: u64,
-    elapsed: Duration,
+    /// `None` when an earlier run loaded the database.
+    elapsed: Option<Duration>,
+}
+
+impl Loaded {
+    fn timing(&self) -> String {
+        match self.elapsed {
+            Some(t) => format!(
+                "{:.1} s ({:.0} records/s)",
+                t.as_secs_f64(),
+                self.records as f64 / t.as_secs_f64()
+            ),
+            None => "by an earlier run".into(),
+        }
+    }
 }
 
 /// Loads the corpus in phases: every family's first version, then the second versions,
@@ -539,7 +604,7 @@ async fn load(store: &dyn Store, corpus: &Corpus, batch: usize) -> Result<Loaded
     Ok(Loaded {
         records: done,
         superseded,
-        elapsed: start.elapsed(),
+        elapsed: Some(start.elapsed()),
     })
 }
 
@@ -644,7 +709,7 @@ fn lookup_cases(corpus: &Corpus, n: usize, rng: &mut Rng) -> Result<Vec<LookupCa
 async fn main() -> Result<(), BoxError> {
     let args = parse_args()?;
     let corpus = Corpus::new(args.records);
-    let (scratch, url) = Scratch::create(args.postgres.as_deref()).await?;
+    let (scratch, url) = Scratch::create(&args).await?;
     let result = run(&args, &corpus, &url).await;
     scratch.drop_database().await?;
     result
@@ -659,26 +724,30 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
         corpus.families(),
         args.batch
     );
-    let loaded = load(store.as_ref(), corpus, args.batch).await?;
+    let loaded = match &args.sqlite_file {
+        Some(path) => load_once(path, store.as_ref(), corpus, args).await?,
+        None => load(store.as_ref(), corpus, args.batch).await?,
+    };
     println!(
-        "loaded {} records ({} superseded history) in {:.1} s: {:.0} records/s",
+        "loaded {} records ({} superseded history): {}",
         loaded.records,
         loaded.superseded,
-        loaded.elapsed.as_secs_f64(),
-        loaded.records as f64 / loaded.elapsed.as_secs_f64()
+        loaded.timing()
     );
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let keys = auth::KeyHasher::new(b"bench-key-secret");
-    let issued = keys.issue("bench-analyst")?;
+    // A team of its own per run: a kept database has the earlier runs' teams.
+    let team = format!("bench-analyst-{}", Utc::now().timestamp_micros());
+    let issued = keys.issue(&team)?;
     store
         .create_tenant_with_key(
-            "bench-analyst",
+            &team,
             TenantKind::Customer,
             Tier::Basic,
             NewApiKey {
                 key_id: issued.key_id.clone(),
-                team_id: "bench-analyst".into(),
+                team_id: team.clone(),
                 key_hash: issued.key_hash.clone(),
                 role: Role::Analyst,
                 label: "bench".into(),
@@ -786,11 +855,7 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
         "records:  {} ({} superseded)",
         loaded.records, loaded.superseded
     );
-    println!(
-        "load:     {:.1} s ({:.0} records/s)",
-        loaded.elapsed.as_secs_f64(),
-        loaded.records as f64 / loaded.elapsed.as_secs_f64()
-    );
+    println!("load:     {}", loaded.timing());
     println!(
         "index:    {indexed} hashes in {:.1} s, anonymous memory +{:.0} MB",
         index_build.as_secs_f64(),

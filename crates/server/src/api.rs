@@ -76,35 +76,37 @@ pub struct LookupRequest {
     pub hashes: Vec<String>,
 }
 
+// The text borrows from the lookup index, the corpus generation or the records read for the
+// request: no copies per hit.
 /// Classification of one submitted hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
-pub struct LookupResult {
+pub struct LookupResult<'a> {
     /// known_vendor_release, known_file or unknown.
     pub classification: &'static str,
     /// service_vendor, or the reference corpus set (nsrl_minimal, nsrl_full, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
+    pub vendor: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executable_name: Option<String>,
+    pub executable_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
+    pub platform: Option<&'a str>,
     /// Only on the historical lookup, for a match against a superseded build.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub historical: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub file_name: Option<String>,
+    pub file_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub product_name: Option<String>,
+    pub product_name: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LookupResponse {
+pub struct LookupResponse<'a> {
     /// Keyed by each distinct submitted hash, lowercase.
-    pub results: BTreeMap<String, LookupResult>,
+    pub results: BTreeMap<String, LookupResult<'a>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -27,6 +27,7 @@ pub mod api;
 pub mod corpus_release;
 pub mod error;
 pub mod extract;
+mod huge_pages;
 pub mod openapi;
 pub mod refresh;
 pub mod routes;

@@ -20,65 +20,50 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use chrono::{DateTime, Utc};
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
 use store::Store;
+
+use corpus::prefetch::prefetch;
+
+use crate::huge_pages;
 
 /// Records read per page of the scan.
 const SCAN_PAGE: u32 = 5000;
 
 /// What a lookup reports of a vendor record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VendorMatch {
-    /// Shared by every record of the vendor.
-    pub vendor: Arc<str>,
-    /// The executable name followed by the version: one allocation, so a hit costs one
-    /// memory access for its text rather than two (the index is far larger than the caches).
-    name_version: Box<str>,
-    name_len: usize,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VendorMatch<'a> {
+    pub vendor: &'a str,
+    pub executable_name: &'a str,
+    pub version: &'a str,
     pub platform: Platform,
     pub current: bool,
-    pub valid_from: DateTime<Utc>,
 }
 
-impl VendorMatch {
-    fn from_record(r: &HashRecord, vendor: Arc<str>) -> Self {
-        let name = &r.record.executable_name;
+impl<'a> From<&'a HashRecord> for VendorMatch<'a> {
+    fn from(r: &'a HashRecord) -> Self {
         Self {
-            vendor,
-            name_version: format!("{name}{}", r.record.version).into(),
-            name_len: name.len(),
+            vendor: &r.record.vendor,
+            executable_name: &r.record.executable_name,
+            version: &r.record.version,
             platform: r.record.platform,
             current: r.status == RecordStatus::Current,
-            valid_from: r.valid_from,
         }
-    }
-
-    pub fn executable_name(&self) -> &str {
-        &self.name_version[..self.name_len]
-    }
-
-    pub fn version(&self) -> &str {
-        &self.name_version[self.name_len..]
-    }
-
-    /// Which of two records a hash names.
-    fn rank(&self) -> (bool, DateTime<Utc>) {
-        (self.current, self.valid_from)
     }
 }
 
-impl From<&HashRecord> for VendorMatch {
-    fn from(r: &HashRecord) -> Self {
-        Self::from_record(r, r.record.vendor.as_str().into())
-    }
+/// Which of two records a hash names: current before superseded, then the newest.
+fn rank(r: &HashRecord) -> (bool, i64) {
+    (
+        r.status == RecordStatus::Current,
+        r.valid_from.timestamp_micros(),
+    )
 }
 
 /// The best verified record for `hash` among `records` (any that name it), as the database
 /// path finds it. Between equals the smallest id wins, as in the index, which scans in id
 /// order and lets a later record displace an earlier one only when it ranks higher.
-pub fn best_match(hash: &HashValue, records: &[HashRecord]) -> Option<VendorMatch> {
-    let rank = |r: &HashRecord| (r.status == RecordStatus::Current, r.valid_from);
+pub fn best_match<'a>(hash: &HashValue, records: &'a [HashRecord]) -> Option<VendorMatch<'a>> {
     records
         .iter()
         .filter(|r| r.integrity_ok && names(r, hash))
@@ -96,138 +81,295 @@ fn names(record: &HashRecord, hash: &HashValue) -> bool {
     stored == Some(hash.as_str())
 }
 
-/// Hashes a digest key by its first eight bytes, mixed with a per-process random seed.
-/// Digests are already uniform, so this spreads keys as well as SipHash at a fraction of the
-/// cost (SipHash was a tenth of a lookup request); the seed keeps anyone from aiming
-/// submitted or recorded hashes at one bucket.
-#[derive(Clone)]
-struct DigestKeys {
-    seed: u64,
+/// A digest as bytes; SHA-1 and MD5 use the first 20 and 16.
+type Digest = [u8; 32];
+
+/// A hex digest of `algo`'s length as bytes, or `None` if it is not one.
+fn digest_of(algo: HashAlgo, hex: &str) -> Option<Digest> {
+    let mut out = [0u8; 32];
+    model::hash::decode_hex(hex.as_bytes(), &mut out[..algo.hex_len() / 2]).then_some(out)
 }
 
-impl Default for DigestKeys {
-    fn default() -> Self {
-        Self {
-            seed: std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u64),
+fn algo_code(algo: HashAlgo) -> u8 {
+    match algo {
+        HashAlgo::Sha256 => 1,
+        HashAlgo::Sha1 => 2,
+        HashAlgo::Md5 => 3,
+    }
+}
+
+/// A verified record as the index keeps it: plain data, so that the entries of a million
+/// records are one array on huge pages, and a hit reads one entry and its text.
+#[derive(Clone, Copy)]
+struct Entry {
+    sha256: [u8; 32],
+    sha1: [u8; 20],
+    md5: [u8; 16],
+    has_sha1: bool,
+    has_md5: bool,
+    current: bool,
+    platform: Platform,
+    /// Index into the vendor names.
+    vendor: u32,
+    /// The executable name then the version, at `text` in the text arena.
+    text: u32,
+    name_len: u32,
+    version_len: u32,
+    valid_from_micros: i64,
+}
+
+impl Entry {
+    fn digest(&self, algo: HashAlgo) -> Option<&[u8]> {
+        match algo {
+            HashAlgo::Sha256 => Some(&self.sha256),
+            HashAlgo::Sha1 => self.has_sha1.then_some(&self.sha1[..]),
+            HashAlgo::Md5 => self.has_md5.then_some(&self.md5[..]),
         }
     }
-}
 
-impl std::hash::BuildHasher for DigestKeys {
-    type Hasher = DigestHasher;
-
-    fn build_hasher(&self) -> DigestHasher {
-        DigestHasher(self.seed)
+    fn rank(&self) -> (bool, i64) {
+        (self.current, self.valid_from_micros)
     }
 }
 
-struct DigestHasher(u64);
-
-impl std::hash::Hasher for DigestHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut first = [0u8; 8];
-        let n = bytes.len().min(8);
-        first[..n].copy_from_slice(&bytes[..n]);
-        self.0 ^= u64::from_le_bytes(first);
-    }
-
-    /// Every key of a map has the same length: nothing to mix in.
-    fn write_usize(&mut self, _: usize) {}
-
-    fn finish(&self) -> u64 {
-        // A folded 64x64->128 multiply: every output bit depends on every input bit.
-        let product = u128::from(self.0) * 0x9e37_79b9_7f4a_7c15_u128;
-        (product as u64) ^ ((product >> 64) as u64)
-    }
+/// One place of the open-addressed table: four bytes of a digest and the entry it names.
+/// Eight to a cache line; the entry holds the full digest that settles a match.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    tag: u32,
+    /// Entry index plus one; zero marks an empty slot.
+    entry: u32,
 }
 
-type DigestMap<const N: usize> = HashMap<[u8; N], u32, DigestKeys>;
-
-/// One build of the index.
-#[derive(Default)]
+/// One build of the index: an open-addressed table (linear probing, at most half full) from
+/// every hash to the entry of the record it names.
+///
+/// A batch lookup goes through the hashes in steps, prefetching what the next step reads
+/// for all of them first: their table slots, then their entries, then their text. At a
+/// million records each of these is a DRAM access, so a 100-hash request waits for three
+/// rounds of overlapping accesses rather than for a few hundred one after another.
 struct Snapshot {
     epoch: u64,
-    sha256: DigestMap<32>,
-    sha1: DigestMap<20>,
-    md5: DigestMap<16>,
-    matches: Vec<VendorMatch>,
+    slots: Vec<Slot>,
+    /// `64 - log2(slots.len())`: a hash's home slot is the top bits of its mixed key.
+    shift: u32,
+    /// Per process and random, so that nobody can aim recorded hashes at one run of slots.
+    seed: u64,
+    entries: Vec<Entry>,
+    text: Vec<u8>,
+    vendors: Vec<Box<str>>,
+    /// Distinct hashes in the table.
+    hashes: usize,
+}
+
+/// The first eight bytes of a digest, which place it in the table.
+fn key(digest: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// The digest bytes a slot keeps to tell candidates apart.
+fn tag(key: u64) -> u32 {
+    (key >> 32) as u32
 }
 
 impl Snapshot {
-    fn get(&self, hash: &HashValue) -> Option<&VendorMatch> {
-        fn key<const N: usize>(hex: &str) -> Option<[u8; N]> {
-            let mut out = [0u8; N];
-            hex::decode_to_slice(hex, &mut out).ok().map(|()| out)
-        }
-        let hex = hash.as_str();
-        let slot = match hash.algo() {
-            HashAlgo::Sha256 => self.sha256.get(&key(hex)?),
-            HashAlgo::Sha1 => self.sha1.get(&key(hex)?),
-            HashAlgo::Md5 => self.md5.get(&key(hex)?),
-        }?;
-        self.matches.get(*slot as usize)
+    fn home(&self, algo: HashAlgo, key: u64) -> usize {
+        // A folded 64x64->128 multiply: every output bit depends on every input bit.
+        let salted = key ^ self.seed ^ u64::from(algo_code(algo));
+        let product = u128::from(salted) * 0x9e37_79b9_7f4a_7c15_u128;
+        let mixed = (product as u64) ^ ((product >> 64) as u64);
+        (mixed >> self.shift) as usize
     }
 
-    /// Adds a verified record: each of its hashes names it unless a better record already
-    /// has that hash.
-    fn add(&mut self, record: &HashRecord, vendor: Arc<str>) {
-        let m = VendorMatch::from_record(record, vendor);
-        let Ok(slot) = u32::try_from(self.matches.len()) else {
-            return;
-        };
-        let r = &record.record;
-        let mut used = false;
-        used |= claim(
-            &mut self.sha256,
-            Some(&r.hash_sha256),
-            slot,
-            &m,
-            &self.matches,
-        );
-        used |= claim(
-            &mut self.sha1,
-            r.hash_sha1.as_deref(),
-            slot,
-            &m,
-            &self.matches,
-        );
-        used |= claim(
-            &mut self.md5,
-            r.hash_md5.as_deref(),
-            slot,
-            &m,
-            &self.matches,
-        );
-        if used {
-            self.matches.push(m);
+    /// The entries whose slots carry `digest`'s tag, probing from its home slot; nearly
+    /// always at most one, which [`find`](Self::find) then compares in full.
+    fn candidates(&self, algo: HashAlgo, digest: &[u8]) -> impl Iterator<Item = u32> {
+        let key = key(digest);
+        let tag = tag(key);
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(algo, key);
+        std::iter::from_fn(move || {
+            loop {
+                let slot = self.slots[i];
+                i = (i + 1) & mask;
+                if slot.entry == 0 {
+                    return None;
+                }
+                if slot.tag == tag {
+                    return Some(slot.entry - 1);
+                }
+            }
+        })
+    }
+
+    /// The entry `digest` names.
+    fn find(&self, algo: HashAlgo, digest: &[u8]) -> Option<u32> {
+        self.candidates(algo, digest)
+            .find(|&e| self.entries[e as usize].digest(algo) == Some(digest))
+    }
+
+    /// Points `digest` at entry `e` unless the entry there already ranks at least as high
+    /// (entries arrive in id order, so among equals the smallest id keeps the hash).
+    fn claim(&mut self, algo: HashAlgo, digest: &[u8], e: u32) {
+        let key = key(digest);
+        let tag = tag(key);
+        let mut i = self.home(algo, key);
+        loop {
+            let slot = self.slots[i];
+            if slot.entry == 0 {
+                self.slots[i] = Slot { tag, entry: e + 1 };
+                self.hashes += 1;
+                return;
+            }
+            let existing = slot.entry - 1;
+            if slot.tag == tag && self.entries[existing as usize].digest(algo) == Some(digest) {
+                if self.entries[e as usize].rank() > self.entries[existing as usize].rank() {
+                    self.slots[i].entry = e + 1;
+                }
+                return;
+            }
+            i = (i + 1) & (self.slots.len() - 1);
         }
+    }
+
+    fn matched(&self, e: u32) -> Option<VendorMatch<'_>> {
+        let entry = self.entries.get(e as usize)?;
+        let at = entry.text as usize;
+        let name_end = at + entry.name_len as usize;
+        let end = name_end + entry.version_len as usize;
+        let text = |range: std::ops::Range<usize>| std::str::from_utf8(self.text.get(range)?).ok();
+        Some(VendorMatch {
+            vendor: self.vendors.get(entry.vendor as usize)?,
+            executable_name: text(at..name_end)?,
+            version: text(name_end..end)?,
+            platform: entry.platform,
+            current: entry.current,
+        })
+    }
+
+    /// The record each hash names, in order, overlapping their memory accesses.
+    fn get_batch(&self, batch: &[HashValue]) -> Vec<Option<VendorMatch<'_>>> {
+        for h in batch {
+            prefetch(&self.slots, self.home(h.algo(), key(h.digest())));
+        }
+        let candidates: Vec<Option<u32>> = batch
+            .iter()
+            .map(|h| {
+                let e = self.candidates(h.algo(), h.digest()).next()?;
+                // An entry spans two cache lines.
+                prefetch(&self.entries, e as usize);
+                prefetch(&self.entries, e as usize + 1);
+                Some(e)
+            })
+            .collect();
+        let found: Vec<Option<u32>> = batch
+            .iter()
+            .zip(candidates)
+            .map(|(h, e)| {
+                let (algo, d) = (h.algo(), h.digest());
+                let e = e.filter(|&e| self.entries[e as usize].digest(algo) == Some(d));
+                // A tag shared by two digests: rare enough to take the slow path.
+                let e = e.or_else(|| self.find(algo, d))?;
+                prefetch(&self.text, self.entries[e as usize].text as usize);
+                Some(e)
+            })
+            .collect();
+        found.iter().map(|e| self.matched((*e)?)).collect()
     }
 }
 
-/// Points `hex`'s entry at `slot` (the record `m`, not yet in `matches`) unless the record
-/// already there ranks higher; whether it did.
-fn claim<const N: usize>(
-    map: &mut DigestMap<N>,
-    hex: Option<&str>,
-    slot: u32,
-    m: &VendorMatch,
-    matches: &[VendorMatch],
-) -> bool {
-    let mut key = [0u8; N];
-    let Some(hex) = hex else { return false };
-    if hex::decode_to_slice(hex, &mut key).is_err() {
-        return false;
+/// The first `N` bytes of a digest, zeros for none.
+fn leading<const N: usize>(digest: Option<Digest>) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(d) = digest {
+        out.copy_from_slice(&d[..N]);
     }
-    match map.get_mut(&key) {
-        Some(existing) if matches[*existing as usize].rank() >= m.rank() => false,
-        Some(existing) => {
-            *existing = slot;
-            true
+    out
+}
+
+/// Builds a snapshot from verified records, in id order.
+#[derive(Default)]
+struct Builder {
+    entries: Vec<Entry>,
+    text: Vec<u8>,
+    vendors: Vec<Box<str>>,
+    vendor_ids: HashMap<String, u32>,
+    hashes: usize,
+}
+
+impl Builder {
+    fn add(&mut self, record: &HashRecord) {
+        let r = &record.record;
+        let (Ok(text), Ok(name_len), Ok(version_len)) = (
+            u32::try_from(self.text.len()),
+            u32::try_from(r.executable_name.len()),
+            u32::try_from(r.version.len()),
+        ) else {
+            return;
+        };
+        let Some(sha256) = digest_of(HashAlgo::Sha256, &r.hash_sha256) else {
+            return;
+        };
+        let sha1 = r
+            .hash_sha1
+            .as_deref()
+            .and_then(|h| digest_of(HashAlgo::Sha1, h));
+        let md5 = r
+            .hash_md5
+            .as_deref()
+            .and_then(|h| digest_of(HashAlgo::Md5, h));
+        let next_vendor = self.vendors.len() as u32;
+        let vendor = *self.vendor_ids.entry(r.vendor.clone()).or_insert_with(|| {
+            self.vendors.push(r.vendor.as_str().into());
+            next_vendor
+        });
+        self.text.extend_from_slice(r.executable_name.as_bytes());
+        self.text.extend_from_slice(r.version.as_bytes());
+        self.hashes += 1 + usize::from(sha1.is_some()) + usize::from(md5.is_some());
+        self.entries.push(Entry {
+            sha256,
+            sha1: leading(sha1),
+            md5: leading(md5),
+            has_sha1: sha1.is_some(),
+            has_md5: md5.is_some(),
+            current: record.status == RecordStatus::Current,
+            platform: r.platform,
+            vendor,
+            text,
+            name_len,
+            version_len,
+            valid_from_micros: record.valid_from.timestamp_micros(),
+        });
+    }
+
+    /// The table has at least 16 slots, never more than half of them used, so a probe
+    /// always reaches an empty slot.
+    fn finish(self, epoch: u64, seed: u64) -> Snapshot {
+        let len = (self.hashes * 2).next_power_of_two().max(16);
+        let mut snapshot = Snapshot {
+            epoch,
+            slots: huge_pages::filled(len, Slot::default()),
+            shift: 64 - len.trailing_zeros(),
+            seed,
+            entries: huge_pages::copy(&self.entries),
+            text: huge_pages::copy(&self.text),
+            vendors: self.vendors,
+            hashes: 0,
+        };
+        for e in 0..snapshot.entries.len() {
+            let entry = snapshot.entries[e];
+            let e = e as u32;
+            snapshot.claim(HashAlgo::Sha256, &entry.sha256, e);
+            if entry.has_sha1 {
+                snapshot.claim(HashAlgo::Sha1, &entry.sha1, e);
+            }
+            if entry.has_md5 {
+                snapshot.claim(HashAlgo::Md5, &entry.md5, e);
+            }
         }
-        None => {
-            map.insert(key, slot);
-            true
-        }
+        snapshot
     }
 }
 
@@ -244,9 +386,16 @@ pub struct VendorIndex {
 pub struct FreshIndex(Arc<Snapshot>);
 
 impl FreshIndex {
-    /// The record `hash` names, if any; superseded ones only when `historical`.
-    pub fn get(&self, hash: &HashValue, historical: bool) -> Option<&VendorMatch> {
-        self.0.get(hash).filter(|m| historical || m.current)
+    /// The record each hash names, if any, in order; superseded ones only when
+    /// `historical`.
+    pub fn get_batch(&self, batch: &[HashValue], historical: bool) -> Vec<Option<VendorMatch<'_>>> {
+        let mut found = self.0.get_batch(batch);
+        for m in &mut found {
+            if m.is_some_and(|m| !historical && !m.current) {
+                *m = None;
+            }
+        }
+        found
     }
 }
 
@@ -301,11 +450,7 @@ impl VendorIndex {
         // Read before the scan: a write that lands during the scan moves the epoch past
         // this one, so the build is stale at once rather than missing it unnoticed.
         let epoch = store.records_epoch();
-        let mut snapshot = Snapshot {
-            epoch,
-            ..Snapshot::default()
-        };
-        let mut vendors: HashMap<String, Arc<str>> = HashMap::new();
+        let mut builder = Builder::default();
         let mut skipped = 0usize;
         let mut after: Option<String> = None;
         loop {
@@ -313,20 +458,18 @@ impl VendorIndex {
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for record in &page {
-                if !record.integrity_ok {
+                if record.integrity_ok {
+                    builder.add(record);
+                } else {
                     skipped += 1;
-                    continue;
                 }
-                let vendor = vendors
-                    .entry(record.record.vendor.clone())
-                    .or_insert_with_key(|v| v.as_str().into())
-                    .clone();
-                snapshot.add(record, vendor);
             }
         }
-        let hashes = snapshot.sha256.len() + snapshot.sha1.len() + snapshot.md5.len();
+        let seed = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), epoch);
+        let snapshot = builder.finish(epoch, seed);
+        let hashes = snapshot.hashes;
         tracing::info!(
-            records = snapshot.matches.len(),
+            records = snapshot.entries.len(),
             hashes,
             skipped_integrity = skipped,
             epoch,
@@ -335,5 +478,105 @@ impl VendorIndex {
         );
         self.snapshot.store(Some(Arc::new(snapshot)));
         Ok(hashes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use model::{Arch, NewRecord};
+
+    fn record(id: u32, sha256: &str, md5: Option<&str>, current: bool, day: u32) -> HashRecord {
+        HashRecord {
+            id: format!("r{id:04}"),
+            record: NewRecord {
+                vendor: format!("vendor{}", id % 2),
+                executable_name: format!("tool{id}.exe"),
+                version: format!("1.{id}"),
+                platform: Platform::Windows,
+                arch: Arch::Amd64,
+                hash_sha256: sha256.into(),
+                hash_sha1: None,
+                hash_md5: md5.map(Into::into),
+                source_url: "https://example.com".into(),
+                download_verified: false,
+                sig_signer: None,
+                sig_issuer: None,
+                sig_serial: None,
+                sig_thumbprint: None,
+            },
+            family: format!("tool{id}"),
+            status: if current {
+                RecordStatus::Current
+            } else {
+                RecordStatus::Superseded
+            },
+            valid_from: Utc.with_ymd_and_hms(2026, 1, day, 0, 0, 0).unwrap(),
+            valid_until: None,
+            cert_revoked_at: None,
+            integrity_ok: true,
+        }
+    }
+
+    fn snapshot(records: &[HashRecord]) -> Snapshot {
+        let mut builder = Builder::default();
+        for r in records {
+            builder.add(r);
+        }
+        builder.finish(1, 42)
+    }
+
+    fn names(s: &Snapshot, hashes: &[&str]) -> Vec<Option<String>> {
+        let batch: Vec<HashValue> = hashes
+            .iter()
+            .map(|h| HashValue::parse(h).unwrap())
+            .collect();
+        s.get_batch(&batch)
+            .into_iter()
+            .map(|m| m.map(|m| format!("{} {} {}", m.vendor, m.executable_name, m.version)))
+            .collect()
+    }
+
+    #[test]
+    fn digests_sharing_their_first_eight_bytes_are_told_apart() {
+        // Same tag, so the same home slot: the second is found by probing past the first.
+        let a = format!("{}{}", "ab".repeat(8), "01".repeat(24));
+        let b = format!("{}{}", "ab".repeat(8), "02".repeat(24));
+        let c = format!("{}{}", "ab".repeat(8), "03".repeat(24));
+        let s = snapshot(&[record(1, &a, None, true, 1), record(2, &b, None, true, 1)]);
+        assert_eq!(
+            names(&s, &[&b, &c, &a]),
+            [
+                Some("vendor0 tool2.exe 1.2".to_string()),
+                None,
+                Some("vendor1 tool1.exe 1.1".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_shared_hash_names_the_current_then_the_newest_then_the_first_record() {
+        let shared = "0f".repeat(32);
+        let md5 = "e1".repeat(16);
+        let old = record(1, &shared, Some(&md5), false, 1);
+        let newer_superseded = record(2, &shared, None, false, 5);
+        let current = record(3, &"aa".repeat(32), Some(&md5), true, 2);
+        let tie = record(4, &"bb".repeat(32), Some(&md5), true, 2);
+        let s = snapshot(&[old, newer_superseded, current, tie]);
+        assert_eq!(
+            names(&s, &[&shared, &md5]),
+            [
+                Some("vendor0 tool2.exe 1.2".to_string()),
+                Some("vendor1 tool3.exe 1.3".to_string()),
+            ]
+        );
+        assert_eq!(s.hashes, 4);
+    }
+
+    #[test]
+    fn an_empty_index_knows_nothing() {
+        let s = snapshot(&[]);
+        assert_eq!(names(&s, &[&"12".repeat(20)]), [None]);
     }
 }
