@@ -247,7 +247,10 @@ pub fn router(state: AppState) -> Router {
 /// (every minute). Flushes usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
-    let mut flush = tokio::time::interval(Duration::from_secs(2));
+    // Nothing is counted before the first request: the first flush is one period in.
+    let flush_every = Duration::from_secs(2);
+    let mut flush =
+        tokio::time::interval_at(tokio::time::Instant::now() + flush_every, flush_every);
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
     let mut corpus = tokio::time::interval(Duration::from_secs(10));
