@@ -13,32 +13,28 @@ use auth::credentials::Credentials;
 use auth::limits::Limiter;
 use auth::usage::{Quotas, Usage};
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, patch, post};
 use model::{Clock, Error};
 use store::Store;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
-pub mod access;
 pub mod api;
 pub mod corpus_release;
 pub mod error;
 pub mod extract;
+pub mod guard;
 mod huge_pages;
 pub mod openapi;
 pub mod refresh;
 pub mod routes;
+pub mod routing;
 pub mod vendor_index;
 
 use error::ApiError;
 use routes::public::FeedCache;
 use routes::transparency::LogKey;
-
-/// Largest request body accepted by routes that take JSON (100 hashes need about 7 KB).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Per-minute limits; SPEC.md's values by default.
 #[derive(Debug, Clone)]
@@ -162,77 +158,13 @@ impl AppState {
     }
 }
 
-/// The whole application.
+/// The whole application: every registered route behind its own rule, plus the JSON
+/// answers for unknown routes and methods and a last-resort panic guard.
 pub fn router(state: AppState) -> Router {
-    use routes::{admin, auth, intel, public, transparency};
-    Router::new()
-        .route("/healthz", get(public::healthz))
-        .route("/readyz", get(public::readyz))
-        .route("/public/hash-of-day", get(public::hash_of_day))
-        .route("/public/status", get(public::status))
-        .route("/.well-known/jwks.json", get(auth::jwks))
-        .route("/public/transparency", get(transparency::index))
-        .route("/public/transparency/key", get(transparency::key))
-        .route(
-            "/public/transparency/checkpoint",
-            get(transparency::checkpoint),
-        )
-        .route(
-            "/public/transparency/consistency",
-            get(transparency::consistency),
-        )
-        .route("/public/transparency/{date}", get(transparency::day))
-        .route(
-            "/public/transparency/{date}/proof",
-            get(transparency::proof),
-        )
-        .route("/api/v1/openapi.json", get(openapi::openapi_json))
-        .route("/api/v1/docs", get(openapi::docs_page))
-        .route("/api/v1/auth/token", post(auth::token))
-        .route("/api/v1/auth/refresh", post(auth::refresh))
-        .route("/api/v1/intel/stats", get(intel::stats))
-        .route("/api/v1/intel/lookup", post(intel::lookup))
-        .route(
-            "/api/v1/intel/lookup/historical",
-            post(intel::lookup_historical),
-        )
-        .route("/api/v1/intel/history", get(intel::history))
-        .route("/api/v1/intel/export", get(intel::export))
-        .route("/api/v1/intel/downloads", get(intel::downloads))
-        .route("/api/v1/admin/usage", get(admin::usage))
-        .route(
-            "/api/v1/admin/keys",
-            get(admin::list_keys).post(admin::issue_key),
-        )
-        .route(
-            "/api/v1/admin/keys/{key_id}",
-            patch(admin::update_key).delete(admin::revoke_key),
-        )
-        .route(
-            "/api/v1/admin/keys/{key_id}/reissue",
-            post(admin::reissue_key),
-        )
-        .route("/api/v1/admin/keys/{key_id}/roles", post(admin::grant_role))
-        .route(
-            "/api/v1/admin/keys/{key_id}/roles/{role}",
-            delete(admin::revoke_role),
-        )
-        .route(
-            "/api/v1/admin/accounts/{team_id}/suspend",
-            post(admin::suspend),
-        )
-        .route(
-            "/api/v1/admin/accounts/{team_id}/unsuspend",
-            post(admin::unsuspend),
-        )
-        .route("/api/v1/admin/audit", get(admin::audit))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            access::enforce,
-        ))
+    routes::api()
+        .into_router(&state)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError(Error::internal("handler panicked")).into_response()
         }))

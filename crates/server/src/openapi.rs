@@ -1,5 +1,5 @@
-//! The OpenAPI 3.1 document, generated from the handlers' annotations and the access
-//! table, and a plain HTML page that renders it (no scripts, nothing fetched).
+//! The OpenAPI 3.1 document, generated from the registered routes (their handlers'
+//! annotations and access rules), and a plain HTML page that renders it (no scripts, nothing fetched).
 
 use axum::Json;
 use axum::response::Html;
@@ -7,8 +7,8 @@ use serde_json::Value;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::access::{Access, LimitClass, ROUTES};
-use crate::{api, error, routes};
+use crate::routing::{Access, LimitClass, ROUTES};
+use crate::{api, error};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,40 +18,6 @@ use crate::{api, error, routes};
             Errors are `{\"error\": code, \"message\": detail}`. Routes under /api/v1/ need an \
             `X-API-Key` header or a `Bearer` JWT from /api/v1/auth/token; each operation's `x-permission` and `x-min-tier` say what the \
             key's role and account tier must allow."
-    ),
-    paths(
-        routes::public::healthz,
-        routes::public::readyz,
-        routes::public::hash_of_day,
-        routes::public::status,
-        routes::intel::stats,
-        routes::intel::lookup,
-        routes::intel::lookup_historical,
-        routes::intel::history,
-        routes::intel::export,
-        routes::intel::downloads,
-        openapi_json,
-        docs_page,
-        routes::auth::token,
-        routes::auth::refresh,
-        routes::auth::jwks,
-        routes::admin::usage,
-        routes::admin::list_keys,
-        routes::admin::issue_key,
-        routes::admin::update_key,
-        routes::admin::revoke_key,
-        routes::admin::reissue_key,
-        routes::admin::grant_role,
-        routes::admin::revoke_role,
-        routes::admin::suspend,
-        routes::admin::unsuspend,
-        routes::admin::audit,
-        routes::transparency::index,
-        routes::transparency::key,
-        routes::transparency::day,
-        routes::transparency::proof,
-        routes::transparency::checkpoint,
-        routes::transparency::consistency,
     ),
     components(schemas(error::ErrorBody, api::ExportRow)),
     modifiers(&ApiKeyScheme),
@@ -90,8 +56,22 @@ impl Modify for ApiKeyScheme {
 /// The document as served, with each operation's permission and minimum tier from the
 /// access table.
 pub fn document() -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
-    for route in ROUTES {
+    DOCUMENT.clone()
+}
+
+/// Built once: the registrations do not change while the process runs.
+static DOCUMENT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(build_document);
+
+fn build_document() -> Value {
+    let mut openapi = ApiDoc::openapi();
+    let (paths, schemas) = crate::routes::api().openapi_parts();
+    openapi.paths.merge(paths);
+    crate::routing::add_schemas(
+        openapi.components.get_or_insert_with(Default::default),
+        schemas,
+    );
+    let mut doc = serde_json::to_value(openapi).unwrap_or_default();
+    for route in ROUTES.iter() {
         let method = route.method.as_str().to_ascii_lowercase();
         let Some(op) = doc
             .pointer_mut(&format!(

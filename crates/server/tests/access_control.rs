@@ -29,7 +29,7 @@ use model::{Arch, Clock as _, FixedClock, RecordSigner, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
 use server::Settings;
-use server::access::{Access, ROUTES, RouteSpec};
+use server::routing::{Access, ROUTES, RouteSpec};
 use store::TenantKind;
 
 macro_rules! access_tests {
@@ -209,7 +209,7 @@ fn sample(route: &RouteSpec) -> (Method, String, Option<String>, Option<u16>) {
         .join("/");
     let method = Method::from_bytes(route.method.as_str().as_bytes()).expect("method");
     let lookup = json!({ "hashes": [hex_of(2, 64)] }).to_string();
-    let (body, expected) = match (route.method.as_str(), route.path) {
+    let (body, expected) = match (route.method.as_str(), route.path.as_str()) {
         ("GET", "/api/v1/intel/history") => {
             path.push_str("?executable=putty.exe");
             (None, Some(200))
@@ -703,7 +703,7 @@ async fn grants_expire_with_the_clock(app: TestApp) {
         let app = &app;
         async move {
             match route {
-                Some(r) => Some(app.get_with(r.path, &key).await.status != 403),
+                Some(r) => Some(app.get_with(&r.path, &key).await.status != 403),
                 None => None,
             }
         }
@@ -746,7 +746,7 @@ async fn grants_expire_with_the_clock(app: TestApp) {
     // A token issued before the grant is authorized by the key's roles as they are now.
     if let Some(r) = route {
         let status = app
-            .call_bearer(Method::GET, r.path, &token_before, None)
+            .call_bearer(Method::GET, &r.path, &token_before, None)
             .await
             .status;
         assert_ne!(status, 403);
@@ -780,7 +780,7 @@ async fn grants_expire_with_the_clock(app: TestApp) {
     assert_ne!(reaches(analyst.clone()).await, Some(true));
     if let Some(r) = route {
         let status = app
-            .call_bearer(Method::GET, r.path, &late, None)
+            .call_bearer(Method::GET, &r.path, &late, None)
             .await
             .status;
         assert_eq!(status, 403, "a token's old roles claim grants nothing");
@@ -1573,7 +1573,7 @@ async fn revocation_is_immediate_and_reissue_replaces(app: TestApp) {
     assert!(listed_old["revoked_at"].is_string());
     assert_eq!(listed_old["grants"], json!([]));
     if let Some(route) = auditor_only_route() {
-        assert_ne!(app.get_with(route.path, &k3).await.status, 403);
+        assert_ne!(app.get_with(&route.path, &k3).await.status, 403);
     }
 }
 

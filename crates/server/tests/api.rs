@@ -17,7 +17,7 @@ use common::{TestApp, go, hex_of, putty, pypi, q, rec, t};
 use model::{Arch, Clock as _, Platform, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
-use server::access::{Access, ROUTES, RouteSpec};
+use server::routing::{Access, ROUTES, RouteSpec};
 
 macro_rules! api_tests {
     ($($name:ident),+ $(,)?) => {
@@ -715,7 +715,7 @@ async fn lookup_rejects_malformed_bodies(app: TestApp) {
 
 async fn lookup_body_size_limit(app: TestApp) {
     let key = app.analyst().await;
-    let limit = server::MAX_BODY_BYTES;
+    let limit = server::routing::DEFAULT_MAX_BODY;
     assert_eq!(limit, 64 * 1024);
 
     // Just under the limit (padding is whitespace): accepted.
@@ -1364,7 +1364,7 @@ fn sample_request(route: &RouteSpec) -> (Method, String, Option<String>) {
         })
         .collect::<Vec<_>>()
         .join("/");
-    match route.path {
+    match route.path.as_str() {
         "/api/v1/intel/history" => path.push_str("?executable=putty.exe"),
         "/api/v1/intel/export" => path.push_str("?format=csv"),
         _ => {}
@@ -1663,7 +1663,7 @@ async fn every_route_is_served(app: TestApp) {
         .account("owner-ent", Role::PlatformOwner, Tier::Enterprise)
         .await;
     app.record(putty("0.82", Arch::Amd64, 2)).await;
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let r = send_sample(&app, route, Some(&owner)).await;
         assert!(
             served(&r),
@@ -1834,9 +1834,9 @@ async fn openapi_document(app: TestApp) {
         "{}",
         doc["openapi"]
     );
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let method = route.method.as_str().to_ascii_lowercase();
-        let op = &doc["paths"][route.path][&method];
+        let op = &doc["paths"][route.path.as_str()][&method];
         assert!(
             op.is_object(),
             "{} {} is not documented",
@@ -1895,7 +1895,7 @@ async fn openapi_document(app: TestApp) {
             assert!(
                 ROUTES
                     .iter()
-                    .any(|r| r.path == path && r.method.as_str().eq_ignore_ascii_case(method)),
+                    .any(|r| r.path == *path && r.method.as_str().eq_ignore_ascii_case(method)),
                 "{method} {path} is documented but not in the access table"
             );
         }
@@ -1930,7 +1930,7 @@ async fn docs_page(app: TestApp) {
     );
     assert!(r.text.to_ascii_lowercase().starts_with("<!doctype html>"));
     assert!(r.text.contains("/api/v1/openapi.json"));
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         assert!(
             r.text.contains(&format!("<code>{}</code>", route.path)),
             "the docs page lists {}",

@@ -11,16 +11,36 @@ use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
-use model::{Error, Role};
+use model::{Error, Permission, Role, Tier};
 use serde::{Deserialize, Serialize};
 use store::access::{AuditEntry, GrantRow, KeyInfo};
 use store::{KeyPrincipal, NewApiKey, TenantKind};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams};
+use crate::routing::{Api, Rule};
+
+/// The administration routes and who may call them.
+pub(crate) fn routes(api: Api) -> Api {
+    use Permission as P;
+    let keys = Rule::private(P::TenantManage, Tier::Teams);
+    let platform = |p| Rule::private(p, Tier::Enterprise);
+    api.route(routes!(usage), Rule::any_account())
+        .route(routes!(list_keys), keys)
+        .route(routes!(issue_key), keys)
+        .route(routes!(update_key), keys)
+        .route(routes!(revoke_key), keys)
+        .route(routes!(reissue_key), keys)
+        .route(routes!(grant_role), keys)
+        .route(routes!(revoke_role), keys)
+        .route(routes!(suspend), platform(P::PlatformKeys))
+        .route(routes!(unsuspend), platform(P::PlatformKeys))
+        .route(routes!(audit), platform(P::PlatformSettings))
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GrantJson {

@@ -6,9 +6,20 @@ use axum::extract::{Extension, State};
 use model::Error;
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
+use crate::routing::{Api, Impersonation, LimitClass, Rule};
+
+/// Token exchange, refresh and the verification keys.
+pub(crate) fn routes(api: Api) -> Api {
+    // Sessions cannot mint or refresh tokens.
+    let minting = Rule::any_account().impersonation(Impersonation::Refused);
+    api.route(routes!(jwks), Rule::public())
+        .route(routes!(token), minting.limit(LimitClass::Token))
+        .route(routes!(refresh), minting)
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TokenResponse {

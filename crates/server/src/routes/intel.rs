@@ -7,9 +7,10 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{Duration, NaiveDate};
 use futures::stream::{self, StreamExt};
-use model::{Arch, Error, HashValue, Platform};
+use model::{Arch, Error, HashValue, Permission, Platform, Tier};
 use serde::Deserialize;
 use store::{ExportCursor, ExportQuery, HistoryQuery};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
@@ -18,7 +19,28 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams};
+use crate::routing::{Api, Rule};
 use crate::vendor_index::{VendorMatch, best_match};
+
+/// The intel routes and who may call them.
+pub(crate) fn routes(api: Api) -> Api {
+    use Permission as P;
+    api.route(routes!(stats), Rule::private(P::IntelStats, Tier::Basic))
+        .route(routes!(lookup), Rule::private(P::IntelLookup, Tier::Basic))
+        .route(
+            routes!(lookup_historical),
+            Rule::private(P::IntelHistory, Tier::Basic),
+        )
+        .route(
+            routes!(history),
+            Rule::private(P::IntelHistory, Tier::Basic),
+        )
+        .route(routes!(export), Rule::private(P::IntelHistory, Tier::Basic))
+        .route(
+            routes!(downloads),
+            Rule::private(P::IntelDownloads, Tier::Teams),
+        )
+}
 
 pub const MAX_LOOKUP_HASHES: usize = 100;
 pub const DEFAULT_PAGE: u32 = 50;

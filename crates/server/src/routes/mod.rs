@@ -1,5 +1,25 @@
+//! The route handlers, one module per resource. Each module's `routes` registers its
+//! handlers with their access rules; [`api`] is the whole API.
+
+use utoipa_axum::routes;
+
+use crate::routing::{Api, Rule};
+
 pub mod admin;
 pub mod auth;
 pub mod intel;
 pub mod public;
 pub mod transparency;
+
+/// Every route of the API, registered with its rule.
+pub fn api() -> Api {
+    let api = Api::default();
+    let api = public::routes(api);
+    let api = auth::routes(api);
+    let api = intel::routes(api);
+    let api = admin::routes(api);
+    let api = transparency::routes(api);
+    // The API's own description is public so that tools can read it before holding a key.
+    api.route(routes!(crate::openapi::openapi_json), Rule::public())
+        .route(routes!(crate::openapi::docs_page), Rule::public())
+}

@@ -11,6 +11,7 @@ use axum::response::IntoResponse;
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
 use serde::Deserialize;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
@@ -19,6 +20,18 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
+use crate::routing::{Api, LimitClass, Rule};
+
+/// The routes that need no credential.
+pub(crate) fn routes(api: Api) -> Api {
+    api.route(routes!(healthz), Rule::public().limit(LimitClass::None))
+        .route(routes!(readyz), Rule::public().limit(LimitClass::None))
+        .route(
+            routes!(hash_of_day),
+            Rule::public().limit(LimitClass::HashOfDay),
+        )
+        .route(routes!(status), Rule::public())
+}
 
 /// Liveness: answers as long as the process serves requests; touches nothing.
 #[utoipa::path(get, path = "/healthz", tag = "operations",

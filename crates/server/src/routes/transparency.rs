@@ -21,10 +21,22 @@ use store::translog::{LeafRow, StoredRoot};
 use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
 use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey};
 use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
+use crate::routing::{Api, Rule};
+
+/// The transparency log's public routes.
+pub(crate) fn routes(api: Api) -> Api {
+    api.route(routes!(index), Rule::public())
+        .route(routes!(key), Rule::public())
+        .route(routes!(checkpoint), Rule::public())
+        .route(routes!(consistency), Rule::public())
+        .route(routes!(day), Rule::public())
+        .route(routes!(proof), Rule::public())
+}
 
 /// Name of the root log in its checkpoints (the C2SP origin line).
 pub const CHECKPOINT_ORIGIN: &str = "knowngood/daily-roots";
