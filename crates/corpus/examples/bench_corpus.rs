@@ -12,6 +12,8 @@
 //! The synthetic database is cached in `--dir` and reused. The import runs in a child process
 //! (this binary with `--child-import`) so that its peak memory (VmHWM) is its own.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

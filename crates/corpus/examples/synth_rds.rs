@@ -3,6 +3,8 @@
 //! `cargo run --release -p corpus --example synth_rds -- --out PATH [--layout minimal|full]
 //!  [--n N] [--seed S] [--rows-per-hash R]`
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -1,5 +1,7 @@
 //! Import, lookup and generation swap, end to end on small synthetic RDS databases.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -12,6 +12,8 @@
 //!
 //! Goals: md5sum time / hasher time >= 0.85; RSS growth during the download <= 64 MB.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::convert::Infallible;
 use std::error::Error;
 use std::path::Path;

@@ -4,6 +4,8 @@
 //! Tests that need a signature print a visible SKIPPED line and pass when osslsigncode is
 //! absent; the unsigned, non-PE and malformed cases need nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod common;
 
 use std::io::Write as _;

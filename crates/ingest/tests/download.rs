@@ -1,5 +1,7 @@
 //! `download_and_hash` against a loopback server: digests, size caps, timeouts, errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod common;
 
 use std::convert::Infallible;

@@ -2,6 +2,8 @@
 //!
 //! Alone in its own test binary so that other tests cannot disturb the process counters.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod common;
 
 use std::convert::Infallible;

@@ -7,6 +7,8 @@
 //! documented or observed responses, cited at each vendor's module in `src/`); digests are
 //! made up unless a test downloads the file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod vendor_support;
 
 use ingest::{ProblemKind, VendorReport, vendors};

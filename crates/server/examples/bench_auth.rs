@@ -18,6 +18,8 @@
 //! cargo run --release -p server --example bench_auth -- [--requests M (3000)]
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod support;
 use support::{summarize, us};
 

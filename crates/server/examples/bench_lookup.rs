@@ -18,6 +18,8 @@
 //! `--postgres URL` creates a fresh database on that server (the URL's database is only used
 //! to create and drop it).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod support;
 use support::{splitmix, summarize, us};
 

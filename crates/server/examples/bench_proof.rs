@@ -10,6 +10,8 @@
 //! cargo run --release -p server --example bench_proof -- [--records N] [--requests M]
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod support;
 use support::{splitmix, summarize, us};
 

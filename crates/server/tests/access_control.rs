@@ -9,6 +9,8 @@
 //! `Settings` with `f`. The Redis test needs Redis at `KNOWNGOOD_TEST_REDIS_URL` (default
 //! `redis://127.0.0.1:6379`) and prints `SKIPPED` when it is unreachable.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
 mod common;

@@ -8,6 +8,8 @@
 //! `UPDATE_SNAPSHOTS=1 cargo test -p server --test api openapi` rewrites the committed
 //! OpenAPI snapshot `crates/server/openapi.json`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -11,6 +11,8 @@
 //!
 //! Each test runs as `sqlite::<name>` and `postgres::<name>` (see `common/mod.rs`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -7,6 +7,8 @@
 //! `sqlite::<name>` and `postgres::<name>` (the latter skipped, with a visible `SKIPPED`
 //! line, unless `KNOWNGOOD_TEST_POSTGRES_URL` is set). See `common/mod.rs`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 #[allow(dead_code)]
 mod common;
 

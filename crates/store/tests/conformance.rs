@@ -7,6 +7,8 @@
 //! The bodies are written once against `Arc<dyn Store>`; `conformance!` instantiates each
 //! as `sqlite::<name>` and `postgres::<name>`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::future::Future;
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;

@@ -8,6 +8,8 @@
 //! It does this for several rounds on the same file, so each writer starts from the WAL a
 //! killed one left behind.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::process::ExitStatusExt as _;

@@ -15,6 +15,8 @@
 //! is reported too: on a shared machine it leaves out time spent waiting
 //! for a core, so its ratio is the more stable one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
