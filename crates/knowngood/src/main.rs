@@ -151,14 +151,7 @@ enum AdminCommand {
 }
 
 fn main() -> std::process::ExitCode {
-    // Logs go to stderr so that stdout carries only what a command prints on purpose
-    // (e.g. a new key).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let cli = Cli::parse();
     let outcome = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -171,6 +164,21 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs go to stderr so that stdout carries only what a command prints on purpose (e.g. a
+/// new key). `RUST_LOG` filters them (default `info`); `KNOWNGOOD_LOG_FORMAT=json` writes
+/// one JSON object per line for log collectors.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("KNOWNGOOD_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        logs.json().init();
+    } else {
+        logs.init();
     }
 }
 

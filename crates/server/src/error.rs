@@ -71,6 +71,13 @@ impl IntoResponse for ApiError {
             }),
         )
             .into_response();
+        if let Error::Unauthorized(_) = self.0 {
+            // RFC 9110: a 401 names how to authenticate (a key header works as well).
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"knowngood\""),
+            );
+        }
         if let Error::RateLimited { retry_after_secs } | Error::QuotaExceeded { retry_after_secs } =
             self.0
         {

@@ -28,6 +28,7 @@ pub mod guard;
 mod huge_pages;
 pub mod openapi;
 pub mod refresh;
+pub mod request_log;
 pub mod routes;
 pub mod routing;
 pub mod vendor_index;
@@ -168,6 +169,7 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError(Error::internal("handler panicked")).into_response()
         }))
+        .layer(axum::middleware::from_fn(request_log::request_span))
         .with_state(state)
 }
 

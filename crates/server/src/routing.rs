@@ -245,6 +245,7 @@ async fn enforce_rule(
     next: Next,
 ) -> Result<Response, ApiError> {
     let (state, spec) = &*route;
+    crate::request_log::record_route(&spec.path);
     crate::guard::enforce(state, spec, peer, request, next).await
 }
 

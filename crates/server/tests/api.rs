@@ -67,6 +67,7 @@ api_tests!(
     authorization_matrix,
     every_route_is_served,
     unknown_routes_are_json_404,
+    request_ids_are_echoed_or_minted,
     health_and_status,
     status_counts_vendor_health,
     openapi_document,
@@ -1821,6 +1822,48 @@ async fn status_counts_vendor_health(app: TestApp) {
 // ---------------------------------------------------------------------------------------
 // OpenAPI and docs
 // ---------------------------------------------------------------------------------------
+
+async fn request_ids_are_echoed_or_minted(app: TestApp) {
+    let client = reqwest::Client::new();
+    let id_of = |r: &reqwest::Response| {
+        r.headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let url = format!("{}/api/v1/intel/stats", app.base);
+    let minted = client.get(&url).send().await.unwrap();
+    let again = client.get(&url).send().await.unwrap();
+    assert_eq!(minted.status(), 401);
+    assert_eq!(
+        minted.headers()["www-authenticate"],
+        "Bearer realm=\"knowngood\"",
+        "a 401 names how to authenticate"
+    );
+    assert_eq!(
+        id_of(&minted).len(),
+        16,
+        "a new id on every answer, errors included"
+    );
+    assert_ne!(id_of(&minted), id_of(&again));
+    let echoed = client
+        .get(&url)
+        .header("X-Request-Id", "trace-7.a_b")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(id_of(&echoed), "trace-7.a_b");
+    for hostile in ["a b", "<script>", "id\"=1", &"z".repeat(65)] {
+        let r = client
+            .get(&url)
+            .header("X-Request-Id", hostile)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(id_of(&r).len(), 16, "{hostile:?} replaced by a new id");
+    }
+}
 
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
 
