@@ -24,7 +24,7 @@ pub struct Quotas {
 }
 
 impl Default for Quotas {
-    /// SPEC.md's values; `free` reaches only token and usage routes and gets basic's quota.
+    /// The documented values; `free` reaches only token and usage routes and gets basic's quota.
     fn default() -> Self {
         Self {
             free: Some(50_000),

@@ -75,7 +75,7 @@ fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
         .with_context(|| format!("schedule.{field} must be HH:MM (UTC), got {text:?}"))
 }
 
-/// Per-minute limits; unset values keep SPEC.md's defaults.
+/// Per-minute limits; unset values keep the documented defaults (docs/api.md).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitSettings {

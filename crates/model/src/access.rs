@@ -1,4 +1,4 @@
-//! Tiers, roles and permissions, as SPEC.md and SPEC-DECISIONS.md fix them.
+//! Tiers, roles and permissions, as docs/api.md ("Roles") fixes them.
 //!
 //! A request passes only if the caller's effective permissions hold the route's
 //! permission AND the account's tier is at least the route's minimum tier.

@@ -1,4 +1,4 @@
-//! The JSON shapes of the API. Field names follow SPEC.md and SPEC-DECISIONS.md; these
+//! The JSON shapes of the API. Field names follow docs/api.md; these
 //! types also describe the responses in the OpenAPI document.
 
 use std::collections::BTreeMap;

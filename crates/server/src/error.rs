@@ -1,6 +1,6 @@
 //! The one mapping from domain errors to HTTP: every error response of the API is made
-//! here, as `{"error": "<code>", "message": "<detail>"}` with the status SPEC-DECISIONS
-//! fixes. Internal details go to the log, never to the caller.
+//! here, as `{"error": "<code>", "message": "<detail>"}` with the status docs/api.md
+//! ("Errors") fixes. Internal details go to the log, never to the caller.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -37,7 +37,7 @@ use error::ApiError;
 use routes::public::FeedCache;
 use routes::transparency::LogKey;
 
-/// Per-minute limits; SPEC.md's values by default.
+/// Per-minute limits; the documented values by default (docs/api.md).
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub hash_of_day_per_ip: u32,
@@ -67,7 +67,7 @@ pub struct Settings {
     /// UTC time of day after which the day's transparency root is published (after the
     /// vendor refresh).
     pub translog_publish_at: chrono::NaiveTime,
-    /// Monthly request quotas per tier; SPEC.md's values by default.
+    /// Monthly request quotas per tier; the documented values by default.
     pub quotas: Quotas,
     /// A directory where new NSRL RDS v3 releases (`*.db`) are dropped; a file newer than
     /// the live corpus generation is imported, then swapped in. None = imports by hand only.

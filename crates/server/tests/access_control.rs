@@ -88,7 +88,7 @@ const KEYS: &str = "/api/v1/admin/keys";
 const USAGE: &str = "/api/v1/admin/usage";
 const AUDIT: &str = "/api/v1/admin/audit";
 
-/// SPEC.md's per-minute limits, with the platform's proxy (here: the test client's own
+/// The documented per-minute limits, with the platform's proxy (here: the test client's own
 /// address) trusted for `X-Forwarded-For`.
 fn spec_limits(s: &mut Settings) {
     s.limits = server::Limits::default();
@@ -1681,7 +1681,7 @@ fn assert_rate_limited(r: &Resp, retry: u64) {
     assert_eq!(retry_after(r), retry, "Retry-After");
 }
 
-/// SPEC's limits with the in-process limiter (the clock is frozen, so buckets refill only
+/// The documented limits with the in-process limiter (the clock is frozen, so buckets refill only
 /// when the test moves it).
 async fn per_minute_limits_in_process(app: TestApp) {
     // Public feed: 100 per minute per client address.

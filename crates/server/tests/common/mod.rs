@@ -202,7 +202,7 @@ pub fn app_state(
     )
 }
 
-/// The settings of [`app_state`]: SPEC defaults with every per-minute limit raised out of
+/// The settings of [`app_state`]: the documented defaults with every per-minute limit raised out of
 /// reach.
 pub fn test_settings() -> Settings {
     Settings {
