@@ -1,6 +1,6 @@
 //! Cache prefetch hints: lookups ask for the lines they will read next, for several hashes or
 //! tables at once, so that the memory accesses overlap instead of following one another.
-//! Public for the server's vendor lookup index, which batches the same way.
+//! Public for the vendor lookup index (the `lookup` crate), which batches the same way.
 
 /// Prefetches the cache line holding `items[i]`, if it exists.
 #[inline(always)]

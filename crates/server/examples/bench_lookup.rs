@@ -763,7 +763,7 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
     // at start; here it is built up front and timed.
     let rss_before = rss_anon_kib();
     let started = Instant::now();
-    let indexed = state.vendor_index.rebuild(&store).await?;
+    let indexed = state.classifier.rebuild().await?;
     let index_build = started.elapsed();
     let index_kib = rss_anon_kib().saturating_sub(rss_before);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

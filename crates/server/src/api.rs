@@ -76,8 +76,8 @@ pub struct LookupRequest {
     pub hashes: Vec<String>,
 }
 
-// The text borrows from the lookup index, the corpus generation or the records read for the
-// request: no copies per hit.
+// The text borrows from the classifier's sources (lookup index, corpus generation or the
+// records read for the request) and the keys from the batch: no copies per hit.
 /// Classification of one submitted hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct LookupResult<'a> {
@@ -106,7 +106,7 @@ pub struct LookupResult<'a> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LookupResponse<'a> {
     /// Keyed by each distinct submitted hash, lowercase.
-    pub results: BTreeMap<String, LookupResult<'a>>,
+    pub results: BTreeMap<&'a str, LookupResult<'a>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

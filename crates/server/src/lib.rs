@@ -25,13 +25,11 @@ pub mod corpus_release;
 pub mod error;
 pub mod extract;
 pub mod guard;
-mod huge_pages;
 pub mod openapi;
 pub mod refresh;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
-pub mod vendor_index;
 
 use error::ApiError;
 use routes::public::FeedCache;
@@ -112,12 +110,12 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Names this process when it takes a scheduled job's lease.
     pub replica_id: String,
-    /// The NSRL reference corpus, when one is configured.
+    /// The NSRL reference corpus, when one is configured (the classifier holds it too).
     pub corpus: Option<Arc<corpus::Corpus>>,
     /// A vendor refresh is running in this process.
     pub refreshing: Arc<std::sync::atomic::AtomicBool>,
-    /// The vendor records in memory, for lookups.
-    pub vendor_index: Arc<vendor_index::VendorIndex>,
+    /// Classifies lookups; holds the in-memory vendor index.
+    pub classifier: lookup::Classifier,
     /// Held while this process imports a new corpus release, so hourly runs never overlap.
     pub corpus_importing: Arc<tokio::sync::Mutex<()>>,
 }
@@ -133,6 +131,7 @@ impl AppState {
     ) -> Self {
         Self {
             usage: Arc::new(Usage::new(store.clone(), settings.quotas)),
+            classifier: lookup::Classifier::new(store.clone()),
             store,
             credentials: Arc::new(credentials),
             limiter: Arc::new(limiter),
@@ -144,7 +143,6 @@ impl AppState {
             replica_id: store::new_id(),
             corpus: None,
             refreshing: Arc::default(),
-            vendor_index: Arc::default(),
             corpus_importing: Arc::default(),
             settings: Arc::new(settings),
         }
@@ -154,6 +152,7 @@ impl AppState {
 impl AppState {
     /// Serves `known_file` results from this corpus.
     pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
+        self.classifier = self.classifier.with_corpus(Arc::clone(&corpus));
         self.corpus = Some(corpus);
         self
     }
@@ -203,9 +202,9 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 if let Err(e) = state.store.poll_records_epoch().await {
                     tracing::warn!(error = %e, "records epoch poll failed");
                 }
-                state.vendor_index.catch_up(&state.store);
+                state.classifier.catch_up();
             }
-            _ = reindex.tick() => state.vendor_index.rebuild_in_background(&state.store),
+            _ = reindex.tick() => state.classifier.rebuild_in_background(),
             _ = flush.tick() => {
                 if let Err(e) = state.usage.flush().await {
                     tracing::warn!(error = %e, "usage flush failed; will retry");

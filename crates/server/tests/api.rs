@@ -503,13 +503,9 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
 
 /// Builds the in-memory lookup index now and checks that lookups will use it.
 async fn index_now(app: &TestApp) {
-    app.state
-        .vendor_index
-        .rebuild(&app.store)
-        .await
-        .expect("index rebuild");
+    app.state.classifier.rebuild().await.expect("index rebuild");
     assert!(
-        app.state.vendor_index.fresh(&app.store).is_some(),
+        app.state.classifier.index().fresh(&app.store).is_some(),
         "a fresh build is current"
     );
 }

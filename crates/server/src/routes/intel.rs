@@ -7,6 +7,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{Duration, NaiveDate};
 use futures::stream::{self, StreamExt};
+use lookup::Verdict;
 use model::{Arch, Error, HashValue, Permission, Platform, Tier};
 use serde::Deserialize;
 use store::{ExportCursor, ExportQuery, HistoryQuery};
@@ -20,7 +21,6 @@ use crate::api::{
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams};
 use crate::routing::{Api, Rule};
-use crate::vendor_index::{VendorMatch, best_match};
 
 /// The intel routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {
@@ -163,80 +163,48 @@ fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
     Ok(batch)
 }
 
-/// Classifies the batch and answers: vendor records first (from the in-memory index when it
-/// is current, else from the database), then the reference corpus for the rest, else
-/// `unknown`. The answer borrows its text from whichever source matched, so it is
-/// serialised here, while those are held.
+/// Classifies the batch and answers. The answer borrows its text from the classifier's
+/// sources, so it is serialised here, while those are held.
 async fn classify(
     state: &AppState,
     request: LookupRequest,
     historical: bool,
 ) -> ApiResult<Response> {
     let batch = parse_batch(request)?;
-    let index = state.vendor_index.fresh(&state.store);
-    let records;
-    let vendor = match &index {
-        Some(index) => index.get_batch(&batch, historical),
-        None => {
-            // Verified records only, current before superseded, then the newest.
-            records = state.store.find_by_hashes(&batch, historical).await?;
-            batch.iter().map(|h| best_match(h, &records)).collect()
-        }
-    };
-    let mut results: Vec<Option<LookupResult>> = vendor
-        .into_iter()
-        .map(|m| m.map(|m| vendor_result(&m, historical)))
-        .collect();
-    // The reference corpus for the rest, in one prefetching batch; it is in memory, so this
-    // is microseconds of work and safe on the async thread.
-    let generation = state.corpus.as_ref().and_then(|c| c.current());
-    if let Some(g) = &generation {
-        let rest: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
-        // Every parsed hash has a digest's length, so none is dropped and indexes line up.
-        let keys: Vec<corpus::HashBytes> = rest
-            .iter()
-            .filter_map(|&i| corpus::HashBytes::from_slice(batch[i].digest()))
-            .collect();
-        let found = if keys.len() == rest.len() {
-            g.lookup_batch(&keys)
-        } else {
-            Vec::new()
-        };
-        for (&i, entry) in rest.iter().zip(found) {
-            results[i] = entry.map(|e| LookupResult {
-                classification: "known_file",
-                source: Some(e.source),
-                file_name: Some(e.file_name),
-                product_name: Some(e.product_name),
-                ..LookupResult::default()
-            });
-        }
-    }
+    let classified = state.classifier.classify(batch, historical).await?;
     // `batch` is sorted and distinct, so the map is built in one pass.
-    let results = batch
+    let results = classified
+        .results()
         .into_iter()
-        .zip(results)
-        .map(|(hash, result)| {
-            let result = result.unwrap_or_else(|| LookupResult {
-                classification: "unknown",
-                ..LookupResult::default()
-            });
-            (String::from(hash), result)
-        })
+        .map(|(hash, verdict)| (hash.as_str(), lookup_result(verdict, historical)))
         .collect();
     Ok(lookup_json(&LookupResponse { results }))
 }
 
-fn vendor_result<'a>(m: &VendorMatch<'a>, historical: bool) -> LookupResult<'a> {
-    LookupResult {
-        classification: "known_vendor_release",
-        source: Some("service_vendor"),
-        vendor: Some(m.vendor),
-        executable_name: Some(m.executable_name),
-        version: Some(m.version),
-        platform: Some(m.platform.as_str()),
-        historical: (historical && !m.current).then_some(true),
-        ..LookupResult::default()
+fn lookup_result(verdict: Verdict<'_>, historical: bool) -> LookupResult<'_> {
+    let classification = verdict.classification().as_str();
+    match verdict {
+        Verdict::VendorRelease(m) => LookupResult {
+            classification,
+            source: Some("service_vendor"),
+            vendor: Some(m.vendor),
+            executable_name: Some(m.executable_name),
+            version: Some(m.version),
+            platform: Some(m.platform.as_str()),
+            historical: (historical && !m.current).then_some(true),
+            ..LookupResult::default()
+        },
+        Verdict::File(e) => LookupResult {
+            classification,
+            source: Some(e.source),
+            file_name: Some(e.file_name),
+            product_name: Some(e.product_name),
+            ..LookupResult::default()
+        },
+        Verdict::Unknown => LookupResult {
+            classification,
+            ..LookupResult::default()
+        },
     }
 }
 

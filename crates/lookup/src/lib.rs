@@ -1,0 +1,165 @@
+//! Classifying submitted hashes: vendor releases first (from the in-memory [`VendorIndex`]
+//! when it reflects the store, else from the database), then the reference corpus, else
+//! unknown.
+//!
+//! A [`Classifier`] is cheap to clone and shared by every request. Its answers borrow their
+//! text from the index, the records read for the request or the corpus generation, so
+//! [`Classifier::classify`] returns a [`Classified`] that holds those sources, and the
+//! per-hash [`Verdict`]s borrow from it: no copies per hit.
+
+use std::sync::Arc;
+
+use corpus::{Corpus, Generation};
+use model::{Classification, Error, HashRecord, HashValue};
+use store::Store;
+
+mod huge_pages;
+pub mod vendor_index;
+
+pub use vendor_index::{FreshIndex, VendorIndex, VendorMatch, best_match};
+
+/// The classification pipeline: the vendor index, the store behind it and the optional
+/// reference corpus.
+#[derive(Clone)]
+pub struct Classifier {
+    index: Arc<VendorIndex>,
+    store: Arc<dyn Store>,
+    corpus: Option<Arc<Corpus>>,
+}
+
+impl Classifier {
+    /// A classifier over `store` with an empty index (built on first use or by
+    /// [`rebuild`](Self::rebuild)) and no corpus.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            index: Arc::default(),
+            store,
+            corpus: None,
+        }
+    }
+
+    /// Answers `known_file` from this corpus too; the index is kept.
+    pub fn with_corpus(mut self, corpus: Arc<Corpus>) -> Self {
+        self.corpus = Some(corpus);
+        self
+    }
+
+    pub fn index(&self) -> &Arc<VendorIndex> {
+        &self.index
+    }
+
+    /// Starts a rebuild if the index is behind the store (see [`VendorIndex::fresh`]).
+    pub fn catch_up(&self) {
+        self.index.catch_up(&self.store);
+    }
+
+    /// Starts a rebuild unless one is running or it is too soon (see
+    /// [`VendorIndex::rebuild_in_background`]).
+    pub fn rebuild_in_background(&self) {
+        self.index.rebuild_in_background(&self.store);
+    }
+
+    /// Builds the index now, on this task; returns the number of hashes indexed.
+    pub async fn rebuild(&self) -> Result<usize, Error> {
+        self.index.rebuild(&self.store).await
+    }
+
+    /// Classifies `batch` (parsed, sorted and distinct). Superseded vendor records match
+    /// only when `historical`. The database is read here when the index is stale; the
+    /// in-memory work happens in [`Classified::results`].
+    pub async fn classify(
+        &self,
+        batch: Vec<HashValue>,
+        historical: bool,
+    ) -> Result<Classified, Error> {
+        let index = self.index.fresh(&self.store);
+        let records = match &index {
+            Some(_) => Vec::new(),
+            // Verified records only; `best_match` picks as the index would.
+            None => self.store.find_by_hashes(&batch, historical).await?,
+        };
+        Ok(Classified {
+            batch,
+            historical,
+            index,
+            records,
+            generation: self.corpus.as_ref().and_then(|c| c.current()),
+        })
+    }
+}
+
+/// One batch with the sources its answers borrow from.
+pub struct Classified {
+    batch: Vec<HashValue>,
+    historical: bool,
+    /// The index, when it was fresh; otherwise `records` holds the database's answer.
+    index: Option<FreshIndex>,
+    records: Vec<HashRecord>,
+    generation: Option<Arc<Generation>>,
+}
+
+/// What a hash was found to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// A verified vendor record; superseded only on a historical lookup.
+    VendorRelease(VendorMatch<'a>),
+    /// A file of the reference corpus.
+    File(corpus::Entry<'a>),
+    Unknown,
+}
+
+impl Verdict<'_> {
+    pub fn classification(&self) -> Classification {
+        match self {
+            Verdict::VendorRelease(_) => Classification::KnownVendorRelease,
+            Verdict::File(_) => Classification::KnownFile,
+            Verdict::Unknown => Classification::Unknown,
+        }
+    }
+}
+
+impl Classified {
+    /// The hashes as submitted to [`Classifier::classify`].
+    pub fn batch(&self) -> &[HashValue] {
+        &self.batch
+    }
+
+    /// Every hash of the batch with its verdict, in batch order. Each call looks the batch
+    /// up again (microseconds, all in memory).
+    pub fn results(&self) -> Vec<(&HashValue, Verdict<'_>)> {
+        let batch = &self.batch;
+        let vendor = match &self.index {
+            Some(index) => index.get_batch(batch, self.historical),
+            None => batch.iter().map(|h| best_match(h, &self.records)).collect(),
+        };
+        let mut verdicts: Vec<Option<Verdict<'_>>> = vendor
+            .into_iter()
+            .map(|m| m.map(Verdict::VendorRelease))
+            .collect();
+        // The reference corpus for the rest, in one prefetching batch; it is in memory, so
+        // this is safe on an async thread.
+        if let Some(g) = &self.generation {
+            let rest: Vec<usize> = (0..batch.len())
+                .filter(|&i| verdicts[i].is_none())
+                .collect();
+            // Every parsed hash has a digest's length, so none is dropped and indexes line up.
+            let keys: Vec<corpus::HashBytes> = rest
+                .iter()
+                .filter_map(|&i| corpus::HashBytes::from_slice(batch[i].digest()))
+                .collect();
+            let found = if keys.len() == rest.len() {
+                g.lookup_batch(&keys)
+            } else {
+                Vec::new()
+            };
+            for (&i, entry) in rest.iter().zip(found) {
+                verdicts[i] = entry.map(Verdict::File);
+            }
+        }
+        batch
+            .iter()
+            .zip(verdicts)
+            .map(|(hash, v)| (hash, v.unwrap_or(Verdict::Unknown)))
+            .collect()
+    }
+}
