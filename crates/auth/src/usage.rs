@@ -138,7 +138,8 @@ impl Usage {
         Ok(self.stored_total(team_id, month).await? + self.pending_in_month(team_id, month))
     }
 
-    /// 429 `QUOTA_EXCEEDED` once the month's requests reached the tier's quota.
+    /// 429 `QUOTA_EXCEEDED` once the month's requests reached the tier's quota. Called
+    /// before the request is counted, so a refused request costs nothing.
     pub async fn check_quota(
         &self,
         team_id: &str,
@@ -148,7 +149,7 @@ impl Usage {
         let Some(quota) = self.quotas.for_tier(tier) else {
             return Ok(());
         };
-        if self.month_total(team_id, now).await? > quota {
+        if self.month_total(team_id, now).await? >= quota {
             let next = Utc
                 .from_utc_datetime(&next_month(now.date_naive()).and_time(chrono::NaiveTime::MIN));
             let secs = (next - now).num_seconds().max(1);

@@ -83,6 +83,8 @@ pub struct LimitSettings {
     pub public_per_ip: Option<u32>,
     pub token_per_key: Option<u32>,
     pub authenticated_per_key: Option<u32>,
+    pub failed_auth_per_ip: Option<u32>,
+    pub failed_auth_per_team: Option<u32>,
 }
 
 /// Secrets given by configuration rather than generated into the data dir; needed when
@@ -168,6 +170,14 @@ impl Config {
                     .limits
                     .authenticated_per_key
                     .unwrap_or(defaults.authenticated_per_key),
+                failed_auth_per_ip: file
+                    .limits
+                    .failed_auth_per_ip
+                    .unwrap_or(defaults.failed_auth_per_ip),
+                failed_auth_per_team: file
+                    .limits
+                    .failed_auth_per_team
+                    .unwrap_or(defaults.failed_auth_per_team),
             },
             trusted_proxies: file.trusted_proxies,
             corpus_release,

@@ -2,7 +2,10 @@
 //! authentication, usage counting, the rate limit, the monthly quota, then permission and
 //! tier. The routing layer attaches it to every registered route with that route's rule.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::Request;
 use axum::http::HeaderMap;
@@ -44,10 +47,18 @@ pub(crate) async fn enforce(
             permission,
             min_tier,
         } => {
-            let principal = authenticate(state, request.headers()).await?;
-            state
-                .usage
-                .record(&principal.team_id, &spec.endpoint_name(), now);
+            let principal = match authenticate(state, request.headers()).await {
+                Ok(principal) => principal,
+                Err(refused @ Error::Unauthorized(_)) => {
+                    let ip = client_ip(peer, request.headers(), &state.settings.trusted_proxies);
+                    return Err(state
+                        .auth_failures
+                        .refuse(state, ip, request.headers(), refused)
+                        .await
+                        .into());
+                }
+                Err(e) => return Err(e.into()),
+            };
             let (bucket, per_minute) = match spec.limit {
                 LimitClass::Token => ("token", limits.token_per_key),
                 _ => ("api", limits.authenticated_per_key),
@@ -64,6 +75,10 @@ pub(crate) async fn enforce(
                 .usage
                 .check_quota(&principal.team_id, principal.tier, now)
                 .await?;
+            // Counted once past the limits: a request refused with 429 costs no quota.
+            state
+                .usage
+                .record(&principal.team_id, &spec.endpoint_name(), now);
             principal.authorize(permission, min_tier)?;
             request.extensions_mut().insert(principal);
         }
@@ -71,7 +86,20 @@ pub(crate) async fn enforce(
     Ok(next.run(request).await)
 }
 
+/// The one credential of the request. Two keys, or a key and a token, are refused rather
+/// than one silently preferred: a proxy or client that adds its own credential must not
+/// decide who the caller is.
 async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<auth::Principal, Error> {
+    let keys = headers.get_all("x-api-key").iter().count();
+    let bearers = headers
+        .get_all(axum::http::header::AUTHORIZATION)
+        .iter()
+        .count();
+    if keys + bearers > 1 {
+        return Err(Error::bad_request(
+            "send exactly one credential: one X-API-Key header or one Authorization header",
+        ));
+    }
     if let Some(key) = headers.get("x-api-key") {
         let key = key
             .to_str()
@@ -129,4 +157,75 @@ mod tests {
         );
         assert_eq!(client_ip(direct, &headers, &[proxy]), direct.ip());
     }
+}
+
+/// Failed authentications: counted per client address and per team id named in a bad key,
+/// each with its own per-minute limit, so guessing keys or replaying junk tokens from one
+/// place turns into 429s; each burst is logged once, and the counts are kept for the staff
+/// health route.
+#[derive(Default)]
+pub struct AuthFailures {
+    /// Every refused credential since start.
+    pub refused: AtomicU64,
+    /// Refusals answered 429 because the address or team was over its failure limit.
+    pub limited: AtomicU64,
+    /// When each over-limit bucket was last logged (ms), so a burst logs one line.
+    logged: Mutex<HashMap<String, i64>>,
+}
+
+/// Distinct buckets remembered for burst logging; beyond, the memory is dropped at once.
+const MAX_LOGGED_BURSTS: usize = 4096;
+
+impl AuthFailures {
+    /// Counts a refused credential and returns the answer: `refused` (401) while under the
+    /// limits, 429 beyond them.
+    async fn refuse(
+        &self,
+        state: &AppState,
+        ip: IpAddr,
+        headers: &HeaderMap,
+        refused: Error,
+    ) -> Error {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let now_ms = state.clock.now().timestamp_millis();
+        let limits = &state.settings.limits;
+        let mut buckets = vec![(format!("authfail:ip:{ip}"), limits.failed_auth_per_ip)];
+        if let Some(team) = team_named(headers) {
+            buckets.push((format!("authfail:team:{team}"), limits.failed_auth_per_team));
+        }
+        for (bucket, per_minute) in buckets {
+            match state.limiter.check(&bucket, per_minute, now_ms).await {
+                Ok(()) => {}
+                Err(limited @ Error::RateLimited { .. }) => {
+                    self.limited.fetch_add(1, Ordering::Relaxed);
+                    self.log_burst(&bucket, now_ms);
+                    return limited;
+                }
+                // A limiter that cannot answer (Redis down) must not hide the 401.
+                Err(e) => tracing::warn!(error = %e, "failed-authentication limit unavailable"),
+            }
+        }
+        refused
+    }
+
+    fn log_burst(&self, bucket: &str, now_ms: i64) {
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        if logged.get(bucket).is_some_and(|&at| now_ms - at < 60_000) {
+            return;
+        }
+        if logged.len() >= MAX_LOGGED_BURSTS {
+            logged.clear();
+        }
+        logged.insert(bucket.to_string(), now_ms);
+        tracing::warn!(source = %bucket.trim_start_matches("authfail:"), "failed authentications over the limit; answering 429");
+    }
+}
+
+/// The team id a bad key names, when it is a well-formed one (anything else is not a
+/// bucket name).
+fn team_named(headers: &HeaderMap) -> Option<&str> {
+    let key = headers.get("x-api-key")?.to_str().ok()?;
+    let (team, _) = key.split_once('.')?;
+    auth::validate_team_id(team).ok()?;
+    Some(team)
 }

@@ -42,6 +42,10 @@ pub struct Limits {
     pub public_per_ip: u32,
     pub token_per_key: u32,
     pub authenticated_per_key: u32,
+    /// Per client address: refused credentials before further ones are answered 429.
+    pub failed_auth_per_ip: u32,
+    /// Per team id named in a refused key.
+    pub failed_auth_per_team: u32,
 }
 
 impl Default for Limits {
@@ -51,6 +55,8 @@ impl Default for Limits {
             public_per_ip: 300,
             token_per_key: 10,
             authenticated_per_key: 60,
+            failed_auth_per_ip: 30,
+            failed_auth_per_team: 60,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     pub usage: Arc<Usage>,
     pub limiter: Arc<Limiter>,
+    /// Refused credentials: counts and their own limits.
+    pub auth_failures: Arc<guard::AuthFailures>,
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
     pub stats_cache: Arc<routes::intel::StatsCache>,
@@ -135,6 +143,7 @@ impl AppState {
             store,
             credentials: Arc::new(credentials),
             limiter: Arc::new(limiter),
+            auth_failures: Arc::default(),
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
             stats_cache: Arc::default(),

@@ -79,6 +79,9 @@ access_tests!(
     monthly_quota_exhaustion with low_basic_quota,
     usage_report_across_days_and_months,
     usage_survives_clean_shutdown,
+    failed_authentications_are_limited with tight_failure_limits,
+    ambiguous_credentials_are_refused,
+    refused_requests_cost_no_quota with two_per_minute,
 );
 
 const STATS: &str = "/api/v1/intel/stats";
@@ -2200,4 +2203,159 @@ async fn usage_survives_clean_shutdown(mut app: TestApp) {
     assert_eq!(u["total"], 8, "{u}");
     assert_eq!(u["by_endpoint"]["GET /api/v1/intel/stats"], 7);
     restarted.store.close().await;
+}
+
+/// Five refused credentials a minute per address, three per team id named in a bad key;
+/// the test client's address is a trusted proxy, so `X-Forwarded-For` names the caller.
+fn tight_failure_limits(s: &mut Settings) {
+    s.limits.failed_auth_per_ip = 5;
+    s.limits.failed_auth_per_team = 3;
+    s.trusted_proxies = vec!["127.0.0.1".parse().expect("ip")];
+}
+
+/// GET `path` as if from `ip`, with extra headers.
+async fn from_address(
+    app: &TestApp,
+    ip: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Option<u64>) {
+    let mut req = reqwest::Client::new()
+        .get(format!("{}{path}", app.base))
+        .header("X-Forwarded-For", ip);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let r = req.send().await.expect("request");
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    (r.status().as_u16(), retry)
+}
+
+async fn failed_authentications_are_limited(app: TestApp) {
+    let good = app.analyst().await;
+    let junk_token = [("Authorization", "Bearer not.a.token")];
+    // Junk tokens and missing credentials count against the address.
+    for i in 0..5 {
+        let refused = if i % 2 == 0 { &junk_token[..] } else { &[] };
+        assert_eq!(
+            from_address(&app, "203.0.113.1", STATS, refused).await.0,
+            401,
+            "{i}"
+        );
+    }
+    let (status, retry) = from_address(&app, "203.0.113.1", STATS, &junk_token).await;
+    assert_eq!(status, 429, "the sixth failure in a minute");
+    assert!(retry.is_some_and(|s| s >= 1), "{retry:?}");
+    assert_eq!(from_address(&app, "203.0.113.1", STATS, &[]).await.0, 429);
+    // Another address is not affected, and a valid key still works from the limited one.
+    assert_eq!(
+        from_address(&app, "203.0.113.2", STATS, &junk_token)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        from_address(&app, "203.0.113.1", STATS, &[("X-API-Key", &good)])
+            .await
+            .0,
+        200
+    );
+    // Wrong secrets for one team from many addresses: the team's own limit.
+    for i in 0..3 {
+        let ip = format!("198.51.100.{i}");
+        let r = from_address(&app, &ip, STATS, &[("X-API-Key", "victim-team.d3Jvbmc")]).await;
+        assert_eq!(r.0, 401, "{i}");
+    }
+    let r = from_address(
+        &app,
+        "198.51.100.9",
+        STATS,
+        &[("X-API-Key", "victim-team.d3Jvbmc")],
+    )
+    .await;
+    assert_eq!(r.0, 429, "the fourth failure naming the team");
+    let r = from_address(
+        &app,
+        "198.51.100.9",
+        STATS,
+        &[("X-API-Key", "other-team.d3Jvbmc")],
+    )
+    .await;
+    assert_eq!(r.0, 401, "other teams are not affected");
+    let failures = &app.state.auth_failures;
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(failures.refused.load(Relaxed), 13);
+    assert_eq!(failures.limited.load(Relaxed), 3);
+}
+
+async fn ambiguous_credentials_are_refused(app: TestApp) {
+    let key = app.analyst().await;
+    let token = app.token(&key).await;
+    let bearer_header = format!("Bearer {token}");
+    let client = reqwest::Client::new();
+    let url = format!("{}{STATS}", app.base);
+    let two_keys = client
+        .get(&url)
+        .header("X-API-Key", &key)
+        .header("X-API-Key", "nobody.Zm9v")
+        .send()
+        .await
+        .unwrap();
+    let key_and_junk = client
+        .get(&url)
+        .header("X-API-Key", &key)
+        .header("Authorization", "Bearer garbage")
+        .send()
+        .await
+        .unwrap();
+    let key_and_token = client
+        .get(&url)
+        .header("X-API-Key", &key)
+        .header("Authorization", &bearer_header)
+        .send()
+        .await
+        .unwrap();
+    for (what, r) in [
+        ("two keys", two_keys),
+        ("key and junk", key_and_junk),
+        ("key and token", key_and_token),
+    ] {
+        assert_eq!(r.status(), 400, "{what}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "bad request", "{what}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("exactly one credential"),
+            "{what}"
+        );
+    }
+    // Each alone is fine.
+    assert_eq!(app.get_with(STATS, &key).await.status, 200);
+    assert_eq!(bearer(&app, &token).await.status, 200);
+}
+
+/// Two authenticated requests a minute per key.
+fn two_per_minute(s: &mut Settings) {
+    s.limits.authenticated_per_key = 2;
+}
+
+async fn refused_requests_cost_no_quota(app: TestApp) {
+    let key = app.analyst().await;
+    let statuses: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..5 {
+            v.push(app.get_with(STATS, &key).await.status);
+        }
+        v
+    };
+    assert_eq!(statuses, [200, 200, 429, 429, 429]);
+    let team = key.split_once('.').unwrap().0;
+    let month = app.state.usage.month_total(team, app.clock.now()).await;
+    assert_eq!(month.unwrap(), 2, "only the answered requests count");
 }

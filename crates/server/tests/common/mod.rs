@@ -211,6 +211,8 @@ pub fn test_settings() -> Settings {
             public_per_ip: 1_000_000,
             token_per_key: 1_000_000,
             authenticated_per_key: 1_000_000,
+            failed_auth_per_ip: 1_000_000,
+            failed_auth_per_team: 1_000_000,
         },
         ..Settings::default()
     }
