@@ -8,6 +8,7 @@
 use chrono::{DateTime, Duration, Utc};
 use model::{Error, Permission, Role};
 use store::TenantKind;
+use store::access::GrantRow;
 
 use crate::Principal;
 
@@ -18,6 +19,15 @@ pub const MAX_GRANT_DAYS: i64 = 30;
 pub struct Grant {
     pub role: Role,
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<&GrantRow> for Grant {
+    fn from(row: &GrantRow) -> Self {
+        Self {
+            role: row.role,
+            expires_at: row.expires_at,
+        }
+    }
 }
 
 /// Primary role plus the grants active at `now`, without duplicates, in rank order.
@@ -44,6 +54,13 @@ pub struct KeyTarget<'a> {
     pub roles: &'a [Role],
 }
 
+impl KeyTarget<'_> {
+    /// Highest effective role of the target.
+    pub fn rank(&self) -> Role {
+        self.roles.iter().copied().max().unwrap_or(Role::Analyst)
+    }
+}
+
 impl Principal {
     /// Highest effective role.
     pub fn rank(&self) -> Role {
@@ -67,7 +84,7 @@ impl Principal {
     /// May this principal update, revoke or reissue the target key?
     pub fn can_alter(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
         self.can_manage_team(target.team_id)?;
-        let target_rank = target.roles.iter().copied().max().unwrap_or(Role::Analyst);
+        let target_rank = target.rank();
         if target_rank == Role::PlatformOwner && target.key_id != self.key_id {
             return Err(Error::Forbidden(
                 "the platform owner cannot be altered by others".into(),
