@@ -108,6 +108,25 @@ impl Principal {
         Ok(())
     }
 
+    /// May this principal reissue the target key? Reissuing hands the caller the new secret
+    /// and locks the holder out, so on top of [`Self::can_alter`] the key must be the
+    /// caller's own or rank strictly below the caller; staff (platform:keys) may reissue
+    /// any customer key.
+    pub fn can_reissue(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
+        self.can_alter(target)?;
+        let own = target.key_id == self.key_id;
+        let staff_on_customer = self.is_staff() && target.tenant_kind == TenantKind::Customer;
+        if own || staff_on_customer || target.rank() < self.rank() {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "the key holds {}, as high as your {}; only its holder or a higher rank may reissue it",
+                target.rank(),
+                self.rank()
+            )))
+        }
+    }
+
     /// May this principal give `role` to a key of the given tenant (by issuing a key with
     /// it, changing a primary role to it, or granting it)?
     pub fn can_give(
