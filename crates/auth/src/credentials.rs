@@ -98,11 +98,8 @@ impl Credentials {
             .store
             .grants(&key.key_id)
             .await?
-            .into_iter()
-            .map(|g| Grant {
-                role: g.role,
-                expires_at: g.expires_at,
-            })
+            .iter()
+            .map(Grant::from)
             .collect();
         let entry = Arc::new(CachedKey { key, grants });
         if self.generation.load(Ordering::Acquire) == generation {

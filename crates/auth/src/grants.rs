@@ -8,6 +8,7 @@
 use chrono::{DateTime, Duration, Utc};
 use model::{Error, Permission, Role};
 use store::TenantKind;
+use store::access::GrantRow;
 
 use crate::Principal;
 
@@ -18,6 +19,15 @@ pub const MAX_GRANT_DAYS: i64 = 30;
 pub struct Grant {
     pub role: Role,
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<&GrantRow> for Grant {
+    fn from(row: &GrantRow) -> Self {
+        Self {
+            role: row.role,
+            expires_at: row.expires_at,
+        }
+    }
 }
 
 /// Primary role plus the grants active at `now`, without duplicates, in rank order.
@@ -44,6 +54,13 @@ pub struct KeyTarget<'a> {
     pub roles: &'a [Role],
 }
 
+impl KeyTarget<'_> {
+    /// Highest effective role of the target.
+    pub fn rank(&self) -> Role {
+        self.roles.iter().copied().max().unwrap_or(Role::Analyst)
+    }
+}
+
 impl Principal {
     /// Highest effective role.
     pub fn rank(&self) -> Role {
@@ -67,7 +84,7 @@ impl Principal {
     /// May this principal update, revoke or reissue the target key?
     pub fn can_alter(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
         self.can_manage_team(target.team_id)?;
-        let target_rank = target.roles.iter().copied().max().unwrap_or(Role::Analyst);
+        let target_rank = target.rank();
         if target_rank == Role::PlatformOwner && target.key_id != self.key_id {
             return Err(Error::Forbidden(
                 "the platform owner cannot be altered by others".into(),
@@ -89,6 +106,25 @@ impl Principal {
             )));
         }
         Ok(())
+    }
+
+    /// May this principal reissue the target key? Reissuing hands the caller the new secret
+    /// and locks the holder out, so on top of [`Self::can_alter`] the key must be the
+    /// caller's own or rank strictly below the caller; staff (platform:keys) may reissue
+    /// any customer key.
+    pub fn can_reissue(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
+        self.can_alter(target)?;
+        let own = target.key_id == self.key_id;
+        let staff_on_customer = self.is_staff() && target.tenant_kind == TenantKind::Customer;
+        if own || staff_on_customer || target.rank() < self.rank() {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "the key holds {}, as high as your {}; only its holder or a higher rank may reissue it",
+                target.rank(),
+                self.rank()
+            )))
+        }
     }
 
     /// May this principal give `role` to a key of the given tenant (by issuing a key with

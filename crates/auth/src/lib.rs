@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+pub mod admin;
 pub mod credentials;
 pub mod grants;
 pub mod jwt;

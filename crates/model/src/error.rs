@@ -35,4 +35,21 @@ impl Error {
     pub fn internal(msg: impl std::fmt::Display) -> Self {
         Self::Internal(msg.to_string())
     }
+
+    /// The public code of the kind, as error bodies and the audit log show it;
+    /// exhaustive, so a new kind cannot go without one.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadRequest(_) => "bad request",
+            Error::Unauthorized(_) => "unauthorized",
+            Error::Forbidden(_) => "forbidden",
+            Error::MfaRequired => "MFA_REQUIRED",
+            Error::NotFound(_) => "not found",
+            Error::Conflict(_) => "conflict",
+            Error::PayloadTooLarge(_) => "payload too large",
+            Error::RateLimited { .. } => "rate limit exceeded",
+            Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
+            Error::Internal(_) => "internal error",
+        }
+    }
 }

@@ -30,20 +30,20 @@ pub struct ErrorBody {
     pub message: Option<String>,
 }
 
-/// Status and code of each error kind; exhaustive, so a new kind cannot go unmapped.
+/// Status and code of each error kind; exhaustive, so a new kind cannot go unmapped. The
+/// code is the kind's own (`Error::code`), so the audit log names failures the same way.
 pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
-    match e {
-        Error::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad request"),
-        Error::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-        Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-        Error::MfaRequired => (StatusCode::FORBIDDEN, "MFA_REQUIRED"),
-        Error::NotFound(_) => (StatusCode::NOT_FOUND, "not found"),
-        Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-        Error::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload too large"),
-        Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded"),
-        Error::QuotaExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "QUOTA_EXCEEDED"),
-        Error::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
-    }
+    let status = match e {
+        Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+        Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        Error::Forbidden(_) | Error::MfaRequired => StatusCode::FORBIDDEN,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::RateLimited { .. } | Error::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, e.code())
 }
 
 impl IntoResponse for ApiError {

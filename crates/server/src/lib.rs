@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auth::admin::Admin;
 use auth::credentials::Credentials;
 use auth::limits::Limiter;
 use auth::usage::{Quotas, Usage};
@@ -106,6 +107,8 @@ impl Default for Settings {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub credentials: Arc<Credentials>,
+    /// Key, grant and account administration; every admin route goes through it.
+    pub admin: Arc<Admin>,
     pub usage: Arc<Usage>,
     pub limiter: Arc<Limiter>,
     /// Refused credentials: counts and their own limits.
@@ -137,11 +140,19 @@ impl AppState {
         settings: Settings,
         log_key: LogKey,
     ) -> Self {
+        let usage = Arc::new(Usage::new(store.clone(), settings.quotas));
+        let credentials = Arc::new(credentials);
         Self {
-            usage: Arc::new(Usage::new(store.clone(), settings.quotas)),
             classifier: lookup::Classifier::new(store.clone()),
+            admin: Arc::new(Admin::new(
+                store.clone(),
+                credentials.clone(),
+                usage.clone(),
+                clock.clone(),
+            )),
+            usage,
             store,
-            credentials: Arc::new(credentials),
+            credentials,
             limiter: Arc::new(limiter),
             auth_failures: Arc::default(),
             clock,

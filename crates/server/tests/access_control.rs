@@ -73,6 +73,7 @@ access_tests!(
     grants_expire_with_the_clock,
     rank_rules_and_the_audit_log,
     revocation_is_immediate_and_reissue_replaces,
+    reissue_only_own_key_or_lower_rank,
     revocation_reaches_other_replicas,
     per_minute_limits_in_process with spec_limits,
     redis_limit_shared_by_two_processes,
@@ -1580,6 +1581,80 @@ async fn revocation_is_immediate_and_reissue_replaces(app: TestApp) {
     if let Some(route) = auditor_only_route() {
         assert_ne!(app.get_with(&route.path, &k3).await.status, 403);
     }
+}
+
+/// Reissuing hands the caller the new secret and locks the holder out: an account admin may
+/// reissue its own key and lower-ranked keys, not a peer's; staff may reissue any customer
+/// key.
+async fn reissue_only_own_key_or_lower_rank(app: TestApp) {
+    let (_, owner) = app
+        .tenant(
+            "platform",
+            TenantKind::Platform,
+            Role::PlatformOwner,
+            Tier::Enterprise,
+        )
+        .await;
+    let (a1_id, a1) = app
+        .tenant(
+            "acme",
+            TenantKind::Customer,
+            Role::AccountAdmin,
+            Tier::Teams,
+        )
+        .await;
+    let (_, staff) = issue(&app, &owner, json!({ "role": "platform_admin" })).await;
+    let (a2_id, a2) = issue(
+        &app,
+        &staff,
+        json!({ "role": "account_admin", "team_id": "acme" }),
+    )
+    .await;
+    let (an_id, _) = issue(&app, &a1, json!({ "role": "analyst" })).await;
+    let reissue = |key_id: &str| format!("{KEYS}/{key_id}/reissue");
+
+    // A peer account admin's key: refused, audited, and the peer keeps working.
+    let r = app.send(Method::POST, &reissue(&a2_id), &a1, None).await;
+    r.assert_error(403, "forbidden");
+    assert!(r.message().contains("account_admin"), "{}", r.text);
+    assert_eq!(app.get_with(STATS, &a2).await.status, 200);
+    assert!(listed(&app, &a1, &a2_id).await["revoked_at"].is_null());
+    let log = app
+        .get_with(&format!("{AUDIT}?team_id=acme&limit=200"), &owner)
+        .await;
+    assert_eq!(log.status, 200, "{}", log.text);
+    let denied = log.json()["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .any(|e| {
+            e["actor"] == a1_id.as_str()
+                && e["action"] == "key.reissue"
+                && e["target"] == a2_id.as_str()
+                && e["outcome"] == "denied: forbidden"
+        });
+    assert!(denied, "no denied reissue in {}", log.text);
+
+    // A lower-ranked key, then the caller's own.
+    let r = app.send(Method::POST, &reissue(&an_id), &a1, None).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app.send(Method::POST, &reissue(&a1_id), &a1, None).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let a1_new = r.json()["key"].as_str().expect("key").to_string();
+    assert_eq!(r.json()["role"], "account_admin");
+    app.get_with(STATS, &a1)
+        .await
+        .assert_error(401, "unauthorized");
+    assert_eq!(app.get_with(STATS, &a1_new).await.status, 200);
+
+    // Staff reissue any customer key, account admins included.
+    let r = app.send(Method::POST, &reissue(&a2_id), &staff, None).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    app.get_with(STATS, &a2)
+        .await
+        .assert_error(401, "unauthorized");
+    let a2_new = r.json()["key"].as_str().expect("key").to_string();
+    assert_eq!(app.get_with(STATS, &a2_new).await.status, 200);
 }
 
 /// Waits until `key` is refused by `app`, polling; returns how long that took.

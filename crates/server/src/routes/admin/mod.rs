@@ -1,0 +1,25 @@
+//! Account administration, one module per resource: keys, role grants, accounts
+//! (suspension), the audit log and usage. Handlers only extract, call
+//! [`auth::admin::Admin`] (which holds the rules and writes the audit log) and answer JSON.
+
+use model::{Permission, Tier};
+
+use crate::routing::{Api, Rule};
+
+pub mod accounts;
+pub mod audit;
+pub mod grants;
+pub mod keys;
+pub mod usage;
+
+/// Key and grant administration: account admins on teams and above, and staff.
+const MANAGE_KEYS: Rule = Rule::private(Permission::TenantManage, Tier::Teams);
+
+/// The administration routes and who may call them.
+pub(crate) fn routes(api: Api) -> Api {
+    let api = usage::routes(api);
+    let api = keys::routes(api);
+    let api = grants::routes(api);
+    let api = accounts::routes(api);
+    audit::routes(api)
+}
