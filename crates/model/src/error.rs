@@ -53,3 +53,38 @@ impl Error {
         }
     }
 }
+
+/// Longest caller value quoted in a message or an audit row.
+pub const SHOWN_CHARS: usize = 64;
+
+/// A caller-supplied value as messages and the audit log show it: quoted, control and
+/// invisible characters escaped (so it cannot forge log lines or move a terminal's
+/// cursor), cut to [`SHOWN_CHARS`] characters.
+pub fn shown(value: &str) -> String {
+    let mut out = String::with_capacity(value.len().min(SHOWN_CHARS) + 8);
+    out.push('"');
+    for (i, c) in value.chars().enumerate() {
+        if i == SHOWN_CHARS {
+            out.push('…');
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn values_are_escaped_and_cut() {
+        assert_eq!(shown("acme"), "\"acme\"");
+        assert_eq!(shown("a\nb\u{1b}[2J"), "\"a\\nb\\u{1b}[2J\"");
+        assert_eq!(shown("x\u{202e}y"), "\"x\\u{202e}y\"");
+        let long = shown(&"z".repeat(60_000));
+        assert_eq!(long.chars().count(), SHOWN_CHARS + 3);
+        assert!(long.ends_with("…\""));
+    }
+}

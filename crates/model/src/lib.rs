@@ -12,7 +12,7 @@ pub mod record;
 
 pub use access::{Permission, Role, Tier};
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use error::Error;
+pub use error::{Error, shown};
 pub use hash::{HashAlgo, HashValue};
 pub use record::{
     Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,

@@ -34,6 +34,30 @@ pub struct HashRecordJson {
     pub cert_revoked_at: Option<String>,
 }
 
+impl HashRecordJson {
+    /// Heap and inline bytes, for caches that are bounded by size.
+    pub fn approximate_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        std::mem::size_of::<Self>()
+            + self.id.len()
+            + self.executable_name.len()
+            + self.version.len()
+            + self.vendor.len()
+            + self.platform.len()
+            + self.arch.len()
+            + self.hash_sha256.len()
+            + opt(&self.hash_sha1)
+            + opt(&self.hash_md5)
+            + self.source_url.len()
+            + self.valid_from.len()
+            + opt(&self.sig_signer)
+            + opt(&self.sig_issuer)
+            + opt(&self.sig_serial)
+            + opt(&self.sig_thumbprint)
+            + opt(&self.cert_revoked_at)
+    }
+}
+
 impl From<&HashRecord> for HashRecordJson {
     fn from(r: &HashRecord) -> Self {
         let n = &r.record;

@@ -1,10 +1,13 @@
-//! Request extractors whose rejections are API errors: a malformed body or query is a 400
-//! that names the problem, an oversize body a 413, never a 500 or axum's plain-text reply.
+//! The edge of the API: request extractors whose rejections are API errors (a malformed
+//! body or query is a 400 that names the problem, an oversize body a 413, never a 500 or
+//! axum's plain-text reply), the checks every query string and path parameter passes
+//! before anything else sees it, and the one parser of days and instants.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
 use serde::de::DeserializeOwned;
 
@@ -27,6 +30,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         })?;
         if bytes.is_empty() {
             return Err(Error::bad_request("request body must be a JSON object").into());
+        }
+        // PostgreSQL text cannot hold NUL, and no field of ours has a use for one.
+        if bytes.contains(&0) || contains_ignore_case(&bytes, b"\\u0000") {
+            return Err(Error::bad_request("request body must not contain NUL characters").into());
         }
         // The error names where in the body the problem is (`hashes`, `hashes[3]`).
         let mut de = serde_json::Deserializer::from_slice(&bytes);
@@ -58,5 +65,230 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
             .map_err(|e: QueryRejection| {
                 Error::bad_request(format!("invalid query: {}", e.body_text())).into()
             })
+    }
+}
+
+fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// Longest query value or path parameter accepted, in bytes; fields with a tighter limit
+/// (a file name: 255) check their own.
+pub const MAX_PARAM_BYTES: usize = 1024;
+/// Most query parameters accepted in one request.
+pub const MAX_QUERY_PARAMS: usize = 32;
+
+/// Refuses a query string or path parameter that no route could use: not UTF-8 once
+/// percent-decoded, holding a control character (NUL breaks PostgreSQL text, line breaks and
+/// escapes forge log lines), or longer than [`MAX_PARAM_BYTES`]. The 400 names the parameter.
+pub fn check_edge(query: Option<&str>, path_params: &[(&str, &str)]) -> Result<(), Error> {
+    if let Some(query) = query {
+        let pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+        if pairs.len() > MAX_QUERY_PARAMS {
+            return Err(Error::bad_request(format!(
+                "the query holds {} parameters; at most {MAX_QUERY_PARAMS} are accepted",
+                pairs.len()
+            )));
+        }
+        for pair in pairs {
+            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+            let name = decode_query(raw_name)
+                .map_err(|()| Error::bad_request("a query parameter name is not valid UTF-8"))?;
+            check_text(&format!("query parameter {}", model::shown(&name)), &name)?;
+            let value = decode_query(raw_value).map_err(|()| {
+                Error::bad_request(format!("{}: not valid UTF-8", model::shown(&name)))
+            })?;
+            check_text(&name, &value)?;
+        }
+    }
+    for (name, value) in path_params {
+        check_text(name, value)?;
+    }
+    Ok(())
+}
+
+fn check_text(field: &str, value: &str) -> Result<(), Error> {
+    if value.len() > MAX_PARAM_BYTES {
+        return Err(Error::bad_request(format!(
+            "{field} is {} bytes long; at most {MAX_PARAM_BYTES} are accepted",
+            value.len()
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::bad_request(format!(
+            "{field} must not contain control characters (got {})",
+            model::shown(value)
+        )));
+    }
+    Ok(())
+}
+
+/// `application/x-www-form-urlencoded` decoding that refuses invalid UTF-8 instead of
+/// replacing it.
+fn decode_query(raw: &str) -> Result<String, ()> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    // A lone '%' stands for itself, as decoders commonly treat it.
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+/// Longest file name a record can have, in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// A name filter (`executable`, `vendor`): trimmed, empty means absent; longer than any
+/// recorded name can be is a 400 rather than a search that cannot match.
+pub fn name_filter(raw: Option<&str>, field: &str) -> Result<Option<String>, Error> {
+    let Some(name) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if name.len() > MAX_NAME_BYTES {
+        return Err(Error::bad_request(format!(
+            "{field} is {} bytes long; names have at most {MAX_NAME_BYTES}",
+            name.len()
+        )));
+    }
+    Ok(Some(name.to_string()))
+}
+
+/// Earliest and latest day a date parameter may name: every backend and chrono hold them,
+/// and no record is dated outside them.
+pub fn date_range() -> (NaiveDate, NaiveDate) {
+    (
+        NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or(NaiveDate::MIN),
+        NaiveDate::from_ymd_opt(9999, 12, 31).unwrap_or(NaiveDate::MAX),
+    )
+}
+
+/// A day parameter, exactly `YYYY-MM-DD` within [`date_range`]; empty means absent.
+pub fn day(raw: Option<&str>, field: &str) -> Result<Option<NaiveDate>, Error> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::bad_request(format!(
+            "{field} must be a date YYYY-MM-DD between 1970-01-01 and 9999-12-31 (got {})",
+            model::shown(raw)
+        ))
+    };
+    // chrono alone also takes "2025-3-1" and signed years.
+    if raw.len() != 10 || !raw.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        return Err(bad());
+    }
+    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| bad())?;
+    let (first, last) = date_range();
+    if day < first || day > last {
+        return Err(bad());
+    }
+    Ok(Some(day))
+}
+
+/// An instant parameter: an RFC 3339 timestamp, or a day standing for its first instant
+/// (or its last, `end_of_day`); within [`date_range`].
+pub fn instant(
+    raw: Option<&str>,
+    field: &str,
+    end_of_day: bool,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
+        let t = t.with_timezone(&Utc);
+        let (first, last) = date_range();
+        if t.date_naive() < first || t.date_naive() > last {
+            return Err(Error::bad_request(format!(
+                "{field} must lie between 1970-01-01 and 9999-12-31 (got {})",
+                model::shown(raw)
+            )));
+        }
+        return Ok(Some(t));
+    }
+    let day = day(Some(raw), field).map_err(|_| {
+        Error::bad_request(format!(
+            "{field} must be an RFC 3339 timestamp or a date YYYY-MM-DD between 1970-01-01 and 9999-12-31 (got {})",
+            model::shown(raw)
+        ))
+    })?;
+    Ok(day.map(|day| {
+        let start = day.and_time(chrono::NaiveTime::MIN).and_utc();
+        if end_of_day {
+            start + chrono::Duration::days(1) - chrono::Duration::microseconds(1)
+        } else {
+            start
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edge_refuses_what_no_route_can_use() {
+        assert!(check_edge(Some("executable=putty.exe&limit=5"), &[]).is_ok());
+        assert!(check_edge(Some("executable=%C3%89lan.exe"), &[]).is_ok());
+        for (query, named) in [
+            ("executable=%00", "executable"),
+            ("executable=a%0Ab", "executable"),
+            ("executable=%1B%5B2J", "executable"),
+            ("executable=%FF%FE", "executable"),
+            ("%00=x", "query parameter"),
+        ] {
+            let e = check_edge(Some(query), &[]).unwrap_err();
+            assert!(
+                matches!(&e, Error::BadRequest(m) if m.contains(named)),
+                "{query}: {e}"
+            );
+        }
+        let long = format!("executable={}", "a".repeat(MAX_PARAM_BYTES + 1));
+        assert!(check_edge(Some(&long), &[]).is_err());
+        let many = vec!["a=1"; MAX_QUERY_PARAMS + 1].join("&");
+        assert!(check_edge(Some(&many), &[]).is_err());
+        assert!(check_edge(None, &[("team_id", "acme\r\nx")]).is_err());
+        assert!(check_edge(None, &[("team_id", &"t".repeat(60_000))]).is_err());
+    }
+
+    #[test]
+    fn days_and_instants_stay_in_range() {
+        assert_eq!(
+            day(Some("2025-03-01"), "from").unwrap(),
+            NaiveDate::from_ymd_opt(2025, 3, 1)
+        );
+        for bad in [
+            "-5000-01-01",
+            "-262143-01-01",
+            "+10000-01-01",
+            "2025-3-1",
+            "0000-01-01",
+            "1969-12-31",
+        ] {
+            assert!(day(Some(bad), "from").is_err(), "{bad}");
+            assert!(instant(Some(bad), "from", false).is_err(), "{bad}");
+        }
+        assert!(instant(Some("0001-01-01T00:00:00Z"), "from", false).is_err());
+        let end = instant(Some("2025-03-01"), "until", true).unwrap().unwrap();
+        assert_eq!(end.to_rfc3339(), "2025-03-01T23:59:59.999999+00:00");
     }
 }

@@ -9,11 +9,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
 use axum::Router;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, RawPathParams, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use model::{Permission, Tier};
+use model::{Error, Permission, Tier};
 use utoipa::openapi::path::{HttpMethod, Paths};
 use utoipa::openapi::{Components, RefOr, Schema};
 use utoipa_axum::router::UtoipaMethodRouter;
@@ -238,14 +239,21 @@ fn item_methods(item: &utoipa::openapi::PathItem) -> Vec<Method> {
     .collect()
 }
 
+/// The edge checks, then the route's rule, then the handler.
 async fn enforce_rule(
     State(route): State<Arc<(AppState, RouteSpec)>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    path_params: Result<RawPathParams, RawPathParamsRejection>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let (state, spec) = &*route;
     crate::request_log::record_route(&spec.path);
+    let path_params = path_params.map_err(|e| {
+        Error::bad_request(format!("a path parameter is not valid: {}", e.body_text()))
+    })?;
+    let params: Vec<(&str, &str)> = path_params.iter().collect();
+    crate::extract::check_edge(request.uri().query(), &params)?;
     crate::guard::enforce(state, spec, peer, request, next).await
 }
 

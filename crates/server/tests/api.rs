@@ -68,6 +68,8 @@ api_tests!(
     every_route_is_served,
     unknown_routes_are_json_404,
     request_ids_are_echoed_or_minted,
+    hostile_input_on_every_route,
+    long_name_filters_are_refused_and_the_feed_cache_stays_bounded,
     health_and_status,
     status_counts_vendor_health,
     openapi_document,
@@ -1691,6 +1693,177 @@ async fn every_route_is_served(app: TestApp) {
         assert_eq!(head.status, get.status, "HEAD {path}");
         assert!(head.text.is_empty(), "HEAD {path} has no body");
     }
+}
+
+/// Values no parameter of any route can use: NUL, a line break, a terminal escape,
+/// invalid UTF-8 and an over-long value (percent-encoded as a client would send them).
+const HOSTILE: [&str; 6] = [
+    "%00",
+    "a%0Ab",
+    "%1B%5B2J",
+    "%FF%FE",
+    "x%E2%80%AEy%7F",
+    "LONG",
+];
+
+fn hostile(value: &str) -> String {
+    if value == "LONG" {
+        "a".repeat(2_000)
+    } else {
+        value.to_string()
+    }
+}
+
+/// Rows that any accepted write would add to.
+async fn stored_counts(app: &TestApp) -> Vec<Vec<String>> {
+    let mut counts = Vec::new();
+    for table in [
+        "api_keys",
+        "tenants",
+        "audit_log",
+        "hash_records",
+        "key_grants",
+    ] {
+        counts.extend(
+            app.text_rows(&format!("SELECT CAST(COUNT(*) AS TEXT) FROM {table}"), &[])
+                .await,
+        );
+    }
+    counts
+}
+
+#[track_caller]
+fn assert_bad_request(r: &common::Resp, what: &str) {
+    assert_eq!(r.status, 400, "{what}: {}", r.text);
+    assert_eq!(r.error(), "bad request", "{what}");
+    assert!(
+        !r.message().is_empty(),
+        "{what}: the message says what was wrong"
+    );
+}
+
+/// Every route, as the platform owner (so no refusal hides a fault), with hostile query
+/// values, path parameters, dates and bodies: a JSON 400 each time, nothing stored, never
+/// a 500 (the harness fails any 500).
+async fn hostile_input_on_every_route(app: TestApp) {
+    let owner = app
+        .account("owner-ent", Role::PlatformOwner, Tier::Enterprise)
+        .await;
+    app.record(putty("0.82", Arch::Amd64, 2)).await;
+    let before = stored_counts(&app).await;
+    for route in ROUTES.iter() {
+        let (method, path, body) = sample_request(route);
+        let joiner = if path.contains('?') { '&' } else { '?' };
+        for value in HOSTILE {
+            let what = format!("{} {} with {value}", route.method, route.path);
+            for name in ["executable", "team_id", "q"] {
+                let url = format!("{path}{joiner}{name}={}", hostile(value));
+                let r = app
+                    .call(
+                        method.clone(),
+                        &url,
+                        Some(&owner),
+                        body.clone().map(Into::into),
+                    )
+                    .await;
+                assert_bad_request(&r, &format!("{what} in {name}"));
+            }
+            if route.path.contains('{') {
+                let url = route
+                    .path
+                    .split('/')
+                    .map(|seg| {
+                        if seg.starts_with('{') {
+                            hostile(value)
+                        } else {
+                            seg.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let r = app
+                    .call(
+                        method.clone(),
+                        &url,
+                        Some(&owner),
+                        body.clone().map(Into::into),
+                    )
+                    .await;
+                assert_bad_request(&r, &format!("{what} as a path parameter"));
+            }
+        }
+        // Routes that read a body, as the API document says.
+        let takes_body = server::openapi::document()["paths"][route.path.as_str()]
+            [route.method.as_str().to_ascii_lowercase()]
+        .get("requestBody")
+        .is_some();
+        if takes_body {
+            for nul in [
+                r#"{"hashes": ["\u0000"]}"#,
+                r#"{"role": "analyst", "label": "a\u0000b"}"#,
+            ] {
+                let r = app
+                    .call(
+                        method.clone(),
+                        &path,
+                        Some(&owner),
+                        Some(nul.to_string().into()),
+                    )
+                    .await;
+                assert_bad_request(
+                    &r,
+                    &format!("{} {} with a NUL in the body", route.method, route.path),
+                );
+            }
+        }
+    }
+    for path in [
+        "/api/v1/intel/export?from=-5000-01-01",
+        "/api/v1/intel/export?to=-262143-01-01",
+        "/api/v1/intel/export?from=0001-01-01&to=0001-01-02",
+        "/api/v1/intel/export?to=%2B10000-01-01",
+        "/api/v1/intel/downloads?from=-5000-01-01",
+        "/api/v1/intel/downloads?until=0000-01-01T00:00:00Z",
+        "/public/transparency/-5000-01-01",
+        "/public/transparency/-262143-01-01/proof?sha256=00",
+    ] {
+        let r = app.get_with(path, &owner).await;
+        assert_bad_request(&r, path);
+    }
+    assert_eq!(
+        stored_counts(&app).await,
+        before,
+        "a refused request stores nothing"
+    );
+}
+
+/// A filter longer than any file name is refused; many distinct filters keep the feed
+/// cache within its byte bound.
+async fn long_name_filters_are_refused_and_the_feed_cache_stays_bounded(app: TestApp) {
+    let key = app.analyst().await;
+    let long = "n".repeat(256);
+    let r = app
+        .get(&format!("/public/hash-of-day?executable={long}"))
+        .await;
+    assert_bad_request(&r, "hash-of-day executable over 255 bytes");
+    for path in [
+        format!("/api/v1/intel/history?executable={long}"),
+        format!("/api/v1/intel/export?executable={long}"),
+    ] {
+        assert_bad_request(&app.get_with(&path, &key).await, &path);
+    }
+    for i in 0..5_000 {
+        let name = format!("{i:0>250}");
+        let r = app
+            .get(&format!("/public/hash-of-day?executable={name}"))
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    assert!(
+        app.state.feed_cache.bytes() <= 64 << 20,
+        "{} bytes cached",
+        app.state.feed_cache.bytes()
+    );
 }
 
 async fn unknown_routes_are_json_404(app: TestApp) {

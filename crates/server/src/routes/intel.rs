@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use chrono::{Duration, NaiveDate};
+use chrono::Duration;
 use futures::stream::{self, StreamExt};
 use lookup::Verdict;
 use model::{Arch, Error, HashValue, Permission, Platform, Tier};
@@ -259,11 +259,8 @@ fn parse_opt<T: std::str::FromStr<Err = Error>>(
 }
 
 fn required_executable(raw: String) -> Result<String, Error> {
-    let trimmed = raw.trim();
-    if trimmed.is_empty() {
-        return Err(Error::bad_request("executable is required"));
-    }
-    Ok(trimmed.to_string())
+    crate::extract::name_filter(Some(&raw), "executable")?
+        .ok_or_else(|| Error::bad_request("executable is required"))
 }
 
 /// Every version ever recorded of an executable, newest first.
@@ -311,16 +308,6 @@ enum ExportFormat {
     Json,
 }
 
-fn parse_day(raw: Option<&str>, field: &str) -> Result<Option<NaiveDate>, Error> {
-    raw.filter(|s| !s.is_empty())
-        .map(|s| {
-            NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
-                Error::bad_request(format!("{field} must be a date YYYY-MM-DD (got {s:?})"))
-            })
-        })
-        .transpose()
-}
-
 /// Bulk export of records whose validity began within the days given, streamed.
 #[utoipa::path(get, path = "/api/v1/intel/export", tag = "intel",
     security(("api_key" = [])), params(ExportParams),
@@ -342,8 +329,9 @@ pub async fn export(
         }
     };
     let today = state.clock.now().date_naive();
-    let to = parse_day(params.to.as_deref(), "to")?.unwrap_or(today);
-    let from = parse_day(params.from.as_deref(), "from")?.unwrap_or(to - Duration::days(29));
+    let to = crate::extract::day(params.to.as_deref(), "to")?.unwrap_or(today);
+    let from =
+        crate::extract::day(params.from.as_deref(), "from")?.unwrap_or(to - Duration::days(29));
     if from > to {
         return Err(Error::bad_request("from must not be after to").into());
     }
@@ -355,10 +343,7 @@ pub async fn export(
         .into());
     }
     let query = ExportQuery {
-        executable: params
-            .executable
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty()),
+        executable: crate::extract::name_filter(params.executable.as_deref(), "executable")?,
         platform: parse_opt::<Platform>(params.platform.as_deref(), "platform")?,
         arch: parse_opt::<Arch>(params.arch.as_deref(), "arch")?,
         from,
@@ -493,31 +478,6 @@ pub struct DownloadPage {
     pub offset: u64,
 }
 
-/// A bound given as a timestamp or as a day (its first or last instant).
-fn parse_bound(
-    raw: Option<&str>,
-    field: &str,
-    end_of_day: bool,
-) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
-    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(None);
-    };
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(raw) {
-        return Ok(Some(t.with_timezone(&chrono::Utc)));
-    }
-    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| {
-        Error::bad_request(format!(
-            "{field} must be an RFC 3339 timestamp or a date YYYY-MM-DD (got {raw:?})"
-        ))
-    })?;
-    let start = day.and_time(chrono::NaiveTime::MIN).and_utc();
-    Ok(Some(if end_of_day {
-        start + Duration::days(1) - Duration::microseconds(1)
-    } else {
-        start
-    }))
-}
-
 /// Audit of every artifact the service downloaded to hash, newest first.
 #[utoipa::path(get, path = "/api/v1/intel/downloads", tag = "intel",
     security(("api_key" = [])), params(DownloadParams),
@@ -528,12 +488,9 @@ pub async fn downloads(
     QueryParams(params): QueryParams<DownloadParams>,
 ) -> ApiResult<Json<DownloadPage>> {
     let query = store::ingest::DownloadQuery {
-        vendor: params
-            .vendor
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty()),
-        from: parse_bound(params.from.as_deref(), "from", false)?,
-        until: parse_bound(params.until.as_deref(), "until", true)?,
+        vendor: crate::extract::name_filter(params.vendor.as_deref(), "vendor")?,
+        from: crate::extract::instant(params.from.as_deref(), "from", false)?,
+        until: crate::extract::instant(params.until.as_deref(), "until", true)?,
         limit: parse_limit(params.limit.as_deref())?,
         offset: parse_offset(params.offset.as_deref())?,
     };

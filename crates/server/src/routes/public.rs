@@ -79,11 +79,8 @@ pub async fn hash_of_day(
         .into());
     }
     let now = state.clock.now();
-    let key = query
-        .executable
-        .as_deref()
-        .unwrap_or("")
-        .trim()
+    let key = crate::extract::name_filter(query.executable.as_deref(), "executable")?
+        .unwrap_or_default()
         .to_lowercase();
     let epoch = state.store.records_epoch();
     if let Some(hit) = state.feed_cache.get(&key, now, epoch) {
@@ -126,40 +123,77 @@ pub struct CachedFeed {
 }
 
 /// The hash-of-day cache, one entry per `executable` filter. Entries live at most `ttl`,
-/// never across a UTC day boundary, and never past a change to the records.
+/// never across a UTC day boundary, and never past a change to the records. Filters are
+/// caller-chosen, so the cache is bounded by entries and by bytes.
 pub struct FeedCache {
     ttl: Duration,
-    entries: Mutex<HashMap<String, CachedFeed>>,
+    entries: Mutex<CachedFeeds>,
+}
+
+#[derive(Default)]
+struct CachedFeeds {
+    by_filter: HashMap<String, CachedFeed>,
+    bytes: usize,
 }
 
 impl FeedCache {
-    /// Filters are caller-chosen, so the map is bounded.
     const MAX_ENTRIES: usize = 4096;
+    const MAX_BYTES: usize = 64 << 20;
 
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::default(),
         }
     }
 
     fn get(&self, key: &str, now: DateTime<Utc>, epoch: u64) -> Option<CachedFeed> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let hit = entries.get(key)?;
+        let hit = entries.by_filter.get(key)?;
         let age = (now - hit.generated_at).to_std().unwrap_or(Duration::MAX);
         let fresh = hit.epoch == epoch && age < self.ttl && hit.date == now.date_naive();
         fresh.then(|| hit.clone())
     }
 
     fn put(&self, key: String, entry: CachedFeed) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= Self::MAX_ENTRIES {
-            entries.retain(|_, e| e.epoch == entry.epoch);
-            if entries.len() >= Self::MAX_ENTRIES {
-                entries.clear();
+        let size = key.len() + entry.approximate_bytes();
+        if size > Self::MAX_BYTES / 4 {
+            return;
+        }
+        let mut cache = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = cache.by_filter.remove(&key) {
+            cache.bytes -= key.len() + old.approximate_bytes();
+        }
+        if cache.by_filter.len() >= Self::MAX_ENTRIES || cache.bytes + size > Self::MAX_BYTES {
+            // Stale entries first; if that is not enough, start over.
+            cache.by_filter.retain(|_, e| e.epoch == entry.epoch);
+            cache.bytes = cache
+                .by_filter
+                .iter()
+                .map(|(k, e)| k.len() + e.approximate_bytes())
+                .sum();
+            if cache.by_filter.len() >= Self::MAX_ENTRIES || cache.bytes + size > Self::MAX_BYTES {
+                *cache = CachedFeeds::default();
             }
         }
-        entries.insert(key, entry);
+        cache.bytes += size;
+        cache.by_filter.insert(key, entry);
+    }
+
+    /// Bytes the cache holds now (approximately).
+    pub fn bytes(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+}
+
+impl CachedFeed {
+    fn approximate_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self
+                .hashes
+                .iter()
+                .map(HashRecordJson::approximate_bytes)
+                .sum::<usize>()
     }
 }
 
