@@ -272,6 +272,7 @@ conformance!(
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
     job_lease_admits_one_holder_until_expiry,
+    a_released_lease_is_free_at_once,
     download_audit_filters_and_pages,
     signing_certificates_keep_their_crl_urls,
     records_epoch_moves_with_writes_and_reaches_other_stores,
@@ -1544,7 +1545,7 @@ async fn concurrent_first_open_migrates_once(db: Db) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Ingestion bookkeeping
+// Job leases
 // ---------------------------------------------------------------------------------------
 
 async fn job_lease_admits_one_holder_until_expiry(db: Db) {
@@ -1586,6 +1587,34 @@ async fn job_lease_admits_one_holder_until_expiry(db: Db) {
             .unwrap()
     );
 }
+
+async fn a_released_lease_is_free_at_once(db: Db) {
+    let s = db.store.as_ref();
+    let now = t("2026-01-01T02:00:00Z");
+    let until = t("2026-01-01T02:30:00Z");
+    assert!(
+        s.try_lease("corpus", "replica-a", until, now)
+            .await
+            .unwrap()
+    );
+    // Releasing someone else's lease changes nothing.
+    s.release_lease("corpus", "replica-b", now).await.unwrap();
+    assert!(
+        !s.try_lease("corpus", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+    s.release_lease("corpus", "replica-a", now).await.unwrap();
+    assert!(
+        s.try_lease("corpus", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Ingestion bookkeeping
+// ---------------------------------------------------------------------------------------
 
 async fn download_audit_filters_and_pages(db: Db) {
     use store::ingest::{DownloadAudit, DownloadQuery};
