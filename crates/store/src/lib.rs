@@ -25,7 +25,7 @@ mod migrate;
 pub mod translog;
 
 pub use backend::{PgStore, SqliteStore};
-pub use lease::LeaseStore;
+pub use lease::{JobLease, LeaseStore};
 
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;
 

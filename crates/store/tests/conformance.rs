@@ -273,6 +273,7 @@ conformance!(
     concurrent_first_open_migrates_once,
     job_lease_admits_one_holder_until_expiry,
     a_released_lease_is_free_at_once,
+    a_lease_notes_when_its_run_ended,
     download_audit_filters_and_pages,
     signing_certificates_keep_their_crl_urls,
     records_epoch_moves_with_writes_and_reaches_other_stores,
@@ -1610,6 +1611,58 @@ async fn a_released_lease_is_free_at_once(db: Db) {
             .await
             .unwrap()
     );
+}
+
+async fn a_lease_notes_when_its_run_ended(db: Db) {
+    let s = db.store.as_ref();
+    let now = t("2026-01-01T02:00:00Z");
+    let until = t("2026-01-02T00:00:00Z");
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), None);
+    assert!(
+        s.try_lease("refresh:2026-01-01", "replica-a", until, now)
+            .await
+            .unwrap()
+    );
+    let running = store::JobLease {
+        job: "refresh:2026-01-01".into(),
+        holder: "replica-a".into(),
+        expires_at: until,
+        finished_at: None,
+    };
+    assert_eq!(
+        s.lease("refresh:2026-01-01").await.unwrap(),
+        Some(running.clone())
+    );
+    // Only the holder ends its run.
+    let end = t("2026-01-01T02:40:00Z");
+    s.finish_lease("refresh:2026-01-01", "replica-b", end)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.lease("refresh:2026-01-01").await.unwrap(),
+        Some(running.clone())
+    );
+    s.finish_lease("refresh:2026-01-01", "replica-a", end)
+        .await
+        .unwrap();
+    let finished = store::JobLease {
+        finished_at: Some(end),
+        ..running.clone()
+    };
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(finished));
+    // Still held: nobody else runs the job before it expires.
+    assert!(
+        !s.try_lease("refresh:2026-01-01", "replica-b", until, end)
+            .await
+            .unwrap()
+    );
+    // Renewing starts a new run.
+    assert!(
+        s.try_lease("refresh:2026-01-01", "replica-a", until, end)
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(running));
 }
 
 // ---------------------------------------------------------------------------------------
