@@ -31,7 +31,8 @@ pub use publish::LogKey;
 /// What the jobs need to know of the deployment.
 #[derive(Debug, Clone)]
 pub struct JobSettings {
-    /// UTC time of day after which the day's transparency root is published.
+    /// UTC time of day after which the day's transparency root is published, once the
+    /// day's vendor refresh (when on) has ended.
     pub translog_publish_at: NaiveTime,
     /// UTC time of day of the vendor refresh; None (the library default, so embedding
     /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
@@ -164,7 +165,8 @@ impl Runner {
     }
 
     /// Starts, each in its own task, every job that is due at `now`, not running in this
-    /// process, and whose lease this replica takes. Returns the runs started.
+    /// process, and whose lease this replica takes. The end of a leased run is noted on its
+    /// lease ([`store::LeaseStore::finish_lease`]). Returns the runs started.
     pub async fn start_due(
         &self,
         ctx: &JobContext,
@@ -216,6 +218,15 @@ impl Runner {
                         Err(e) => {
                             tracing::error!(seconds = began.elapsed().as_secs(), outcome = "failed", error = %e, "job finished")
                         }
+                    }
+                    // Whatever the outcome: jobs that wait for this one wait for its end.
+                    if let Due::Leased(lease) = &due
+                        && let Err(e) = ctx
+                            .store
+                            .finish_lease(&lease.name, &lease.holder, ctx.clock.now())
+                            .await
+                    {
+                        tracing::warn!(error = %e, "cannot note the end of the run on its lease");
                     }
                 }
                 .instrument(span),

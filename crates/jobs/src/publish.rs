@@ -1,6 +1,7 @@
 //! The daily transparency root: a signed Merkle root over the public feed, chained to the
 //! previous day's root. Published by the replica holding the `translog.publish` lease once
-//! the day's publication time has come, or by hand (`knowngood translog publish`).
+//! the day's publication time has come and the day's vendor refresh (if on) has ended, or by
+//! hand (`knowngood translog publish`).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
@@ -47,7 +48,8 @@ impl LogKey {
     }
 }
 
-/// Publishes today's root once its time has come, unless it exists.
+/// Publishes today's root once its time has come and, when the daily vendor refresh is on,
+/// today's refresh has ended; unless the root exists.
 pub struct PublishJob;
 
 #[async_trait::async_trait]
@@ -57,8 +59,14 @@ impl Job for PublishJob {
     }
 
     async fn due(&self, ctx: &JobContext, now: DateTime<Utc>) -> Result<Option<Due>, Error> {
-        if now.time() < ctx.settings.translog_publish_at
-            || ctx.store.root(now.date_naive()).await?.is_some()
+        let today = now.date_naive();
+        if now.time() < ctx.settings.translog_publish_at || ctx.store.root(today).await?.is_some() {
+            return Ok(None);
+        }
+        // The root covers the day's refreshed records: never one half written, nor the
+        // previous day's (on a fresh install, none).
+        if ctx.settings.daily_refresh.is_some()
+            && !crate::refresh::ended(ctx.store.as_ref(), today).await?
         {
             return Ok(None);
         }

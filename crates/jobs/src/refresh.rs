@@ -285,6 +285,19 @@ pub struct RefreshJob;
 /// [`RefreshJob`]'s name.
 pub const JOB: &str = "vendor.refresh";
 
+/// The lease of a day's refresh; it notes when that refresh ended.
+pub fn day_lease(day: chrono::NaiveDate) -> String {
+    format!("{JOB}:{day}")
+}
+
+/// The day's refresh has ended (well or not) on some replica.
+pub async fn ended(store: &dyn Store, day: chrono::NaiveDate) -> Result<bool, Error> {
+    Ok(store
+        .lease(&day_lease(day))
+        .await?
+        .is_some_and(|l| l.finished_at.is_some()))
+}
+
 #[async_trait]
 impl crate::Job for RefreshJob {
     fn name(&self) -> &'static str {
@@ -306,7 +319,7 @@ impl crate::Job for RefreshJob {
         let end_of_day = today.and_time(NaiveTime::MIN).and_utc() + chrono::Duration::days(1);
         // A fresh holder name: whoever claims the day's lease first runs it, once.
         Ok(Some(crate::Due::Leased(crate::Lease {
-            name: format!("{JOB}:{today}"),
+            name: day_lease(today),
             holder: store::new_id(),
             until: end_of_day,
         })))

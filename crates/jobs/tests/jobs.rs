@@ -50,24 +50,36 @@ impl Env {
     }
 }
 
-/// Log lines written while the returned guard lives (this thread only: the tests run on
-/// the current-thread runtime, so spawned runs log here too).
+/// Everything this test binary logs. One global subscriber: callsite interest is cached
+/// process-wide, so per-test scoped subscribers would miss spans other tests hit first.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
 
-impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let logs = self.clone();
-        tracing::subscriber::set_default(
+fn logs() -> &'static Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        tracing::subscriber::set_global_default(
             tracing_subscriber::fmt()
-                .with_writer(move || logs.clone())
+                .with_writer(move || writer.clone())
                 .with_ansi(false)
                 .finish(),
         )
-    }
+        .expect("the only global subscriber");
+        logs
+    })
+}
 
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+impl Logs {
+    /// The lines logged in the named job's span.
+    fn of_job(&self, name: &str) -> Vec<String> {
+        let span = format!("job{{name=\"{name}\"}}: ");
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner()))
+            .lines()
+            .filter(|l| l.contains(&span))
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -97,14 +109,16 @@ mod runner {
     /// Due whenever asked, under one lease; each run waits until let go, then succeeds or
     /// fails as told.
     struct Probe {
+        name: &'static str,
         runs: Mutex<u32>,
         release: tokio::sync::Semaphore,
         fail: bool,
     }
 
     impl Probe {
-        fn new(fail: bool) -> Arc<Self> {
+        fn new(name: &'static str, fail: bool) -> Arc<Self> {
             Arc::new(Self {
+                name,
                 runs: Mutex::new(0),
                 release: tokio::sync::Semaphore::new(0),
                 fail,
@@ -119,12 +133,12 @@ mod runner {
     #[async_trait::async_trait]
     impl Job for Probe {
         fn name(&self) -> &'static str {
-            "probe"
+            self.name
         }
 
         async fn due(&self, ctx: &JobContext, now: DateTime<Utc>) -> Result<Option<Due>, Error> {
             Ok(Some(Due::Leased(jobs::Lease {
-                name: "probe".into(),
+                name: self.name.into(),
                 holder: ctx.replica_id.clone(),
                 until: now + chrono::Duration::minutes(10),
             })))
@@ -143,16 +157,15 @@ mod runner {
     #[tokio::test]
     async fn a_due_job_runs_once_at_a_time_under_its_lease_in_a_span() {
         let env = Env::new(JobSettings::default()).await;
-        let logs = Logs::default();
-        let _capture = logs.capture();
-        let probe = Probe::new(false);
+        let logs = logs();
+        let probe = Probe::new("probe.ok", false);
         let runner = Runner::new(vec![probe.clone()]);
         let now = env.clock.now();
 
         let runs = runner.start_due(&env.ctx, now).await;
         assert_eq!(runs.len(), 1);
         tokio::task::yield_now().await;
-        assert!(runner.is_running("probe"));
+        assert!(runner.is_running("probe.ok"));
         // No second run in this process while one goes on.
         assert!(runner.start_due(&env.ctx, now).await.is_empty());
         // Nor on another replica: this one holds the lease.
@@ -161,14 +174,15 @@ mod runner {
 
         probe.release.add_permits(1);
         finish(runs).await;
-        assert!(!runner.is_running("probe"));
+        assert!(!runner.is_running("probe.ok"));
         assert_eq!(probe.runs(), 1);
-        let text = logs.text();
-        assert!(text.contains("job{name=\"probe\"}: "), "{text}");
-        assert!(text.contains("job started"), "{text}");
+        let lines = logs.of_job("probe.ok");
+        assert!(lines.iter().any(|l| l.contains("job started")), "{lines:?}");
         assert!(
-            text.contains("job finished") && text.contains("outcome=\"ok\""),
-            "{text}"
+            lines
+                .iter()
+                .any(|l| l.contains("job finished") && l.contains("outcome=\"ok\"")),
+            "{lines:?}"
         );
 
         // The holder renews its lease and runs again.
@@ -181,18 +195,19 @@ mod runner {
     #[tokio::test]
     async fn a_failed_run_is_logged_and_the_job_may_run_again() {
         let env = Env::new(JobSettings::default()).await;
-        let logs = Logs::default();
-        let _capture = logs.capture();
-        let probe = Probe::new(true);
+        let logs = logs();
+        let probe = Probe::new("probe.failing", true);
         let runner = Runner::new(vec![probe.clone()]);
         probe.release.add_permits(2);
         finish(runner.start_due(&env.ctx, env.clock.now()).await).await;
-        let text = logs.text();
+        let lines = logs.of_job("probe.failing");
         assert!(
-            text.contains("outcome=\"failed\"") && text.contains("the probe failed"),
-            "{text}"
+            lines
+                .iter()
+                .any(|l| l.contains("outcome=\"failed\"") && l.contains("the probe failed")),
+            "{lines:?}"
         );
-        assert!(!runner.is_running("probe"));
+        assert!(!runner.is_running("probe.failing"));
         finish(runner.start_due(&env.ctx, env.clock.now()).await).await;
         assert_eq!(probe.runs(), 2);
     }
@@ -362,5 +377,130 @@ mod corpus_release {
                 .await
                 .expect("lease")
         );
+    }
+}
+
+mod publish_after_refresh {
+    use super::*;
+    use jobs::refresh::{RefreshOptions, VendorOverride, vendor_ids};
+
+    /// Every vendor off but `go`, whose channel is `base`.
+    fn only_go(base: Option<&str>) -> RefreshOptions {
+        RefreshOptions {
+            vendors: vendor_ids()
+                .into_iter()
+                .map(|id| {
+                    let o = VendorOverride {
+                        enabled: Some(base.is_some() && id == "go"),
+                        base_url: base.map(str::to_string),
+                        ..Default::default()
+                    };
+                    (id, o)
+                })
+                .collect(),
+            attempts: 1,
+            client: Some(
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .expect("client"),
+            ),
+            ..RefreshOptions::default()
+        }
+    }
+
+    /// A vendor channel that answers nothing until let go, then drops the connection: a
+    /// refresh that runs until the test says.
+    async fn stalled_channel() -> (String, tokio::sync::watch::Sender<bool>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}/go", listener.local_addr().expect("addr"));
+        let (release, released) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let mut released = released.clone();
+                tokio::spawn(async move {
+                    let _ = released.wait_for(|r| *r).await;
+                    drop(socket);
+                });
+            }
+        });
+        (base, release)
+    }
+
+    async fn root_of(env: &Env, now: DateTime<Utc>) -> Option<store::translog::StoredRoot> {
+        env.ctx.store.root(now.date_naive()).await.expect("root")
+    }
+
+    #[tokio::test]
+    async fn the_days_root_waits_for_the_days_refresh_to_end() {
+        let (base, release) = stalled_channel().await;
+        let env = Env::new(JobSettings {
+            daily_refresh: Some(at(2, 0)),
+            translog_publish_at: at(2, 30),
+            refresh: only_go(Some(&base)),
+            ..JobSettings::default()
+        })
+        .await;
+        let runner = Runner::default();
+        let (before, during) = (t("2026-03-10T01:59:00Z"), t("2026-03-10T02:30:00Z"));
+        assert!(runner.start_due(&env.ctx, before).await.is_empty());
+
+        // A fresh install at 02:30: the refresh starts; the root waits for it.
+        let refresh = runner.start_due(&env.ctx, during).await;
+        assert_eq!(refresh.len(), 1);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(runner.is_running(jobs::refresh::JOB));
+        assert_eq!(root_of(&env, during).await, None);
+        // Nor while it runs, here or on another replica.
+        let later = t("2026-03-10T02:31:00Z");
+        finish(runner.start_due(&env.ctx, later).await).await;
+        finish(Runner::default().start_due(&env.replica(), later).await).await;
+        assert_eq!(root_of(&env, later).await, None);
+
+        // Once it has ended (here: the channel fails), the root follows.
+        release.send_replace(true);
+        finish(refresh).await;
+        let after = t("2026-03-10T02:32:00Z");
+        finish(Runner::default().start_due(&env.replica(), after).await).await;
+        let root = root_of(&env, after).await.expect("published");
+        assert_eq!(root.published_at, after);
+    }
+
+    #[tokio::test]
+    async fn a_later_refresh_time_delays_the_root_every_day() {
+        let env = Env::new(JobSettings {
+            daily_refresh: Some(at(3, 0)),
+            translog_publish_at: at(2, 30),
+            refresh: only_go(None),
+            ..JobSettings::default()
+        })
+        .await;
+        let runner = Runner::default();
+        for day in ["2026-03-10", "2026-03-11"] {
+            let at = |time: &str| {
+                let now = t(&format!("{day}T{time}Z"));
+                env.clock.set(now);
+                now
+            };
+            // The publication time has come, the refresh's has not.
+            assert!(runner.start_due(&env.ctx, at("02:30:00")).await.is_empty());
+            assert!(runner.start_due(&env.ctx, at("02:59:00")).await.is_empty());
+            assert_eq!(root_of(&env, at("02:59:00")).await, None, "{day}");
+            // 03:00: the refresh (no vendor enabled: it ends at once), then the root.
+            finish(runner.start_due(&env.ctx, at("03:00:00")).await).await;
+            finish(runner.start_due(&env.ctx, at("03:01:00")).await).await;
+            let root = root_of(&env, at("03:01:00")).await.expect("published");
+            let refresh = env
+                .ctx
+                .store
+                .lease(&jobs::refresh::day_lease(root.log_date))
+                .await
+                .expect("lease")
+                .expect("the day's refresh");
+            let ended = refresh.finished_at.expect("the refresh ended");
+            assert!(root.published_at >= ended, "{day}: {root:?} {refresh:?}");
+        }
     }
 }

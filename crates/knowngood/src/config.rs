@@ -66,7 +66,8 @@ pub struct FileConfig {
 pub struct ScheduleSettings {
     /// Vendor refresh, default `02:00`; `off` disables it.
     pub daily_refresh: Option<String>,
-    /// Transparency root, default `02:30` (after the refresh).
+    /// Transparency root, default `02:30`; with the refresh on, never before the day's
+    /// refresh has ended.
     pub translog_publish: Option<String>,
 }
 
