@@ -55,7 +55,7 @@ pub struct FileConfig {
     pub schedule: ScheduleSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
-    pub vendors: std::collections::BTreeMap<String, server::refresh::VendorOverride>,
+    pub vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
     #[serde(default)]
     pub secrets: SecretSettings,
 }
@@ -66,7 +66,8 @@ pub struct FileConfig {
 pub struct ScheduleSettings {
     /// Vendor refresh, default `02:00`; `off` disables it.
     pub daily_refresh: Option<String>,
-    /// Transparency root, default `02:30` (after the refresh).
+    /// Transparency root, default `02:30`; with the refresh on, never before the day's
+    /// refresh has ended.
     pub translog_publish: Option<String>,
 }
 
@@ -180,20 +181,22 @@ impl Config {
                     .unwrap_or(defaults.failed_auth_per_team),
             },
             trusted_proxies: file.trusted_proxies,
-            corpus_release,
-            corpus_import_dir: file.corpus_import_dir,
-            daily_refresh: match file.schedule.daily_refresh.as_deref() {
-                Some("off") => None,
-                Some(t) => Some(parse_time(t, "daily_refresh")?),
-                None => chrono::NaiveTime::from_hms_opt(2, 0, 0),
-            },
-            translog_publish_at: match file.schedule.translog_publish.as_deref() {
-                Some(t) => parse_time(t, "translog_publish")?,
-                None => server::Settings::default().translog_publish_at,
-            },
-            refresh: server::refresh::RefreshOptions {
-                vendors: file.vendors,
-                ..Default::default()
+            jobs: jobs::JobSettings {
+                corpus_release,
+                corpus_import_dir: file.corpus_import_dir,
+                daily_refresh: match file.schedule.daily_refresh.as_deref() {
+                    Some("off") => None,
+                    Some(t) => Some(parse_time(t, "daily_refresh")?),
+                    None => chrono::NaiveTime::from_hms_opt(2, 0, 0),
+                },
+                translog_publish_at: match file.schedule.translog_publish.as_deref() {
+                    Some(t) => parse_time(t, "translog_publish")?,
+                    None => jobs::JobSettings::default().translog_publish_at,
+                },
+                refresh: jobs::refresh::RefreshOptions {
+                    vendors: file.vendors,
+                    ..Default::default()
+                },
             },
             ..server::Settings::default()
         };
@@ -226,7 +229,7 @@ impl Config {
 fn corpus_release(
     file: &FileConfig,
     env_url: Option<String>,
-) -> Result<Option<server::corpus_release::ReleaseSource>> {
+) -> Result<Option<jobs::corpus_release::ReleaseSource>> {
     let Some(text) = env_url
         .filter(|u| !u.trim().is_empty())
         .or_else(|| file.corpus_release_url.clone())
@@ -242,7 +245,7 @@ fn corpus_release(
             url.scheme()
         );
     }
-    let mut source = server::corpus_release::ReleaseSource::new(url);
+    let mut source = jobs::corpus_release::ReleaseSource::new(url);
     if let Some(days) = file.corpus_release_check_days {
         anyhow::ensure!(days >= 1, "corpus_release_check_days must be at least 1");
         source.check_every = std::time::Duration::from_secs(u64::from(days) * 86_400);
@@ -329,7 +332,10 @@ mod tests {
         let source = corpus_release(&file, Some(env.into())).unwrap().unwrap();
         assert_eq!(source.url.host_str(), Some("env.example"));
         let settings = server::Settings {
-            corpus_release: Some(source),
+            jobs: jobs::JobSettings {
+                corpus_release: Some(source),
+                ..jobs::JobSettings::default()
+            },
             ..server::Settings::default()
         };
         let shown = format!("{settings:?}");

@@ -211,7 +211,7 @@ async fn run(cli: Cli) -> Result<()> {
             list,
         } => {
             if list {
-                for id in server::refresh::vendor_ids() {
+                for id in jobs::refresh::vendor_ids() {
                     println!("{id}");
                 }
                 return Ok(());
@@ -219,13 +219,13 @@ async fn run(cli: Cli) -> Result<()> {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
             let store = open_store(&config, &secrets).await?;
-            let reports = server::refresh::refresh_vendors(
+            let reports = jobs::refresh::refresh_vendors(
                 store.clone(),
                 Arc::new(SystemClock),
                 // In the foreground a failure is reported at once; the scheduler retries.
-                &server::refresh::RefreshOptions {
+                &jobs::refresh::RefreshOptions {
                     attempts: 1,
-                    ..config.settings.refresh.clone()
+                    ..config.settings.jobs.refresh.clone()
                 },
                 vendor.as_deref(),
                 &|r| {
@@ -284,9 +284,8 @@ async fn run(cli: Cli) -> Result<()> {
                 Some(d) => verify::parse_date_arg(&d)?,
                 None => now.date_naive(),
             };
-            let key = server::routes::transparency::LogKey::new(&secrets.log_ed25519);
-            let root =
-                server::routes::transparency::publish_day(store.as_ref(), &key, now, date).await;
+            let key = jobs::LogKey::new(&secrets.log_ed25519);
+            let root = jobs::publish::publish_day(store.as_ref(), &key, now, date).await;
             store.close().await;
             let root = root?;
             println!(
@@ -463,7 +462,7 @@ async fn serve(config: Config) -> Result<()> {
         limiter,
         clock,
         config.settings,
-        server::routes::transparency::LogKey::new(&secrets.log_ed25519),
+        jobs::LogKey::new(&secrets.log_ed25519),
     );
     let corpus_root = config.data_dir.join("corpus");
     let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use jobs::LogKey;
+use jobs::publish::publish_day;
 use model::{Arch, Clock, NewRecord, Platform, RecordSigner, SystemClock};
-use server::routes::transparency::{LogKey, publish_day};
 
 const GOAL: f64 = 2.0;
 const BATCH: usize = 5000;

@@ -31,9 +31,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if bytes.is_empty() {
             return Err(Error::bad_request("request body must be a JSON object").into());
         }
-        // PostgreSQL text cannot hold NUL, and no field of ours has a use for one.
+        // PostgreSQL text cannot hold NUL, and no field of ours has a use for one. The scan
+        // is cheap; only a body that may hold one is parsed again to name the field.
         if bytes.contains(&0) || contains_ignore_case(&bytes, b"\\u0000") {
-            return Err(Error::bad_request("request body must not contain NUL characters").into());
+            let field = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| nul_path(&v, String::new()));
+            return Err(match field {
+                Some(field) => Error::bad_request(format!(
+                    "invalid JSON body: {field}: must not contain NUL characters"
+                )),
+                None => Error::bad_request("request body must not contain NUL characters"),
+            }
+            .into());
         }
         // The error names where in the body the problem is (`hashes`, `hashes[3]`).
         let mut de = serde_json::Deserializer::from_slice(&bytes);
@@ -65,6 +75,30 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
             .map_err(|e: QueryRejection| {
                 Error::bad_request(format!("invalid query: {}", e.body_text())).into()
             })
+    }
+}
+
+/// Where in a JSON value the first string holding a NUL is, as `a.b[2]`.
+fn nul_path(value: &serde_json::Value, here: String) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if s.contains('\0') => Some(here),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_path(v, format!("{here}[{i}]"))),
+        Value::Object(fields) => fields.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                return Some(format!("{here}{}", model::shown(k)));
+            }
+            let path = if here.is_empty() {
+                k.clone()
+            } else {
+                format!("{here}.{k}")
+            };
+            nul_path(v, path)
+        }),
+        _ => None,
     }
 }
 

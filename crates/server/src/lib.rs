@@ -22,19 +22,17 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
-pub mod corpus_release;
 pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod openapi;
-pub mod refresh;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
 
 use error::ApiError;
+use jobs::LogKey;
 use routes::public::FeedCache;
-use routes::transparency::LogKey;
 
 /// Per-minute limits; the documented values by default (docs/api.md).
 #[derive(Debug, Clone)]
@@ -69,21 +67,10 @@ pub struct Settings {
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpAddr>,
     pub feed_cache_ttl: Duration,
-    /// UTC time of day after which the day's transparency root is published (after the
-    /// vendor refresh).
-    pub translog_publish_at: chrono::NaiveTime,
     /// Monthly request quotas per tier; the documented values by default.
     pub quotas: Quotas,
-    /// A directory where new NSRL RDS v3 releases (`*.db`) are dropped; a file newer than
-    /// the live corpus generation is imported, then swapped in. None = imports by hand only.
-    pub corpus_import_dir: Option<std::path::PathBuf>,
-    /// A URL checked on a schedule for a new NSRL release (see [`corpus_release`]); None =
-    /// no fetching.
-    pub corpus_release: Option<corpus_release::ReleaseSource>,
-    /// UTC time of day of the vendor refresh; None (the library default, so embedding
-    /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
-    pub daily_refresh: Option<chrono::NaiveTime>,
-    pub refresh: refresh::RefreshOptions,
+    /// The scheduled cluster jobs: vendor refresh, transparency publication, NSRL releases.
+    pub jobs: jobs::JobSettings,
 }
 
 impl Default for Settings {
@@ -92,12 +79,8 @@ impl Default for Settings {
             limits: Limits::default(),
             trusted_proxies: Vec::new(),
             feed_cache_ttl: Duration::from_secs(3600),
-            translog_publish_at: chrono::NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
             quotas: Quotas::default(),
-            corpus_import_dir: None,
-            corpus_release: None,
-            daily_refresh: None,
-            refresh: refresh::RefreshOptions::default(),
+            jobs: jobs::JobSettings::default(),
         }
     }
 }
@@ -119,16 +102,14 @@ pub struct AppState {
     pub log_key: Arc<LogKey>,
     pub trees: Arc<routes::transparency::TreeCache>,
     pub settings: Arc<Settings>,
-    /// Names this process when it takes a scheduled job's lease.
-    pub replica_id: String,
     /// The NSRL reference corpus, when one is configured (the classifier holds it too).
     pub corpus: Option<Arc<corpus::Corpus>>,
-    /// A vendor refresh is running in this process.
-    pub refreshing: Arc<std::sync::atomic::AtomicBool>,
     /// Classifies lookups; holds the in-memory vendor index.
     pub classifier: lookup::Classifier,
-    /// Held while this process imports a new corpus release, so hourly runs never overlap.
-    pub corpus_importing: Arc<tokio::sync::Mutex<()>>,
+    /// What the cluster jobs run with: the same store, clock, log key and corpus as above.
+    pub jobs: jobs::JobContext,
+    /// The cluster jobs of this process, started by [`maintain`].
+    pub runner: Arc<jobs::Runner>,
 }
 
 impl AppState {
@@ -142,6 +123,13 @@ impl AppState {
     ) -> Self {
         let usage = Arc::new(Usage::new(store.clone(), settings.quotas));
         let credentials = Arc::new(credentials);
+        let log_key = Arc::new(log_key);
+        let jobs = jobs::JobContext::new(
+            store.clone(),
+            clock.clone(),
+            settings.jobs.clone(),
+            log_key.clone(),
+        );
         Self {
             classifier: lookup::Classifier::new(store.clone()),
             admin: Arc::new(Admin::new(
@@ -158,12 +146,11 @@ impl AppState {
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
             stats_cache: Arc::default(),
-            log_key: Arc::new(log_key),
+            log_key,
             trees: Arc::default(),
-            replica_id: store::new_id(),
             corpus: None,
-            refreshing: Arc::default(),
-            corpus_importing: Arc::default(),
+            jobs,
+            runner: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -173,6 +160,7 @@ impl AppState {
     /// Serves `known_file` results from this corpus.
     pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
         self.classifier = self.classifier.with_corpus(Arc::clone(&corpus));
+        self.jobs = self.jobs.with_corpus(corpus.clone());
         self.corpus = Some(corpus);
         self
     }
@@ -194,10 +182,9 @@ pub fn router(state: AppState) -> Router {
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other
 /// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
-/// (every 10 s), pick up a new reference-corpus generation (every 10 s), import a new NSRL
-/// release from the drop directory or the release URL when there is one (every hour), prune
-/// idle rate-limit buckets and publish the day's transparency root once its hour has come
-/// (every minute). Flushes usage once more on the way out.
+/// (every 10 s), pick up a new reference-corpus generation (every 10 s), prune idle
+/// rate-limit buckets and start the cluster jobs that are due (every minute; see
+/// [`jobs::Runner`]). Flushes usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     // Nothing is counted before the first request: the first flush is one period in.
@@ -207,7 +194,6 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
     let mut corpus = tokio::time::interval(Duration::from_secs(10));
-    let mut corpus_import = tokio::time::interval(Duration::from_secs(3600));
     // A full scan re-verifies every record's HMAC, so tampering with a row shows on
     // /public/status even when no lookup names it. The first tick builds the index.
     let mut reindex = tokio::time::interval(Duration::from_secs(600));
@@ -235,24 +221,12 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                     tracing::warn!(error = %e, "usage totals refresh failed");
                 }
             }
-            _ = corpus.tick() => reload_corpus(&state).await,
-            _ = corpus_import.tick() => {
-                // Imports take minutes to hours: off the upkeep loop (a run still going
-                // makes the next tick's a no-op).
-                let state = state.clone();
-                tokio::spawn(async move { corpus_release::run_due(&state).await });
-            }
+            _ = corpus.tick() => jobs::corpus_release::reload(&state.jobs).await,
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
-                if let Err(e) = start_refresh_if_due(&state, now).await {
-                    tracing::warn!(error = %e, "could not start the vendor refresh");
-                }
-                if now.time() >= state.settings.translog_publish_at
-                    && let Err(e) = publish_if_leader(&state, now).await
-                {
-                    tracing::warn!(error = %e, "publishing the transparency root failed; will retry");
-                }
+                // Runs go on in their own tasks.
+                drop(state.runner.start_due(&state.jobs, now).await);
             }
         }
     }
@@ -273,92 +247,6 @@ async fn method_not_allowed() -> impl IntoResponse {
             message: Some("this route does not accept that method".into()),
         }),
     )
-}
-
-/// Swaps in a generation an import finished meanwhile (on another thread: opening verifies
-/// the files). Requests in flight finish on the old generation.
-pub(crate) async fn reload_corpus(state: &AppState) {
-    let Some(corpus) = state.corpus.clone() else {
-        return;
-    };
-    match tokio::task::spawn_blocking(move || corpus.reload()).await {
-        Ok(Ok(true)) => tracing::info!("reference corpus: new generation live"),
-        Ok(Ok(false)) => {}
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "reference corpus reload failed; keeping the live generation")
-        }
-        Err(e) => tracing::error!(error = %e, "reference corpus reload panicked"),
-    }
-}
-
-/// Starts today's vendor refresh in the background once its hour has come, on the one
-/// replica that claims the day's lease first.
-async fn start_refresh_if_due(
-    state: &AppState,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<(), Error> {
-    use std::sync::atomic::Ordering;
-    let Some(at) = state.settings.daily_refresh else {
-        return Ok(());
-    };
-    if now.time() < at || state.refreshing.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    let today = now.date_naive();
-    let end_of_day = today.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(1);
-    // A fresh holder name: whoever claims the day's lease first runs it, once.
-    let claimed = state
-        .store
-        .try_lease(
-            &format!("vendor.refresh:{today}"),
-            &store::new_id(),
-            end_of_day,
-            now,
-        )
-        .await?;
-    if !claimed {
-        return Ok(());
-    }
-    state.refreshing.store(true, Ordering::Release);
-    let state = state.clone();
-    tokio::spawn(async move {
-        tracing::info!("daily vendor refresh started");
-        let result = refresh::refresh_vendors(
-            state.store.clone(),
-            state.clock.clone(),
-            &state.settings.refresh,
-            None,
-            &|r| tracing::info!(vendor = %r.fetcher, recorded = r.recorded, unchanged = r.unchanged, errors = r.errors, mismatches = r.mismatches, "vendor refreshed"),
-        )
-        .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "daily vendor refresh failed");
-        }
-        state.refreshing.store(false, Ordering::Release);
-    });
-    Ok(())
-}
-
-/// Publishes today's root unless it exists or another replica holds the job's lease.
-async fn publish_if_leader(
-    state: &AppState,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<(), Error> {
-    let today = now.date_naive();
-    if state.store.root(today).await?.is_some() {
-        return Ok(());
-    }
-    let until = now + chrono::Duration::minutes(10);
-    if !state
-        .store
-        .try_lease("translog.publish", &state.replica_id, until, now)
-        .await?
-    {
-        return Ok(());
-    }
-    routes::transparency::publish_day(state.store.as_ref(), &state.log_key, now, today)
-        .await
-        .map(|_| ())
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish.

@@ -1,4 +1,4 @@
-//! The NSRL release job end to end: `server::corpus_release::check_release` fetches a release
+//! The NSRL release job end to end: `jobs::corpus_release::check_release` fetches a release
 //! from a loopback plain-HTTP mirror (the client is injected through the refresh options, as
 //! in the vendor refresh tests), imports it into the reference corpus of a temporary data
 //! directory, and the tests check what a user notices: `known_file` lookups and the
@@ -27,8 +27,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::Duration;
 use common::{Backend, TestApp};
 use corpus::Layout;
+use jobs::corpus_release::{ReleaseCheck, ReleaseSource, STATE_FILE, check_release};
 use serde_json::{Value, json};
-use server::corpus_release::{ReleaseCheck, ReleaseSource, STATE_FILE, check_release};
 
 macro_rules! release_tests {
     ($($name:ident),+ $(,)?) => {
@@ -266,13 +266,13 @@ where
         .parse()
         .expect("release URL");
     let configure = |settings: &mut server::Settings| {
-        settings.corpus_release = Some(ReleaseSource {
+        settings.jobs.corpus_release = Some(ReleaseSource {
             connect_timeout: std::time::Duration::from_secs(10),
             stall_timeout: std::time::Duration::from_secs(10),
             total_timeout: std::time::Duration::from_secs(60),
             ..ReleaseSource::new(url)
         });
-        settings.refresh.client = Some(
+        settings.jobs.refresh.client = Some(
             reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -302,7 +302,7 @@ where
 
 impl Case {
     async fn check(&self) -> ReleaseCheck {
-        check_release(&self.app.state).await
+        check_release(&self.app.state.jobs).await
     }
 
     /// Checks and expects a new generation; returns its name.
@@ -614,7 +614,7 @@ async fn a_release_is_not_requested_before_it_is_due(case: Case) {
     // Another replica sharing the data directory knows it too (the schedule is on disk).
     let replica = case.app.replica().await;
     assert_eq!(
-        check_release(&replica.state).await,
+        check_release(&replica.state.jobs).await,
         ReleaseCheck::NotDue { next_at: due }
     );
     replica.store.close().await;
@@ -645,12 +645,12 @@ async fn releases_over_the_size_limits_are_refused(case: Case) {
         stored.len(),
         rds.bytes.len()
     );
-    let mut settings = (*case.app.state.settings).clone();
+    let mut settings = (*case.app.state.jobs.settings).clone();
     if let Some(source) = settings.corpus_release.as_mut() {
         source.max_download_bytes = limit;
         source.max_extracted_bytes = limit;
     }
-    let mut state = case.app.state.clone();
+    let mut state = case.app.state.jobs.clone();
     state.settings = Arc::new(settings);
     let fail = || async {
         match check_release(&state).await {

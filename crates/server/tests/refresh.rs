@@ -1,4 +1,4 @@
-//! The vendor refresh end to end: `server::refresh::refresh_vendors` reads vendor channels
+//! The vendor refresh end to end: `jobs::refresh::refresh_vendors` reads vendor channels
 //! served by a loopback plain-HTTP server (the client is injected, so no TLS is needed) and
 //! records into the test server's store; the tests then check what a user notices through
 //! the HTTP API: the public feed and its cache, history and historical lookup, the download
@@ -26,9 +26,9 @@ use base64::Engine as _;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::{TestApp, q};
 use ingest::{DownloadLimits, FetchLimits, VendorReport};
+use jobs::refresh::{RefreshOptions, VendorOverride, refresh_vendors, vendor_ids};
 use model::{Clock, Role, Tier};
 use serde_json::{Value, json};
-use server::refresh::{RefreshOptions, VendorOverride, refresh_vendors, vendor_ids};
 use sha2::Digest as _;
 
 macro_rules! refresh_tests {

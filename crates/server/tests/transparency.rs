@@ -17,9 +17,11 @@ use std::sync::Arc;
 
 use chrono::NaiveDate;
 use common::{Backend, TestApp, go, hex_of, putty, pypi, rec, t};
+use jobs::LogKey;
+use jobs::publish::publish_day;
 use model::{Arch, Clock as _, NewRecord, Platform};
 use serde_json::Value;
-use server::routes::transparency::{CHECKPOINT_ORIGIN, LogKey, publish_day};
+use server::routes::transparency::CHECKPOINT_ORIGIN;
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::translog::StoredRoot;

@@ -62,16 +62,6 @@ pub trait IngestStore: Send + Sync {
     async fn downloads(&self, query: &DownloadQuery) -> Result<Page<DownloadAudit>>;
     /// Stores an alert and returns its id.
     async fn add_change_alert(&self, alert: &ChangeAlert) -> Result<String>;
-    /// Takes or renews the lease of a scheduled job until `until`; false when another
-    /// holder's lease has not expired. Replicas call this before running a job, so each
-    /// job runs on one replica at a time.
-    async fn try_lease(
-        &self,
-        job: &str,
-        holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<bool>;
 }
 
 fn count(v: i64) -> u64 {
@@ -201,29 +191,6 @@ macro_rules! ingest_backend {
                 .await
                 .map_err(db_error)?;
                 Ok(id)
-            }
-
-            async fn try_lease(
-                &self,
-                job: &str,
-                holder: &str,
-                until: DateTime<Utc>,
-                now: DateTime<Utc>,
-            ) -> Result<bool> {
-                let taken = sqlx::query(
-                    "INSERT INTO job_leases (job, holder, expires_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
-                     WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < $4",
-                )
-                .bind(job)
-                .bind(holder)
-                .bind(until.trunc_subsecs(6))
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
-                Ok(taken == 1)
             }
         }
     };

@@ -20,10 +20,12 @@ pub mod access;
 mod access_backend;
 mod backend;
 pub mod ingest;
+mod lease;
 mod migrate;
 pub mod translog;
 
 pub use backend::{PgStore, SqliteStore};
+pub use lease::{JobLease, LeaseStore};
 
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;
 
@@ -265,6 +267,7 @@ pub trait Store:
     + access::AccessStore
     + translog::TranslogStore
     + ingest::IngestStore
+    + LeaseStore
 {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;

@@ -274,6 +274,8 @@ conformance!(
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
     job_lease_admits_one_holder_until_expiry,
+    a_released_lease_is_free_at_once,
+    a_lease_notes_when_its_run_ended,
     download_audit_filters_and_pages,
     signing_certificates_keep_their_crl_urls,
     records_epoch_moves_with_writes_and_reaches_other_stores,
@@ -1546,7 +1548,7 @@ async fn concurrent_first_open_migrates_once(db: Db) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Ingestion bookkeeping
+// Job leases
 // ---------------------------------------------------------------------------------------
 
 async fn job_lease_admits_one_holder_until_expiry(db: Db) {
@@ -1588,6 +1590,86 @@ async fn job_lease_admits_one_holder_until_expiry(db: Db) {
             .unwrap()
     );
 }
+
+async fn a_released_lease_is_free_at_once(db: Db) {
+    let s = db.store.as_ref();
+    let now = t("2026-01-01T02:00:00Z");
+    let until = t("2026-01-01T02:30:00Z");
+    assert!(
+        s.try_lease("corpus", "replica-a", until, now)
+            .await
+            .unwrap()
+    );
+    // Releasing someone else's lease changes nothing.
+    s.release_lease("corpus", "replica-b", now).await.unwrap();
+    assert!(
+        !s.try_lease("corpus", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+    s.release_lease("corpus", "replica-a", now).await.unwrap();
+    assert!(
+        s.try_lease("corpus", "replica-b", until, now)
+            .await
+            .unwrap()
+    );
+}
+
+async fn a_lease_notes_when_its_run_ended(db: Db) {
+    let s = db.store.as_ref();
+    let now = t("2026-01-01T02:00:00Z");
+    let until = t("2026-01-02T00:00:00Z");
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), None);
+    assert!(
+        s.try_lease("refresh:2026-01-01", "replica-a", until, now)
+            .await
+            .unwrap()
+    );
+    let running = store::JobLease {
+        job: "refresh:2026-01-01".into(),
+        holder: "replica-a".into(),
+        expires_at: until,
+        finished_at: None,
+    };
+    assert_eq!(
+        s.lease("refresh:2026-01-01").await.unwrap(),
+        Some(running.clone())
+    );
+    // Only the holder ends its run.
+    let end = t("2026-01-01T02:40:00Z");
+    s.finish_lease("refresh:2026-01-01", "replica-b", end)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.lease("refresh:2026-01-01").await.unwrap(),
+        Some(running.clone())
+    );
+    s.finish_lease("refresh:2026-01-01", "replica-a", end)
+        .await
+        .unwrap();
+    let finished = store::JobLease {
+        finished_at: Some(end),
+        ..running.clone()
+    };
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(finished));
+    // Still held: nobody else runs the job before it expires.
+    assert!(
+        !s.try_lease("refresh:2026-01-01", "replica-b", until, end)
+            .await
+            .unwrap()
+    );
+    // Renewing starts a new run.
+    assert!(
+        s.try_lease("refresh:2026-01-01", "replica-a", until, end)
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(running));
+}
+
+// ---------------------------------------------------------------------------------------
+// Ingestion bookkeeping
+// ---------------------------------------------------------------------------------------
 
 async fn download_audit_filters_and_pages(db: Db) {
     use store::ingest::{DownloadAudit, DownloadQuery};

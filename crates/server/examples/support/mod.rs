@@ -69,7 +69,7 @@ pub fn unthrottled_state(
         auth::limits::Limiter::Local(auth::limits::LocalLimiter::default()),
         clock,
         settings,
-        server::routes::transparency::LogKey::new(log_seed),
+        jobs::LogKey::new(log_seed),
     ))
 }
 

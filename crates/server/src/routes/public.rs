@@ -263,7 +263,7 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
                 },
             },
             scheduler: ComponentStatus {
-                status: if state.refreshing.load(std::sync::atomic::Ordering::Acquire) {
+                status: if state.runner.is_running(jobs::refresh::JOB) {
                     "running"
                 } else {
                     "idle"

@@ -1,5 +1,5 @@
-//! The transparency log: daily signed Merkle roots over the public feed, inclusion proofs,
-//! and a second, append-only log whose leaves are the daily roots (served as a C2SP
+//! The transparency log as served: daily signed Merkle roots over the public feed (published
+//! by `jobs::publish`), inclusion proofs, and a second, append-only log whose leaves are the daily roots (served as a C2SP
 //! checkpoint with RFC 9162 consistency proofs) so a witness can prove no past day changed.
 //!
 //! Root-log leaf: SHA-256 of the day's canonical signed message, a line feed, and the
@@ -12,14 +12,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use model::{Error, HashAlgo, HashValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use store::Store;
 use store::translog::{LeafRow, StoredRoot};
-use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
-use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey};
+use translog::encoding::hash_to_hex;
+use translog::{Hash, MerkleTree, Record, SignedRoot};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
@@ -41,30 +40,6 @@ pub(crate) fn routes(api: Api) -> Api {
 /// Name of the root log in its checkpoints (the C2SP origin line).
 pub const CHECKPOINT_ORIGIN: &str = "knowngood/daily-roots";
 const RECENT_ROOTS: u32 = 30;
-
-/// The log's signing key and what the public sees of it.
-pub struct LogKey {
-    signing: SigningKey,
-    pub key_id: String,
-}
-
-impl LogKey {
-    pub fn new(seed: &[u8; 32]) -> Self {
-        let signing = SigningKey::from_bytes(seed);
-        Self {
-            key_id: key_id(&signing.verifying_key()),
-            signing,
-        }
-    }
-
-    pub fn public_key(&self) -> String {
-        public_key_to_base64(&self.signing.verifying_key())
-    }
-
-    pub fn public_key_pem(&self) -> String {
-        public_key_to_pem(&self.signing.verifying_key())
-    }
-}
 
 /// Trees (with their stored roots) of recently asked published days, so a proof costs a
 /// lookup, not a rebuild or a database read.
@@ -146,79 +121,6 @@ impl TreeCache {
 fn parse_hash(hex_text: &str) -> Result<Hash, Error> {
     translog::encoding::parse_hash_hex("hash", hex_text)
         .map_err(|_| Error::internal(format!("stored hash {hex_text:?} is not valid")))
-}
-
-/// Publishes the day's root over the current public feed: sorted, de-duplicated leaves,
-/// chained to the latest earlier root. Publishing a day again returns the stored root.
-pub async fn publish_day(
-    store: &dyn Store,
-    log_key: &LogKey,
-    now: DateTime<Utc>,
-    date: NaiveDate,
-) -> Result<StoredRoot, Error> {
-    if let Some(existing) = store.root(date).await? {
-        return Ok(existing);
-    }
-    // A day slipped in before a published one would break that day's chain.
-    if let Some(latest) = store.recent_roots(1).await?.first()
-        && latest.log_date > date
-    {
-        return Err(Error::bad_request(format!(
-            "{} is already published; roots are appended in date order, so {date} can no longer be",
-            latest.log_date
-        )));
-    }
-    let records = store.current_records(None).await?;
-    let mut leaves: Vec<(Hash, LeafRow)> = Vec::with_capacity(records.len());
-    for r in records.iter().filter(|r| r.integrity_ok) {
-        let n = &r.record;
-        let record = Record {
-            executable_name: &n.executable_name,
-            hash_sha256: &n.hash_sha256,
-            version: &n.version,
-            platform: n.platform.as_str(),
-            arch: n.arch.as_str(),
-        };
-        let hash = record
-            .leaf_hash()
-            .map_err(|e| Error::internal(format!("record {} cannot be a leaf: {e}", r.id)))?;
-        leaves.push((
-            hash,
-            LeafRow {
-                leaf_hash: hash_to_hex(&hash),
-                executable_name: n.executable_name.clone(),
-                hash_sha256: n.hash_sha256.clone(),
-                version: n.version.clone(),
-                platform: n.platform.as_str().into(),
-                arch: n.arch.as_str().into(),
-            },
-        ));
-    }
-    leaves.sort_by_key(|a| a.0);
-    leaves.dedup_by(|a, b| a.0 == b.0);
-    let hashes: Vec<Hash> = leaves.iter().map(|(h, _)| *h).collect();
-    let root = translog::merkle_root(&hashes);
-    let prev = match store.root_before(date).await? {
-        Some(p) => parse_hash(&p.merkle_root)?,
-        None => translog::GENESIS_PREV_ROOT,
-    };
-    let signed = SignedRoot::sign(&log_key.signing, date, root, hashes.len() as u64, prev);
-    store
-        .register_log_key(&log_key.key_id, &log_key.public_key(), now)
-        .await?;
-    let stored = StoredRoot {
-        log_date: date,
-        merkle_root: signed.merkle_root_hex(),
-        entry_count: signed.entry_count,
-        prev_root: signed.prev_root_hex(),
-        signature: signed.signature_base64(),
-        key_id: log_key.key_id.clone(),
-        published_at: now,
-    };
-    let rows: Vec<LeafRow> = leaves.into_iter().map(|(_, row)| row).collect();
-    let stored = store.publish_root(&stored, &rows).await?;
-    tracing::info!(date = %date, entries = stored.entry_count, root = %stored.merkle_root, "published transparency root");
-    Ok(stored)
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -506,7 +408,7 @@ async fn signer_of(
     root: &StoredRoot,
 ) -> Result<Option<translog::VerifyingKey>, Error> {
     if root.key_id == state.log_key.key_id {
-        return Ok(Some(state.log_key.signing.verifying_key()));
+        return Ok(Some(state.log_key.verifying_key()));
     }
     Ok(state
         .store
@@ -551,7 +453,7 @@ async fn root_log(state: &AppState) -> Result<MerkleTree, Error> {
 pub async fn checkpoint(State(state): State<AppState>) -> ApiResult<impl IntoResponse> {
     let tree = root_log(&state).await?;
     let cp = translog::Checkpoint::new(CHECKPOINT_ORIGIN, tree.len() as u64, tree.root());
-    let note = translog::sign_checkpoint(&cp, CHECKPOINT_ORIGIN, &state.log_key.signing)
+    let note = translog::sign_checkpoint(&cp, CHECKPOINT_ORIGIN, state.log_key.signing_key())
         .map_err(|e| Error::internal(format!("checkpoint signing failed: {e}")))?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note))
 }

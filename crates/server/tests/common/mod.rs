@@ -233,7 +233,7 @@ pub fn app_state_with(
         limiter,
         clock,
         settings,
-        server::routes::transparency::LogKey::new(&[7; 32]),
+        jobs::LogKey::new(&[7; 32]),
     )
 }
 

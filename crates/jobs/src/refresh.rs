@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, NaiveTime, Utc};
 use ingest::{
     DownloadAudit, FetchContext, FetchLimits, ProblemKind, RecordSink, RecordedOutcome,
     VendorReport, ingest_vendor,
@@ -276,4 +277,63 @@ fn health_error(report: &VendorReport) -> Option<String> {
         return Some(format!("{} error(s); first: {first}", report.errors));
     }
     None
+}
+
+/// The daily vendor refresh, on the replica that claims the day's lease first.
+pub struct RefreshJob;
+
+/// [`RefreshJob`]'s name.
+pub const JOB: &str = "vendor.refresh";
+
+/// The lease of a day's refresh; it notes when that refresh ended.
+pub fn day_lease(day: chrono::NaiveDate) -> String {
+    format!("{JOB}:{day}")
+}
+
+/// The day's refresh has ended (well or not) on some replica.
+pub async fn ended(store: &dyn Store, day: chrono::NaiveDate) -> Result<bool, Error> {
+    Ok(store
+        .lease(&day_lease(day))
+        .await?
+        .is_some_and(|l| l.finished_at.is_some()))
+}
+
+#[async_trait]
+impl crate::Job for RefreshJob {
+    fn name(&self) -> &'static str {
+        JOB
+    }
+
+    async fn due(
+        &self,
+        ctx: &crate::JobContext,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::Due>, Error> {
+        let Some(at) = ctx.settings.daily_refresh else {
+            return Ok(None);
+        };
+        if now.time() < at {
+            return Ok(None);
+        }
+        let today = now.date_naive();
+        let end_of_day = today.and_time(NaiveTime::MIN).and_utc() + chrono::Duration::days(1);
+        // A fresh holder name: whoever claims the day's lease first runs it, once.
+        Ok(Some(crate::Due::Leased(crate::Lease {
+            name: day_lease(today),
+            holder: store::new_id(),
+            until: end_of_day,
+        })))
+    }
+
+    async fn run(&self, ctx: &crate::JobContext, _now: DateTime<Utc>) -> Result<(), Error> {
+        refresh_vendors(
+            ctx.store.clone(),
+            ctx.clock.clone(),
+            &ctx.settings.refresh,
+            None,
+            &|r| tracing::info!(vendor = %r.fetcher, recorded = r.recorded, unchanged = r.unchanged, errors = r.errors, mismatches = r.mismatches, "vendor refreshed"),
+        )
+        .await
+        .map(|_| ())
+    }
 }

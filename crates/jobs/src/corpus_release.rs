@@ -1,9 +1,9 @@
 //! New NSRL RDS releases for the reference corpus, imported on one replica at a time (the
 //! `corpus.import` lease in the database) from two places:
 //!
-//! - a drop directory ([`crate::Settings::corpus_import_dir`]): `*.db` files newer than the
+//! - a drop directory ([`crate::JobSettings::corpus_import_dir`]): `*.db` files newer than the
 //!   live generation, looked for hourly (a directory listing);
-//! - a release URL ([`crate::Settings::corpus_release`]), checked when due: at the first
+//! - a release URL ([`crate::JobSettings::corpus_release`]), checked when due: at the first
 //!   chance, then every `check_every` (90 days by default; NIST publishes quarterly) after the
 //!   last successful check. The check is a conditional GET with the validators of the previous
 //!   answer, so an unchanged release costs one request. The URL names a zip archive holding RDS
@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use crate::AppState;
+use crate::{Due, Job, JobContext};
 
 /// Beside the corpus root: what the last checks of the release URL found.
 pub const STATE_FILE: &str = "corpus-release.json";
@@ -126,10 +126,65 @@ pub enum ReleaseCheck {
     Failed { error: String },
 }
 
+/// Looks for new releases hourly (within a minute after the hour, by the context's clock):
+/// the drop directory, then the release URL when due. Takes `corpus.import` itself, only once
+/// it has found work, and renews it while it imports.
+#[derive(Default)]
+pub struct CorpusReleaseJob {
+    next: std::sync::Mutex<Option<DateTime<Utc>>>,
+}
+
+/// [`CorpusReleaseJob`]'s name.
+pub const JOB: &str = "corpus.release";
+const LOOK_EVERY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+#[async_trait::async_trait]
+impl Job for CorpusReleaseJob {
+    fn name(&self) -> &'static str {
+        JOB
+    }
+
+    async fn due(&self, ctx: &JobContext, now: DateTime<Utc>) -> Result<Option<Due>, model::Error> {
+        let settings = &ctx.settings;
+        if ctx.corpus.is_none()
+            || (settings.corpus_import_dir.is_none() && settings.corpus_release.is_none())
+        {
+            return Ok(None);
+        }
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        if next.is_some_and(|at| now < at) {
+            return Ok(None);
+        }
+        *next = Some(now + LOOK_EVERY);
+        Ok(Some(Due::Now))
+    }
+
+    async fn run(&self, ctx: &JobContext, _now: DateTime<Utc>) -> Result<(), model::Error> {
+        run_due(ctx).await;
+        Ok(())
+    }
+}
+
+/// Swaps in a generation an import finished meanwhile (on another thread: opening verifies
+/// the files). Requests in flight finish on the old generation.
+pub async fn reload(ctx: &JobContext) {
+    let Some(corpus) = ctx.corpus.clone() else {
+        return;
+    };
+    match tokio::task::spawn_blocking(move || corpus.reload()).await {
+        Ok(Ok(true)) => tracing::info!("reference corpus: new generation live"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "reference corpus reload failed; keeping the live generation")
+        }
+        Err(e) => tracing::error!(error = %e, "reference corpus reload panicked"),
+    }
+}
+
 /// The hourly corpus upkeep: the drop directory, then the release URL when due.
-pub async fn run_due(state: &AppState) {
-    import_dropped(state).await;
-    match check_release(state).await {
+pub async fn run_due(ctx: &JobContext) {
+    import_dropped(ctx).await;
+    match check_release(ctx).await {
         ReleaseCheck::Imported {
             generation,
             entries,
@@ -146,14 +201,12 @@ pub async fn run_due(state: &AppState) {
 }
 
 /// Imports RDS databases from the drop directory that are newer than the live generation.
-pub async fn import_dropped(state: &AppState) {
-    let (Some(dir), Some(corpus)) = (
-        state.settings.corpus_import_dir.clone(),
-        state.corpus.clone(),
-    ) else {
+pub async fn import_dropped(ctx: &JobContext) {
+    let (Some(dir), Some(corpus)) = (ctx.settings.corpus_import_dir.clone(), ctx.corpus.clone())
+    else {
         return;
     };
-    let Ok(_running) = state.corpus_importing.try_lock() else {
+    let Ok(_running) = ctx.corpus_importing.try_lock() else {
         return;
     };
     let live_since = corpus
@@ -181,7 +234,7 @@ pub async fn import_dropped(state: &AppState) {
     if newer.is_empty() {
         return;
     }
-    let Some(lease) = Lease::take(state).await else {
+    let Some(lease) = HeldLease::take(ctx).await else {
         return;
     };
     tracing::info!(
@@ -195,40 +248,39 @@ pub async fn import_dropped(state: &AppState) {
     match import(corpus.root().to_path_buf(), inputs).await {
         Ok(info) => {
             tracing::info!(generation = %info.generation, entries = info.entries, "NSRL import finished");
-            crate::reload_corpus(state).await;
+            reload(ctx).await;
         }
         Err(e) => tracing::error!(error = %e, "the live generation is unchanged"),
     }
-    lease.release(state).await;
+    lease.release(ctx).await;
 }
 
 /// Checks the release URL if a check is due, and imports what it serves when it changed.
-pub async fn check_release(state: &AppState) -> ReleaseCheck {
-    let (Some(source), Some(corpus)) =
-        (state.settings.corpus_release.as_ref(), state.corpus.clone())
+pub async fn check_release(ctx: &JobContext) -> ReleaseCheck {
+    let (Some(source), Some(corpus)) = (ctx.settings.corpus_release.as_ref(), ctx.corpus.clone())
     else {
         return ReleaseCheck::Off;
     };
-    let Ok(_running) = state.corpus_importing.try_lock() else {
+    let Ok(_running) = ctx.corpus_importing.try_lock() else {
         return ReleaseCheck::Busy;
     };
     let place = Place::beside(corpus.root());
-    let started = state.clock.now();
+    let started = ctx.clock.now();
     if let Some(next_at) = next_check(&place.load(&source.url), source, started) {
         return ReleaseCheck::NotDue { next_at };
     }
-    let Some(lease) = Lease::take(state).await else {
+    let Some(lease) = HeldLease::take(ctx).await else {
         return ReleaseCheck::Busy;
     };
     // Another replica may have finished a check between the look above and the lease.
     let mut saved = place.load(&source.url);
     if let Some(next_at) = next_check(&saved, source, started) {
-        lease.release(state).await;
+        lease.release(ctx).await;
         return ReleaseCheck::NotDue { next_at };
     }
     let url = redacted(&source.url);
     tracing::info!(url = %url, "checking the NSRL release URL");
-    let outcome = fetch_and_import(state, source, corpus.root(), &place, &saved).await;
+    let outcome = fetch_and_import(ctx, source, corpus.root(), &place, &saved).await;
     let check = match outcome {
         Ok(fetched) => {
             saved.checked_at = Some(started);
@@ -252,7 +304,7 @@ pub async fn check_release(state: &AppState) -> ReleaseCheck {
                     saved.validators = validators;
                     saved.body_sha256 = Some(body_sha256);
                     saved.generation = Some(info.generation.clone());
-                    crate::reload_corpus(state).await;
+                    reload(ctx).await;
                     ReleaseCheck::Imported {
                         generation: info.generation,
                         entries: info.entries,
@@ -272,7 +324,7 @@ pub async fn check_release(state: &AppState) -> ReleaseCheck {
     if let Err(e) = place.save(&saved) {
         tracing::error!(path = %place.state.display(), error = %e, "cannot record the NSRL release check; it will run again");
     }
-    lease.release(state).await;
+    lease.release(ctx).await;
     check
 }
 
@@ -424,13 +476,13 @@ enum Fetched {
 }
 
 async fn fetch_and_import(
-    state: &AppState,
+    ctx: &JobContext,
     source: &ReleaseSource,
     root: &Path,
     place: &Place,
     saved: &Saved,
 ) -> Result<Fetched, String> {
-    let client = match &state.settings.refresh.client {
+    let client = match &ctx.settings.refresh.client {
         Some(client) => client.clone(),
         None => ingest::default_client()
             .map_err(|e| format!("HTTP client: {}", ingest::error_chain(&e)))?,
@@ -758,16 +810,16 @@ fn file_name(path: &Path) -> String {
 }
 
 /// The `corpus.import` lease, renewed in the background while held.
-struct Lease {
+struct HeldLease {
     renew: tokio::task::JoinHandle<()>,
 }
 
-impl Lease {
-    async fn take(state: &AppState) -> Option<Self> {
-        let now = state.clock.now();
-        match state
+impl HeldLease {
+    async fn take(ctx: &JobContext) -> Option<Self> {
+        let now = ctx.clock.now();
+        match ctx
             .store
-            .try_lease(LEASE_JOB, &state.replica_id, now + LEASE_FOR, now)
+            .try_lease(LEASE_JOB, &ctx.replica_id, now + LEASE_FOR, now)
             .await
         {
             Ok(true) => {}
@@ -777,11 +829,7 @@ impl Lease {
                 return None;
             }
         }
-        let (store, clock, holder) = (
-            state.store.clone(),
-            state.clock.clone(),
-            state.replica_id.clone(),
-        );
+        let (store, clock, holder) = (ctx.store.clone(), ctx.clock.clone(), ctx.replica_id.clone());
         let renew = tokio::spawn(async move {
             let mut every = tokio::time::interval(RENEW_EVERY);
             every.tick().await;
@@ -802,13 +850,12 @@ impl Lease {
     }
 
     /// Lets another replica take the job at once.
-    async fn release(self, state: &AppState) {
+    async fn release(self, ctx: &JobContext) {
         self.renew.abort();
-        let now = state.clock.now();
-        let expired = now - chrono::TimeDelta::seconds(1);
-        if let Err(e) = state
+        let now = ctx.clock.now();
+        if let Err(e) = ctx
             .store
-            .try_lease(LEASE_JOB, &state.replica_id, expired, now)
+            .release_lease(LEASE_JOB, &ctx.replica_id, now)
             .await
         {
             tracing::warn!(error = %e, "cannot hand back the corpus import lease; it expires on its own");
@@ -816,7 +863,7 @@ impl Lease {
     }
 }
 
-impl Drop for Lease {
+impl Drop for HeldLease {
     fn drop(&mut self) {
         self.renew.abort();
     }

@@ -1,0 +1,246 @@
+//! The cluster jobs: work that one replica at a time runs on a schedule, under a lease in
+//! the database.
+//!
+//! - [`refresh`]: the daily vendor refresh (`vendor.refresh:<day>`);
+//! - [`publish`]: the daily transparency root (`translog.publish`);
+//! - [`corpus_release`]: new NSRL releases from the drop directory or the release URL
+//!   (`corpus.import`).
+//!
+//! A job is a [`Job`]: a name, [`Job::due`] (has its time come, and under which lease) and
+//! [`Job::run`]. A [`Runner`] holds the jobs; the server's upkeep loop calls
+//! [`Runner::start_due`] every minute, which starts each due job in its own task once this
+//! replica holds its lease, never two runs of one job at once in a process. Jobs see a
+//! [`JobContext`], never the HTTP state; the CLI calls the same functions.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveTime, Utc};
+use model::{Clock, Error};
+use store::Store;
+use tracing::Instrument as _;
+
+pub mod corpus_release;
+pub mod publish;
+pub mod refresh;
+
+pub use publish::LogKey;
+
+/// What the jobs need to know of the deployment.
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    /// UTC time of day after which the day's transparency root is published, once the
+    /// day's vendor refresh (when on) has ended.
+    pub translog_publish_at: NaiveTime,
+    /// UTC time of day of the vendor refresh; None (the library default, so embedding
+    /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
+    pub daily_refresh: Option<NaiveTime>,
+    pub refresh: refresh::RefreshOptions,
+    /// A directory where new NSRL RDS v3 releases (`*.db`) are dropped; a file newer than
+    /// the live corpus generation is imported, then swapped in. None = imports by hand only.
+    pub corpus_import_dir: Option<PathBuf>,
+    /// A URL checked on a schedule for a new NSRL release (see [`corpus_release`]); None =
+    /// no fetching.
+    pub corpus_release: Option<corpus_release::ReleaseSource>,
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        Self {
+            translog_publish_at: NaiveTime::from_hms_opt(2, 30, 0).unwrap_or_default(),
+            daily_refresh: None,
+            refresh: refresh::RefreshOptions::default(),
+            corpus_import_dir: None,
+            corpus_release: None,
+        }
+    }
+}
+
+/// Everything a job may use.
+#[derive(Clone)]
+pub struct JobContext {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Arc<JobSettings>,
+    /// Signs the daily transparency roots.
+    pub log_key: Arc<LogKey>,
+    /// The NSRL reference corpus, when one is configured.
+    pub corpus: Option<Arc<corpus::Corpus>>,
+    /// Names this process when it takes a job's lease.
+    pub replica_id: String,
+    /// Held while this process imports a corpus release, whoever started the import.
+    pub corpus_importing: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl JobContext {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        settings: JobSettings,
+        log_key: Arc<LogKey>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            settings: Arc::new(settings),
+            log_key,
+            corpus: None,
+            replica_id: store::new_id(),
+            corpus_importing: Arc::default(),
+        }
+    }
+
+    /// Imports new NSRL releases into this corpus.
+    pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
+        self.corpus = Some(corpus);
+        self
+    }
+}
+
+/// A lease a job must hold to run: whoever takes it first runs the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The lease's name in the database.
+    pub name: String,
+    pub holder: String,
+    pub until: DateTime<Utc>,
+}
+
+/// Why a job should start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Due {
+    /// Once this replica holds the lease.
+    Leased(Lease),
+    /// At once: the job takes its lease itself, when it finds work.
+    Now,
+}
+
+/// A scheduled cluster job.
+#[async_trait]
+pub trait Job: Send + Sync {
+    /// Names the job in logs (the `job` span's `name`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the job should start at `now`, and under which lease; None = not now.
+    /// Asked every minute while no run of the job is going on in this process.
+    async fn due(&self, ctx: &JobContext, now: DateTime<Utc>) -> Result<Option<Due>, Error>;
+
+    /// One run; `now` is when it was found due.
+    async fn run(&self, ctx: &JobContext, now: DateTime<Utc>) -> Result<(), Error>;
+}
+
+/// The jobs of a process, and which of them run now.
+pub struct Runner {
+    jobs: Vec<(Arc<dyn Job>, Arc<AtomicBool>)>,
+}
+
+impl Default for Runner {
+    /// The cluster jobs: vendor refresh, transparency publication, NSRL release import.
+    fn default() -> Self {
+        Self::new(vec![
+            Arc::new(refresh::RefreshJob),
+            Arc::new(publish::PublishJob),
+            Arc::new(corpus_release::CorpusReleaseJob::default()),
+        ])
+    }
+}
+
+impl Runner {
+    pub fn new(jobs: Vec<Arc<dyn Job>>) -> Self {
+        Self {
+            jobs: jobs
+                .into_iter()
+                .map(|job| (job, Arc::new(AtomicBool::new(false))))
+                .collect(),
+        }
+    }
+
+    /// A run of the named job is going on in this process.
+    pub fn is_running(&self, name: &str) -> bool {
+        self.jobs
+            .iter()
+            .any(|(job, running)| job.name() == name && running.load(Ordering::Acquire))
+    }
+
+    /// Starts, each in its own task, every job that is due at `now`, not running in this
+    /// process, and whose lease this replica takes. The end of a leased run is noted on its
+    /// lease ([`store::LeaseStore::finish_lease`]). Returns the runs started.
+    pub async fn start_due(
+        &self,
+        ctx: &JobContext,
+        now: DateTime<Utc>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut started = Vec::new();
+        for (job, running) in &self.jobs {
+            if running.load(Ordering::Acquire) {
+                continue;
+            }
+            let name = job.name();
+            let due = match job.due(ctx, now).await {
+                Ok(Some(due)) => due,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(job = name, error = %e, "cannot tell whether the job is due; will try again");
+                    continue;
+                }
+            };
+            if let Due::Leased(lease) = &due {
+                match ctx
+                    .store
+                    .try_lease(&lease.name, &lease.holder, lease.until, now)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(job = name, error = %e, "cannot take the job's lease; will try again");
+                        continue;
+                    }
+                }
+            }
+            if running.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            let running = Running(running.clone());
+            let (job, ctx) = (job.clone(), ctx.clone());
+            let span = tracing::info_span!("job", name);
+            started.push(tokio::spawn(
+                async move {
+                    let _running = running;
+                    let began = std::time::Instant::now();
+                    tracing::info!("job started");
+                    match job.run(&ctx, now).await {
+                        Ok(()) => {
+                            tracing::info!(seconds = began.elapsed().as_secs(), outcome = "ok", "job finished")
+                        }
+                        Err(e) => {
+                            tracing::error!(seconds = began.elapsed().as_secs(), outcome = "failed", error = %e, "job finished")
+                        }
+                    }
+                    // Whatever the outcome: jobs that wait for this one wait for its end.
+                    if let Due::Leased(lease) = &due
+                        && let Err(e) = ctx
+                            .store
+                            .finish_lease(&lease.name, &lease.holder, ctx.clock.now())
+                            .await
+                    {
+                        tracing::warn!(error = %e, "cannot note the end of the run on its lease");
+                    }
+                }
+                .instrument(span),
+            ));
+        }
+        started
+    }
+}
+
+/// Clears a job's running flag when its run ends, even by a panic.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,114 @@
+//! Leases of scheduled jobs: each cluster job runs on one replica at a time, the holder of
+//! an unexpired lease. A lease also notes when the run under it ended, so another job can
+//! wait for it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::{PgStore, Result, SqliteStore, db_error};
+
+/// A lease as it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLease {
+    pub job: String,
+    pub holder: String,
+    pub expires_at: DateTime<Utc>,
+    /// When the holder's run ended; None while it runs (or if it never ended).
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes or renews the lease of a scheduled job until `until`; false when another
+    /// holder's lease has not expired. Replicas call this before running a job, so each
+    /// job runs on one replica at a time. Taking or renewing starts a run: the lease is no
+    /// longer finished.
+    async fn try_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// Hands the lease back (it expires at once), so another replica may take the job now.
+    async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()> {
+        self.try_lease(job, holder, now - TimeDelta::seconds(1), now)
+            .await
+            .map(|_| ())
+    }
+
+    /// Notes that the holder's run ended at `now`; the lease stays held until it expires.
+    /// Nothing happens when `holder` does not hold it.
+    async fn finish_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()>;
+
+    /// The job's lease; None if it was never taken.
+    async fn lease(&self, job: &str) -> Result<Option<JobLease>>;
+}
+
+macro_rules! lease_backend {
+    ($store:ident, $row:ty) => {
+        #[async_trait]
+        impl LeaseStore for $store {
+            async fn try_lease(
+                &self,
+                job: &str,
+                holder: &str,
+                until: DateTime<Utc>,
+                now: DateTime<Utc>,
+            ) -> Result<bool> {
+                let taken = sqlx::query(
+                    "INSERT INTO job_leases (job, holder, expires_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+                     finished_at = NULL \
+                     WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < $4",
+                )
+                .bind(job)
+                .bind(holder)
+                .bind(until.trunc_subsecs(6))
+                .bind(now.trunc_subsecs(6))
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?
+                .rows_affected();
+                Ok(taken == 1)
+            }
+
+            async fn finish_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()> {
+                sqlx::query("UPDATE job_leases SET finished_at = $3 WHERE job = $1 AND holder = $2")
+                    .bind(job)
+                    .bind(holder)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn lease(&self, job: &str) -> Result<Option<JobLease>> {
+                let row: Option<$row> = sqlx::query(
+                    "SELECT job, holder, expires_at, finished_at FROM job_leases WHERE job = $1",
+                )
+                .bind(job)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+                row.map(|r| {
+                    Ok(JobLease {
+                        job: r.try_get("job").map_err(db_error)?,
+                        holder: r.try_get("holder").map_err(db_error)?,
+                        expires_at: r.try_get("expires_at").map_err(db_error)?,
+                        finished_at: r.try_get("finished_at").map_err(db_error)?,
+                    })
+                })
+                .transpose()
+            }
+        }
+    };
+}
+
+lease_backend!(SqliteStore, SqliteRow);
+lease_backend!(PgStore, PgRow);
