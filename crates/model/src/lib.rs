@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod hash;
 pub mod record;
+pub mod version;
 
 pub use access::{Permission, Role, Tier};
 pub use clock::{Clock, FixedClock, SystemClock};

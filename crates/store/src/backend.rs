@@ -125,6 +125,15 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&str>) {
     (selects.join(" UNION ALL "), binds)
 }
 
+/// Whether two records are the same file of the same version: recording it again adds
+/// nothing to the history.
+fn same_file(a: &NewRecord, b: &NewRecord) -> bool {
+    a.version == b.version
+        && a.hash_sha256 == b.hash_sha256
+        && a.hash_sha1 == b.hash_sha1
+        && a.hash_md5 == b.hash_md5
+}
+
 /// The key `$lock` serialises `record` on: one family of one vendor, platform and arch.
 fn family_lock_key(record: &NewRecord) -> String {
     format!(
@@ -218,9 +227,12 @@ macro_rules! backend {
             }
 
             /// The body of `record` and `record_many`, on an open transaction that holds the
-            /// family's lock: supersedes the family's current record (unless it is the same
-            /// file, verified) and inserts `record` (validated; `now` in microseconds) as
-            /// current. The caller commits, and only when a record was inserted.
+            /// family's lock. A version at least as new as the family's current record
+            /// supersedes it (unless it is the same file, verified) and becomes current; an
+            /// older one enters the history as superseded, its interval fitted between its
+            /// neighbours in version order. A file already in the history (same version and
+            /// hashes) changes nothing. The caller commits, and only when a record was
+            /// inserted.
             async fn record_in_tx(
                 &self,
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -228,39 +240,105 @@ macro_rules! backend {
                 now: DateTime<Utc>,
             ) -> Result<RecordOutcome> {
                 let family = record.family();
-                let current = sqlx::query(AssertSqlSafe(format!(
+                let rows = sqlx::query(AssertSqlSafe(format!(
                     "SELECT {RECORD_COLUMNS} FROM hash_records \
-                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
+                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4"
                 )))
                 .bind(&record.vendor)
                 .bind(&family)
                 .bind(record.platform.as_str())
                 .bind(record.arch.as_str())
-                .fetch_optional(&mut *conn)
+                .fetch_all(&mut *conn)
                 .await
                 .map_err(db_error)?;
-                let current = current.map(|row| self.record_from_row(&row)).transpose()?;
-                if let Some(cur) = &current {
-                    if cur.integrity_ok && cur.record == record {
-                        return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
-                    }
-                    sqlx::query(
-                        "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
-                    )
-                    .bind(now)
-                    .bind(&cur.id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
+                // Oldest first, as the history runs.
+                let mut history = self.records_from_rows(rows)?;
+                history.sort_by(|a, b| (a.valid_from, &a.id).cmp(&(b.valid_from, &b.id)));
+                let current = history
+                    .iter()
+                    .position(|r| r.status == model::RecordStatus::Current);
+                if let Some(cur) = current.map(|i| &history[i])
+                    && cur.integrity_ok
+                    && cur.record == record
+                {
+                    return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
                 }
+                if let Some(same) = history.iter().find(|r| {
+                    r.integrity_ok
+                        && r.status == model::RecordStatus::Superseded
+                        && same_file(&r.record, &record)
+                }) {
+                    return Ok(RecordOutcome::Unchanged { id: same.id.clone() });
+                }
+                let tick = chrono::Duration::microseconds(1);
+                let older = current.filter(|&i| {
+                    model::version::compare(
+                        &record.vendor,
+                        &record.version,
+                        &history[i].record.version,
+                    ) == std::cmp::Ordering::Less
+                });
                 let id = new_id();
+                let (status, valid_from, valid_until, superseded) = match (current, older) {
+                    (_, Some(_)) => {
+                        // The first record newer than this one; equal versions count as
+                        // older (arrival order). Its interval and everything after stay.
+                        let next = history
+                            .iter()
+                            .position(|r| {
+                                model::version::compare(&record.vendor, &record.version, &r.record.version)
+                                    == std::cmp::Ordering::Less
+                            })
+                            .unwrap_or(history.len() - 1);
+                        let until = history[next].valid_from;
+                        let from = until - tick;
+                        // Earlier records end where the next one starts; any that would not
+                        // start strictly before it move back by a microsecond.
+                        let mut next_from = from;
+                        for r in history[..next].iter().rev() {
+                            let start = if r.valid_from < next_from { r.valid_from } else { next_from - tick };
+                            if start != r.valid_from || r.valid_until != Some(next_from) {
+                                sqlx::query(
+                                    "UPDATE hash_records SET valid_from = $1, valid_until = $2 WHERE id = $3",
+                                )
+                                .bind(start)
+                                .bind(next_from)
+                                .bind(&r.id)
+                                .execute(&mut *conn)
+                                .await
+                                .map_err(db_error)?;
+                            }
+                            if start == r.valid_from {
+                                break;
+                            }
+                            next_from = start;
+                        }
+                        ("superseded", from, Some(until), None)
+                    }
+                    (Some(i), None) => {
+                        let cur = &history[i];
+                        // valid_from keeps history order equal to version order, even
+                        // within one batch (one `now`).
+                        let from = now.max(cur.valid_from + tick);
+                        sqlx::query(
+                            "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
+                        )
+                        .bind(from)
+                        .bind(&cur.id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_error)?;
+                        ("current", from, None, Some(cur.id.clone()))
+                    }
+                    (None, None) => ("current", now, None, None),
+                };
                 let hmac = self.signer.sign(&id, &record);
                 sqlx::query(
                     "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
                      arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
                      sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     'current', $17, NULL, $18)",
+                     $17, $18, $19, $20)",
                 )
                 .bind(&id)
                 .bind(&record.vendor)
@@ -278,17 +356,27 @@ macro_rules! backend {
                 .bind(&record.sig_issuer)
                 .bind(&record.sig_serial)
                 .bind(&record.sig_thumbprint)
-                .bind(now)
+                .bind(status)
+                .bind(valid_from)
+                .bind(valid_until)
                 .bind(&hmac)
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
-                let hash_changed = current.as_ref().is_some_and(|c| {
-                    c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
-                });
+                // A different SHA-256 for a version already recorded is a republish.
+                let hash_changed = match current {
+                    Some(i) if older.is_none() => {
+                        let c = &history[i].record;
+                        c.version == record.version && c.hash_sha256 != record.hash_sha256
+                    }
+                    _ => history.iter().any(|r| {
+                        r.record.version == record.version
+                            && r.record.hash_sha256 != record.hash_sha256
+                    }),
+                };
                 Ok(RecordOutcome::Inserted {
                     id,
-                    superseded: current.map(|c| c.id),
+                    superseded,
                     hash_changed,
                 })
             }
