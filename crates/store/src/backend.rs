@@ -685,23 +685,37 @@ macro_rules! backend {
             }
 
             async fn stats(&self) -> Result<RecordStats> {
-                let row = sqlx::query(
-                    "SELECT COUNT(DISTINCT hash_sha256) AS hashes, COUNT(DISTINCT vendor) AS vendors, \
-                     COUNT(DISTINCT platform) AS platforms, COUNT(*) AS records \
-                     FROM hash_records WHERE status = 'current'",
-                )
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let get = |c: &str| -> Result<u64> {
-                    let v: i64 = row.try_get(c).map_err(db_error)?;
-                    Ok(u64::try_from(v).unwrap_or(0))
-                };
+                use futures::TryStreamExt as _;
+                // Read and verified row by row: a record failing its HMAC is no known-good
+                // hash, as the lookup and the feed already treat it.
+                let sql = format!("SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current'");
+                let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&self.pool);
+                let mut hashes = HashSet::<[u8; 32]>::new();
+                let mut vendors = HashSet::new();
+                let mut platforms = HashSet::new();
+                let mut records = 0u64;
+                while let Some(row) = rows.try_next().await.map_err(db_error)? {
+                    let r = self.record_from_row(&row)?;
+                    records += 1;
+                    vendors.insert(r.record.vendor);
+                    if !r.integrity_ok {
+                        continue;
+                    }
+                    let mut digest = [0u8; 32];
+                    if hex::decode_to_slice(&r.record.hash_sha256, &mut digest).is_ok() {
+                        hashes.insert(digest);
+                    }
+                    // `universal` marks platform-neutral artifacts, not a platform.
+                    if r.record.platform != model::Platform::Universal {
+                        platforms.insert(r.record.platform);
+                    }
+                }
+                let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
                 Ok(RecordStats {
-                    known_good_hashes: get("hashes")?,
-                    total_vendors: get("vendors")?,
-                    total_platforms: get("platforms")?,
-                    total_records: get("records")?,
+                    known_good_hashes: count(hashes.len()),
+                    total_vendors: count(vendors.len()),
+                    total_platforms: count(platforms.len()),
+                    total_records: records,
                 })
             }
         }

@@ -80,10 +80,13 @@ pub struct ExportCursor {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordStats {
-    /// Distinct SHA-256 over current records.
+    /// Distinct SHA-256 over current records whose HMAC verifies.
     pub known_good_hashes: u64,
+    /// Vendors with a current record.
     pub total_vendors: u64,
+    /// Platforms (never `universal`) of current records whose HMAC verifies.
     pub total_platforms: u64,
+    /// Current records.
     pub total_records: u64,
 }
 

@@ -279,6 +279,7 @@ conformance!(
     older_version_never_supersedes_newer,
     replayed_versions_fit_between_neighbours,
     batch_out_of_order_keeps_version_order,
+    stats_count_verified_hashes_and_real_platforms,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1341,6 +1342,55 @@ async fn stats_count_current_records(db: Db) {
     assert_eq!(st.total_records, 4);
     assert_eq!(st.total_vendors, 4);
     assert_eq!(st.total_platforms, 3);
+}
+
+async fn stats_count_verified_hashes_and_real_platforms(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    insert(s, go("1.23.4", 1), now).await;
+    let tampered = insert(
+        s,
+        rec("Tool", "tool", "1.0", Platform::Linux, Arch::Arm64, 2),
+        now,
+    )
+    .await;
+    for (name, vendor, seed) in [("lodash (npm)", "npm", 3), ("requests (pypi)", "pypi", 4)] {
+        insert(
+            s,
+            rec(
+                vendor,
+                name,
+                "1.0.0",
+                Platform::Universal,
+                Arch::Universal,
+                seed,
+            ),
+            now,
+        )
+        .await;
+    }
+    let st = s.stats().await.unwrap();
+    assert_eq!(st.known_good_hashes, 4);
+    assert_eq!(
+        st.total_platforms, 2,
+        "windows and linux; universal is no platform"
+    );
+
+    let forged = hex_of(666, 64);
+    let n = db
+        .exec(
+            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
+            &[&forged, &tampered],
+        )
+        .await;
+    assert_eq!(n, 1);
+    let st = s.stats().await.unwrap();
+    assert_eq!(
+        st.known_good_hashes, 3,
+        "a record failing its HMAC check is no known-good hash"
+    );
+    assert_eq!(st.total_platforms, 1, "only the tampered record was linux");
+    assert_eq!(st.total_records, 4);
 }
 
 // ---------------------------------------------------------------------------------------
