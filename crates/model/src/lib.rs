@@ -17,4 +17,5 @@ pub use error::Error;
 pub use hash::{HashAlgo, HashValue};
 pub use record::{
     Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,
+    name_key,
 };

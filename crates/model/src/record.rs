@@ -146,12 +146,22 @@ pub struct HashRecord {
     pub integrity_ok: bool,
 }
 
+/// The form names are compared in: Unicode NFC after full case folding (of the canonical
+/// decomposition), so `Élan.exe`, `élan.exe` and `E\u{301}lan.exe` are one name. Computed
+/// here and stored, because SQLite's `lower()` folds ASCII only.
+pub fn name_key(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    let folded = caseless::default_case_fold_str(&name.nfd().collect::<String>());
+    folded.nfc().collect()
+}
+
 /// The executable name with its version replaced by a placeholder, so that
 /// `go1.23.4.windows-amd64.msi` and `go1.23.5.windows-amd64.msi` are one executable while
-/// `putty.exe` keeps its name across versions. Lowercased: names match case-insensitively.
+/// `putty.exe` keeps its name across versions. In [`name_key`] form: names match
+/// case-insensitively.
 pub fn family_of(executable_name: &str, version: &str) -> String {
-    let name = executable_name.to_lowercase();
-    let version = version.trim().to_lowercase();
+    let name = name_key(executable_name);
+    let version = name_key(version.trim());
     let version = version.strip_prefix('v').unwrap_or(&version);
     if version.is_empty() {
         return name;
@@ -257,6 +267,24 @@ mod tests {
             "node-v{version}-x64.msi"
         );
         assert_eq!(family_of("requests (pypi)", "2.32.3"), "requests (pypi)");
+        assert_eq!(
+            family_of("Élan.exe", "1.0"),
+            family_of("E\u{301}LAN.exe", "2.0")
+        );
+    }
+
+    #[test]
+    fn name_key_folds_case_and_normalisation() {
+        let key = name_key("Élan.exe");
+        assert_eq!(key, "\u{e9}lan.exe");
+        assert_eq!(name_key("élan.exe"), key);
+        assert_eq!(name_key("E\u{301}lan.exe"), key);
+        assert_eq!(name_key("e\u{301}LAN.EXE"), key);
+        assert_eq!(name_key("ΣΊΣΥΦΟΣ.exe"), name_key("σίσυφος.exe"));
+        assert_eq!(name_key("ПРОГРАММА.exe"), name_key("программа.exe"));
+        assert_eq!(name_key("Straße.exe"), name_key("STRASSE.exe"));
+        assert_eq!(name_key("PuTTY.exe"), "putty.exe");
+        assert_ne!(name_key("elan.exe"), key);
     }
 
     #[test]

@@ -336,9 +336,10 @@ macro_rules! backend {
                 sqlx::query(
                     "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
                      arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
-                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
+                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, \
+                     name_key) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     $17, $18, $19, $20)",
+                     $17, $18, $19, $20, $21)",
                 )
                 .bind(&id)
                 .bind(&record.vendor)
@@ -360,6 +361,7 @@ macro_rules! backend {
                 .bind(valid_from)
                 .bind(valid_until)
                 .bind(&hmac)
+                .bind(model::name_key(&record.executable_name))
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
@@ -404,6 +406,47 @@ macro_rules! backend {
                 Ok(u64::try_from(epoch).unwrap_or_default())
             }
 
+            /// Fills `name_key` (and the family, also in key form) of rows the migration
+            /// could not: names outside ASCII, whose key only Rust computes. A current row
+            /// whose new family already has a current record keeps its old family.
+            async fn backfill_name_keys(pool: &$pool) -> Result<()> {
+                loop {
+                    let rows = sqlx::query(
+                        "SELECT id, executable_name, version FROM hash_records \
+                         WHERE name_key IS NULL LIMIT 500",
+                    )
+                    .fetch_all(pool)
+                    .await
+                    .map_err(db_error)?;
+                    if rows.is_empty() {
+                        return Ok(());
+                    }
+                    let mut conn = pool.acquire().await.map_err(db_error)?;
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                        .await
+                        .map_err(db_error)?;
+                    for row in &rows {
+                        let id: String = row.try_get("id").map_err(db_error)?;
+                        let name: String = row.try_get("executable_name").map_err(db_error)?;
+                        let version: String = row.try_get("version").map_err(db_error)?;
+                        sqlx::query(
+                            "UPDATE hash_records SET name_key = $1, family = CASE WHEN status = 'current' \
+                             AND EXISTS (SELECT 1 FROM hash_records o WHERE o.vendor = hash_records.vendor \
+                             AND o.family = $2 AND o.platform = hash_records.platform \
+                             AND o.arch = hash_records.arch AND o.status = 'current' AND o.id <> $3) \
+                             THEN family ELSE $2 END WHERE id = $3",
+                        )
+                        .bind(model::name_key(&name))
+                        .bind(model::family_of(&name, &version))
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    }
+                    tx.commit().await.map_err(db_error)?;
+                }
+            }
+
             fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
                 rows.iter().map(|r| self.record_from_row(r)).collect()
             }
@@ -438,9 +481,9 @@ macro_rules! backend {
                 let mut sql = String::from("valid_from >= $1 AND valid_from < $2");
                 let mut binds = Vec::new();
                 if let Some(exe) = &query.executable {
-                    binds.push(exe.to_lowercase());
+                    binds.push(model::name_key(exe));
                     sql.push_str(&format!(
-                        " AND family IN (SELECT family FROM hash_records WHERE lower(executable_name) = ${n} UNION SELECT ${n})",
+                        " AND family IN (SELECT family FROM hash_records WHERE name_key = ${n} UNION SELECT ${n})",
                         n = 3
                     ));
                 }
@@ -528,10 +571,10 @@ macro_rules! backend {
                 let rows = match executable {
                     Some(name) => sqlx::query(AssertSqlSafe(format!(
                         "SELECT {RECORD_COLUMNS} FROM hash_records \
-                         WHERE status = 'current' AND lower(executable_name) = $1 \
+                         WHERE status = 'current' AND name_key = $1 \
                          ORDER BY executable_name, platform, arch"
                     )))
-                    .bind(name.to_lowercase())
+                    .bind(model::name_key(name))
                     .fetch_all(&self.pool)
                     .await,
                     None => sqlx::query(AssertSqlSafe(format!(
@@ -603,11 +646,11 @@ macro_rules! backend {
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
                 let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
                 let filter = format!(
-                    "family IN (SELECT family FROM hash_records WHERE lower(executable_name) = $1 \
+                    "family IN (SELECT family FROM hash_records WHERE name_key = $1 \
                      UNION SELECT $1){extra}"
                 );
                 let count_sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
-                let mut count = sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(query.executable.to_lowercase());
+                let mut count = sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(model::name_key(&query.executable));
                 for b in &binds {
                     count = count.bind(b);
                 }
@@ -619,7 +662,7 @@ macro_rules! backend {
                     n,
                     n + 1
                 );
-                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(query.executable.to_lowercase());
+                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(model::name_key(&query.executable));
                 for b in &binds {
                     q = q.bind(b);
                 }
@@ -954,6 +997,7 @@ impl SqliteStore {
             .await
             .map_err(db_error)?;
         Self::migrate(&pool, migrate::SQLITE).await?;
+        Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,
@@ -990,6 +1034,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         migrated?;
+        Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,

@@ -27,6 +27,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 5,
         sql: include_str!("../migrations/sqlite/0005_records_epoch.sql"),
     },
+    Migration {
+        version: 6,
+        sql: include_str!("../migrations/sqlite/0006_name_key.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -49,6 +53,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 5,
         sql: include_str!("../migrations/postgres/0005_records_epoch.sql"),
+    },
+    Migration {
+        version: 6,
+        sql: include_str!("../migrations/postgres/0006_name_key.sql"),
     },
 ];
 

@@ -280,6 +280,8 @@ conformance!(
     replayed_versions_fit_between_neighbours,
     batch_out_of_order_keeps_version_order,
     stats_count_verified_hashes_and_real_platforms,
+    names_match_by_unicode_case_folding,
+    name_keys_of_existing_rows_are_backfilled,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1161,6 +1163,104 @@ async fn history_by_bare_name_with_filters_and_paging(db: Db) {
     let page = s.history(&q).await.unwrap();
     assert_eq!(page.total, 4);
     assert!(page.items.is_empty());
+}
+
+async fn names_match_by_unicode_case_folding(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    let r = |name: &str, v: &str, seed| rec("V", name, v, Platform::Windows, Arch::Amd64, seed);
+    let elan = insert(s, r("Élan.exe", "1.0", 1), now).await;
+    insert(s, r("Σίσυφος.exe", "1.0", 2), now).await;
+    insert(s, r("Программа.exe", "1.0", 3), now).await;
+    insert(s, r("elan.exe", "1.0", 4), now).await; // another name: no accent
+
+    let q = export_query("2025-03-10", "2025-03-10");
+    for (wanted, spellings) in [
+        (
+            "Élan.exe",
+            &[
+                "Élan.exe",
+                "élan.exe",
+                "E\u{301}lan.exe",
+                "ÉLAN.EXE",
+                "e\u{301}LAN.exe",
+            ][..],
+        ),
+        (
+            "Σίσυφος.exe",
+            &["ΣΊΣΥΦΟΣ.EXE", "σίσυφος.exe", "Σι\u{301}συφος.exe"][..],
+        ),
+        ("Программа.exe", &["ПРОГРАММА.EXE", "программа.exe"][..]),
+    ] {
+        for name in spellings {
+            let current = s.current_records(Some(name)).await.unwrap();
+            assert_eq!(current.len(), 1, "hash of the day by {name:?}");
+            assert_eq!(current[0].record.executable_name, wanted);
+            let history = s.history(&history_query(name)).await.unwrap();
+            assert_eq!(history.total, 1, "history by {name:?}");
+            assert_eq!(history.items[0].record.executable_name, wanted);
+            let mut q = q.clone();
+            q.executable = Some((*name).to_string());
+            assert_eq!(s.export_count(&q).await.unwrap(), 1, "export by {name:?}");
+            assert_eq!(
+                export_all(s, &q, 10).await[0].record.executable_name,
+                wanted
+            );
+        }
+    }
+    // The decomposed spelling of a newer version is the same executable: it supersedes.
+    let outcome = s
+        .record(
+            r("E\u{301}LAN.exe", "2.0", 5),
+            now + chrono::Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcome, RecordOutcome::Inserted { superseded: Some(p), .. } if *p == elan),
+        "{outcome:?}"
+    );
+    let history = s.history(&history_query("élan.exe")).await.unwrap();
+    assert_eq!(versions(&history.items), vec!["2.0", "1.0"]);
+    assert_eq!(s.current_records(Some("ELAN.exe")).await.unwrap().len(), 1);
+}
+
+async fn name_keys_of_existing_rows_are_backfilled(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    let id = insert(
+        s,
+        rec(
+            "V",
+            "E\u{301}lan.exe",
+            "1.0",
+            Platform::Windows,
+            Arch::Amd64,
+            1,
+        ),
+        now,
+    )
+    .await;
+    // As a row written before names had keys: no key, family lowercased only.
+    let n = db
+        .exec(
+            "UPDATE hash_records SET name_key = NULL, family = $1 WHERE id = $2",
+            &["e\u{301}lan.exe", &id],
+        )
+        .await;
+    assert_eq!(n, 1);
+    let reopened = db.open(SECRET).await;
+    let current = reopened.current_records(Some("Élan.exe")).await.unwrap();
+    assert_eq!(ids(&current), vec![id.as_str()]);
+    assert_eq!(current[0].family, "\u{e9}lan.exe");
+    let history = reopened.history(&history_query("ÉLAN.EXE")).await.unwrap();
+    assert_eq!(history.total, 1);
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM hash_records WHERE name_key IS NULL")
+            .await,
+        0
+    );
+    reopened.close().await;
 }
 
 // ---------------------------------------------------------------------------------------
