@@ -79,9 +79,11 @@ pub struct NewRecord {
 }
 
 impl NewRecord {
-    /// Checks the fields ingest must never get wrong: hex digests of the right length
-    /// (stored lowercase), a non-empty name free of control characters (the transparency
-    /// log's leaf encoding relies on it), a version.
+    /// Checks the fields ingest must never get wrong, on every path into the store: hex
+    /// digests of the right length (stored lowercase); a vendor, name and version that are
+    /// non-empty, at most 255 bytes and free of control, bidirectional-override and
+    /// zero-width characters (the transparency log's leaf encoding relies on the absence of
+    /// NUL, and a name must look like what it is); an `https://` source URL.
     pub fn validate(mut self) -> Result<Self, Error> {
         fn digest(v: &str, len: usize, field: &str) -> Result<String, Error> {
             let v = v.trim();
@@ -92,22 +94,24 @@ impl NewRecord {
             }
             Ok(v.to_ascii_lowercase())
         }
-        if self.executable_name.trim().is_empty() {
-            return Err(Error::bad_request("executable_name must not be empty"));
+        for (field, value) in [
+            ("executable_name", &self.executable_name),
+            ("version", &self.version),
+            ("vendor", &self.vendor),
+        ] {
+            text_field(field, value)?;
         }
-        if self.executable_name.chars().any(char::is_control) {
-            return Err(Error::bad_request(
-                "executable_name must not contain control characters",
-            ));
-        }
-        // Leaves of the transparency log join fields with NUL: no field may hold one.
-        if self.version.chars().any(char::is_control) || self.vendor.chars().any(char::is_control) {
-            return Err(Error::bad_request(
-                "vendor and version must not contain control characters",
-            ));
-        }
-        if self.version.trim().is_empty() || self.vendor.trim().is_empty() {
-            return Err(Error::bad_request("vendor and version must not be empty"));
+        let url = self.source_url.as_str();
+        let rest = url
+            .get(..8)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("https://"))
+            .map(|_| &url[8..]);
+        if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+            || url.chars().any(char::is_control)
+        {
+            return Err(Error::bad_request(format!(
+                "source_url must be an https:// URL (got {url:?})"
+            )));
         }
         self.hash_sha256 = digest(&self.hash_sha256, 64, "hash_sha256")?;
         self.hash_sha1 = self
@@ -129,6 +133,38 @@ impl NewRecord {
     pub fn family(&self) -> String {
         family_of(&self.executable_name, &self.version)
     }
+}
+
+/// Longest vendor, executable name or version, in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Characters that make a name display as something it is not: bidirectional overrides and
+/// isolates, zero-width characters and the byte-order mark.
+fn deceptive(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200D}' | '\u{FEFF}'
+    )
+}
+
+fn text_field(field: &str, value: &str) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::bad_request(format!("{field} must not be empty")));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(Error::bad_request(format!(
+            "{field} must be at most {MAX_NAME_BYTES} bytes (got {})",
+            value.len()
+        )));
+    }
+    if let Some(c) = value.chars().find(|&c| c.is_control() || deceptive(c)) {
+        return Err(Error::bad_request(format!(
+            "{field} must not contain control, bidirectional-override or zero-width characters \
+             (found U+{:04X})",
+            u32::from(c)
+        )));
+    }
+    Ok(())
 }
 
 /// A stored record with its identity and history state.
@@ -300,6 +336,56 @@ mod tests {
         let mut bad = sample();
         bad.version = "1.0\n".into();
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn validate_rejects_deceptive_names_and_plain_http() {
+        assert!(sample().validate().is_ok());
+        let mut ok = sample();
+        ok.executable_name = "Élan-σίσυφος.exe".into();
+        ok.source_url = "HTTPS://example.org/a".into();
+        assert!(ok.validate().is_ok());
+        let mut long = sample();
+        long.executable_name = "a".repeat(MAX_NAME_BYTES);
+        assert!(long.clone().validate().is_ok());
+        long.executable_name.push('a');
+        assert!(long.validate().is_err());
+        // 128 two-byte characters: 256 bytes.
+        let mut wide = sample();
+        wide.version = "é".repeat(128);
+        assert!(wide.validate().is_err());
+        for c in [
+            '\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}', '\u{200D}', '\u{FEFF}',
+            '\u{7}', '\u{85}',
+        ] {
+            for field in 0..3 {
+                let mut bad = sample();
+                let text = format!("a{c}b");
+                match field {
+                    0 => bad.executable_name = text,
+                    1 => bad.version = text,
+                    _ => bad.vendor = text,
+                }
+                assert!(
+                    bad.validate().is_err(),
+                    "U+{:04X} in field {field}",
+                    u32::from(c)
+                );
+            }
+        }
+        for url in [
+            "http://go.dev/dl/x.msi",
+            "ftp://go.dev/x",
+            "go.dev/x",
+            "https://",
+            "https:///x",
+            "https://go.dev/a\nb",
+            "",
+        ] {
+            let mut bad = sample();
+            bad.source_url = url.into();
+            assert!(bad.validate().is_err(), "{url:?}");
+        }
     }
 
     #[test]

@@ -282,6 +282,7 @@ conformance!(
     stats_count_verified_hashes_and_real_platforms,
     names_match_by_unicode_case_folding,
     name_keys_of_existing_rows_are_backfilled,
+    deceptive_names_and_plain_http_are_rejected_whole_batch,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -696,6 +697,52 @@ async fn invalid_records_are_rejected_and_change_nothing(db: Db) {
         .await
         .unwrap();
     assert_eq!(everything, 1);
+}
+
+async fn deceptive_names_and_plain_http_are_rejected_whole_batch(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    let mut bidi = go("1.23.5", 2);
+    bidi.executable_name = "go1.23.5\u{202E}ism.exe".into();
+    let mut zero_width = go("1.23.5", 2);
+    zero_width.vendor = "G\u{200B}o".into();
+    let mut bom = go("1.23.5", 2);
+    bom.version = "\u{FEFF}1.23.5".into();
+    let mut long = go("1.23.5", 2);
+    long.executable_name = format!("{}.msi", "x".repeat(252));
+    let mut http = go("1.23.5", 2);
+    http.source_url = "http://go.dev/dl/go1.23.5.windows-amd64.msi".into();
+    for (what, bad) in [
+        ("bidi override in name", bidi),
+        ("zero-width in vendor", zero_width),
+        ("BOM in version", bom),
+        ("256-byte name", long),
+        ("plain http source", http),
+    ] {
+        let err = s.record(bad.clone(), now).await.expect_err(what);
+        assert!(
+            matches!(err, model::Error::BadRequest(_)),
+            "{what}: {err:?}"
+        );
+        // In a batch, one bad record refuses the whole batch.
+        let err = s
+            .record_many(
+                vec![go("1.23.4", 1), putty("0.81", Arch::Amd64, 3), bad],
+                now,
+            )
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(err, model::Error::BadRequest(_)),
+            "{what}: {err:?}"
+        );
+    }
+    assert_eq!(
+        s.export_count(&export_query("2000-01-01", "2100-01-01"))
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 async fn concurrent_versions_leave_one_current(db: Db) {
