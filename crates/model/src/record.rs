@@ -101,16 +101,10 @@ impl NewRecord {
         ] {
             text_field(field, value)?;
         }
-        let url = self.source_url.as_str();
-        let rest = url
-            .get(..8)
-            .filter(|scheme| scheme.eq_ignore_ascii_case("https://"))
-            .map(|_| &url[8..]);
-        if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
-            || url.chars().any(char::is_control)
-        {
+        if !source_url_ok(&self.source_url) {
             return Err(Error::bad_request(format!(
-                "source_url must be an https:// URL (got {url:?})"
+                "source_url must be an https:// URL (got {:?})",
+                self.source_url
             )));
         }
         self.hash_sha256 = digest(&self.hash_sha256, 64, "hash_sha256")?;
@@ -165,6 +159,39 @@ fn text_field(field: &str, value: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// An `https://` URL with a host. Plain `http://` only to this machine's loopback address
+/// (a channel served locally, as in the refresh tests): vendor channels are HTTPS, and the
+/// fetch client refuses anything else anyway.
+fn source_url_ok(url: &str) -> bool {
+    if url.chars().any(char::is_control) {
+        return false;
+    }
+    let scheme = |s: &str| {
+        url.get(..s.len())
+            .filter(|p| p.eq_ignore_ascii_case(s))
+            .map(|_| &url[s.len()..])
+    };
+    let (https, rest) = match (scheme("https://"), scheme("http://")) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        (None, None) => return false,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    if host.is_empty() {
+        return false;
+    }
+    https
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
 }
 
 /// A stored record with its identity and history state.
@@ -344,7 +371,16 @@ mod tests {
         let mut ok = sample();
         ok.executable_name = "Élan-σίσυφος.exe".into();
         ok.source_url = "HTTPS://example.org/a".into();
-        assert!(ok.validate().is_ok());
+        assert!(ok.clone().validate().is_ok());
+        // Plain HTTP to this machine only.
+        for url in [
+            "http://127.0.0.1:8080/a",
+            "http://localhost/a",
+            "http://[::1]:81/a",
+        ] {
+            ok.source_url = url.into();
+            assert!(ok.clone().validate().is_ok(), "{url}");
+        }
         let mut long = sample();
         long.executable_name = "a".repeat(MAX_NAME_BYTES);
         assert!(long.clone().validate().is_ok());
@@ -381,6 +417,9 @@ mod tests {
             "https:///x",
             "https://go.dev/a\nb",
             "",
+            "http://127.0.0.1.example.com/x",
+            "http://user@example.com/x",
+            "http://10.0.0.1/x",
         ] {
             let mut bad = sample();
             bad.source_url = url.into();
