@@ -695,6 +695,39 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Dotted numeric versions order as their number tuples (missing parts are zero;
+        /// not so for dpkg, where `1.2 < 1.2.0`), and a pre-release orders before its release.
+        #[test]
+        fn dotted_numeric_orders_as_tuples(
+            a in proptest::collection::vec(0u32..30, 1..5),
+            b in proptest::collection::vec(0u32..30, 1..5),
+            vendor in proptest::sample::select(vec!["PuTTY", "Go", "npm", "pypi"]),
+        ) {
+            let text = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(".");
+            let pad = |v: &[u32]| {
+                let mut v = v.to_vec();
+                v.resize(5, 0);
+                v
+            };
+            let (ta, tb) = (text(&a), text(&b));
+            // SemVer needs three parts; shorter ones fall back to dotted numeric.
+            proptest::prop_assert_eq!(compare(vendor, &ta, &tb), pad(&a).cmp(&pad(&b)));
+            let rc = if vendor == "npm" { format!("{ta}-rc.1") } else { format!("{ta}rc1") };
+            proptest::prop_assert_eq!(compare(vendor, &rc, &ta), Ordering::Less);
+        }
+
+        /// Any two strings compare antisymmetrically, on every scheme.
+        #[test]
+        fn antisymmetric_on_any_text(
+            a in "[0-9a-z.~+:-]{0,12}",
+            b in "[0-9a-z.~+:-]{0,12}",
+            vendor in proptest::sample::select(vec!["PuTTY", "npm", "pypi", "debian"]),
+        ) {
+            proptest::prop_assert_eq!(compare(vendor, &a, &b), compare(vendor, &b, &a).reverse());
+        }
+    }
+
     #[test]
     fn release_dates_break_ties_only() {
         assert_eq!(
