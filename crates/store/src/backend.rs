@@ -281,8 +281,9 @@ macro_rules! backend {
                 let id = new_id();
                 let (status, valid_from, valid_until, superseded) = match (current, older) {
                     (_, Some(_)) => {
-                        // The first record newer than this one; equal versions count as
-                        // older (arrival order). Its interval and everything after stay.
+                        // The first record newer than this one (equal versions already
+                        // recorded count as older: arrival order). It and all after it keep
+                        // their intervals.
                         let next = history
                             .iter()
                             .position(|r| {
