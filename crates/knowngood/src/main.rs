@@ -317,8 +317,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Admin(AdminCommand::ImportRecords { common, file }) => {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            // The whole file is checked before the database is touched.
+            let records = read_records(&file)?;
             let store = open_store(&config, &secrets).await?;
-            let outcome = import_records(store.as_ref(), &file).await;
+            let outcome = import_records(store.as_ref(), records).await;
             store.close().await;
             let (inserted, unchanged) = outcome?;
             println!("{inserted} recorded, {unchanged} unchanged");
@@ -380,8 +382,11 @@ fn backend_name(url: &str) -> &str {
     url.split(':').next().unwrap_or("")
 }
 
-/// Records every line of a JSON Lines file; stops at the first bad line, naming it.
-async fn import_records(store: &dyn store::Store, file: &std::path::Path) -> Result<(u64, u64)> {
+/// Every line of a JSON Lines file, parsed and validated; an error names the line. With
+/// [`import_records`] the import is all or nothing, and a line already recorded (same file
+/// of the same version) counts as unchanged, so a re-run, even after an interrupted one,
+/// records nothing twice.
+fn read_records(file: &std::path::Path) -> Result<Vec<model::NewRecord>> {
     use std::io::BufRead;
     let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -390,24 +395,37 @@ async fn import_records(store: &dyn store::Store, file: &std::path::Path) -> Res
             std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
         ))
     };
-    let (mut inserted, mut unchanged) = (0, 0);
+    let mut records = Vec::new();
     for (n, line) in reader.lines().enumerate() {
-        let line = line?;
+        let line = line.with_context(|| format!("line {}: cannot read", n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
         let record: model::NewRecord =
             serde_json::from_str(&line).with_context(|| format!("line {}: not a record", n + 1))?;
-        match store
-            .record(record, chrono::Utc::now())
-            .await
-            .with_context(|| format!("line {}", n + 1))?
-        {
-            store::RecordOutcome::Inserted { .. } => inserted += 1,
-            store::RecordOutcome::Unchanged { .. } => unchanged += 1,
-        }
+        let record = record
+            .validate()
+            .with_context(|| format!("line {}: invalid record", n + 1))?;
+        records.push(record);
     }
-    Ok((inserted, unchanged))
+    Ok(records)
+}
+
+/// Records the validated lines of a file in one transaction: (recorded, unchanged).
+async fn import_records(
+    store: &dyn store::Store,
+    records: Vec<model::NewRecord>,
+) -> Result<(u64, u64)> {
+    let outcomes = store
+        .record_many(records, chrono::Utc::now())
+        .await
+        .context("recording (nothing was recorded)")?;
+    let inserted = outcomes
+        .iter()
+        .filter(|o| matches!(o, store::RecordOutcome::Inserted { .. }))
+        .count();
+    let unchanged = outcomes.len() - inserted;
+    Ok((inserted as u64, unchanged as u64))
 }
 
 /// Creates a tenant with its first key and returns the key, which exists nowhere else.

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod hash;
 pub mod record;
+pub mod version;
 
 pub use access::{Permission, Role, Tier};
 pub use clock::{Clock, FixedClock, SystemClock};
@@ -16,4 +17,5 @@ pub use error::{Error, shown};
 pub use hash::{HashAlgo, HashValue};
 pub use record::{
     Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,
+    name_key,
 };

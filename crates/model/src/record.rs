@@ -79,9 +79,11 @@ pub struct NewRecord {
 }
 
 impl NewRecord {
-    /// Checks the fields ingest must never get wrong: hex digests of the right length
-    /// (stored lowercase), a non-empty name free of control characters (the transparency
-    /// log's leaf encoding relies on it), a version.
+    /// Checks the fields ingest must never get wrong, on every path into the store: hex
+    /// digests of the right length (stored lowercase); a vendor, name and version that are
+    /// non-empty, at most 255 bytes and free of control, bidirectional-override and
+    /// zero-width characters (the transparency log's leaf encoding relies on the absence of
+    /// NUL, and a name must look like what it is); an `https://` source URL.
     pub fn validate(mut self) -> Result<Self, Error> {
         fn digest(v: &str, len: usize, field: &str) -> Result<String, Error> {
             let v = v.trim();
@@ -92,22 +94,18 @@ impl NewRecord {
             }
             Ok(v.to_ascii_lowercase())
         }
-        if self.executable_name.trim().is_empty() {
-            return Err(Error::bad_request("executable_name must not be empty"));
+        for (field, value) in [
+            ("executable_name", &self.executable_name),
+            ("version", &self.version),
+            ("vendor", &self.vendor),
+        ] {
+            text_field(field, value)?;
         }
-        if self.executable_name.chars().any(char::is_control) {
-            return Err(Error::bad_request(
-                "executable_name must not contain control characters",
-            ));
-        }
-        // Leaves of the transparency log join fields with NUL: no field may hold one.
-        if self.version.chars().any(char::is_control) || self.vendor.chars().any(char::is_control) {
-            return Err(Error::bad_request(
-                "vendor and version must not contain control characters",
-            ));
-        }
-        if self.version.trim().is_empty() || self.vendor.trim().is_empty() {
-            return Err(Error::bad_request("vendor and version must not be empty"));
+        if !source_url_ok(&self.source_url) {
+            return Err(Error::bad_request(format!(
+                "source_url must be an https:// URL (got {:?})",
+                self.source_url
+            )));
         }
         self.hash_sha256 = digest(&self.hash_sha256, 64, "hash_sha256")?;
         self.hash_sha1 = self
@@ -131,6 +129,71 @@ impl NewRecord {
     }
 }
 
+/// Longest vendor, executable name or version, in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Characters that make a name display as something it is not: bidirectional overrides and
+/// isolates, zero-width characters and the byte-order mark.
+fn deceptive(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200D}' | '\u{FEFF}'
+    )
+}
+
+fn text_field(field: &str, value: &str) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::bad_request(format!("{field} must not be empty")));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(Error::bad_request(format!(
+            "{field} must be at most {MAX_NAME_BYTES} bytes (got {})",
+            value.len()
+        )));
+    }
+    if let Some(c) = value.chars().find(|&c| c.is_control() || deceptive(c)) {
+        return Err(Error::bad_request(format!(
+            "{field} must not contain control, bidirectional-override or zero-width characters \
+             (found U+{:04X})",
+            u32::from(c)
+        )));
+    }
+    Ok(())
+}
+
+/// An `https://` URL with a host. Plain `http://` only to this machine's loopback address
+/// (a channel served locally, as in the refresh tests): vendor channels are HTTPS, and the
+/// fetch client refuses anything else anyway.
+fn source_url_ok(url: &str) -> bool {
+    if url.chars().any(char::is_control) {
+        return false;
+    }
+    let scheme = |s: &str| {
+        url.get(..s.len())
+            .filter(|p| p.eq_ignore_ascii_case(s))
+            .map(|_| &url[s.len()..])
+    };
+    let (https, rest) = match (scheme("https://"), scheme("http://")) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        (None, None) => return false,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    if host.is_empty() {
+        return false;
+    }
+    https
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
 /// A stored record with its identity and history state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HashRecord {
@@ -146,12 +209,22 @@ pub struct HashRecord {
     pub integrity_ok: bool,
 }
 
+/// The form names are compared in: Unicode NFC after full case folding (of the canonical
+/// decomposition), so `Élan.exe`, `élan.exe` and `E\u{301}lan.exe` are one name. Computed
+/// here and stored, because SQLite's `lower()` folds ASCII only.
+pub fn name_key(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    let folded = caseless::default_case_fold_str(&name.nfd().collect::<String>());
+    folded.nfc().collect()
+}
+
 /// The executable name with its version replaced by a placeholder, so that
 /// `go1.23.4.windows-amd64.msi` and `go1.23.5.windows-amd64.msi` are one executable while
-/// `putty.exe` keeps its name across versions. Lowercased: names match case-insensitively.
+/// `putty.exe` keeps its name across versions. In [`name_key`] form: names match
+/// case-insensitively.
 pub fn family_of(executable_name: &str, version: &str) -> String {
-    let name = executable_name.to_lowercase();
-    let version = version.trim().to_lowercase();
+    let name = name_key(executable_name);
+    let version = name_key(version.trim());
     let version = version.strip_prefix('v').unwrap_or(&version);
     if version.is_empty() {
         return name;
@@ -257,6 +330,24 @@ mod tests {
             "node-v{version}-x64.msi"
         );
         assert_eq!(family_of("requests (pypi)", "2.32.3"), "requests (pypi)");
+        assert_eq!(
+            family_of("Élan.exe", "1.0"),
+            family_of("E\u{301}LAN.exe", "2.0")
+        );
+    }
+
+    #[test]
+    fn name_key_folds_case_and_normalisation() {
+        let key = name_key("Élan.exe");
+        assert_eq!(key, "\u{e9}lan.exe");
+        assert_eq!(name_key("élan.exe"), key);
+        assert_eq!(name_key("E\u{301}lan.exe"), key);
+        assert_eq!(name_key("e\u{301}LAN.EXE"), key);
+        assert_eq!(name_key("ΣΊΣΥΦΟΣ.exe"), name_key("σίσυφος.exe"));
+        assert_eq!(name_key("ПРОГРАММА.exe"), name_key("программа.exe"));
+        assert_eq!(name_key("Straße.exe"), name_key("STRASSE.exe"));
+        assert_eq!(name_key("PuTTY.exe"), "putty.exe");
+        assert_ne!(name_key("elan.exe"), key);
     }
 
     #[test]
@@ -272,6 +363,68 @@ mod tests {
         let mut bad = sample();
         bad.version = "1.0\n".into();
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn validate_rejects_deceptive_names_and_plain_http() {
+        assert!(sample().validate().is_ok());
+        let mut ok = sample();
+        ok.executable_name = "Élan-σίσυφος.exe".into();
+        ok.source_url = "HTTPS://example.org/a".into();
+        assert!(ok.clone().validate().is_ok());
+        // Plain HTTP to this machine only.
+        for url in [
+            "http://127.0.0.1:8080/a",
+            "http://localhost/a",
+            "http://[::1]:81/a",
+        ] {
+            ok.source_url = url.into();
+            assert!(ok.clone().validate().is_ok(), "{url}");
+        }
+        let mut long = sample();
+        long.executable_name = "a".repeat(MAX_NAME_BYTES);
+        assert!(long.clone().validate().is_ok());
+        long.executable_name.push('a');
+        assert!(long.validate().is_err());
+        // 128 two-byte characters: 256 bytes.
+        let mut wide = sample();
+        wide.version = "é".repeat(128);
+        assert!(wide.validate().is_err());
+        for c in [
+            '\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}', '\u{200D}', '\u{FEFF}',
+            '\u{7}', '\u{85}',
+        ] {
+            for field in 0..3 {
+                let mut bad = sample();
+                let text = format!("a{c}b");
+                match field {
+                    0 => bad.executable_name = text,
+                    1 => bad.version = text,
+                    _ => bad.vendor = text,
+                }
+                assert!(
+                    bad.validate().is_err(),
+                    "U+{:04X} in field {field}",
+                    u32::from(c)
+                );
+            }
+        }
+        for url in [
+            "http://go.dev/dl/x.msi",
+            "ftp://go.dev/x",
+            "go.dev/x",
+            "https://",
+            "https:///x",
+            "https://go.dev/a\nb",
+            "",
+            "http://127.0.0.1.example.com/x",
+            "http://user@example.com/x",
+            "http://10.0.0.1/x",
+        ] {
+            let mut bad = sample();
+            bad.source_url = url.into();
+            assert!(bad.validate().is_err(), "{url:?}");
+        }
     }
 
     #[test]

@@ -1334,9 +1334,10 @@ async fn stats_count_current_records(app: TestApp) {
     .await;
 
     let body = app.get_with("/api/v1/intel/stats", &key).await.json();
+    // windows and linux: `universal` (the PyPI package) is not a platform.
     assert_eq!(
         totals(body),
-        json!({"known_good_hashes": 4, "total_vendors": 4, "total_platforms": 3})
+        json!({"known_good_hashes": 4, "total_vendors": 4, "total_platforms": 2})
     );
 }
 

@@ -125,6 +125,15 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&str>) {
     (selects.join(" UNION ALL "), binds)
 }
 
+/// Whether two records are the same file of the same version: recording it again adds
+/// nothing to the history.
+fn same_file(a: &NewRecord, b: &NewRecord) -> bool {
+    a.version == b.version
+        && a.hash_sha256 == b.hash_sha256
+        && a.hash_sha1 == b.hash_sha1
+        && a.hash_md5 == b.hash_md5
+}
+
 /// The key `$lock` serialises `record` on: one family of one vendor, platform and arch.
 fn family_lock_key(record: &NewRecord) -> String {
     format!(
@@ -218,9 +227,12 @@ macro_rules! backend {
             }
 
             /// The body of `record` and `record_many`, on an open transaction that holds the
-            /// family's lock: supersedes the family's current record (unless it is the same
-            /// file, verified) and inserts `record` (validated; `now` in microseconds) as
-            /// current. The caller commits, and only when a record was inserted.
+            /// family's lock. A version at least as new as the family's current record
+            /// supersedes it (unless it is the same file, verified) and becomes current; an
+            /// older one enters the history as superseded, its interval fitted between its
+            /// neighbours in version order. A file already in the history (same version and
+            /// hashes) changes nothing. The caller commits, and only when a record was
+            /// inserted.
             async fn record_in_tx(
                 &self,
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -228,39 +240,107 @@ macro_rules! backend {
                 now: DateTime<Utc>,
             ) -> Result<RecordOutcome> {
                 let family = record.family();
-                let current = sqlx::query(AssertSqlSafe(format!(
+                let rows = sqlx::query(AssertSqlSafe(format!(
                     "SELECT {RECORD_COLUMNS} FROM hash_records \
-                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4 AND status = 'current'"
+                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4"
                 )))
                 .bind(&record.vendor)
                 .bind(&family)
                 .bind(record.platform.as_str())
                 .bind(record.arch.as_str())
-                .fetch_optional(&mut *conn)
+                .fetch_all(&mut *conn)
                 .await
                 .map_err(db_error)?;
-                let current = current.map(|row| self.record_from_row(&row)).transpose()?;
-                if let Some(cur) = &current {
-                    if cur.integrity_ok && cur.record == record {
-                        return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
-                    }
-                    sqlx::query(
-                        "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
-                    )
-                    .bind(now)
-                    .bind(&cur.id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
+                // Oldest first, as the history runs.
+                let mut history = self.records_from_rows(rows)?;
+                history.sort_by(|a, b| (a.valid_from, &a.id).cmp(&(b.valid_from, &b.id)));
+                let current = history
+                    .iter()
+                    .position(|r| r.status == model::RecordStatus::Current);
+                if let Some(cur) = current.map(|i| &history[i])
+                    && cur.integrity_ok
+                    && cur.record == record
+                {
+                    return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
                 }
+                if let Some(same) = history.iter().find(|r| {
+                    r.integrity_ok
+                        && r.status == model::RecordStatus::Superseded
+                        && same_file(&r.record, &record)
+                }) {
+                    return Ok(RecordOutcome::Unchanged { id: same.id.clone() });
+                }
+                let tick = chrono::Duration::microseconds(1);
+                let older = current.filter(|&i| {
+                    model::version::compare(
+                        &record.vendor,
+                        &record.version,
+                        &history[i].record.version,
+                    ) == std::cmp::Ordering::Less
+                });
                 let id = new_id();
+                let (status, valid_from, valid_until, superseded) = match (current, older) {
+                    (_, Some(_)) => {
+                        // The first record newer than this one (equal versions already
+                        // recorded count as older: arrival order). It and all after it keep
+                        // their intervals.
+                        let next = history
+                            .iter()
+                            .position(|r| {
+                                model::version::compare(&record.vendor, &record.version, &r.record.version)
+                                    == std::cmp::Ordering::Less
+                            })
+                            .unwrap_or(history.len() - 1);
+                        let until = history[next].valid_from;
+                        let from = until - tick;
+                        // Earlier records end where the next one starts; any that would not
+                        // start strictly before it move back by a microsecond.
+                        let mut next_from = from;
+                        for r in history[..next].iter().rev() {
+                            let start = if r.valid_from < next_from { r.valid_from } else { next_from - tick };
+                            if start != r.valid_from || r.valid_until != Some(next_from) {
+                                sqlx::query(
+                                    "UPDATE hash_records SET valid_from = $1, valid_until = $2 WHERE id = $3",
+                                )
+                                .bind(start)
+                                .bind(next_from)
+                                .bind(&r.id)
+                                .execute(&mut *conn)
+                                .await
+                                .map_err(db_error)?;
+                            }
+                            if start == r.valid_from {
+                                break;
+                            }
+                            next_from = start;
+                        }
+                        ("superseded", from, Some(until), None)
+                    }
+                    (Some(i), None) => {
+                        let cur = &history[i];
+                        // valid_from keeps history order equal to version order, even
+                        // within one batch (one `now`).
+                        let from = now.max(cur.valid_from + tick);
+                        sqlx::query(
+                            "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
+                        )
+                        .bind(from)
+                        .bind(&cur.id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_error)?;
+                        ("current", from, None, Some(cur.id.clone()))
+                    }
+                    (None, None) => ("current", now, None, None),
+                };
                 let hmac = self.signer.sign(&id, &record);
                 sqlx::query(
                     "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
                      arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
-                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac) \
+                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, \
+                     name_key) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     'current', $17, NULL, $18)",
+                     $17, $18, $19, $20, $21)",
                 )
                 .bind(&id)
                 .bind(&record.vendor)
@@ -278,17 +358,28 @@ macro_rules! backend {
                 .bind(&record.sig_issuer)
                 .bind(&record.sig_serial)
                 .bind(&record.sig_thumbprint)
-                .bind(now)
+                .bind(status)
+                .bind(valid_from)
+                .bind(valid_until)
                 .bind(&hmac)
+                .bind(model::name_key(&record.executable_name))
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
-                let hash_changed = current.as_ref().is_some_and(|c| {
-                    c.record.version == record.version && c.record.hash_sha256 != record.hash_sha256
-                });
+                // A different SHA-256 for a version already recorded is a republish.
+                let hash_changed = match current {
+                    Some(i) if older.is_none() => {
+                        let c = &history[i].record;
+                        c.version == record.version && c.hash_sha256 != record.hash_sha256
+                    }
+                    _ => history.iter().any(|r| {
+                        r.record.version == record.version
+                            && r.record.hash_sha256 != record.hash_sha256
+                    }),
+                };
                 Ok(RecordOutcome::Inserted {
                     id,
-                    superseded: current.map(|c| c.id),
+                    superseded,
                     hash_changed,
                 })
             }
@@ -314,6 +405,47 @@ macro_rules! backend {
                         .await
                         .map_err(db_error)?;
                 Ok(u64::try_from(epoch).unwrap_or_default())
+            }
+
+            /// Fills `name_key` (and the family, also in key form) of rows the migration
+            /// could not: names outside ASCII, whose key only Rust computes. A current row
+            /// whose new family already has a current record keeps its old family.
+            async fn backfill_name_keys(pool: &$pool) -> Result<()> {
+                loop {
+                    let rows = sqlx::query(
+                        "SELECT id, executable_name, version FROM hash_records \
+                         WHERE name_key IS NULL LIMIT 500",
+                    )
+                    .fetch_all(pool)
+                    .await
+                    .map_err(db_error)?;
+                    if rows.is_empty() {
+                        return Ok(());
+                    }
+                    let mut conn = pool.acquire().await.map_err(db_error)?;
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                        .await
+                        .map_err(db_error)?;
+                    for row in &rows {
+                        let id: String = row.try_get("id").map_err(db_error)?;
+                        let name: String = row.try_get("executable_name").map_err(db_error)?;
+                        let version: String = row.try_get("version").map_err(db_error)?;
+                        sqlx::query(
+                            "UPDATE hash_records SET name_key = $1, family = CASE WHEN status = 'current' \
+                             AND EXISTS (SELECT 1 FROM hash_records o WHERE o.vendor = hash_records.vendor \
+                             AND o.family = $2 AND o.platform = hash_records.platform \
+                             AND o.arch = hash_records.arch AND o.status = 'current' AND o.id <> $3) \
+                             THEN family ELSE $2 END WHERE id = $3",
+                        )
+                        .bind(model::name_key(&name))
+                        .bind(model::family_of(&name, &version))
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    }
+                    tx.commit().await.map_err(db_error)?;
+                }
             }
 
             fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
@@ -350,9 +482,9 @@ macro_rules! backend {
                 let mut sql = String::from("valid_from >= $1 AND valid_from < $2");
                 let mut binds = Vec::new();
                 if let Some(exe) = &query.executable {
-                    binds.push(exe.to_lowercase());
+                    binds.push(model::name_key(exe));
                     sql.push_str(&format!(
-                        " AND family IN (SELECT family FROM hash_records WHERE lower(executable_name) = ${n} UNION SELECT ${n})",
+                        " AND family IN (SELECT family FROM hash_records WHERE name_key = ${n} UNION SELECT ${n})",
                         n = 3
                     ));
                 }
@@ -440,10 +572,10 @@ macro_rules! backend {
                 let rows = match executable {
                     Some(name) => sqlx::query(AssertSqlSafe(format!(
                         "SELECT {RECORD_COLUMNS} FROM hash_records \
-                         WHERE status = 'current' AND lower(executable_name) = $1 \
+                         WHERE status = 'current' AND name_key = $1 \
                          ORDER BY executable_name, platform, arch"
                     )))
-                    .bind(name.to_lowercase())
+                    .bind(model::name_key(name))
                     .fetch_all(&self.pool)
                     .await,
                     None => sqlx::query(AssertSqlSafe(format!(
@@ -515,11 +647,11 @@ macro_rules! backend {
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
                 let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
                 let filter = format!(
-                    "family IN (SELECT family FROM hash_records WHERE lower(executable_name) = $1 \
+                    "family IN (SELECT family FROM hash_records WHERE name_key = $1 \
                      UNION SELECT $1){extra}"
                 );
                 let count_sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
-                let mut count = sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(query.executable.to_lowercase());
+                let mut count = sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(model::name_key(&query.executable));
                 for b in &binds {
                     count = count.bind(b);
                 }
@@ -531,7 +663,7 @@ macro_rules! backend {
                     n,
                     n + 1
                 );
-                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(query.executable.to_lowercase());
+                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(model::name_key(&query.executable));
                 for b in &binds {
                     q = q.bind(b);
                 }
@@ -597,23 +729,37 @@ macro_rules! backend {
             }
 
             async fn stats(&self) -> Result<RecordStats> {
-                let row = sqlx::query(
-                    "SELECT COUNT(DISTINCT hash_sha256) AS hashes, COUNT(DISTINCT vendor) AS vendors, \
-                     COUNT(DISTINCT platform) AS platforms, COUNT(*) AS records \
-                     FROM hash_records WHERE status = 'current'",
-                )
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let get = |c: &str| -> Result<u64> {
-                    let v: i64 = row.try_get(c).map_err(db_error)?;
-                    Ok(u64::try_from(v).unwrap_or(0))
-                };
+                use futures::TryStreamExt as _;
+                // Read and verified row by row: a record failing its HMAC is no known-good
+                // hash, as the lookup and the feed already treat it.
+                let sql = format!("SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current'");
+                let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&self.pool);
+                let mut hashes = HashSet::<[u8; 32]>::new();
+                let mut vendors = HashSet::new();
+                let mut platforms = HashSet::new();
+                let mut records = 0u64;
+                while let Some(row) = rows.try_next().await.map_err(db_error)? {
+                    let r = self.record_from_row(&row)?;
+                    records += 1;
+                    vendors.insert(r.record.vendor);
+                    if !r.integrity_ok {
+                        continue;
+                    }
+                    let mut digest = [0u8; 32];
+                    if hex::decode_to_slice(&r.record.hash_sha256, &mut digest).is_ok() {
+                        hashes.insert(digest);
+                    }
+                    // `universal` marks platform-neutral artifacts, not a platform.
+                    if r.record.platform != model::Platform::Universal {
+                        platforms.insert(r.record.platform);
+                    }
+                }
+                let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
                 Ok(RecordStats {
-                    known_good_hashes: get("hashes")?,
-                    total_vendors: get("vendors")?,
-                    total_platforms: get("platforms")?,
-                    total_records: get("records")?,
+                    known_good_hashes: count(hashes.len()),
+                    total_vendors: count(vendors.len()),
+                    total_platforms: count(platforms.len()),
+                    total_records: records,
                 })
             }
         }
@@ -852,6 +998,7 @@ impl SqliteStore {
             .await
             .map_err(db_error)?;
         Self::migrate(&pool, migrate::SQLITE).await?;
+        Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,
@@ -888,6 +1035,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         migrated?;
+        Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self {
             pool,

@@ -39,7 +39,8 @@ pub struct Page<T> {
 /// What recording a record did to the history of its executable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordOutcome {
-    /// A new current record; the id of the record it superseded, if any.
+    /// A new record (current, or superseded when older than the current version); the id
+    /// of the record it superseded, if any.
     Inserted {
         id: String,
         superseded: Option<String>,
@@ -47,7 +48,8 @@ pub enum RecordOutcome {
         /// republish, which ingest must report rather than pass over.
         hash_changed: bool,
     },
-    /// The same file (version and hashes) is already the current record.
+    /// The same file is already recorded: the current record, or a superseded one with the
+    /// same version and hashes.
     Unchanged { id: String },
 }
 
@@ -80,10 +82,13 @@ pub struct ExportCursor {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordStats {
-    /// Distinct SHA-256 over current records.
+    /// Distinct SHA-256 over current records whose HMAC verifies.
     pub known_good_hashes: u64,
+    /// Vendors with a current record.
     pub total_vendors: u64,
+    /// Platforms (never `universal`) of current records whose HMAC verifies.
     pub total_platforms: u64,
+    /// Current records.
     pub total_records: u64,
 }
 
@@ -171,9 +176,13 @@ pub struct VendorHealth {
 /// Vendor hash records and their history.
 #[async_trait]
 pub trait RecordStore: Send + Sync {
-    /// Records a file. A new version in the same family (vendor, family, platform, arch)
-    /// supersedes the current record in the same transaction: its status becomes
-    /// `superseded` and its `valid_until` the new record's `valid_from` (= `now`).
+    /// Records a file. A version of the same family (vendor, family, platform, arch) at
+    /// least as new as the current one (`model::version::compare`) supersedes the current
+    /// record in the same transaction: its status becomes `superseded` and its `valid_until`
+    /// the new record's `valid_from` (`now`, or a microsecond after the current record's
+    /// start). An older version is inserted as superseded, ending where the next newer
+    /// version starts, so history order by `valid_from` is version order. A file already in
+    /// the history (same version and hashes) is `Unchanged`.
     async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome>;
 
     /// Records a batch in one transaction, in order, each exactly as [`record`] would

@@ -31,6 +31,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 6,
         sql: include_str!("../migrations/sqlite/0006_job_lease_finished.sql"),
     },
+    Migration {
+        version: 7,
+        sql: include_str!("../migrations/sqlite/0007_name_key.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -57,6 +61,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 6,
         sql: include_str!("../migrations/postgres/0006_job_lease_finished.sql"),
+    },
+    Migration {
+        version: 7,
+        sql: include_str!("../migrations/postgres/0007_name_key.sql"),
     },
 ];
 

@@ -280,6 +280,13 @@ conformance!(
     signing_certificates_keep_their_crl_urls,
     records_epoch_moves_with_writes_and_reaches_other_stores,
     records_after_pages_through_every_record,
+    older_version_never_supersedes_newer,
+    replayed_versions_fit_between_neighbours,
+    batch_out_of_order_keeps_version_order,
+    stats_count_verified_hashes_and_real_platforms,
+    names_match_by_unicode_case_folding,
+    name_keys_of_existing_rows_are_backfilled,
+    deceptive_names_and_plain_http_are_rejected_whole_batch,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -696,6 +703,52 @@ async fn invalid_records_are_rejected_and_change_nothing(db: Db) {
     assert_eq!(everything, 1);
 }
 
+async fn deceptive_names_and_plain_http_are_rejected_whole_batch(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    let mut bidi = go("1.23.5", 2);
+    bidi.executable_name = "go1.23.5\u{202E}ism.exe".into();
+    let mut zero_width = go("1.23.5", 2);
+    zero_width.vendor = "G\u{200B}o".into();
+    let mut bom = go("1.23.5", 2);
+    bom.version = "\u{FEFF}1.23.5".into();
+    let mut long = go("1.23.5", 2);
+    long.executable_name = format!("{}.msi", "x".repeat(252));
+    let mut http = go("1.23.5", 2);
+    http.source_url = "http://go.dev/dl/go1.23.5.windows-amd64.msi".into();
+    for (what, bad) in [
+        ("bidi override in name", bidi),
+        ("zero-width in vendor", zero_width),
+        ("BOM in version", bom),
+        ("256-byte name", long),
+        ("plain http source", http),
+    ] {
+        let err = s.record(bad.clone(), now).await.expect_err(what);
+        assert!(
+            matches!(err, model::Error::BadRequest(_)),
+            "{what}: {err:?}"
+        );
+        // In a batch, one bad record refuses the whole batch.
+        let err = s
+            .record_many(
+                vec![go("1.23.4", 1), putty("0.81", Arch::Amd64, 3), bad],
+                now,
+            )
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(err, model::Error::BadRequest(_)),
+            "{what}: {err:?}"
+        );
+    }
+    assert_eq!(
+        s.export_count(&export_query("2000-01-01", "2100-01-01"))
+            .await
+            .unwrap(),
+        0
+    );
+}
+
 async fn concurrent_versions_leave_one_current(db: Db) {
     let s = db.store.clone();
     let base = t("2025-01-01T00:00:00Z");
@@ -732,6 +785,214 @@ async fn concurrent_versions_leave_one_current(db: Db) {
             r.record.version
         );
     }
+}
+
+/// The whole family's history (newest first) holds together: one current record, newest;
+/// each record ends exactly where the next newer one starts; `valid_from` strictly falls.
+fn assert_history_chain(items: &[HashRecord]) {
+    assert!(!items.is_empty());
+    assert_eq!(items[0].status, RecordStatus::Current, "{items:#?}");
+    assert_eq!(items[0].valid_until, None);
+    for w in items.windows(2) {
+        let (newer, older) = (&w[0], &w[1]);
+        assert_eq!(older.status, RecordStatus::Superseded, "{items:#?}");
+        assert_eq!(
+            older.valid_until,
+            Some(newer.valid_from),
+            "no gap or overlap between {} and {}",
+            older.record.version,
+            newer.record.version
+        );
+        assert!(older.valid_from < newer.valid_from, "{items:#?}");
+    }
+}
+
+async fn older_version_never_supersedes_newer(db: Db) {
+    let s = &*db.store;
+    let t1 = t("2025-01-01T00:00:00Z");
+    let tool = |v: &str, seed| rec("Tool", "tool.exe", v, Platform::Windows, Arch::Amd64, seed);
+    let new = insert(s, tool("2.0", 1), t1).await;
+    let outcome = s
+        .record(tool("1.0", 2), t("2025-02-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let RecordOutcome::Inserted {
+        id: old,
+        superseded,
+        hash_changed,
+    } = outcome
+    else {
+        panic!("expected Inserted, got {outcome:?}")
+    };
+    assert_eq!(superseded, None, "an older version supersedes nothing");
+    assert!(!hash_changed);
+    let current = s.current_records(Some("tool.exe")).await.unwrap();
+    assert_eq!(ids(&current), vec![new.as_str()]);
+    assert_eq!(
+        current[0].valid_from, t1,
+        "the current record keeps its interval"
+    );
+    // 2.0 is still what a lookup of its hash answers; 1.0 only historically.
+    let found = s
+        .find_by_hashes(&[hv(&hex_of(1, 64))], false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), vec![new.as_str()]);
+    assert!(
+        s.find_by_hashes(&[hv(&hex_of(2, 64))], false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let old_rec = by_id(s, &old, &hex_of(2, 64)).await;
+    assert_eq!(old_rec.status, RecordStatus::Superseded);
+    assert_eq!(old_rec.valid_until, Some(t1));
+    assert!(old_rec.integrity_ok);
+    let history = s.history(&history_query("tool.exe")).await.unwrap();
+    assert_eq!(versions(&history.items), vec!["2.0", "1.0"]);
+    assert_history_chain(&history.items);
+
+    // Dotted numeric: 1.10 is newer than 1.9 whichever arrives first.
+    insert(s, tool("1.10", 3), t("2025-03-01T00:00:00Z")).await;
+    insert(s, tool("1.9", 4), t("2025-03-02T00:00:00Z")).await;
+    // Go release candidates come before the release.
+    insert(s, go("1.22.0", 5), t1).await;
+    let rc = s
+        .record(go("1.22rc1", 6), t("2025-03-03T00:00:00Z"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            rc,
+            RecordOutcome::Inserted {
+                superseded: None,
+                ..
+            }
+        ),
+        "{rc:?}"
+    );
+    let go_history = s
+        .history(&history_query("go1.22rc1.windows-amd64.msi"))
+        .await
+        .unwrap();
+    assert_eq!(versions(&go_history.items), vec!["1.22.0", "1.22rc1"]);
+    assert_history_chain(&go_history.items);
+    let history = s.history(&history_query("tool.exe")).await.unwrap();
+    assert_eq!(versions(&history.items), vec!["2.0", "1.10", "1.9", "1.0"]);
+    assert_history_chain(&history.items);
+    assert_eq!(s.stats().await.unwrap().total_records, 2);
+}
+
+async fn replayed_versions_fit_between_neighbours(db: Db) {
+    let s = &*db.store;
+    let p = |v: &str, seed| putty(v, Arch::Amd64, seed);
+    insert(s, p("0.81", 81), t("2024-04-15T00:00:00Z")).await;
+    insert(s, p("0.83", 83), t("2025-02-08T00:00:00Z")).await;
+    // Replays of older releases, in no particular order.
+    for (v, seed, at) in [
+        ("0.80", 80, "2025-03-01T00:00:00Z"),
+        ("0.82", 82, "2025-03-02T00:00:00Z"),
+        ("0.79", 79, "2025-03-03T00:00:00Z"),
+        ("0.79.5", 795, "2025-03-04T00:00:00Z"),
+    ] {
+        let outcome = s.record(p(v, seed), t(at)).await.unwrap();
+        assert!(
+            matches!(
+                outcome,
+                RecordOutcome::Inserted {
+                    superseded: None,
+                    ..
+                }
+            ),
+            "{v}: {outcome:?}"
+        );
+    }
+    // Replaying one again records nothing.
+    let again = s
+        .record(p("0.80", 80), t("2025-03-05T00:00:00Z"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, RecordOutcome::Unchanged { .. }),
+        "{again:?}"
+    );
+    let history = s.history(&history_query("putty.exe")).await.unwrap();
+    assert_eq!(
+        versions(&history.items),
+        vec!["0.83", "0.82", "0.81", "0.80", "0.79.5", "0.79"]
+    );
+    assert_history_chain(&history.items);
+    // Versions the replay did not touch keep their start.
+    assert_eq!(history.items[0].valid_from, t("2025-02-08T00:00:00Z"));
+    assert_eq!(history.items[2].valid_from, t("2024-04-15T00:00:00Z"));
+    let current = s.current_records(Some("putty.exe")).await.unwrap();
+    assert_eq!(versions(&current), vec!["0.83"]);
+    // The lookup answers the newest; the historical lookup finds the replayed ones.
+    assert_eq!(
+        versions(
+            &s.find_by_hashes(&[hv(&hex_of(83, 64))], false)
+                .await
+                .unwrap()
+        ),
+        vec!["0.83"]
+    );
+    assert_eq!(
+        versions(
+            &s.find_by_hashes(&[hv(&hex_of(80, 64))], true)
+                .await
+                .unwrap()
+        ),
+        vec!["0.80"]
+    );
+    // The export (oldest first by valid_from) runs in version order too.
+    let mut q = export_query("2024-01-01", "2025-12-31");
+    q.executable = Some("putty.exe".into());
+    assert_eq!(
+        versions(&export_all(s, &q, 2).await),
+        vec!["0.79", "0.79.5", "0.80", "0.81", "0.82", "0.83"]
+    );
+}
+
+async fn batch_out_of_order_keeps_version_order(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    let p = |v: &str, seed| putty(v, Arch::Amd64, seed);
+    let outcomes = s
+        .record_many(
+            vec![p("0.81", 81), p("0.80", 80), p("0.9", 9), p("0.82", 82)],
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, RecordOutcome::Inserted { .. }))
+    );
+    let history = s.history(&history_query("putty.exe")).await.unwrap();
+    assert_eq!(
+        versions(&history.items),
+        vec!["0.82", "0.81", "0.80", "0.9"]
+    );
+    assert_history_chain(&history.items);
+    // Re-running the same batch records nothing.
+    let outcomes = s
+        .record_many(
+            vec![p("0.81", 81), p("0.80", 80), p("0.9", 9), p("0.82", 82)],
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, RecordOutcome::Unchanged { .. })),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        s.history(&history_query("putty.exe")).await.unwrap().total,
+        4
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -955,6 +1216,104 @@ async fn history_by_bare_name_with_filters_and_paging(db: Db) {
     assert!(page.items.is_empty());
 }
 
+async fn names_match_by_unicode_case_folding(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    let r = |name: &str, v: &str, seed| rec("V", name, v, Platform::Windows, Arch::Amd64, seed);
+    let elan = insert(s, r("Élan.exe", "1.0", 1), now).await;
+    insert(s, r("Σίσυφος.exe", "1.0", 2), now).await;
+    insert(s, r("Программа.exe", "1.0", 3), now).await;
+    insert(s, r("elan.exe", "1.0", 4), now).await; // another name: no accent
+
+    let q = export_query("2025-03-10", "2025-03-10");
+    for (wanted, spellings) in [
+        (
+            "Élan.exe",
+            &[
+                "Élan.exe",
+                "élan.exe",
+                "E\u{301}lan.exe",
+                "ÉLAN.EXE",
+                "e\u{301}LAN.exe",
+            ][..],
+        ),
+        (
+            "Σίσυφος.exe",
+            &["ΣΊΣΥΦΟΣ.EXE", "σίσυφος.exe", "Σι\u{301}συφος.exe"][..],
+        ),
+        ("Программа.exe", &["ПРОГРАММА.EXE", "программа.exe"][..]),
+    ] {
+        for name in spellings {
+            let current = s.current_records(Some(name)).await.unwrap();
+            assert_eq!(current.len(), 1, "hash of the day by {name:?}");
+            assert_eq!(current[0].record.executable_name, wanted);
+            let history = s.history(&history_query(name)).await.unwrap();
+            assert_eq!(history.total, 1, "history by {name:?}");
+            assert_eq!(history.items[0].record.executable_name, wanted);
+            let mut q = q.clone();
+            q.executable = Some((*name).to_string());
+            assert_eq!(s.export_count(&q).await.unwrap(), 1, "export by {name:?}");
+            assert_eq!(
+                export_all(s, &q, 10).await[0].record.executable_name,
+                wanted
+            );
+        }
+    }
+    // The decomposed spelling of a newer version is the same executable: it supersedes.
+    let outcome = s
+        .record(
+            r("E\u{301}LAN.exe", "2.0", 5),
+            now + chrono::Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcome, RecordOutcome::Inserted { superseded: Some(p), .. } if *p == elan),
+        "{outcome:?}"
+    );
+    let history = s.history(&history_query("élan.exe")).await.unwrap();
+    assert_eq!(versions(&history.items), vec!["2.0", "1.0"]);
+    assert_eq!(s.current_records(Some("ELAN.exe")).await.unwrap().len(), 1);
+}
+
+async fn name_keys_of_existing_rows_are_backfilled(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    let id = insert(
+        s,
+        rec(
+            "V",
+            "E\u{301}lan.exe",
+            "1.0",
+            Platform::Windows,
+            Arch::Amd64,
+            1,
+        ),
+        now,
+    )
+    .await;
+    // As a row written before names had keys: no key, family lowercased only.
+    let n = db
+        .exec(
+            "UPDATE hash_records SET name_key = NULL, family = $1 WHERE id = $2",
+            &["e\u{301}lan.exe", &id],
+        )
+        .await;
+    assert_eq!(n, 1);
+    let reopened = db.open(SECRET).await;
+    let current = reopened.current_records(Some("Élan.exe")).await.unwrap();
+    assert_eq!(ids(&current), vec![id.as_str()]);
+    assert_eq!(current[0].family, "\u{e9}lan.exe");
+    let history = reopened.history(&history_query("ÉLAN.EXE")).await.unwrap();
+    assert_eq!(history.total, 1);
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM hash_records WHERE name_key IS NULL")
+            .await,
+        0
+    );
+    reopened.close().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // export_count() / export_page()
 // ---------------------------------------------------------------------------------------
@@ -1134,6 +1493,55 @@ async fn stats_count_current_records(db: Db) {
     assert_eq!(st.total_records, 4);
     assert_eq!(st.total_vendors, 4);
     assert_eq!(st.total_platforms, 3);
+}
+
+async fn stats_count_verified_hashes_and_real_platforms(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-01-01T00:00:00Z");
+    insert(s, go("1.23.4", 1), now).await;
+    let tampered = insert(
+        s,
+        rec("Tool", "tool", "1.0", Platform::Linux, Arch::Arm64, 2),
+        now,
+    )
+    .await;
+    for (name, vendor, seed) in [("lodash (npm)", "npm", 3), ("requests (pypi)", "pypi", 4)] {
+        insert(
+            s,
+            rec(
+                vendor,
+                name,
+                "1.0.0",
+                Platform::Universal,
+                Arch::Universal,
+                seed,
+            ),
+            now,
+        )
+        .await;
+    }
+    let st = s.stats().await.unwrap();
+    assert_eq!(st.known_good_hashes, 4);
+    assert_eq!(
+        st.total_platforms, 2,
+        "windows and linux; universal is no platform"
+    );
+
+    let forged = hex_of(666, 64);
+    let n = db
+        .exec(
+            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
+            &[&forged, &tampered],
+        )
+        .await;
+    assert_eq!(n, 1);
+    let st = s.stats().await.unwrap();
+    assert_eq!(
+        st.known_good_hashes, 3,
+        "a record failing its HMAC check is no known-good hash"
+    );
+    assert_eq!(st.total_platforms, 1, "only the tampered record was linux");
+    assert_eq!(st.total_records, 4);
 }
 
 // ---------------------------------------------------------------------------------------
