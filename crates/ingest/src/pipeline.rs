@@ -107,6 +107,10 @@ pub struct VendorReport {
 
 impl VendorReport {
     fn problem(&mut self, kind: ProblemKind, url: Option<&str>, message: String) {
+        // Configured URLs may carry credentials; nothing below (logs, health) may see them.
+        let url = url.map(model::redact_url);
+        let url = url.as_deref();
+        let message = model::redact_urls(&message);
         tracing::warn!(fetcher = %self.fetcher, kind = kind.as_str(), url, %message, "ingest problem");
         match kind {
             ProblemKind::HashMismatch => {

@@ -254,7 +254,9 @@ pub async fn refresh_vendors(
     Ok(reports)
 }
 
-/// What the vendor's health should say about a run; None when it went well.
+/// What the vendor's health should say about a run; None when it went well. The text
+/// starts with the problem's kind (`hash_mismatch: …`, `discovery: …`), which is all the
+/// public status page shows of it.
 fn health_error(report: &VendorReport) -> Option<String> {
     if report.mismatches > 0 {
         let first = report
@@ -264,17 +266,19 @@ fn health_error(report: &VendorReport) -> Option<String> {
             .map(|p| p.message.clone())
             .unwrap_or_default();
         return Some(format!(
-            "hash mismatch on {} artifact(s), possible tampering: {first}",
+            "{}: hash mismatch on {} artifact(s), possible tampering: {first}",
+            ProblemKind::HashMismatch.as_str(),
             report.mismatches
         ));
     }
     if report.errors > 0 {
-        let first = report
-            .problems
-            .first()
-            .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
-            .unwrap_or_default();
-        return Some(format!("{} error(s); first: {first}", report.errors));
+        let first = report.problems.first()?;
+        return Some(format!(
+            "{}: {} error(s); first: {}",
+            first.kind.as_str(),
+            report.errors,
+            first.message
+        ));
     }
     None
 }

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod hash;
 pub mod record;
+pub mod redact;
 pub mod version;
 
 pub use access::{Permission, Role, Tier};
@@ -19,3 +20,4 @@ pub use record::{
     Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,
     name_key,
 };
+pub use redact::{redact_url, redact_urls};

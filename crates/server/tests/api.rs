@@ -67,6 +67,7 @@ api_tests!(
     authorization_matrix,
     every_route_is_served,
     unknown_routes_are_json_404,
+    public_status_never_shows_error_details,
     request_ids_are_echoed_or_minted,
     hostile_input_on_every_route,
     long_name_filters_are_refused_and_the_feed_cache_stays_bounded,
@@ -1867,6 +1868,52 @@ async fn long_name_filters_are_refused_and_the_feed_cache_stays_bounded(app: Tes
     );
 }
 
+/// A vendor error that carries a configured URL with credentials, a token in its query and
+/// resolver output: the public page shows only the kind of failure, staff see the message
+/// with the URL's secrets redacted, and nobody else reaches the staff view.
+async fn public_status_never_shows_error_details(app: TestApp) {
+    let error = "discovery: 1 error(s); first: request for \
+        https://kg:S3cret@mirror.internal/dl/?access_token=tok123 failed: \
+        dns error: failed to lookup address information";
+    app.store
+        .record_vendor_run("Go", Some(error), app.clock.now())
+        .await
+        .unwrap();
+    let public = app.get("/public/status").await;
+    assert_eq!(
+        public.json()["vendors"][0]["last_error"],
+        "vendor channel unreadable"
+    );
+    for secret in ["S3cret", "tok123", "mirror.internal", "dns error"] {
+        assert!(!public.text.contains(secret), "{secret} on the public page");
+    }
+    let staff = app
+        .account("staff-ops", Role::PlatformAdmin, Tier::Enterprise)
+        .await;
+    let health = app.get_with("/api/v1/admin/health", &staff).await;
+    assert_eq!(health.status, 200, "{}", health.text);
+    let full = health.json()["vendors"][0]["last_error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        full.contains("https://redacted@mirror.internal/dl/?redacted"),
+        "{full}"
+    );
+    assert!(full.contains("dns error"), "{full}");
+    assert!(
+        !full.contains("S3cret") && !full.contains("tok123"),
+        "{full}"
+    );
+    assert!(health.json()["security"]["failed_authentications"].is_u64());
+    let customer = app
+        .account("cust-admin", Role::AccountAdmin, Tier::Enterprise)
+        .await;
+    app.get_with("/api/v1/admin/health", &customer)
+        .await
+        .assert_error(403, "forbidden");
+}
+
 async fn unknown_routes_are_json_404(app: TestApp) {
     let key = app.analyst().await;
     for path in [
@@ -1966,7 +2013,7 @@ async fn status_counts_vendor_health(app: TestApp) {
         body["vendors"],
         json!([
             {"vendor": "Go", "status": "failing", "last_success_at": null,
-             "last_error_at": common_ts(err_at), "last_error": "HTTP 503 from go.dev", "records": 0},
+             "last_error_at": common_ts(err_at), "last_error": "refresh failed", "records": 0},
             {"vendor": "PuTTY", "status": "ok", "last_success_at": common_ts(ok_at),
              "last_error_at": null, "last_error": null, "records": 2},
         ])

@@ -201,6 +201,32 @@ impl CachedFeed {
 #[utoipa::path(get, path = "/public/status", tag = "public",
     responses((status = 200, body = Status)))]
 pub async fn status(State(state): State<AppState>) -> Json<Status> {
+    Json(system_status(&state, ErrorDetail::Class).await)
+}
+
+/// How much of a vendor's last error a status answer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorDetail {
+    /// The kind of failure only: the public page never shows configured URLs, resolver
+    /// output or anything else an error message may carry.
+    Class,
+    /// The whole (URL-redacted) message, for staff.
+    Full,
+}
+
+/// What the public page says of a stored error: its kind in plain words.
+pub fn error_class(last_error: &str) -> &'static str {
+    match last_error.split_once(':').map(|(kind, _)| kind) {
+        Some("hash_mismatch") => "published hash mismatch (possible tampering)",
+        Some("discovery") => "vendor channel unreadable",
+        Some("download") => "download failed",
+        Some("invalid_artifact") => "invalid data from the vendor channel",
+        Some("record" | "audit") => "could not store the results",
+        _ => "refresh failed",
+    }
+}
+
+pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Status {
     let now = state.clock.now();
     let database_ok = state.store.ping().await.is_ok();
     let vendors: Vec<VendorStatus> = if database_ok {
@@ -219,7 +245,10 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
                 vendor: v.vendor,
                 last_success_at: v.last_success_at.map(timestamp),
                 last_error_at: v.last_error_at.map(timestamp),
-                last_error: v.last_error,
+                last_error: v.last_error.map(|e| match detail {
+                    ErrorDetail::Class => error_class(&e).to_string(),
+                    ErrorDetail::Full => model::redact_urls(&e),
+                }),
                 records: v.records,
             })
             .collect()
@@ -234,7 +263,7 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
     } else {
         "ok"
     };
-    Json(Status {
+    Status {
         status: overall,
         generated_at: timestamp(now),
         components: Components {
@@ -273,5 +302,5 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
         },
         vendors,
         integrity_failures,
-    })
+    }
 }

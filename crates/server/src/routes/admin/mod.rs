@@ -1,5 +1,5 @@
 //! Account administration, one module per resource: keys, role grants, accounts
-//! (suspension), the audit log and usage. Handlers only extract, call
+//! (suspension), the audit log, usage and the staff view of the service's health. Handlers only extract, call
 //! [`auth::admin::Admin`] (which holds the rules and writes the audit log) and answer JSON.
 
 use model::{Permission, Tier};
@@ -9,6 +9,7 @@ use crate::routing::{Api, Rule};
 pub mod accounts;
 pub mod audit;
 pub mod grants;
+pub mod health;
 pub mod keys;
 pub mod usage;
 
@@ -21,5 +22,6 @@ pub(crate) fn routes(api: Api) -> Api {
     let api = keys::routes(api);
     let api = grants::routes(api);
     let api = accounts::routes(api);
+    let api = health::routes(api);
     audit::routes(api)
 }
