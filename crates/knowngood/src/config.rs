@@ -53,6 +53,8 @@ pub struct FileConfig {
     pub limits: LimitSettings,
     #[serde(default)]
     pub schedule: ScheduleSettings,
+    #[serde(default)]
+    pub connections: ConnectionSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
     pub vendors: std::collections::BTreeMap<String, server::refresh::VendorOverride>,
@@ -85,6 +87,51 @@ pub struct LimitSettings {
     pub authenticated_per_key: Option<u32>,
     pub failed_auth_per_ip: Option<u32>,
     pub failed_auth_per_team: Option<u32>,
+}
+
+/// Client connection timeouts (seconds) and caps; unset values keep the defaults of
+/// `server::ConnectionLimits`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionSettings {
+    pub header_read_timeout_secs: Option<u64>,
+    pub body_read_timeout_secs: Option<u64>,
+    pub max_per_address: Option<usize>,
+    pub max_total: Option<usize>,
+}
+
+impl ConnectionSettings {
+    fn resolve(&self) -> Result<server::ConnectionLimits> {
+        let defaults = server::ConnectionLimits::default();
+        let secs = |value: Option<u64>, default: std::time::Duration, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(anyhow::anyhow!("connections.{field} must be at least 1")),
+            Some(s) => Ok(std::time::Duration::from_secs(s)),
+        };
+        let count = |value: Option<usize>, default: usize, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(anyhow::anyhow!("connections.{field} must be at least 1")),
+            Some(n) => Ok(n),
+        };
+        Ok(server::ConnectionLimits {
+            header_read_timeout: secs(
+                self.header_read_timeout_secs,
+                defaults.header_read_timeout,
+                "header_read_timeout_secs",
+            )?,
+            body_read_timeout: secs(
+                self.body_read_timeout_secs,
+                defaults.body_read_timeout,
+                "body_read_timeout_secs",
+            )?,
+            max_per_address: count(
+                self.max_per_address,
+                defaults.max_per_address,
+                "max_per_address",
+            )?,
+            max_total: count(self.max_total, defaults.max_total, "max_total")?,
+        })
+    }
 }
 
 /// Secrets given by configuration rather than generated into the data dir; needed when
@@ -195,6 +242,7 @@ impl Config {
                 vendors: file.vendors,
                 ..Default::default()
             },
+            connections: file.connections.resolve()?,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -359,6 +407,30 @@ mod tests {
         let e =
             error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
         assert!(e.contains("corpus_release_max_gib"), "{e}");
+    }
+
+    #[test]
+    fn connection_limits_come_from_the_file_or_the_defaults() {
+        let defaults = server::ConnectionLimits::default();
+        let limits = parsed("").connections.resolve().unwrap();
+        assert_eq!(limits.header_read_timeout, defaults.header_read_timeout);
+        assert_eq!(limits.max_total, defaults.max_total);
+        let limits = parsed(
+            "[connections]\nheader_read_timeout_secs = 5\nbody_read_timeout_secs = 60\nmax_per_address = 32\nmax_total = 500\n",
+        )
+        .connections
+        .resolve()
+        .unwrap();
+        assert_eq!(limits.header_read_timeout.as_secs(), 5);
+        assert_eq!(limits.body_read_timeout.as_secs(), 60);
+        assert_eq!(limits.max_per_address, 32);
+        assert_eq!(limits.max_total, 500);
+        let e = parsed("[connections]\nmax_total = 0\n")
+            .connections
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("connections.max_total"), "{e}");
     }
 
     #[test]

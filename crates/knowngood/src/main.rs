@@ -487,7 +487,14 @@ async fn serve(config: Config) -> Result<()> {
     let upkeep = tokio::spawn(server::maintain(state.clone(), async {
         let _ = upkeep_stopped.await;
     }));
-    server::serve(listener, server::router(state), shutdown_signal()).await?;
+    let settings = Arc::clone(&state.settings);
+    server::serve_with(
+        listener,
+        server::router(state),
+        &settings,
+        shutdown_signal(),
+    )
+    .await?;
     tracing::info!("draining finished; writing usage counts and closing the database");
     let _ = stop_upkeep.send(());
     let _ = upkeep.await;

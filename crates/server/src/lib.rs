@@ -1,8 +1,9 @@
 //! The knowngood HTTP API.
 //!
 //! [`router`] builds the axum application from an [`AppState`]; [`serve`] runs it on a
-//! listener until a shutdown signal, letting in-flight requests finish. Tests bind port 0
-//! and call the same functions as the binary.
+//! listener until a shutdown signal, letting in-flight requests finish ([`serve_with`] with
+//! the connection limits of a [`Settings`]). Tests bind port 0 and call the same functions
+//! as the binary.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -22,6 +23,7 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
+pub mod connections;
 pub mod corpus_release;
 pub mod error;
 pub mod extract;
@@ -32,6 +34,7 @@ pub mod request_log;
 pub mod routes;
 pub mod routing;
 
+pub use connections::{ConnectionLimits, serve_with};
 use error::ApiError;
 use routes::public::FeedCache;
 use routes::transparency::LogKey;
@@ -84,6 +87,8 @@ pub struct Settings {
     /// and tests never reach out to vendors) turns it off. The binary defaults to 02:00.
     pub daily_refresh: Option<chrono::NaiveTime>,
     pub refresh: refresh::RefreshOptions,
+    /// Timeouts and caps on client connections.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Settings {
@@ -98,6 +103,7 @@ impl Default for Settings {
             corpus_release: None,
             daily_refresh: None,
             refresh: refresh::RefreshOptions::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -179,8 +185,9 @@ impl AppState {
 }
 
 /// The whole application: every registered route behind its own rule, plus the JSON
-/// answers for unknown routes and methods and a last-resort panic guard.
+/// answers for unknown routes and methods and slow bodies, and a last-resort panic guard.
 pub fn router(state: AppState) -> Router {
+    let body_read_timeout = state.settings.connections.body_read_timeout;
     routes::api()
         .into_router(&state)
         .fallback(not_found)
@@ -188,6 +195,10 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError(Error::internal("handler panicked")).into_response()
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            body_read_timeout,
+            connections::body_deadline,
+        ))
         .layer(axum::middleware::from_fn(request_log::request_span))
         .with_state(state)
 }
@@ -361,16 +372,12 @@ async fn publish_if_leader(
         .map(|_| ())
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// Serves until `shutdown` resolves, then lets in-flight requests finish; the default
+/// connection limits (see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, app, &Settings::default(), shutdown).await
 }
