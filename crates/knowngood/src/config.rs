@@ -24,7 +24,8 @@ pub struct CommonArgs {
     #[arg(long, env = "KNOWNGOOD_CONFIG")]
     pub config: Option<PathBuf>,
     /// `sqlite:…` or `postgres://…` [default: SQLite file in the data dir]
-    #[arg(long, env = "KNOWNGOOD_DATABASE_URL")]
+    // The URL may hold a password: `--help` must not print the environment's value.
+    #[arg(long, env = "KNOWNGOOD_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 }
 
@@ -163,7 +164,6 @@ impl fmt::Debug for SecretSettings {
 }
 
 /// The resolved configuration.
-#[derive(Debug)]
 pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
@@ -171,6 +171,35 @@ pub struct Config {
     pub redis_url: Option<String>,
     pub settings: server::Settings,
     pub secrets: SecretSettings,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("settings", &self.settings)
+            .field("secrets", &self.secrets)
+            .finish()
+    }
+}
+
+/// A URL as it may be logged: the password and the query (which may carry one, or a token)
+/// replaced by `redacted`; the fragment dropped. Text that is not a URL is not shown at all.
+pub fn redact_url(text: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(text.trim()) else {
+        return "<not a URL>".to_string();
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("redacted"));
+    }
+    if url.query().is_some() {
+        url.set_query(Some("redacted"));
+    }
+    url.set_fragment(None);
+    url.to_string()
 }
 
 impl Config {
@@ -407,6 +436,41 @@ mod tests {
         let e =
             error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
         assert!(e.contains("corpus_release_max_gib"), "{e}");
+    }
+
+    #[test]
+    fn urls_are_logged_without_passwords_or_queries() {
+        assert_eq!(
+            redact_url("postgres://kg:S3cret@db.internal:5432/knowngood"),
+            "postgres://kg:redacted@db.internal:5432/knowngood"
+        );
+        assert_eq!(
+            redact_url("postgres://kg@db/k?sslmode=require&password=S3cret"),
+            "postgres://kg@db/k?redacted"
+        );
+        assert_eq!(
+            redact_url("redis://:S3cret@cache.internal:6379/0"),
+            "redis://:redacted@cache.internal:6379/0"
+        );
+        assert_eq!(
+            redact_url("sqlite:///var/lib/knowngood/knowngood.db"),
+            "sqlite:///var/lib/knowngood/knowngood.db"
+        );
+        assert_eq!(redact_url("S3cret"), "<not a URL>");
+        let config = Config {
+            listen: "127.0.0.1:1".parse().unwrap(),
+            data_dir: PathBuf::from("/d"),
+            database_url: "postgres://kg:S3cret@db/k".into(),
+            redis_url: Some("rediss://u:Redis5ecret@cache/0".into()),
+            settings: server::Settings::default(),
+            secrets: SecretSettings::default(),
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("S3cret") && !shown.contains("Redis5ecret"),
+            "{shown}"
+        );
+        assert!(shown.contains("db/k"), "{shown}");
     }
 
     #[test]

@@ -371,8 +371,9 @@ async fn open_store(config: &Config, secrets: &Secrets) -> Result<Arc<dyn store:
     .await
     .with_context(|| {
         format!(
-            "opening the {} database",
-            backend_name(&config.database_url)
+            "opening the {} database {}",
+            backend_name(&config.database_url),
+            config::redact_url(&config.database_url)
         )
     })
 }
@@ -479,6 +480,11 @@ async fn serve(config: Config) -> Result<()> {
     tracing::info!(
         listen = %listener.local_addr()?,
         database = store.backend(),
+        database_url = %config::redact_url(&config.database_url),
+        redis_url = %config
+            .redis_url
+            .as_deref()
+            .map_or_else(|| "none".to_string(), config::redact_url),
         data_dir = %config.data_dir.display(),
         transparency_log_key = %secrets.log_public_key(),
         "knowngood serving"
