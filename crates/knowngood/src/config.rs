@@ -215,11 +215,7 @@ impl Config {
             .clone()
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-        let data_dir = data_dir
-            .canonicalize()
-            .with_context(|| format!("resolving {}", data_dir.display()))?;
+        let data_dir = prepare_data_dir(&data_dir)?;
         let listen = listen
             .map(str::to_string)
             .or(file.listen)
@@ -296,6 +292,37 @@ impl Config {
             secrets,
         })
     }
+}
+
+/// Creates the data dir for this user only (0700), or warns when an existing one is open
+/// to group or others (it holds the database and the secrets); its canonical path.
+fn prepare_data_dir(data_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    if data_dir.exists() {
+        let mode = std::fs::metadata(data_dir)
+            .with_context(|| format!("reading data dir {}", data_dir.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %data_dir.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the data dir is open to group or others; it holds the database and the secrets (chmod 700 it)"
+            );
+        }
+    } else {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        // Whatever the umask made of it.
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting data dir {}", data_dir.display()))?;
+    }
+    data_dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", data_dir.display()))
 }
 
 /// The release URL to fetch from, if any: the environment's (when not empty), else the

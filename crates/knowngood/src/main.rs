@@ -151,6 +151,9 @@ enum AdminCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    // Everything this process creates (data dir, SQLite database and its -wal/-shm, corpus
+    // generations, saved documents) is for its own user only.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     init_logging();
     let cli = Cli::parse();
     let outcome = tokio::runtime::Builder::new_multi_thread()
