@@ -28,6 +28,7 @@ pub mod corpus_release;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod headers;
 pub mod openapi;
 pub mod refresh;
 pub mod request_log;
@@ -185,7 +186,8 @@ impl AppState {
 }
 
 /// The whole application: every registered route behind its own rule, plus the JSON
-/// answers for unknown routes and methods and slow bodies, and a last-resort panic guard.
+/// answers for unknown routes and methods, over-large request heads and slow bodies, a
+/// last-resort panic guard, and the headers every answer carries.
 pub fn router(state: AppState) -> Router {
     let body_read_timeout = state.settings.connections.body_read_timeout;
     routes::api()
@@ -199,7 +201,9 @@ pub fn router(state: AppState) -> Router {
             body_read_timeout,
             connections::body_deadline,
         ))
+        .layer(axum::middleware::from_fn(headers::head_limits))
         .layer(axum::middleware::from_fn(request_log::request_span))
+        .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
 }
 
