@@ -24,7 +24,8 @@ pub struct CommonArgs {
     #[arg(long, env = "KNOWNGOOD_CONFIG")]
     pub config: Option<PathBuf>,
     /// `sqlite:…` or `postgres://…` [default: SQLite file in the data dir]
-    #[arg(long, env = "KNOWNGOOD_DATABASE_URL")]
+    // The URL may hold a password: `--help` must not print the environment's value.
+    #[arg(long, env = "KNOWNGOOD_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 }
 
@@ -53,6 +54,8 @@ pub struct FileConfig {
     pub limits: LimitSettings,
     #[serde(default)]
     pub schedule: ScheduleSettings,
+    #[serde(default)]
+    pub connections: ConnectionSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
     pub vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
@@ -88,6 +91,51 @@ pub struct LimitSettings {
     pub failed_auth_per_team: Option<u32>,
 }
 
+/// Client connection timeouts (seconds) and caps; unset values keep the defaults of
+/// `server::ConnectionLimits`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionSettings {
+    pub header_read_timeout_secs: Option<u64>,
+    pub body_read_timeout_secs: Option<u64>,
+    pub max_per_address: Option<usize>,
+    pub max_total: Option<usize>,
+}
+
+impl ConnectionSettings {
+    fn resolve(&self) -> Result<server::ConnectionLimits> {
+        let defaults = server::ConnectionLimits::default();
+        let secs = |value: Option<u64>, default: std::time::Duration, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(anyhow::anyhow!("connections.{field} must be at least 1")),
+            Some(s) => Ok(std::time::Duration::from_secs(s)),
+        };
+        let count = |value: Option<usize>, default: usize, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(anyhow::anyhow!("connections.{field} must be at least 1")),
+            Some(n) => Ok(n),
+        };
+        Ok(server::ConnectionLimits {
+            header_read_timeout: secs(
+                self.header_read_timeout_secs,
+                defaults.header_read_timeout,
+                "header_read_timeout_secs",
+            )?,
+            body_read_timeout: secs(
+                self.body_read_timeout_secs,
+                defaults.body_read_timeout,
+                "body_read_timeout_secs",
+            )?,
+            max_per_address: count(
+                self.max_per_address,
+                defaults.max_per_address,
+                "max_per_address",
+            )?,
+            max_total: count(self.max_total, defaults.max_total, "max_total")?,
+        })
+    }
+}
+
 /// Secrets given by configuration rather than generated into the data dir; needed when
 /// several replicas must share them.
 #[derive(Default, Deserialize)]
@@ -117,7 +165,6 @@ impl fmt::Debug for SecretSettings {
 }
 
 /// The resolved configuration.
-#[derive(Debug)]
 pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
@@ -125,6 +172,35 @@ pub struct Config {
     pub redis_url: Option<String>,
     pub settings: server::Settings,
     pub secrets: SecretSettings,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("settings", &self.settings)
+            .field("secrets", &self.secrets)
+            .finish()
+    }
+}
+
+/// A URL as it may be logged: the password and the query (which may carry one, or a token)
+/// replaced by `redacted`; the fragment dropped. Text that is not a URL is not shown at all.
+pub fn redact_url(text: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(text.trim()) else {
+        return "<not a URL>".to_string();
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("redacted"));
+    }
+    if url.query().is_some() {
+        url.set_query(Some("redacted"));
+    }
+    url.set_fragment(None);
+    url.to_string()
 }
 
 impl Config {
@@ -140,11 +216,7 @@ impl Config {
             .clone()
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-        let data_dir = data_dir
-            .canonicalize()
-            .with_context(|| format!("resolving {}", data_dir.display()))?;
+        let data_dir = prepare_data_dir(&data_dir)?;
         let listen = listen
             .map(str::to_string)
             .or(file.listen)
@@ -198,6 +270,7 @@ impl Config {
                     ..Default::default()
                 },
             },
+            connections: file.connections.resolve()?,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -222,6 +295,37 @@ impl Config {
             secrets,
         })
     }
+}
+
+/// Creates the data dir for this user only (0700), or warns when an existing one is open
+/// to group or others (it holds the database and the secrets); its canonical path.
+fn prepare_data_dir(data_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    if data_dir.exists() {
+        let mode = std::fs::metadata(data_dir)
+            .with_context(|| format!("reading data dir {}", data_dir.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %data_dir.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the data dir is open to group or others; it holds the database and the secrets (chmod 700 it)"
+            );
+        }
+    } else {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        // Whatever the umask made of it.
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting data dir {}", data_dir.display()))?;
+    }
+    data_dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", data_dir.display()))
 }
 
 /// The release URL to fetch from, if any: the environment's (when not empty), else the
@@ -365,6 +469,65 @@ mod tests {
         let e =
             error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
         assert!(e.contains("corpus_release_max_gib"), "{e}");
+    }
+
+    #[test]
+    fn urls_are_logged_without_passwords_or_queries() {
+        assert_eq!(
+            redact_url("postgres://kg:S3cret@db.internal:5432/knowngood"),
+            "postgres://kg:redacted@db.internal:5432/knowngood"
+        );
+        assert_eq!(
+            redact_url("postgres://kg@db/k?sslmode=require&password=S3cret"),
+            "postgres://kg@db/k?redacted"
+        );
+        assert_eq!(
+            redact_url("redis://:S3cret@cache.internal:6379/0"),
+            "redis://:redacted@cache.internal:6379/0"
+        );
+        assert_eq!(
+            redact_url("sqlite:///var/lib/knowngood/knowngood.db"),
+            "sqlite:///var/lib/knowngood/knowngood.db"
+        );
+        assert_eq!(redact_url("S3cret"), "<not a URL>");
+        let config = Config {
+            listen: "127.0.0.1:1".parse().unwrap(),
+            data_dir: PathBuf::from("/d"),
+            database_url: "postgres://kg:S3cret@db/k".into(),
+            redis_url: Some("rediss://u:Redis5ecret@cache/0".into()),
+            settings: server::Settings::default(),
+            secrets: SecretSettings::default(),
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("S3cret") && !shown.contains("Redis5ecret"),
+            "{shown}"
+        );
+        assert!(shown.contains("db/k"), "{shown}");
+    }
+
+    #[test]
+    fn connection_limits_come_from_the_file_or_the_defaults() {
+        let defaults = server::ConnectionLimits::default();
+        let limits = parsed("").connections.resolve().unwrap();
+        assert_eq!(limits.header_read_timeout, defaults.header_read_timeout);
+        assert_eq!(limits.max_total, defaults.max_total);
+        let limits = parsed(
+            "[connections]\nheader_read_timeout_secs = 5\nbody_read_timeout_secs = 60\nmax_per_address = 32\nmax_total = 500\n",
+        )
+        .connections
+        .resolve()
+        .unwrap();
+        assert_eq!(limits.header_read_timeout.as_secs(), 5);
+        assert_eq!(limits.body_read_timeout.as_secs(), 60);
+        assert_eq!(limits.max_per_address, 32);
+        assert_eq!(limits.max_total, 500);
+        let e = parsed("[connections]\nmax_total = 0\n")
+            .connections
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("connections.max_total"), "{e}");
     }
 
     #[test]

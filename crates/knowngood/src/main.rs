@@ -151,6 +151,9 @@ enum AdminCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    // Everything this process creates (data dir, SQLite database and its -wal/-shm, corpus
+    // generations, saved documents) is for its own user only.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     init_logging();
     let cli = Cli::parse();
     let outcome = tokio::runtime::Builder::new_multi_thread()
@@ -372,8 +375,9 @@ async fn open_store(config: &Config, secrets: &Secrets) -> Result<Arc<dyn store:
     .await
     .with_context(|| {
         format!(
-            "opening the {} database",
-            backend_name(&config.database_url)
+            "opening the {} database {}",
+            backend_name(&config.database_url),
+            config::redact_url(&config.database_url)
         )
     })
 }
@@ -496,6 +500,11 @@ async fn serve(config: Config) -> Result<()> {
     tracing::info!(
         listen = %listener.local_addr()?,
         database = store.backend(),
+        database_url = %config::redact_url(&config.database_url),
+        redis_url = %config
+            .redis_url
+            .as_deref()
+            .map_or_else(|| "none".to_string(), config::redact_url),
         data_dir = %config.data_dir.display(),
         transparency_log_key = %secrets.log_public_key(),
         "knowngood serving"
@@ -504,7 +513,14 @@ async fn serve(config: Config) -> Result<()> {
     let upkeep = tokio::spawn(server::maintain(state.clone(), async {
         let _ = upkeep_stopped.await;
     }));
-    server::serve(listener, server::router(state), shutdown_signal()).await?;
+    let settings = Arc::clone(&state.settings);
+    server::serve_with(
+        listener,
+        server::router(state),
+        &settings,
+        shutdown_signal(),
+    )
+    .await?;
     tracing::info!("draining finished; writing usage counts and closing the database");
     let _ = stop_upkeep.send(());
     let _ = upkeep.await;

@@ -1,8 +1,9 @@
 //! The knowngood HTTP API.
 //!
 //! [`router`] builds the axum application from an [`AppState`]; [`serve`] runs it on a
-//! listener until a shutdown signal, letting in-flight requests finish. Tests bind port 0
-//! and call the same functions as the binary.
+//! listener until a shutdown signal, letting in-flight requests finish ([`serve_with`] with
+//! the connection limits of a [`Settings`]). Tests bind port 0 and call the same functions
+//! as the binary.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -22,14 +23,17 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
+pub mod connections;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod headers;
 pub mod openapi;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
 
+pub use connections::{ConnectionLimits, serve_with};
 use error::ApiError;
 use jobs::LogKey;
 use routes::public::FeedCache;
@@ -71,6 +75,8 @@ pub struct Settings {
     pub quotas: Quotas,
     /// The scheduled cluster jobs: vendor refresh, transparency publication, NSRL releases.
     pub jobs: jobs::JobSettings,
+    /// Timeouts and caps on client connections.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Settings {
@@ -81,6 +87,7 @@ impl Default for Settings {
             feed_cache_ttl: Duration::from_secs(3600),
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -167,8 +174,10 @@ impl AppState {
 }
 
 /// The whole application: every registered route behind its own rule, plus the JSON
-/// answers for unknown routes and methods and a last-resort panic guard.
+/// answers for unknown routes and methods, over-large request heads and slow bodies, a
+/// last-resort panic guard, and the headers every answer carries.
 pub fn router(state: AppState) -> Router {
+    let body_read_timeout = state.settings.connections.body_read_timeout;
     routes::api()
         .into_router(&state)
         .fallback(not_found)
@@ -176,7 +185,13 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError(Error::internal("handler panicked")).into_response()
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            body_read_timeout,
+            connections::body_deadline,
+        ))
+        .layer(axum::middleware::from_fn(headers::head_limits))
         .layer(axum::middleware::from_fn(request_log::request_span))
+        .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
 }
 
@@ -249,16 +264,12 @@ async fn method_not_allowed() -> impl IntoResponse {
     )
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// Serves until `shutdown` resolves, then lets in-flight requests finish; the default
+/// connection limits (see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, app, &Settings::default(), shutdown).await
 }

@@ -332,7 +332,7 @@ impl TestApp {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(server::serve(listener, app, async {
+        let server = tokio::spawn(server::serve_with(listener, app, &state.settings, async {
             let _ = rx.await;
         }));
         let client = reqwest::Client::builder()
