@@ -11,6 +11,7 @@ use model::{Arch, Platform};
 use serde::de::DeserializeOwned;
 
 use crate::download::DownloadLimits;
+use crate::http::{OutboundError, OutboundSettings};
 
 /// Hashes a vendor publishes for one file, as lowercase hex. `None` where the channel
 /// publishes nothing for that algorithm.
@@ -147,13 +148,10 @@ pub struct FetchContext {
     notes: Mutex<Vec<FetchError>>,
 }
 
-/// A client for vendor channels: HTTPS only, identified, with a connect timeout.
-pub fn default_client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .user_agent(concat!("knowngood-ingest/", env!("CARGO_PKG_VERSION")))
-        .https_only(true)
-        .connect_timeout(Duration::from_secs(30))
-        .build()
+/// A client for vendor channels with the default [`OutboundSettings`]: HTTPS only, the
+/// built-in roots, proxies from the environment.
+pub fn default_client() -> Result<reqwest::Client, OutboundError> {
+    OutboundSettings::default().https_client()
 }
 
 impl FetchContext {

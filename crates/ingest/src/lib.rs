@@ -8,6 +8,8 @@
 //!   registry of every vendor with its official configuration.
 //! - [`pipeline`]: [`ingest_vendor`] records each artifact through a [`RecordSink`], using a
 //!   published SHA-256 as is and downloading the file otherwise.
+//! - [`http`]: [`OutboundSettings`], where every outbound client is built (HTTPS only, the
+//!   built-in roots plus an optional extra CA bundle, proxies from the environment).
 //! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
 //!   download, never written to disk, with the Authenticode signer of PE files.
 //!
@@ -42,6 +44,7 @@ pub mod download;
 pub mod fetch;
 pub mod formats;
 pub mod hasher;
+pub mod http;
 pub mod pipeline;
 pub mod vendors;
 
@@ -53,6 +56,7 @@ pub use fetch::{
     default_client,
 };
 pub use hasher::{Digests, HasherError, PublishedHashError, TripleHasher, verify_published};
+pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
 pub use pipeline::{
     DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,
     ingest_vendor,

@@ -16,7 +16,7 @@ use model::Arch::{Amd64, Arm, Arm64, Universal, X86};
 use model::Platform::{Android, Darwin, Linux, Windows};
 use serde_json::json;
 use vendor_support::{
-    MemorySink, Site, body, dead_base, fake_hex, md5, run, run_with, sha1, sha256,
+    ConnectProxy, MemorySink, Site, body, dead_base, fake_hex, md5, run, run_with, sha1, sha256,
 };
 
 fn h64(seed: &str) -> String {
@@ -1123,4 +1123,129 @@ async fn a_store_failure_stops_only_that_artifact() {
     assert_eq!((report.recorded, report.errors), (4, 1));
     assert_eq!(report.problems[0].kind, ProblemKind::Record);
     assert!(report.problems[0].message.contains("disk full"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Outbound clients: a private mirror's CA, a proxy.
+
+/// Settings with no proxy and, when given, the test CA as the extra bundle.
+fn outbound(with_ca: Option<&std::path::Path>) -> ingest::OutboundSettings {
+    ingest::OutboundSettings {
+        extra_ca: with_ca.map(|path| ingest::ExtraCa::load(path).unwrap()),
+        proxy: ingest::ProxySettings::none(),
+        ..ingest::OutboundSettings::default()
+    }
+}
+
+/// Runs the go fetcher against `base` with a client built from `settings`.
+async fn run_go_through(settings: &ingest::OutboundSettings, base: &str) -> VendorReport {
+    let client = settings.https_client().unwrap();
+    let ctx = ingest::FetchContext::new(
+        client,
+        vendor_support::config_for("go", base),
+        vendor_support::limits(),
+    );
+    let setup = vendors::by_id("go").unwrap();
+    ingest::ingest_vendor(
+        &*setup.fetcher,
+        &ctx,
+        &MemorySink::default(),
+        &vendor_support::clock(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_private_mirror_is_trusted_only_with_its_ca_in_the_extra_bundle() {
+    let site = go_site().file("/files/tool.exe", body("tool.exe"));
+    let base = site.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("mirror-ca.pem");
+    std::fs::write(&ca, vendor_support::ca_pem()).unwrap();
+
+    // The built-in web roots alone do not know the mirror's CA.
+    let report = run_go_through(&outbound(None), &base).await;
+    assert_eq!(report.discovered, 0);
+    assert_eq!(report.problems[0].kind, ProblemKind::Discovery);
+    assert!(
+        report.problems[0].message.contains("certificate"),
+        "{:#?}",
+        report.problems
+    );
+    let untrusted = outbound(None).https_client().unwrap();
+    let limits = vendor_support::limits().download;
+    let url = format!("{base}/files/tool.exe");
+    let e = ingest::download_and_hash(&untrusted, &url, &limits, &vendor_support::clock())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ingest::DownloadError::Request { .. }), "{e:?}");
+
+    // With the bundle, the channel and the downloader both read the mirror.
+    let trusted = outbound(Some(&ca));
+    let report = run_go_through(&trusted, &base).await;
+    assert_clean(&report);
+    assert_eq!(report.recorded, 5);
+    let got = ingest::download_and_hash(
+        &trusted.https_client().unwrap(),
+        &url,
+        &limits,
+        &vendor_support::clock(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.digests.sha256, sha256(&body("tool.exe")));
+}
+
+#[tokio::test]
+async fn https_goes_through_the_proxy_except_to_no_proxy_hosts() {
+    let base = go_site().serve().await;
+    let mirror = base.trim_start_matches("https://").to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("mirror-ca.pem");
+    std::fs::write(&ca, vendor_support::ca_pem()).unwrap();
+    let proxy = ConnectProxy::start().await;
+
+    // As read from HTTPS_PROXY: the fetch is tunnelled, TLS still checked end to end.
+    let proxied = ingest::OutboundSettings {
+        proxy: ingest::ProxySettings::from_vars(|name| {
+            (name == "HTTPS_PROXY").then(|| proxy.url.clone())
+        }),
+        ..outbound(Some(&ca))
+    };
+    let report = run_go_through(&proxied, &base).await;
+    assert_clean(&report);
+    assert_eq!(report.recorded, 5);
+    assert_eq!(proxy.targets(), vec![mirror.clone()]);
+
+    // HTTP_PROXY is for http:// URLs only.
+    let http_only = ingest::OutboundSettings {
+        proxy: ingest::ProxySettings::from_vars(|name| {
+            (name == "HTTP_PROXY").then(|| proxy.url.clone())
+        }),
+        ..outbound(Some(&ca))
+    };
+    assert_clean(&run_go_through(&http_only, &base).await);
+    assert_eq!(proxy.targets().len(), 1);
+
+    // A host in NO_PROXY (here `no_proxy`) is reached directly.
+    let bypassed = ingest::OutboundSettings {
+        proxy: ingest::ProxySettings::from_vars(|name| match name {
+            "https_proxy" => Some(proxy.url.clone()),
+            "no_proxy" => Some("mirror.internal, 127.0.0.1".into()),
+            _ => None,
+        }),
+        ..outbound(Some(&ca))
+    };
+    assert_clean(&run_go_through(&bypassed, &base).await);
+    assert_eq!(proxy.targets().len(), 1);
+
+    // A proxy that cannot be reached fails the fetch: nothing bypasses it silently.
+    let dead = dead_base().await.replace("https://", "http://");
+    let unreachable = ingest::OutboundSettings {
+        proxy: ingest::ProxySettings::from_vars(|name| {
+            (name == "HTTPS_PROXY").then(|| dead.clone())
+        }),
+        ..outbound(Some(&ca))
+    };
+    assert_eq!(run_go_through(&unreachable, &base).await.discovered, 0);
 }

@@ -482,11 +482,11 @@ async fn fetch_and_import(
     place: &Place,
     saved: &Saved,
 ) -> Result<Fetched, String> {
-    let client = match &ctx.settings.refresh.client {
-        Some(client) => client.clone(),
-        None => ingest::default_client()
-            .map_err(|e| format!("HTTP client: {}", ingest::error_chain(&e)))?,
-    };
+    let client = ctx
+        .settings
+        .refresh
+        .https_client()
+        .map_err(|e| format!("HTTP client: {}", ingest::error_chain(&e)))?;
     let work = WorkDir::create(&place.work)?;
     let download = match download(&client, source, &saved.validators, &work.path).await? {
         Download::NotModified(v) => return Ok(Fetched::NotModified(v)),

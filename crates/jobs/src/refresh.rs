@@ -155,9 +155,21 @@ pub struct RefreshOptions {
     pub attempts: u32,
     /// Wait before the second attempt; doubled before each further one.
     pub backoff: Duration,
-    /// The HTTP client; None = the default HTTPS-only client. Tests and mirrors with a
-    /// private CA pass their own.
+    /// How the outbound clients of the jobs (vendor channels, downloads, corpus releases)
+    /// are built: extra CA bundle, proxies.
+    pub outbound: ingest::OutboundSettings,
+    /// A client used as is instead of one built from `outbound` (tests).
     pub client: Option<reqwest::Client>,
+}
+
+impl RefreshOptions {
+    /// The HTTPS-only client for vendor channels, downloads and corpus releases.
+    pub fn https_client(&self) -> Result<reqwest::Client, ingest::OutboundError> {
+        match &self.client {
+            Some(client) => Ok(client.clone()),
+            None => self.outbound.https_client(),
+        }
+    }
 }
 
 impl Default for RefreshOptions {
@@ -167,6 +179,7 @@ impl Default for RefreshOptions {
             limits: FetchLimits::default(),
             attempts: 3,
             backoff: Duration::from_secs(30),
+            outbound: ingest::OutboundSettings::default(),
             client: None,
         }
     }
@@ -189,12 +202,9 @@ pub async fn refresh_vendors(
     only: Option<&str>,
     on_report: &(dyn Fn(&VendorReport) + Send + Sync),
 ) -> Result<Vec<VendorReport>, Error> {
-    let client = match &options.client {
-        Some(client) => client.clone(),
-        None => {
-            ingest::default_client().map_err(|e| Error::internal(format!("HTTP client: {e}")))?
-        }
-    };
+    let client = options
+        .https_client()
+        .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?;
     let mut setups = ingest::vendors::all();
     if let Some(id) = only {
         setups.retain(|v| v.fetcher.id() == id);

@@ -48,6 +48,9 @@ pub struct FileConfig {
     /// Largest release download, and largest total of databases extracted from it, in GiB;
     /// default 512.
     pub corpus_release_max_gib: Option<u64>,
+    /// A PEM bundle trusted for outbound HTTPS besides the built-in web roots (a private
+    /// mirror or a TLS-inspecting proxy); `KNOWNGOOD_EXTRA_CA_FILE` wins.
+    pub extra_ca_file: Option<PathBuf>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
     #[serde(default)]
@@ -211,6 +214,11 @@ impl Config {
         };
         let corpus_release =
             corpus_release(&file, std::env::var("KNOWNGOOD_CORPUS_RELEASE_URL").ok())?;
+        let outbound = outbound(
+            &file,
+            std::env::var_os("KNOWNGOOD_EXTRA_CA_FILE"),
+            ingest::ProxySettings::from_env(),
+        )?;
         let data_dir = common
             .data_dir
             .clone()
@@ -267,6 +275,7 @@ impl Config {
                 },
                 refresh: jobs::refresh::RefreshOptions {
                     vendors: file.vendors,
+                    outbound,
                     ..Default::default()
                 },
             },
@@ -363,6 +372,33 @@ fn corpus_release(
         source.max_extracted_bytes = gib << 30;
     }
     Ok(Some(source))
+}
+
+/// How outbound clients are built: the extra CA bundle (the environment's path, when not
+/// empty, else the file's) and the proxies. A client is built once here, so a bad bundle or
+/// proxy URL stops the start, not the first fetch.
+fn outbound(
+    file: &FileConfig,
+    env_ca: Option<std::ffi::OsString>,
+    proxy: ingest::ProxySettings,
+) -> Result<ingest::OutboundSettings> {
+    let ca_file = env_ca
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| file.extra_ca_file.clone());
+    let extra_ca = match ca_file {
+        Some(path) => Some(ingest::ExtraCa::load(&path)?),
+        None => None,
+    };
+    let settings = ingest::OutboundSettings {
+        extra_ca,
+        proxy,
+        ..ingest::OutboundSettings::default()
+    };
+    settings
+        .https_client()
+        .map_err(|e| anyhow::anyhow!("outbound HTTP client: {}", ingest::error_chain(&e)))?;
+    Ok(settings)
 }
 
 fn load_file(path: &Path) -> Result<FileConfig> {
@@ -469,6 +505,95 @@ mod tests {
         let e =
             error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
         assert!(e.contains("corpus_release_max_gib"), "{e}");
+    }
+
+    fn test_ca_pem() -> String {
+        let mut params = rcgen::CertificateParams::default();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    #[test]
+    fn the_extra_ca_file_is_loaded_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("mirror-ca.pem");
+        std::fs::write(&ca, test_ca_pem().repeat(2)).unwrap();
+        let none = ingest::ProxySettings::none;
+
+        let file = parsed(&format!("extra_ca_file = {:?}\n", ca.display().to_string()));
+        let settings = outbound(&file, None, none()).unwrap();
+        let loaded = settings.extra_ca.unwrap();
+        assert_eq!((loaded.path(), loaded.len()), (ca.as_path(), 2));
+
+        let env_ca = dir.path().join("env-ca.pem");
+        std::fs::write(&env_ca, test_ca_pem()).unwrap();
+        let settings = outbound(&file, Some(env_ca.clone().into()), none()).unwrap();
+        assert_eq!(settings.extra_ca.unwrap().path(), env_ca);
+
+        assert!(
+            outbound(&parsed(""), None, none())
+                .unwrap()
+                .extra_ca
+                .is_none()
+        );
+        assert!(
+            outbound(&parsed(""), Some("".into()), none())
+                .unwrap()
+                .extra_ca
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_bad_extra_ca_file_stops_the_start_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = |content: Option<&str>| {
+            let path = dir.path().join("bundle.pem");
+            let _ = std::fs::remove_file(&path);
+            if let Some(content) = content {
+                std::fs::write(&path, content).unwrap();
+            }
+            let file = parsed(&format!(
+                "extra_ca_file = {:?}\n",
+                path.display().to_string()
+            ));
+            let e = outbound(&file, None, ingest::ProxySettings::none())
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            e
+        };
+        assert!(error(None).contains("cannot read"));
+        assert!(error(Some("")).contains("empty"));
+        assert!(error(Some(" \n")).contains("empty"));
+        assert!(error(Some("not a certificate\n")).contains("no certificate"));
+        assert!(
+            error(Some(
+                "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+            ))
+            .contains("no certificate")
+        );
+        let e = error(Some(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        ));
+        assert!(e.contains("not usable"), "{e}");
+
+        let unreadable = dir.path().join("a-directory");
+        std::fs::create_dir(&unreadable).unwrap();
+        let file = parsed(&format!(
+            "extra_ca_file = {:?}\n",
+            unreadable.display().to_string()
+        ));
+        let e = outbound(&file, None, ingest::ProxySettings::none())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a-directory") && e.contains("cannot read"),
+            "{e}"
+        );
     }
 
     #[test]

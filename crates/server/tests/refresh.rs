@@ -221,6 +221,7 @@ impl Channels {
                     .build()
                     .expect("client"),
             ),
+            ..RefreshOptions::default()
         }
     }
 }

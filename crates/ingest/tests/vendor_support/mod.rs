@@ -81,6 +81,68 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
+/// The test CA's certificate, PEM: what an operator puts in `extra_ca_file`.
+pub fn ca_pem() -> &'static str {
+    &PKI.ca_pem
+}
+
+/// A loopback HTTP proxy that tunnels `CONNECT host:port` and records each target.
+pub struct ConnectProxy {
+    pub url: String,
+    pub targets: Arc<Mutex<Vec<String>>>,
+}
+
+impl ConnectProxy {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let targets = Arc::new(Mutex::new(Vec::new()));
+        let seen = targets.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(tunnel(client, seen.clone()));
+            }
+        });
+        Self { url, targets }
+    }
+
+    pub fn targets(&self) -> Vec<String> {
+        self.targets.lock().unwrap().clone()
+    }
+}
+
+async fn tunnel(mut client: TcpStream, seen: Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte).await.unwrap_or(0) == 0 {
+            return;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut words = head.split_whitespace();
+    let (Some("CONNECT"), Some(target)) = (words.next(), words.next()) else {
+        let _ = client
+            .write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+            .await;
+        return;
+    };
+    seen.lock().unwrap().push(target.to_owned());
+    let Ok(mut upstream) = TcpStream::connect(target).await else {
+        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+        return;
+    };
+    if client
+        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        .await
+        .is_ok()
+    {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
+}
+
 /// A client that trusts only the test CA and, like production, speaks HTTPS only.
 pub fn client() -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(PKI.ca_pem.as_bytes()).unwrap();
