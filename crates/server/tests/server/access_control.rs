@@ -3,17 +3,11 @@
 //! (in one process and across replicas), per-minute limits (in process and shared through
 //! Redis by two OS processes), monthly quotas and usage accounting.
 //!
-//! Each test is an `async fn(TestApp)`; `access_tests!` instantiates it as `sqlite::<name>`
+//! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as `sqlite::<name>`
 //! and `postgres::<name>` (the latter skipped, with a visible `SKIPPED` line, unless
 //! `KNOWNGOOD_TEST_POSTGRES_URL` is set). `name with f` first adjusts the server's
 //! `Settings` with `f`. The Redis test needs Redis at `KNOWNGOOD_TEST_REDIS_URL` (default
 //! `redis://127.0.0.1:6379`) and prints `SKIPPED` when it is unreachable.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-// Shared with the other suites; this one uses part of it.
-#[allow(dead_code)]
-mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -25,7 +19,6 @@ use auth::limits::{Limiter, RedisLimiter};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, NaiveDate, SecondsFormat, Utc};
-use common::{Resp, TestApp, hex_of, putty, t};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use model::{Arch, Clock as _, FixedClock, RecordSigner, Role, Tier};
 use reqwest::Method;
@@ -33,41 +26,9 @@ use serde_json::{Value, json};
 use server::Settings;
 use server::routing::{Access, ROUTES, RouteSpec};
 use store::TenantKind;
+use testkit::{Resp, TestApp, hex_of, putty, t};
 
-macro_rules! access_tests {
-    ($($name:ident $(with $configure:ident)?),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run_with(
-                        crate::common::Backend::Sqlite,
-                        stringify!($name),
-                        |_s: &mut server::Settings| { $(crate::$configure(_s);)? },
-                        crate::$name,
-                    )
-                    .await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run_with(
-                        crate::common::Backend::Postgres,
-                        stringify!($name),
-                        |_s: &mut server::Settings| { $(crate::$configure(_s);)? },
-                        crate::$name,
-                    )
-                    .await;
-                }
-            )+
-        }
-    };
-}
-
-access_tests!(
+testkit::backend_tests!(
     authorization_matrix_both_credentials,
     jwt_attacks,
     grants_expire_with_the_clock,
@@ -459,8 +420,8 @@ async fn jwt_attacks(app: TestApp) {
 
     // The real signing key, to show that the crafting itself is sound: a token it signs
     // with proper claims passes, so every refusal below is for the stated reason.
-    let real = JwtKeys::from_pkcs8(&[common::jwt_pkcs8().to_vec()]).expect("real key");
-    let real_pem = EncodingKey::from_rsa_pem(pem("PRIVATE KEY", common::jwt_pkcs8()).as_bytes())
+    let real = JwtKeys::from_pkcs8(&[testkit::jwt_pkcs8().to_vec()]).expect("real key");
+    let real_pem = EncodingKey::from_rsa_pem(pem("PRIVATE KEY", testkit::jwt_pkcs8()).as_bytes())
         .expect("real key as PEM");
     let as_claims = |v: &Value| -> Claims { serde_json::from_value(v.clone()).expect("claims") };
     let crafted = real.issue(&as_claims(&claims)).expect("issue");
@@ -1463,7 +1424,7 @@ async fn rank_rules_and_the_audit_log(app: TestApp) {
             .expect_err(&format!("the database accepted {sql:?}"));
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
-    if app.backend == common::Backend::Postgres {
+    if app.backend == testkit::Backend::Postgres {
         let err = app
             .try_exec("TRUNCATE audit_log", &[])
             .await
@@ -1843,7 +1804,7 @@ async fn redis_child_server() {
     let conf: Value = serde_json::from_str(&conf).expect("child configuration");
     let store = store::open(
         conf["db"].as_str().unwrap(),
-        RecordSigner::new(common::RECORD_SECRET),
+        RecordSigner::new(testkit::RECORD_SECRET),
     )
     .await
     .expect("child: open store");
@@ -1852,12 +1813,12 @@ async fn redis_child_server() {
             .await
             .expect("child: Redis"),
     );
-    let mut settings = common::test_settings();
+    let mut settings = testkit::test_settings();
     settings.limits.authenticated_per_key = conf["per_minute"].as_u64().unwrap() as u32;
-    let state = common::app_state_with(
+    let state = testkit::app_state_with(
         store.clone(),
-        auth::KeyHasher::new(common::KEY_SECRET),
-        Arc::new(FixedClock::new(common::start_time())),
+        auth::KeyHasher::new(testkit::KEY_SECRET),
+        Arc::new(FixedClock::new(testkit::start_time())),
         limiter,
         settings,
     );
@@ -1896,7 +1857,7 @@ impl ChildServer {
         let exe = std::env::current_exe().expect("test binary");
         let mut child = std::process::Command::new(exe)
             .args([
-                "redis_child_server",
+                "access_control::redis_child_server",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",
