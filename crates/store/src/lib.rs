@@ -4,7 +4,7 @@
 //! backend's migrations and returns a [`Store`]. Both backends run the same SQL (runtime
 //! queries with `$N` placeholders, which SQLite accepts), generated from one body by the
 //! `backend!` macro, so they cannot drift apart; the conformance suite in
-//! `tests/conformance.rs` runs against both.
+//! `tests/store/conformance.rs` runs against both.
 //!
 //! Vendor records are HMAC-signed on write and verified on every read. A record that fails
 //! verification comes back with `integrity_ok = false`, is logged, and is counted by

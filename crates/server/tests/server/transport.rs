@@ -2,16 +2,12 @@
 //! caps), the headers every answer carries, and over-large request heads. Raw sockets where
 //! a client must misbehave; bounds are generous multiples of the configured timeouts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
-
 use std::time::Duration;
 
-use common::{Backend, TestApp};
 use model::{Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
+use testkit::{Backend, TestApp};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -57,11 +53,11 @@ async fn request_on(stream: &mut TcpStream, path: &str) -> String {
 
 #[tokio::test]
 async fn a_half_sent_header_is_closed_after_the_header_timeout() {
-    common::run_with(
+    testkit::run(
         Backend::Sqlite,
         "half_sent_header",
-        |s| s.connections.header_read_timeout = Duration::from_secs(1),
-        |app| async move {
+        |s: &mut server::Settings| s.connections.header_read_timeout = Duration::from_secs(1),
+        |app: TestApp| async move {
             let mut stream = TcpStream::connect(addr(&app)).await.unwrap();
             stream
                 .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Slow: ")
@@ -86,11 +82,11 @@ async fn a_half_sent_header_is_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn connections_beyond_the_per_address_cap_are_closed() {
     const CAP: usize = 4;
-    common::run_with(
+    testkit::run(
         Backend::Sqlite,
         "per_address_cap",
-        |s| s.connections.max_per_address = CAP,
-        |app| async move {
+        |s: &mut server::Settings| s.connections.max_per_address = CAP,
+        |app: TestApp| async move {
             let mut held = Vec::new();
             for _ in 0..CAP {
                 let mut s = TcpStream::connect(addr(&app)).await.unwrap();
@@ -138,11 +134,11 @@ async fn connections_beyond_the_per_address_cap_are_closed() {
 
 #[tokio::test]
 async fn connections_beyond_the_total_cap_are_closed() {
-    common::run_with(
+    testkit::run(
         Backend::Sqlite,
         "total_cap",
-        |s| s.connections.max_total = 2,
-        |app| async move {
+        |s: &mut server::Settings| s.connections.max_total = 2,
+        |app: TestApp| async move {
             let mut held = Vec::new();
             for _ in 0..2 {
                 let mut s = TcpStream::connect(addr(&app)).await.unwrap();
@@ -162,11 +158,11 @@ async fn connections_beyond_the_total_cap_are_closed() {
 
 #[tokio::test]
 async fn a_trickled_body_gets_a_json_408() {
-    common::run_with(
+    testkit::run(
         Backend::Sqlite,
         "trickled_body",
-        |s| s.connections.body_read_timeout = Duration::from_secs(1),
-        |app| async move {
+        |s: &mut server::Settings| s.connections.body_read_timeout = Duration::from_secs(1),
+        |app: TestApp| async move {
             let key = app.analyst().await;
             let stream = TcpStream::connect(addr(&app)).await.unwrap();
             let (mut reader, mut writer) = stream.into_split();
@@ -221,81 +217,91 @@ async fn a_trickled_body_gets_a_json_408() {
 
 #[tokio::test]
 async fn every_answer_is_nosniff_and_per_caller_answers_are_not_stored() {
-    common::run(Backend::Sqlite, "security_headers", |app| async move {
-        let header = |r: &common::Resp, name: &str| {
-            r.headers.get(name).map(|v| v.to_str().unwrap().to_string())
-        };
-        let health = app.get("/healthz").await;
-        assert_eq!(
-            header(&health, "x-content-type-options").as_deref(),
-            Some("nosniff")
-        );
-        assert_eq!(header(&health, "cache-control"), None);
-        let missing = app.get("/no/such/route").await;
-        assert_eq!(missing.status, 404);
-        assert_eq!(
-            header(&missing, "x-content-type-options").as_deref(),
-            Some("nosniff")
-        );
-
-        let admin = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
-        let token = app
-            .call(Method::POST, "/api/v1/auth/token", Some(&admin), None)
-            .await;
-        assert_eq!(token.status, 200, "{}", token.text);
-        let issued = app
-            .send(
-                Method::POST,
-                "/api/v1/admin/keys",
-                &admin,
-                Some(json!({"role": "analyst"})),
-            )
-            .await;
-        assert_eq!(issued.status, 201, "{}", issued.text);
-        let refused = app.get("/api/v1/intel/stats").await;
-        assert_eq!(refused.status, 401);
-        for r in [&token, &issued, &refused] {
+    testkit::run(
+        Backend::Sqlite,
+        "security_headers",
+        |_: &mut server::Settings| {},
+        |app: TestApp| async move {
+            let header = |r: &testkit::Resp, name: &str| {
+                r.headers.get(name).map(|v| v.to_str().unwrap().to_string())
+            };
+            let health = app.get("/healthz").await;
             assert_eq!(
-                header(r, "cache-control").as_deref(),
-                Some("no-store"),
-                "{r:?}"
-            );
-            assert_eq!(
-                header(r, "x-content-type-options").as_deref(),
+                header(&health, "x-content-type-options").as_deref(),
                 Some("nosniff")
             );
-        }
-    })
+            assert_eq!(header(&health, "cache-control"), None);
+            let missing = app.get("/no/such/route").await;
+            assert_eq!(missing.status, 404);
+            assert_eq!(
+                header(&missing, "x-content-type-options").as_deref(),
+                Some("nosniff")
+            );
+
+            let admin = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+            let token = app
+                .call(Method::POST, "/api/v1/auth/token", Some(&admin), None)
+                .await;
+            assert_eq!(token.status, 200, "{}", token.text);
+            let issued = app
+                .send(
+                    Method::POST,
+                    "/api/v1/admin/keys",
+                    &admin,
+                    Some(json!({"role": "analyst"})),
+                )
+                .await;
+            assert_eq!(issued.status, 201, "{}", issued.text);
+            let refused = app.get("/api/v1/intel/stats").await;
+            assert_eq!(refused.status, 401);
+            for r in [&token, &issued, &refused] {
+                assert_eq!(
+                    header(r, "cache-control").as_deref(),
+                    Some("no-store"),
+                    "{r:?}"
+                );
+                assert_eq!(
+                    header(r, "x-content-type-options").as_deref(),
+                    Some("nosniff")
+                );
+            }
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn over_large_heads_are_refused_as_json_where_the_server_can() {
-    common::run(Backend::Sqlite, "over_large_heads", |app| async move {
-        let long = format!("/healthz?q={}", "a".repeat(10_000));
-        let r = app.get(&long).await;
-        r.assert_error(414, "uri too long");
-        assert_eq!(r.headers.get("x-content-type-options").unwrap(), "nosniff");
+    testkit::run(
+        Backend::Sqlite,
+        "over_large_heads",
+        |_: &mut server::Settings| {},
+        |app: TestApp| async move {
+            let long = format!("/healthz?q={}", "a".repeat(10_000));
+            let r = app.get(&long).await;
+            r.assert_error(414, "uri too long");
+            assert_eq!(r.headers.get("x-content-type-options").unwrap(), "nosniff");
 
-        let client = reqwest::Client::builder().no_proxy().build().unwrap();
-        let r = client
-            .get(format!("{}/healthz", app.base))
-            .header("X-Pad", "b".repeat(20_000))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 431);
-        let body: Value = r.json().await.unwrap();
-        assert_eq!(body["error"], "request header fields too large", "{body}");
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let r = client
+                .get(format!("{}/healthz", app.base))
+                .header("X-Pad", "b".repeat(20_000))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 431);
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["error"], "request header fields too large", "{body}");
 
-        // Past what the HTTP layer buffers, it answers 431 itself (empty body).
-        let r = client
-            .get(format!("{}/healthz", app.base))
-            .header("X-Pad", "c".repeat(100_000))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 431);
-    })
+            // Past what the HTTP layer buffers, it answers 431 itself (empty body).
+            let r = client
+                .get(format!("{}/healthz", app.base))
+                .header("X-Pad", "c".repeat(100_000))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 431);
+        },
+    )
     .await;
 }

@@ -1,8 +1,6 @@
 //! `knowngood admin import-records` with the real binary: a file is checked whole before
 //! anything is recorded, recorded in one transaction, and a re-run records nothing twice.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 

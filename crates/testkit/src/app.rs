@@ -1,165 +1,25 @@
-//! Test support for the API suite: a real server on 127.0.0.1:0 over a real store, with
-//! real API keys, reached over HTTP with reqwest.
-//!
-//! Every test runs against SQLite (a fresh file per test) and, when
-//! `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable PostgreSQL database (e.g.
-//! `postgres://postgres@127.0.0.1:5432/postgres`), against PostgreSQL in a fresh schema per
-//! test (created through that URL, selected with `options[search_path]`, dropped
-//! afterwards), the approach of the store's conformance suite. Without the variable the
-//! PostgreSQL variants print `SKIPPED` and pass.
+//! A real server on 127.0.0.1:0 over a scratch database, with real API keys, reached over
+//! HTTP with reqwest.
 
-// Shared by several test binaries, each of which uses only part of it. (Some also allow
-// dead code on their `mod common;`, which clippy would call a duplicate.)
-#![allow(dead_code, clippy::duplicated_attributes)]
-
-use std::future::Future;
-use std::io::Write as _;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
 
 use auth::credentials::Credentials;
 use auth::jwt::JwtKeys;
 use auth::limits::{Limiter, LocalLimiter};
-use chrono::{DateTime, Duration, Utc};
-use futures::FutureExt as _;
-use model::{Arch, Clock, FixedClock, NewRecord, Platform, RecordSigner, Role, Tier};
+use chrono::Duration;
+use model::{Clock, FixedClock, NewRecord, RecordSigner, Role, Tier};
 use reqwest::Method;
 use serde_json::Value;
 use server::{AppState, Limits, Settings};
-use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::{NewApiKey, RecordOutcome, Store, TenantKind};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-pub const PG_ENV: &str = "KNOWNGOOD_TEST_POSTGRES_URL";
+use crate::db::{self, Backend, Scratch};
+use crate::{Fixture, start_time};
+
 pub const RECORD_SECRET: &[u8] = b"api-test-record-secret";
 pub const KEY_SECRET: &[u8] = b"api-test-key-secret";
-
-/// Where every test's clock starts: a Monday morning, far from a day boundary.
-pub fn start_time() -> DateTime<Utc> {
-    t("2025-03-10T08:00:00Z")
-}
-
-pub fn t(s: &str) -> DateTime<Utc> {
-    s.parse()
-        .unwrap_or_else(|e| panic!("bad timestamp {s:?}: {e}"))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-enum Scratch {
-    /// Removed (with the database) when dropped.
-    Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Postgres {
-        base: String,
-        schema: String,
-    },
-}
-
-impl Scratch {
-    async fn create(backend: Backend, name: &str) -> Option<(Self, String)> {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let url = format!("sqlite://{}?mode=rwc", dir.path().join("api.db").display());
-                Some((Scratch::Sqlite(dir), url))
-            }
-            Backend::Postgres => {
-                let base = match std::env::var(PG_ENV) {
-                    Ok(v) if !v.trim().is_empty() => v,
-                    _ => {
-                        // Past the harness's capture, so the skip shows in `cargo test` output.
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "SKIPPED postgres::{name}: set {PG_ENV}=postgres://USER@HOST:PORT/DB to run it"
-                        );
-                        return None;
-                    }
-                };
-                let schema = format!("kga_{}", store::new_id());
-                let mut admin = PgConnection::connect(&base)
-                    .await
-                    .unwrap_or_else(|e| panic!("{PG_ENV}={base:?}: cannot connect: {e}"));
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                    .execute(&mut admin)
-                    .await
-                    .expect("create schema");
-                admin.close().await.ok();
-                let sep = if base.contains('?') { '&' } else { '?' };
-                let url = format!("{base}{sep}options[search_path]={schema}");
-                Some((Scratch::Postgres { base, schema }, url))
-            }
-        }
-    }
-
-    async fn cleanup(self) {
-        if let Scratch::Postgres { base, schema } = self {
-            let mut admin = PgConnection::connect(&base).await.expect("admin connect");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                .execute(&mut admin)
-                .await
-                .expect("drop schema");
-            admin.close().await.ok();
-        }
-    }
-}
-
-/// Runs one test body against a fresh database of `backend` and a server over it.
-pub async fn run<F, Fut>(backend: Backend, name: &str, body: F)
-where
-    F: FnOnce(TestApp) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    run_with(backend, name, |_| {}, body).await;
-}
-
-/// [`run`] with the server's settings adjusted first (limits, quotas); the defaults are
-/// those of [`test_settings`].
-pub async fn run_with<F, Fut>(
-    backend: Backend,
-    name: &str,
-    configure: impl FnOnce(&mut Settings),
-    body: F,
-) where
-    F: FnOnce(TestApp) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    run_with_corpus(backend, name, configure, None, body).await;
-}
-
-/// [`run_with`] over a server that answers from this reference corpus.
-pub async fn run_with_corpus<F, Fut>(
-    backend: Backend,
-    name: &str,
-    configure: impl FnOnce(&mut Settings),
-    corpus: Option<Arc<corpus::Corpus>>,
-    body: F,
-) where
-    F: FnOnce(TestApp) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let Some((scratch, url)) = Scratch::create(backend, name).await else {
-        return;
-    };
-    let mut settings = test_settings();
-    configure(&mut settings);
-    let result = AssertUnwindSafe(async {
-        let app = TestApp::start(backend, url, settings, corpus).await;
-        let store = app.store.clone();
-        body(app).await;
-        store.close().await;
-    })
-    .catch_unwind()
-    .await;
-    scratch.cleanup().await;
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-}
 
 /// A running server and the means to seed it and to reach its database directly.
 pub struct TestApp {
@@ -294,15 +154,33 @@ impl Resp {
     }
 }
 
+impl Fixture for TestApp {
+    type Config = Settings;
+
+    fn config() -> Settings {
+        test_settings()
+    }
+
+    async fn start(scratch: &Arc<Scratch>, settings: Settings) -> Self {
+        TestApp::on(scratch, settings, None).await
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+}
+
 impl TestApp {
-    async fn start(
-        backend: Backend,
-        url: String,
+    /// A server over a new database of `scratch`, answering from `corpus` when given; its
+    /// clock stands at [`start_time`].
+    pub async fn on(
+        scratch: &Scratch,
         settings: Settings,
         corpus: Option<Arc<corpus::Corpus>>,
     ) -> Self {
+        let url = scratch.new_url().await;
         let clock = Arc::new(FixedClock::new(start_time()));
-        Self::start_on(backend, url, clock, settings, corpus).await
+        Self::start_on(scratch.backend(), url, clock, settings, corpus).await
     }
 
     async fn start_on(
@@ -549,68 +427,13 @@ impl TestApp {
 
     /// [`TestApp::exec`] that reports the database's refusal instead of panicking.
     pub async fn try_exec(&self, sql: &str, binds: &[&str]) -> Result<u64, String> {
-        let sql = sqlx::AssertSqlSafe(sql.to_string());
-        match self.backend {
-            Backend::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url)
-                    .await
-                    .expect("raw connect");
-                let mut q = sqlx::query(sql);
-                for b in binds {
-                    q = q.bind(*b);
-                }
-                let n = q.execute(&mut c).await.map(|r| r.rows_affected());
-                c.close().await.ok();
-                n.map_err(|e| e.to_string())
-            }
-            Backend::Postgres => {
-                let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
-                let mut q = sqlx::query(sql);
-                for b in binds {
-                    q = q.bind(*b);
-                }
-                let n = q.execute(&mut c).await.map(|r| r.rows_affected());
-                c.close().await.ok();
-                n.map_err(|e| e.to_string())
-            }
-        }
+        db::exec(self.backend, &self.url, sql, binds).await
     }
-}
 
-impl TestApp {
     /// Rows of a query run on a raw connection, behind the store's back; every selected
     /// column is read as text, so select text columns (or cast).
     pub async fn text_rows(&self, sql: &str, binds: &[&str]) -> Vec<Vec<String>> {
-        use sqlx::Row as _;
-        let sql = sqlx::AssertSqlSafe(sql.to_string());
-        match self.backend {
-            Backend::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url)
-                    .await
-                    .expect("raw connect");
-                let mut q = sqlx::query(sql);
-                for b in binds {
-                    q = q.bind(*b);
-                }
-                let rows = q.fetch_all(&mut c).await.expect("raw query");
-                c.close().await.ok();
-                rows.iter()
-                    .map(|r| (0..r.len()).map(|i| r.get::<String, _>(i)).collect())
-                    .collect()
-            }
-            Backend::Postgres => {
-                let mut c = PgConnection::connect(&self.url).await.expect("raw connect");
-                let mut q = sqlx::query(sql);
-                for b in binds {
-                    q = q.bind(*b);
-                }
-                let rows = q.fetch_all(&mut c).await.expect("raw query");
-                c.close().await.ok();
-                rows.iter()
-                    .map(|r| (0..r.len()).map(|i| r.get::<String, _>(i)).collect())
-                    .collect()
-            }
-        }
+        db::text_rows(self.backend, &self.url, sql, binds).await
     }
 }
 
@@ -638,95 +461,4 @@ impl Drop for Upkeep {
             task.abort();
         }
     }
-}
-
-/// Deterministic, random-looking lowercase hex of `len` characters.
-pub fn hex_of(seed: u64, len: usize) -> String {
-    let mut x = seed ^ ((len as u64) << 56) ^ 0x9e37_79b9_7f4a_7c15;
-    let mut out = String::new();
-    while out.len() < len {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.push_str(&format!("{:016x}", z ^ (z >> 31)));
-    }
-    out.truncate(len);
-    out
-}
-
-/// A record with SHA-256, SHA-1 and MD5 derived from `seed`.
-pub fn rec(
-    vendor: &str,
-    name: &str,
-    version: &str,
-    platform: Platform,
-    arch: Arch,
-    seed: u64,
-) -> NewRecord {
-    NewRecord {
-        vendor: vendor.into(),
-        executable_name: name.into(),
-        version: version.into(),
-        platform,
-        arch,
-        hash_sha256: hex_of(seed, 64),
-        hash_sha1: Some(hex_of(seed, 40)),
-        hash_md5: Some(hex_of(seed, 32)),
-        source_url: format!(
-            "https://downloads.example/{}/{name}",
-            vendor.replace(' ', "-")
-        ),
-        download_verified: true,
-        sig_signer: None,
-        sig_issuer: None,
-        sig_serial: None,
-        sig_thumbprint: None,
-    }
-}
-
-pub fn putty(version: &str, arch: Arch, seed: u64) -> NewRecord {
-    rec("PuTTY", "putty.exe", version, Platform::Windows, arch, seed)
-}
-
-/// The Go MSI for windows/amd64 of `version`.
-pub fn go(version: &str, seed: u64) -> NewRecord {
-    rec(
-        "Go",
-        &format!("go{version}.windows-amd64.msi"),
-        version,
-        Platform::Windows,
-        Arch::Amd64,
-        seed,
-    )
-}
-
-/// A PyPI package, addressed as `name (pypi)`; manifest-only: SHA-256 alone.
-pub fn pypi(name: &str, version: &str, seed: u64) -> NewRecord {
-    let mut r = rec(
-        "pypi",
-        &format!("{name} (pypi)"),
-        version,
-        Platform::Universal,
-        Arch::Universal,
-        seed,
-    );
-    r.hash_sha1 = None;
-    r.hash_md5 = None;
-    r.download_verified = false;
-    r.source_url = format!("https://files.pythonhosted.org/packages/{name}-{version}.tar.gz");
-    r
-}
-
-/// Percent-encodes a query value.
-pub fn q(value: &str) -> String {
-    let mut out = String::new();
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

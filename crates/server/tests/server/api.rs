@@ -1,48 +1,23 @@
 //! The API suite: what a user of the service notices, checked over real HTTP against a
 //! real server on each storage backend.
 //!
-//! Each test is an `async fn(TestApp)`; `api_tests!` instantiates it as `sqlite::<name>`
+//! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as `sqlite::<name>`
 //! and `postgres::<name>` (the latter skipped, with a visible `SKIPPED` line, unless
-//! `KNOWNGOOD_TEST_POSTGRES_URL` is set). See `common/mod.rs` for the harness.
+//! `KNOWNGOOD_TEST_POSTGRES_URL` is set). The harness is the `testkit` crate.
 //!
-//! `UPDATE_SNAPSHOTS=1 cargo test -p server --test api openapi` rewrites the committed
+//! `UPDATE_SNAPSHOTS=1 cargo test -p server --test server openapi` rewrites the committed
 //! OpenAPI snapshot `crates/server/openapi.json`.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Duration;
-use common::{TestApp, go, hex_of, putty, pypi, q, rec, t};
 use model::{Arch, Clock as _, Platform, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
 use server::routing::{Access, ROUTES, RouteSpec};
+use testkit::{TestApp, go, hex_of, putty, pypi, q, rec, t};
 
-macro_rules! api_tests {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Sqlite, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Postgres, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-    };
-}
-
-api_tests!(
+testkit::backend_tests!(
     hash_of_day_lists_current_records_only,
     hash_of_day_executable_filter,
     hash_of_day_date_is_forbidden,
@@ -1388,7 +1363,7 @@ fn wants_bearer(route: &RouteSpec) -> bool {
 
 /// Sends the sample request of the route with the key (exchanged for a token where the
 /// route wants one).
-async fn send_sample(app: &TestApp, route: &RouteSpec, key: Option<&str>) -> common::Resp {
+async fn send_sample(app: &TestApp, route: &RouteSpec, key: Option<&str>) -> testkit::Resp {
     let (method, path, body) = sample_request(route);
     if let Some(key) = key
         && wants_bearer(route)
@@ -1402,7 +1377,7 @@ async fn send_sample(app: &TestApp, route: &RouteSpec, key: Option<&str>) -> com
 }
 
 /// Whether an answer comes from the route's handler rather than the router's fallbacks.
-fn served(r: &common::Resp) -> bool {
+fn served(r: &testkit::Resp) -> bool {
     r.status != 405 && !(r.status == 404 && r.message() == "no such route")
 }
 
@@ -1735,7 +1710,7 @@ async fn stored_counts(app: &TestApp) -> Vec<Vec<String>> {
 }
 
 #[track_caller]
-fn assert_bad_request(r: &common::Resp, what: &str) {
+fn assert_bad_request(r: &testkit::Resp, what: &str) {
     assert_eq!(r.status, 400, "{what}: {}", r.text);
     assert_eq!(r.error(), "bad request", "{what}");
     assert!(
@@ -1969,8 +1944,8 @@ async fn health_and_status(app: TestApp) {
     assert_eq!(
         components["database"]["backend"],
         match app.backend {
-            common::Backend::Sqlite => "sqlite",
-            common::Backend::Postgres => "postgres",
+            testkit::Backend::Sqlite => "sqlite",
+            testkit::Backend::Postgres => "postgres",
         }
     );
     assert_eq!(

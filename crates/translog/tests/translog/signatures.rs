@@ -1,8 +1,6 @@
 //! Tamper tests for the signed daily root: any change to any field of the
 //! signed message, or to the signature, must break verification.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use chrono::{Days, NaiveDate};
 use proptest::prelude::*;
 use translog::encoding::{

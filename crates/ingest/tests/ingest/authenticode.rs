@@ -4,10 +4,6 @@
 //! Tests that need a signature print a visible SKIPPED line and pass when osslsigncode is
 //! absent; the unsigned, non-PE and malformed cases need nothing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
-
 use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
@@ -447,13 +443,13 @@ async fn download_reads_the_signer_of_a_served_pe() {
     let app = Router::new()
         .route("/signed.exe", get(move || async move { good }))
         .route("/corrupt.exe", get(move || async move { bad }));
-    let base = format!("http://{}", common::serve(app).await);
-    let client = common::client();
+    let base = format!("http://{}", crate::common::serve(app).await);
+    let client = crate::common::client();
 
     let got = download_and_hash(
         &client,
         &format!("{base}/signed.exe"),
-        &common::limits(),
+        &crate::common::limits(),
         &model::SystemClock,
     )
     .await
@@ -470,7 +466,7 @@ async fn download_reads_the_signer_of_a_served_pe() {
     let got = download_and_hash(
         &client,
         &format!("{base}/corrupt.exe"),
-        &common::limits(),
+        &crate::common::limits(),
         &model::SystemClock,
     )
     .await

@@ -1,7 +1,5 @@
 //! Property tests over random trees of up to a few hundred leaves.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 use translog::{

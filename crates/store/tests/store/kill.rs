@@ -8,8 +8,6 @@
 //! It does this for several rounds on the same file, so each writer starts from the WAL a
 //! killed one left behind.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::process::ExitStatusExt as _;
@@ -24,7 +22,8 @@ use store::{HistoryQuery, RecordOutcome};
 
 const WRITER_ENV: &str = "KNOWNGOOD_KILL_WRITER_DB";
 const ROUND_ENV: &str = "KNOWNGOOD_KILL_WRITER_ROUND";
-const TEST_NAME: &str = "sigkill_loses_no_committed_record";
+// The child runs only this test of the suite's binary.
+const TEST_NAME: &str = "kill::sigkill_loses_no_committed_record";
 const SECRET: &[u8] = b"kill-test-secret";
 /// Records to see committed before each kill.
 const WANT: usize = 200;

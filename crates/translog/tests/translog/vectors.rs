@@ -11,8 +11,6 @@
 //!   (`NodeHashes()` level 0 = leaf hashes, `RootHashes()` = roots for
 //!   sizes 0..=8).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;

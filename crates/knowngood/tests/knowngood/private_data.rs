@@ -1,8 +1,6 @@
 //! What the binary shows and leaves on disk: `--help` never prints a secret taken from the
 //! environment, and the data dir, database and secrets it creates are for its user only.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};

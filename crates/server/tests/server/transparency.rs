@@ -3,20 +3,14 @@
 //! independent verifier of the `translog` crate, the append-only tables, tampering behind
 //! the service's back, the root log's checkpoint and consistency proofs, and key rotation.
 //!
-//! Each test is an `async fn(TestApp)`; `transparency_tests!` instantiates it as
+//! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as
 //! `sqlite::<name>` and `postgres::<name>` (the latter skipped, with a visible `SKIPPED`
-//! line, unless `KNOWNGOOD_TEST_POSTGRES_URL` is set). See `common/mod.rs`.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-#[allow(dead_code)]
-mod common;
+//! line, unless `KNOWNGOOD_TEST_POSTGRES_URL` is set).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
-use common::{Backend, TestApp, go, hex_of, putty, pypi, rec, t};
 use jobs::LogKey;
 use jobs::publish::publish_day;
 use model::{Arch, Clock as _, NewRecord, Platform};
@@ -25,34 +19,14 @@ use server::routes::transparency::CHECKPOINT_ORIGIN;
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::translog::StoredRoot;
+use testkit::{Backend, TestApp, go, hex_of, putty, pypi, rec, t};
 use translog::encoding::{
     hash_to_hex, key_id, parse_hash_hex, parse_public_key_base64, parse_public_key_pem,
 };
 use translog::verify::{InclusionResponse, VerifyError};
 use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey, VerifyingKey};
 
-macro_rules! transparency_tests {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Sqlite, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Postgres, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-    };
-}
-
-transparency_tests!(
+testkit::backend_tests!(
     daily_roots_chain_over_distinct_leaves,
     publishing_a_day_again_returns_the_stored_root,
     index_key_and_day_routes,
@@ -66,7 +40,7 @@ transparency_tests!(
     key_rotation_keeps_old_days_verifiable,
 );
 
-/// The seed of the key the common harness gives the server (`common::app_state`).
+/// The seed of the key the harness gives the server (`testkit::app_state`).
 const KEY_A: [u8; 32] = [7; 32];
 /// The key of a later rotation.
 const KEY_B: [u8; 32] = [9; 32];
@@ -1023,7 +997,8 @@ struct Replica {
 
 impl Replica {
     async fn start(app: &TestApp, log_key: LogKey) -> Self {
-        let mut state = common::app_state(app.store.clone(), app.hasher.clone(), app.clock.clone());
+        let mut state =
+            testkit::app_state(app.store.clone(), app.hasher.clone(), app.clock.clone());
         state.log_key = Arc::new(log_key);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -1,19 +1,15 @@
 //! `download_and_hash` against a loopback server: digests, size caps, timeouts, errors.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
-
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
+use crate::common::{client, limits, serve};
 use axum::Router;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::routing::get;
 use bytes::Bytes;
 use chrono::{TimeZone, Utc};
-use common::{client, limits, serve};
 use futures::{StreamExt, stream};
 use ingest::{DownloadError, DownloadLimits, PublishedHashError, download_and_hash};
 use model::{Clock, FixedClock};

@@ -9,14 +9,9 @@
 //! hashes, zipped the way NIST ships them. The server's clock is frozen and moved by hand.
 //!
 //! Each test runs as `sqlite::<name>` and `postgres::<name>` (the job's lease lives in the
-//! database; see `common/mod.rs`).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
+//! database).
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,33 +20,12 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Duration;
-use common::{Backend, TestApp};
 use corpus::Layout;
 use jobs::corpus_release::{ReleaseCheck, ReleaseSource, STATE_FILE, check_release};
 use serde_json::{Value, json};
+use testkit::TestApp;
 
-macro_rules! release_tests {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::run_case(crate::Backend::Sqlite, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::run_case(crate::Backend::Postgres, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-    };
-}
-
-release_tests!(
+testkit::backend_tests!(
     a_zipped_release_is_imported_and_answers_lookups,
     a_bare_database_is_imported_too,
     an_unchanged_release_is_not_imported_again,
@@ -246,26 +220,28 @@ struct Case {
     _dir: tempfile::TempDir,
 }
 
-async fn run_case<F, Fut>(backend: Backend, name: &str, body: F)
-where
-    F: FnOnce(Case) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().to_path_buf();
-    let corpus = corpus::Corpus::open_with(
-        &data.join("corpus"),
-        corpus::OpenOptions {
-            verify: corpus::Verify::Full,
-            memory: corpus::Memory::Mapped,
-        },
-    )
-    .expect("open corpus");
-    let mirror = Mirror::start().await;
-    let url = format!("{}{RELEASE_PATH}", mirror.base)
-        .parse()
-        .expect("release URL");
-    let configure = |settings: &mut server::Settings| {
+impl testkit::Fixture for Case {
+    type Config = server::Settings;
+
+    fn config() -> server::Settings {
+        testkit::test_settings()
+    }
+
+    async fn start(scratch: &Arc<testkit::Scratch>, mut settings: server::Settings) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().to_path_buf();
+        let corpus = corpus::Corpus::open_with(
+            &data.join("corpus"),
+            corpus::OpenOptions {
+                verify: corpus::Verify::Full,
+                memory: corpus::Memory::Mapped,
+            },
+        )
+        .expect("open corpus");
+        let mirror = Mirror::start().await;
+        let url = format!("{}{RELEASE_PATH}", mirror.base)
+            .parse()
+            .expect("release URL");
         settings.jobs.corpus_release = Some(ReleaseSource {
             connect_timeout: std::time::Duration::from_secs(10),
             stall_timeout: std::time::Duration::from_secs(10),
@@ -278,26 +254,20 @@ where
                 .build()
                 .expect("client"),
         );
-    };
-    let served = mirror.clone();
-    common::run_with_corpus(
-        backend,
-        name,
-        configure,
-        Some(Arc::new(corpus)),
-        |app| async move {
-            let key = app.analyst().await;
-            body(Case {
-                app,
-                mirror: served,
-                data,
-                key,
-                _dir: dir,
-            })
-            .await;
-        },
-    )
-    .await;
+        let app = TestApp::on(scratch, settings, Some(Arc::new(corpus))).await;
+        let key = app.analyst().await;
+        Case {
+            app,
+            mirror,
+            data,
+            key,
+            _dir: dir,
+        }
+    }
+
+    fn store(&self) -> Arc<dyn store::Store> {
+        self.app.store.clone()
+    }
 }
 
 impl Case {
@@ -606,7 +576,7 @@ async fn a_release_is_not_requested_before_it_is_due(case: Case) {
     case.mirror
         .serve(Reply::Release(release_zip(&modern, &android)));
     case.import().await;
-    let due = common::start_time() + Duration::days(QUARTER);
+    let due = testkit::start_time() + Duration::days(QUARTER);
 
     assert_eq!(case.check().await, ReleaseCheck::NotDue { next_at: due });
     case.advance_days(QUARTER - 1);
@@ -677,7 +647,7 @@ async fn another_replica_holding_the_job_keeps_this_one_out(case: Case) {
     let (modern, android) = (Rds::new(2000, 1), Rds::new(300, 2));
     case.mirror
         .serve(Reply::Release(release_zip(&modern, &android)));
-    let now = common::start_time();
+    let now = testkit::start_time();
     assert!(
         case.app
             .store

@@ -1,23 +1,24 @@
 //! A 200 MB download is hashed without touching the disk and without holding the body.
 //!
-//! Alone in its own test binary so that other tests cannot disturb the process counters.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
+//! The measurement runs alone in a child process (this test binary again, this test
+//! selected) so that other tests cannot disturb the process counters.
 
 use std::convert::Infallible;
+use std::io::Write as _;
+use std::process::Command;
 
+use crate::common::{client, limits, serve};
 use aws_lc_rs::digest;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use bytes::Bytes;
-use common::{client, limits, serve};
 use futures::stream;
 use ingest::download_and_hash;
 use model::SystemClock;
 
+const CHILD_ENV: &str = "KNOWNGOOD_STREAM_MEMORY_CHILD";
+const TEST_NAME: &str = "stream_memory::a_200_mb_download_neither_writes_to_disk_nor_grows_memory";
 const CHUNK: usize = 1 << 20;
 const CHUNKS: usize = 200;
 
@@ -42,8 +43,36 @@ fn chunk() -> Bytes {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_200_mb_download_neither_writes_to_disk_nor_grows_memory() {
+#[test]
+fn a_200_mb_download_neither_writes_to_disk_nor_grows_memory() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(measure());
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Past the harness's capture, as the child would have shown it.
+    for line in stderr.lines().filter(|l| l.starts_with("SKIPPED")) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+    eprintln!("{stderr}");
+    assert!(
+        out.status.success(),
+        "the measuring child failed: {}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+async fn measure() {
     if proc_value("/proc/self/io", "write_bytes").is_none() {
         eprintln!("SKIPPED: /proc/self/io is not readable here");
         return;

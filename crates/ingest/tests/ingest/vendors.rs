@@ -7,17 +7,14 @@
 //! documented or observed responses, cited at each vendor's module in `src/`); digests are
 //! made up unless a test downloads the file.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod vendor_support;
-
+use crate::vendor_support;
+use crate::vendor_support::{
+    ConnectProxy, MemorySink, Site, body, dead_base, fake_hex, md5, run, run_with, sha1, sha256,
+};
 use ingest::{ProblemKind, VendorReport, vendors};
 use model::Arch::{Amd64, Arm, Arm64, Universal, X86};
 use model::Platform::{Android, Darwin, Linux, Windows};
 use serde_json::json;
-use vendor_support::{
-    ConnectProxy, MemorySink, Site, body, dead_base, fake_hex, md5, run, run_with, sha1, sha256,
-};
 
 fn h64(seed: &str) -> String {
     fake_hex(seed, 64)

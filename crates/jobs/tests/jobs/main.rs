@@ -1,5 +1,5 @@
 //! The cluster jobs without HTTP: the runner (leases, no overlapping runs, the `job` span)
-//! and when each job is due. Every test runs on SQLite in a fresh temporary directory.
+//! and when each job is due. Every test runs on both backends (`testkit::backend_tests!`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
@@ -8,17 +8,13 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, NaiveTime, Utc};
 use jobs::{Due, Job, JobContext, JobSettings, LogKey, Runner};
 use model::{Clock as _, Error, FixedClock};
-
-fn t(s: &str) -> DateTime<Utc> {
-    s.parse()
-        .unwrap_or_else(|e| panic!("bad timestamp {s:?}: {e}"))
-}
+use testkit::{Db, t};
 
 fn at(h: u32, m: u32) -> NaiveTime {
     NaiveTime::from_hms_opt(h, m, 0).expect("time")
 }
 
-/// A replica's job context over a fresh SQLite database.
+/// A replica's job context over the test's database.
 struct Env {
     ctx: JobContext,
     clock: Arc<FixedClock>,
@@ -26,12 +22,9 @@ struct Env {
 }
 
 impl Env {
-    async fn new(settings: JobSettings) -> Self {
+    async fn new(db: &Db, settings: JobSettings) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("kg.db").display());
-        let store = store::open(&url, model::RecordSigner::new(b"jobs-test"))
-            .await
-            .expect("open store");
+        let store = db.store.clone();
         let clock = Arc::new(FixedClock::new(t("2026-03-10T00:00:00Z")));
         let ctx = JobContext::new(
             store,
@@ -99,6 +92,11 @@ impl std::io::Write for Logs {
     }
 }
 
+/// `name` with the test's backend: a job name of its own.
+fn per_backend(name: &str, db: &Db) -> &'static str {
+    format!("{name}.{}", db.backend.name()).leak()
+}
+
 async fn finish(runs: Vec<tokio::task::JoinHandle<()>>) {
     for run in runs {
         run.await.expect("job run");
@@ -107,6 +105,11 @@ async fn finish(runs: Vec<tokio::task::JoinHandle<()>>) {
 
 mod runner {
     use super::*;
+
+    testkit::backend_tests!(
+        a_due_job_runs_once_at_a_time_under_its_lease_in_a_span,
+        a_failed_run_is_logged_and_the_job_may_run_again,
+    );
 
     /// Due whenever asked, under one lease; each run waits until let go, then succeeds or
     /// fails as told.
@@ -156,18 +159,19 @@ mod runner {
         }
     }
 
-    #[tokio::test]
-    async fn a_due_job_runs_once_at_a_time_under_its_lease_in_a_span() {
-        let env = Env::new(JobSettings::default()).await;
+    async fn a_due_job_runs_once_at_a_time_under_its_lease_in_a_span(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
         let logs = logs();
-        let probe = Probe::new("probe.ok", false);
+        // Named per backend: both runs log to the one subscriber at once.
+        let name = per_backend("probe.ok", &db);
+        let probe = Probe::new(name, false);
         let runner = Runner::new(vec![probe.clone()]);
         let now = env.clock.now();
 
         let runs = runner.start_due(&env.ctx, now).await;
         assert_eq!(runs.len(), 1);
         tokio::task::yield_now().await;
-        assert!(runner.is_running("probe.ok"));
+        assert!(runner.is_running(name));
         // No second run in this process while one goes on.
         assert!(runner.start_due(&env.ctx, now).await.is_empty());
         // Nor on another replica: this one holds the lease.
@@ -176,9 +180,9 @@ mod runner {
 
         probe.release.add_permits(1);
         finish(runs).await;
-        assert!(!runner.is_running("probe.ok"));
+        assert!(!runner.is_running(name));
         assert_eq!(probe.runs(), 1);
-        let lines = logs.of_job("probe.ok");
+        let lines = logs.of_job(name);
         assert!(lines.iter().any(|l| l.contains("job started")), "{lines:?}");
         assert!(
             lines
@@ -194,22 +198,22 @@ mod runner {
         assert_eq!(probe.runs(), 2);
     }
 
-    #[tokio::test]
-    async fn a_failed_run_is_logged_and_the_job_may_run_again() {
-        let env = Env::new(JobSettings::default()).await;
+    async fn a_failed_run_is_logged_and_the_job_may_run_again(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
         let logs = logs();
-        let probe = Probe::new("probe.failing", true);
+        let name = per_backend("probe.failing", &db);
+        let probe = Probe::new(name, true);
         let runner = Runner::new(vec![probe.clone()]);
         probe.release.add_permits(2);
         finish(runner.start_due(&env.ctx, env.clock.now()).await).await;
-        let lines = logs.of_job("probe.failing");
+        let lines = logs.of_job(name);
         assert!(
             lines
                 .iter()
                 .any(|l| l.contains("outcome=\"failed\"") && l.contains("the probe failed")),
             "{lines:?}"
         );
-        assert!(!runner.is_running("probe.failing"));
+        assert!(!runner.is_running(name));
         finish(runner.start_due(&env.ctx, env.clock.now()).await).await;
         assert_eq!(probe.runs(), 2);
     }
@@ -219,9 +223,13 @@ mod refresh {
     use super::*;
     use jobs::refresh::RefreshJob;
 
-    #[tokio::test]
-    async fn due_daily_after_its_time_under_the_days_lease() {
-        let off = Env::new(JobSettings::default()).await;
+    testkit::backend_tests!(
+        due_daily_after_its_time_under_the_days_lease,
+        one_replica_claims_the_days_refresh,
+    );
+
+    async fn due_daily_after_its_time_under_the_days_lease(db: Db) {
+        let off = Env::new(&db, JobSettings::default()).await;
         assert_eq!(
             RefreshJob
                 .due(&off.ctx, t("2026-03-10T23:00:00Z"))
@@ -230,10 +238,13 @@ mod refresh {
             None
         );
 
-        let env = Env::new(JobSettings {
-            daily_refresh: Some(at(2, 0)),
-            ..JobSettings::default()
-        })
+        let env = Env::new(
+            &db,
+            JobSettings {
+                daily_refresh: Some(at(2, 0)),
+                ..JobSettings::default()
+            },
+        )
         .await;
         let due = |now| RefreshJob.due(&env.ctx, now);
         assert_eq!(due(t("2026-03-10T01:59:59Z")).await.expect("due"), None);
@@ -246,26 +257,28 @@ mod refresh {
         }
     }
 
-    #[tokio::test]
-    async fn one_replica_claims_the_days_refresh() {
-        let env = Env::new(JobSettings {
-            daily_refresh: Some(at(2, 0)),
-            // No vendor is asked: every fetcher is turned off.
-            refresh: jobs::refresh::RefreshOptions {
-                vendors: jobs::refresh::vendor_ids()
-                    .into_iter()
-                    .map(|id| {
-                        let off = jobs::refresh::VendorOverride {
-                            enabled: Some(false),
-                            ..Default::default()
-                        };
-                        (id, off)
-                    })
-                    .collect(),
-                ..Default::default()
+    async fn one_replica_claims_the_days_refresh(db: Db) {
+        let env = Env::new(
+            &db,
+            JobSettings {
+                daily_refresh: Some(at(2, 0)),
+                // No vendor is asked: every fetcher is turned off.
+                refresh: jobs::refresh::RefreshOptions {
+                    vendors: jobs::refresh::vendor_ids()
+                        .into_iter()
+                        .map(|id| {
+                            let off = jobs::refresh::VendorOverride {
+                                enabled: Some(false),
+                                ..Default::default()
+                            };
+                            (id, off)
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+                ..JobSettings::default()
             },
-            ..JobSettings::default()
-        })
+        )
         .await;
         let now = t("2026-03-10T02:01:00Z");
         let runner = Runner::default();
@@ -295,9 +308,13 @@ mod publish {
     use super::*;
     use jobs::publish::{PublishJob, publish_day};
 
-    #[tokio::test]
-    async fn due_after_its_time_until_the_days_root_exists() {
-        let env = Env::new(JobSettings::default()).await;
+    testkit::backend_tests!(
+        due_after_its_time_until_the_days_root_exists,
+        the_runner_publishes_todays_root,
+    );
+
+    async fn due_after_its_time_until_the_days_root_exists(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
         let due = |now| PublishJob.due(&env.ctx, now);
         assert_eq!(due(t("2026-03-10T02:29:59Z")).await.expect("due"), None);
         match due(t("2026-03-10T02:30:00Z")).await.expect("due") {
@@ -319,9 +336,8 @@ mod publish {
         assert_eq!(due(t("2026-03-10T02:31:00Z")).await.expect("due"), None);
     }
 
-    #[tokio::test]
-    async fn the_runner_publishes_todays_root() {
-        let env = Env::new(JobSettings::default()).await;
+    async fn the_runner_publishes_todays_root(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
         let now = t("2026-03-10T02:30:00Z");
         finish(Runner::default().start_due(&env.ctx, now).await).await;
         let root = env
@@ -340,9 +356,10 @@ mod corpus_release {
     use super::*;
     use jobs::corpus_release::CorpusReleaseJob;
 
-    #[tokio::test]
-    async fn looks_hourly_when_there_is_somewhere_to_look() {
-        let env = Env::new(JobSettings::default()).await;
+    testkit::backend_tests!(looks_hourly_when_there_is_somewhere_to_look,);
+
+    async fn looks_hourly_when_there_is_somewhere_to_look(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
         let corpus =
             Arc::new(corpus::Corpus::open(&env.dir.path().join("corpus")).expect("corpus"));
         let job = CorpusReleaseJob::default();
@@ -385,6 +402,11 @@ mod corpus_release {
 mod publish_after_refresh {
     use super::*;
     use jobs::refresh::{RefreshOptions, VendorOverride, vendor_ids};
+
+    testkit::backend_tests!(
+        the_days_root_waits_for_the_days_refresh_to_end,
+        a_later_refresh_time_delays_the_root_every_day,
+    );
 
     /// Every vendor off but `go`, whose channel is `base`.
     fn only_go(base: Option<&str>) -> RefreshOptions {
@@ -435,15 +457,17 @@ mod publish_after_refresh {
         env.ctx.store.root(now.date_naive()).await.expect("root")
     }
 
-    #[tokio::test]
-    async fn the_days_root_waits_for_the_days_refresh_to_end() {
+    async fn the_days_root_waits_for_the_days_refresh_to_end(db: Db) {
         let (base, release) = stalled_channel().await;
-        let env = Env::new(JobSettings {
-            daily_refresh: Some(at(2, 0)),
-            translog_publish_at: at(2, 30),
-            refresh: only_go(Some(&base)),
-            ..JobSettings::default()
-        })
+        let env = Env::new(
+            &db,
+            JobSettings {
+                daily_refresh: Some(at(2, 0)),
+                translog_publish_at: at(2, 30),
+                refresh: only_go(Some(&base)),
+                ..JobSettings::default()
+            },
+        )
         .await;
         let runner = Runner::default();
         let (before, during) = (t("2026-03-10T01:59:00Z"), t("2026-03-10T02:30:00Z"));
@@ -470,14 +494,16 @@ mod publish_after_refresh {
         assert_eq!(root.published_at, after);
     }
 
-    #[tokio::test]
-    async fn a_later_refresh_time_delays_the_root_every_day() {
-        let env = Env::new(JobSettings {
-            daily_refresh: Some(at(3, 0)),
-            translog_publish_at: at(2, 30),
-            refresh: only_go(None),
-            ..JobSettings::default()
-        })
+    async fn a_later_refresh_time_delays_the_root_every_day(db: Db) {
+        let env = Env::new(
+            &db,
+            JobSettings {
+                daily_refresh: Some(at(3, 0)),
+                translog_publish_at: at(2, 30),
+                refresh: only_go(None),
+                ..JobSettings::default()
+            },
+        )
         .await;
         let runner = Runner::default();
         for day in ["2026-03-10", "2026-03-11"] {

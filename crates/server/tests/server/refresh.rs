@@ -9,50 +9,23 @@
 //! (proxy `list`, `.info`, `.zip`), Android platform-tools (`repository2-3.xml`, SHA-1 only)
 //! and the Go toolchain (`go.dev/dl/?mode=json`). Every vendor not under test is disabled.
 //!
-//! Each test runs as `sqlite::<name>` and `postgres::<name>` (see `common/mod.rs`).
+//! Each test runs as `sqlite::<name>` and `postgres::<name>`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
-mod common;
-
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use axum::Router;
-use axum::http::{StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use common::{TestApp, q};
 use ingest::{DownloadLimits, FetchLimits, VendorReport};
 use jobs::refresh::{RefreshOptions, VendorOverride, refresh_vendors, vendor_ids};
 use model::{Clock, Role, Tier};
 use serde_json::{Value, json};
 use sha2::Digest as _;
+use testkit::vendor::Site;
+use testkit::{TestApp, q};
 
-macro_rules! refresh_tests {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Sqlite, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    crate::common::run(crate::common::Backend::Postgres, stringify!($name), crate::$name).await;
-                }
-            )+
-        }
-    };
-}
-
-refresh_tests!(
+testkit::backend_tests!(
     a_refresh_feeds_the_public_api,
     a_newer_release_supersedes_the_current_one,
     a_republished_package_raises_a_change_alert,
@@ -83,91 +56,35 @@ fn ts(t: DateTime<Utc>) -> String {
 
 /// Every vendor channel on one plain-HTTP loopback server, each under `/<fetcher id>/`.
 /// Documents can be replaced between refreshes (a new release, a republish, an outage).
-/// `{BASE}` in a text document is replaced by the server's own base URL.
 #[derive(Clone)]
 struct Channels {
     base: String,
-    files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    /// Path prefixes answering with a status: a vendor that is down.
-    down: Arc<Mutex<Vec<(String, u16)>>>,
-    /// Paths that answer 503 for their next n requests.
-    flaky: Arc<Mutex<HashMap<String, u32>>>,
+    site: Site,
 }
 
 impl Channels {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind vendor channels");
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let channels = Self {
-            base,
-            files: Arc::default(),
-            down: Arc::default(),
-            flaky: Arc::default(),
-        };
-        let served = channels.clone();
-        let app = Router::new().fallback(move |uri: Uri| {
-            let served = served.clone();
-            async move { served.answer(&uri) }
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        channels
+        let site = Site::new();
+        let base = site.serve_http().await;
+        Self { base, site }
     }
 
     fn file(&self, path: &str, body: impl Into<Vec<u8>>) {
-        self.files
-            .lock()
-            .unwrap()
-            .insert(path.to_owned(), body.into());
+        self.site.file(path, body);
     }
 
     /// Every path of vendor `id` answers `status` until [`Channels::up`].
     fn down(&self, id: &str, status: u16) {
-        self.down.lock().unwrap().push((format!("/{id}/"), status));
+        self.site.down_under(&format!("/{id}/"), status);
     }
 
     fn up(&self, id: &str) {
-        let prefix = format!("/{id}/");
-        self.down.lock().unwrap().retain(|(p, _)| *p != prefix);
+        self.site.up(&format!("/{id}/"));
     }
 
     /// `path` answers 503 for its next `times` requests.
     fn flaky(&self, path: &str, times: u32) {
-        self.flaky.lock().unwrap().insert(path.to_owned(), times);
-    }
-
-    fn answer(&self, uri: &Uri) -> Response {
-        let path = uri.path();
-        let down = self
-            .down
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
-            .map(|(_, status)| *status);
-        if let Some(status) = down {
-            return (StatusCode::from_u16(status).unwrap(), "unavailable").into_response();
-        }
-        if let Some(left) = self.flaky.lock().unwrap().get_mut(path)
-            && *left > 0
-        {
-            *left -= 1;
-            return (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response();
-        }
-        let reply = self.files.lock().unwrap().get(path).cloned();
-        match reply {
-            Some(body) => {
-                let body = match std::str::from_utf8(&body) {
-                    Ok(text) if text.contains("{BASE}") => {
-                        text.replace("{BASE}", &self.base).into_bytes()
-                    }
-                    _ => body,
-                };
-                ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
-            }
-            None => StatusCode::NOT_FOUND.into_response(),
-        }
+        self.site.flaky(path, times);
     }
 
     /// Refresh options running exactly `ids`, each against its part of this server; every

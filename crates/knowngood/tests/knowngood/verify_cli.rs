@@ -3,8 +3,6 @@
 //! `knowngood serve`, then the verifier against it, online, with `--save`, and offline
 //! from saved documents that are then tampered with, one check at a time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
-
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,12 @@
+//! Ingest's integration tests, one binary: downloads and their hashing, Authenticode
+//! extraction, streaming memory, and every vendor fetcher against a fake channel.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
+mod common;
+mod vendor_support;
+
+mod authenticode;
+mod download;
+mod stream_memory;
+mod vendors;

@@ -1,0 +1,7 @@
+//! The binary's integration tests, one test binary: each runs the real `knowngood`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
+mod import_records;
+mod private_data;
+mod verify_cli;

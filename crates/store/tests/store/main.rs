@@ -1,0 +1,7 @@
+//! The store's integration tests, one binary: the conformance suite on both backends, and
+//! durability of SQLite under SIGKILL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
+mod conformance;
+mod kill;

@@ -1,0 +1,106 @@
+//! The test harness of the workspace's integration tests (a dev-dependency only):
+//!
+//! - [`db`]: scratch databases, a fresh SQLite file or a fresh PostgreSQL schema, and [`Db`],
+//!   a store over one with raw SQL access behind its back;
+//! - [`backend_tests!`]: the backend matrix, each test body run on SQLite and PostgreSQL;
+//! - [`app`]: [`TestApp`], a real server on loopback over a scratch database;
+//! - [`fixtures`]: timestamps and record builders;
+//! - [`vendor`]: a fake vendor channel served over loopback HTTPS or HTTP.
+//!
+//! PostgreSQL runs when `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable database (e.g.
+//! `postgres://postgres:postgres@127.0.0.1:5432/postgres`); each test gets its own schema,
+//! dropped afterwards. Without it the PostgreSQL variants print `SKIPPED` and pass.
+
+// Test code: a failed step panics with its cause.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod app;
+pub mod db;
+pub mod fixtures;
+pub mod vendor;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+
+pub use app::{
+    KEY_SECRET, RECORD_SECRET, Resp, TestApp, Upkeep, app_state, app_state_with, jwt_pkcs8,
+    test_settings,
+};
+pub use db::{Backend, Db, PG_ENV, Scratch};
+pub use fixtures::{go, hex_of, putty, pypi, q, rec, start_time, t};
+
+/// What a matrix test body receives, built over a fresh scratch database.
+pub trait Fixture: Sized {
+    /// What `name with configure` in [`backend_tests!`] adjusts before the start.
+    type Config;
+
+    fn config() -> Self::Config;
+
+    fn start(scratch: &Arc<Scratch>, config: Self::Config) -> impl Future<Output = Self>;
+
+    /// The store closed once the body is done.
+    fn store(&self) -> Arc<dyn store::Store>;
+}
+
+/// Runs `body` on a fixture over a fresh database of `backend`, then drops the database
+/// (also when the body panics). A PostgreSQL run without a database prints `SKIPPED`.
+pub async fn run<T, F, Fut>(
+    backend: Backend,
+    name: &str,
+    configure: impl FnOnce(&mut T::Config),
+    body: F,
+) where
+    T: Fixture,
+    F: FnOnce(T) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(scratch) = Scratch::new(backend, name).await else {
+        return;
+    };
+    let scratch = Arc::new(scratch);
+    let mut config = T::config();
+    configure(&mut config);
+    let result = AssertUnwindSafe(async {
+        let fixture = T::start(&scratch, config).await;
+        let store = fixture.store();
+        body(fixture).await;
+        store.close().await;
+    })
+    .catch_unwind()
+    .await;
+    scratch.cleanup().await;
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The backend matrix: for each `name` (an `async fn name(fixture)` in the invoking module,
+/// the fixture being any [`Fixture`], e.g. [`TestApp`] or [`Db`]) a test `sqlite::name`
+/// and a test `postgres::name`. `name with configure` first passes the fixture's config to
+/// `fn configure(&mut Config)` of the invoking module.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident $(with $configure:ident)?),+ $(,)?) => {
+        $crate::backend_tests!(@on sqlite Sqlite; $($name $(with $configure)?),+);
+        $crate::backend_tests!(@on postgres Postgres; $($name $(with $configure)?),+);
+    };
+    (@on $module:ident $backend:ident; $($name:ident $(with $configure:ident)?),+) => {
+        mod $module {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    $crate::run(
+                        $crate::Backend::$backend,
+                        stringify!($name),
+                        |_config| { $(super::$configure(_config);)? },
+                        super::$name,
+                    )
+                    .await;
+                }
+            )+
+        }
+    };
+}

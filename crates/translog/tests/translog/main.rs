@@ -1,0 +1,8 @@
+//! The transparency log primitives' integration tests, one binary: property tests, signed
+//! roots, and public test vectors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
+mod properties;
+mod signatures;
+mod vectors;
