@@ -324,6 +324,7 @@ impl Admin {
             "account.unsuspend"
         };
         self.audited(actor, action, team_id, async {
+            crate::validate_team_id(team_id)?;
             let tenant = self
                 .store
                 .tenant(team_id)
@@ -401,7 +402,7 @@ impl Admin {
             actor: actor.key_id.clone(),
             team_id: actor.team_id.clone(),
             action: action.into(),
-            target: target.into(),
+            target: audit_target(target),
             outcome,
             detail,
         };
@@ -447,6 +448,21 @@ impl Admin {
     async fn managed_key(&self, key_id: &str, team_id: &str) -> Result<ManagedKey, Error> {
         let info = self.key_info(key_id, team_id).await?;
         Ok(ManagedKey::new(info, self.clock.now()))
+    }
+}
+
+/// A target as the audit log keeps it: a plain identifier as given, anything else (a
+/// refused attempt with a malformed id) quoted, escaped and cut, so caller text can never
+/// forge a line or flood the log.
+fn audit_target(target: &str) -> String {
+    let plain = (1..=64).contains(&target.len())
+        && target
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if plain {
+        target.to_string()
+    } else {
+        model::shown(target)
     }
 }
 
@@ -540,6 +556,23 @@ mod tests {
 
     use super::*;
     use crate::Credential;
+
+    #[test]
+    fn audit_targets_are_plain_ids_or_escaped_and_cut() {
+        assert_eq!(audit_target("key_0123abcd"), "key_0123abcd");
+        assert_eq!(audit_target("acme-soc"), "acme-soc");
+        let forged = audit_target("acme\n2026-01-01 ok key.revoke");
+        assert!(
+            forged.starts_with('"') && forged.contains("\\n"),
+            "{forged}"
+        );
+        let long = audit_target(&"t".repeat(60_000));
+        assert!(
+            long.chars().count() <= model::error::SHOWN_CHARS + 3,
+            "{}",
+            long.len()
+        );
+    }
 
     fn principal(key_id: &str, team: &str, kind: TenantKind, roles: &[Role]) -> Principal {
         Principal {

@@ -95,7 +95,8 @@ pub fn validate_team_id(team_id: &str) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::bad_request(format!(
-            "team id {team_id:?} must be 3-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
+            "team id {} must be 3-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
+            model::shown(team_id)
         )))
     }
 }

@@ -255,10 +255,15 @@ impl ExportRow {
     }
 }
 
+/// Characters that make a spreadsheet read a cell as a formula when they open it.
+const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// One CSV field: quoted (RFC 4180) when it holds a separator, a quote or a line break, and
+/// prefixed with `'` when it starts with a formula character, so `-2+3+cmd|…` and
+/// `@types/node (npm)` alike open as text. The JSON export carries the raw values.
 fn csv_field(value: &str) -> String {
-    // Quote anything a spreadsheet could misread; neutralise formula prefixes.
     let needs_quotes = value.contains([',', '"', '\r', '\n']);
-    let value = if value.starts_with(['=', '+', '@', '\t']) {
+    let value = if value.starts_with(FORMULA_PREFIXES) {
         format!("'{value}")
     } else {
         value.to_string()
@@ -267,6 +272,29 @@ fn csv_field(value: &str) -> String {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
         value
+    }
+}
+
+#[cfg(test)]
+mod csv_tests {
+    use super::csv_field;
+
+    #[test]
+    fn formula_prefixes_are_neutralised_alike() {
+        for (raw, shown) in [
+            ("=1+1", "'=1+1"),
+            ("+1", "'+1"),
+            ("-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"),
+            ("@types/node (npm)", "'@types/node (npm)"),
+            ("\tx", "'\tx"),
+            ("\rx", "\"'\rx\""),
+            ("a,b", "\"a,b\""),
+            ("=a,\"b\"", "\"'=a,\"\"b\"\"\""),
+            ("putty.exe", "putty.exe"),
+            ("1.2-3", "1.2-3"),
+        ] {
+            assert_eq!(csv_field(raw), shown, "{raw:?}");
+        }
     }
 }
 

@@ -44,6 +44,7 @@ testkit::backend_tests!(
     failed_authentications_are_limited with tight_failure_limits,
     ambiguous_credentials_are_refused,
     refused_requests_cost_no_quota with two_per_minute,
+    malformed_targets_are_audited_escaped_and_cut,
 );
 
 const STATS: &str = "/api/v1/intel/stats";
@@ -2026,4 +2027,37 @@ async fn refused_requests_cost_no_quota(app: TestApp) {
     let team = key.split_once('.').unwrap().0;
     let month = app.state.usage.month_total(team, app.clock.now()).await;
     assert_eq!(month.unwrap(), 2, "only the answered requests count");
+}
+
+/// A team id no account can have is refused with 400 and audited as a refused attempt, the
+/// value quoted and cut; the audit log never holds the caller's text as given.
+async fn malformed_targets_are_audited_escaped_and_cut(app: TestApp) {
+    let owner = app
+        .account("owner-audit", Role::PlatformOwner, Tier::Enterprise)
+        .await;
+    let long = "x".repeat(1_000);
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/admin/accounts/{long}/suspend"),
+            Some(&owner),
+            None,
+        )
+        .await;
+    r.assert_error(400, "bad request");
+    assert!(
+        r.message().len() < 300,
+        "the message quotes a cut value: {}",
+        r.message()
+    );
+    let log = app.get_with(AUDIT, &owner).await.json();
+    let entry = &log["results"][0];
+    assert_eq!(entry["action"], "account.suspend");
+    assert_eq!(entry["outcome"], "denied: bad request");
+    let target = entry["target"].as_str().unwrap();
+    assert!(
+        target.starts_with("\"xxx") && target.ends_with("…\""),
+        "{target}"
+    );
+    assert!(target.chars().count() < 80, "{target}");
 }
