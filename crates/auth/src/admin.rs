@@ -10,9 +10,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use model::TenantKind;
 use model::{Clock, Error, Role, Tier};
-use store::access::{AuditEntry, GrantRow, KeyInfo};
-use store::{KeyPrincipal, NewApiKey, Page, Store, TenantKind};
+use store::admin::{AuditEntry, GrantRow, KeyInfo};
+use store::{KeyPrincipal, NewApiKey, Page, Store};
 
 use crate::Principal;
 use crate::credentials::Credentials;

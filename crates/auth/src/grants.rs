@@ -6,9 +6,9 @@
 //! SPEC-DECISIONS "Roles") decide every issue, grant, update and revocation.
 
 use chrono::{DateTime, Duration, Utc};
+use model::TenantKind;
 use model::{Error, Permission, Role};
-use store::TenantKind;
-use store::access::GrantRow;
+use store::admin::GrantRow;
 
 use crate::Principal;
 

@@ -19,9 +19,10 @@ pub use grants::Grant;
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
+use model::TenantKind;
 use model::{Error, Permission, Role, Tier};
 use sha2::Sha256;
-use store::{KeyPrincipal, TenantKind};
+use store::KeyPrincipal;
 use subtle::ConstantTimeEq;
 
 /// A freshly issued API key. Its `Debug` output hides the secret.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
 use model::{Error, Tier};
 use store::Store;
-use store::access::UsageDelta;
+use store::admin::UsageDelta;
 
 /// Monthly request quotas per tier; `None` = unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
 use store::Store;
-use store::translog::{LeafRow, StoredRoot};
+use store::roots::{LeafRow, StoredRoot};
 use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
 use translog::{Hash, Record, SignedRoot, SigningKey, VerifyingKey};
 

@@ -15,7 +15,7 @@ use ingest::{
     VendorReport, ingest_vendor,
 };
 use model::{Clock, Error, NewRecord};
-use store::ingest::ChangeAlert;
+use store::downloads::ChangeAlert;
 use store::{HistoryQuery, RecordOutcome, Store};
 
 /// Per-vendor overrides of the official channel (`[vendors.<id>]` in the config).
@@ -76,7 +76,7 @@ impl RecordSink for StoreSink {
     async fn signer_seen(&self, signer: &ingest::SignerInfo) -> Result<(), Error> {
         self.store
             .signing_cert_seen(
-                &store::ingest::SigningCert {
+                &store::downloads::SigningCert {
                     thumbprint: signer.sig_thumbprint.clone(),
                     signer: signer.sig_signer.clone(),
                     issuer: signer.sig_issuer.clone(),
@@ -90,7 +90,7 @@ impl RecordSink for StoreSink {
 
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
         self.store
-            .record_download(&store::ingest::DownloadAudit {
+            .record_download(&store::downloads::DownloadAudit {
                 vendor: self.vendor.clone(),
                 downloaded_at: audit.downloaded_at,
                 url: audit.url,

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use model::TenantKind;
 use model::{Role, SystemClock, Tier};
-use store::{NewApiKey, TenantKind};
+use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
 mod config;

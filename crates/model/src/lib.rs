@@ -4,15 +4,14 @@
 //! submitted hash is parsed, what a hash record is and how it is signed, which platforms,
 //! tiers, roles and permissions exist, and the error kinds every layer reports.
 
-pub mod access;
 pub mod clock;
 pub mod error;
 pub mod hash;
 pub mod record;
 pub mod redact;
+pub mod roles;
 pub mod version;
 
-pub use access::{Permission, Role, Tier};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, shown};
 pub use hash::{HashAlgo, HashValue};
@@ -21,3 +20,4 @@ pub use record::{
     name_key,
 };
 pub use redact::{redact_url, redact_urls};
+pub use roles::{Permission, Role, TenantKind, Tier};

@@ -26,8 +26,9 @@ use support::{summarize, us};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use model::TenantKind;
 use model::{Arch, Clock, NewRecord, Platform, RecordSigner, Role, SystemClock, Tier};
-use store::{NewApiKey, TenantKind};
+use store::NewApiKey;
 
 const GOAL: f64 = 1.5;
 

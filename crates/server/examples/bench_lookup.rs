@@ -28,9 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
+use model::TenantKind;
 use model::{Arch, Clock, HashValue, NewRecord, Platform, RecordSigner, Role, SystemClock, Tier};
 use sqlx::Connection as _;
-use store::{NewApiKey, RecordOutcome, Store, TenantKind};
+use store::{NewApiKey, RecordOutcome, Store};
 use tower::ServiceExt as _;
 
 const GOAL: f64 = 3.0;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, SubsecRound, Utc};
-use model::{HashAlgo, HashRecord, HashValue, NewRecord, RecordSigner, Role, Tier};
+use model::{HashAlgo, HashRecord, HashValue, NewRecord, RecordSigner, Role, TenantKind, Tier};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -20,8 +20,8 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::migrate::{self, Migration};
 use crate::{
     AccountStore, ExportCursor, ExportQuery, HealthStore, HistoryQuery, KeyPrincipal, NewApiKey,
-    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, TenantKind, VendorHealth,
-    db_error, new_id,
+    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, VendorHealth, db_error,
+    new_id,
 };
 
 const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \

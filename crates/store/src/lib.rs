@@ -14,15 +14,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, Role, Tier};
+use model::{
+    Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, Role, TenantKind, Tier,
+};
 
-pub mod access;
-mod access_backend;
+pub mod admin;
+mod admin_backend;
 mod backend;
-pub mod ingest;
+pub mod downloads;
 mod lease;
 mod migrate;
-pub mod translog;
+pub mod roots;
 
 pub use backend::{PgStore, SqliteStore};
 pub use lease::{JobLease, LeaseStore};
@@ -90,21 +92,6 @@ pub struct RecordStats {
     pub total_platforms: u64,
     /// Current records.
     pub total_records: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TenantKind {
-    Platform,
-    Customer,
-}
-
-impl TenantKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            TenantKind::Platform => "platform",
-            TenantKind::Customer => "customer",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,9 +260,9 @@ pub trait Store:
     RecordStore
     + AccountStore
     + HealthStore
-    + access::AccessStore
-    + translog::TranslogStore
-    + ingest::IngestStore
+    + admin::AdminStore
+    + roots::RootStore
+    + downloads::DownloadStore
     + LeaseStore
 {
     /// Distinct records whose HMAC failed verification since start.

@@ -7,11 +7,12 @@ use auth::credentials::Credentials;
 use auth::jwt::JwtKeys;
 use auth::limits::{Limiter, LocalLimiter};
 use chrono::Duration;
+use model::TenantKind;
 use model::{Clock, FixedClock, NewRecord, RecordSigner, Role, Tier};
 use reqwest::Method;
 use serde_json::Value;
 use server::{AppState, Limits, Settings};
-use store::{NewApiKey, RecordOutcome, Store, TenantKind};
+use store::{NewApiKey, RecordOutcome, Store};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 

@@ -453,7 +453,7 @@ mod publish_after_refresh {
         (base, release)
     }
 
-    async fn root_of(env: &Env, now: DateTime<Utc>) -> Option<store::translog::StoredRoot> {
+    async fn root_of(env: &Env, now: DateTime<Utc>) -> Option<store::roots::StoredRoot> {
         env.ctx.store.root(now.date_naive()).await.expect("root")
     }
 

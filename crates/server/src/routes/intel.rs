@@ -487,7 +487,7 @@ pub async fn downloads(
     State(state): State<AppState>,
     QueryParams(params): QueryParams<DownloadParams>,
 ) -> ApiResult<Json<DownloadPage>> {
-    let query = store::ingest::DownloadQuery {
+    let query = store::downloads::DownloadQuery {
         vendor: crate::extract::name_filter(params.vendor.as_deref(), "vendor")?,
         from: crate::extract::instant(params.from.as_deref(), "from", false)?,
         until: crate::extract::instant(params.until.as_deref(), "until", true)?,

@@ -16,7 +16,7 @@ use chrono::NaiveDate;
 use model::{Error, HashAlgo, HashValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use store::translog::{LeafRow, StoredRoot};
+use store::roots::{LeafRow, StoredRoot};
 use translog::encoding::hash_to_hex;
 use translog::{Hash, MerkleTree, Record, SignedRoot};
 use utoipa::ToSchema;

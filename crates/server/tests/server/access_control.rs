@@ -20,12 +20,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, NaiveDate, SecondsFormat, Utc};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use model::TenantKind;
 use model::{Arch, Clock as _, FixedClock, RecordSigner, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
 use server::Settings;
 use server::routing::{Access, ROUTES, RouteSpec};
-use store::TenantKind;
 use testkit::{Resp, TestApp, hex_of, putty, t};
 
 testkit::backend_tests!(

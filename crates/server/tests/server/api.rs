@@ -1393,7 +1393,7 @@ async fn auth_rejects_bad_credentials(app: TestApp) {
     app.store
         .create_tenant_with_key(
             "foreign",
-            store::TenantKind::Customer,
+            model::TenantKind::Customer,
             Tier::Enterprise,
             store::NewApiKey {
                 key_id: foreign.key_id.clone(),

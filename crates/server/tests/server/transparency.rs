@@ -18,7 +18,7 @@ use serde_json::Value;
 use server::routes::transparency::CHECKPOINT_ORIGIN;
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
-use store::translog::StoredRoot;
+use store::roots::StoredRoot;
 use testkit::{Backend, TestApp, go, hex_of, putty, pypi, rec, t};
 use translog::encoding::{
     hash_to_hex, key_id, parse_hash_hex, parse_public_key_base64, parse_public_key_pem,

@@ -6,10 +6,11 @@
 //! `postgres::<name>`.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use model::TenantKind;
 use model::{
     Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier,
 };
-use store::{ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store, TenantKind};
+use store::{ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store};
 use testkit::{Db, go, hex_of, putty, rec, t};
 
 const SECRET: &[u8] = testkit::RECORD_SECRET;
@@ -1784,7 +1785,7 @@ async fn a_lease_notes_when_its_run_ended(db: Db) {
 // ---------------------------------------------------------------------------------------
 
 async fn download_audit_filters_and_pages(db: Db) {
-    use store::ingest::{DownloadAudit, DownloadQuery};
+    use store::downloads::{DownloadAudit, DownloadQuery};
     let s = db.store.as_ref();
     for (i, (vendor, at)) in [
         ("Go", "2026-01-01T10:00:00Z"),
@@ -1846,7 +1847,7 @@ async fn download_audit_filters_and_pages(db: Db) {
 }
 
 async fn signing_certificates_keep_their_crl_urls(db: Db) {
-    use store::ingest::SigningCert;
+    use store::downloads::SigningCert;
     let s = db.store.as_ref();
     let cert = SigningCert {
         thumbprint: "AB".repeat(20),

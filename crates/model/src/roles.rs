@@ -288,3 +288,20 @@ mod tests {
         assert!(Role::ClientLiaison.is_platform());
     }
 }
+
+/// Whose an account is: the operator's own platform tenant (staff keys) or a customer's.
+/// Platform roles are never given to a customer account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantKind {
+    Platform,
+    Customer,
+}
+
+impl TenantKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TenantKind::Platform => "platform",
+            TenantKind::Customer => "customer",
+        }
+    }
+}

@@ -51,7 +51,7 @@ pub struct SigningCert {
 }
 
 #[async_trait]
-pub trait IngestStore: Send + Sync {
+pub trait DownloadStore: Send + Sync {
     /// Remembers a signing certificate (its CRL distribution points for the revocation
     /// checker); seeing it again refreshes `last_seen_at` and the URLs.
     async fn signing_cert_seen(&self, cert: &SigningCert, now: DateTime<Utc>) -> Result<()>;
@@ -74,7 +74,7 @@ const DOWNLOAD_FILTER: &str = "($1 IS NULL OR lower(vendor) = lower($1)) \
 macro_rules! ingest_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
-        impl IngestStore for $store {
+        impl DownloadStore for $store {
             async fn signing_cert_seen(&self, c: &SigningCert, now: DateTime<Utc>) -> Result<()> {
                 let now = now.trunc_subsecs(6);
                 sqlx::query(

@@ -54,7 +54,7 @@ pub struct UsageDelta {
 }
 
 #[async_trait]
-pub trait AccessStore: Send + Sync {
+pub trait AdminStore: Send + Sync {
     async fn key_by_id(&self, key_id: &str) -> Result<Option<KeyPrincipal>>;
     async fn grants(&self, key_id: &str) -> Result<Vec<GrantRow>>;
     /// Keys of one team, or of every team; newest first.

@@ -36,7 +36,7 @@ pub struct LeafRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogKey {
+pub struct SigningKeyRecord {
     pub key_id: String,
     /// Base64 of the raw 32-byte Ed25519 public key.
     pub public_key: String,
@@ -46,7 +46,7 @@ pub struct LogKey {
 }
 
 #[async_trait]
-pub trait TranslogStore: Send + Sync {
+pub trait RootStore: Send + Sync {
     /// Stores a day's root with its leaves (in tree order) unless the day is already
     /// published; returns the root that is stored for that day either way.
     async fn publish_root(&self, root: &StoredRoot, leaves: &[LeafRow]) -> Result<StoredRoot>;
@@ -65,7 +65,7 @@ pub trait TranslogStore: Send + Sync {
         public_key: &str,
         now: DateTime<Utc>,
     ) -> Result<()>;
-    async fn log_keys(&self) -> Result<Vec<LogKey>>;
+    async fn log_keys(&self) -> Result<Vec<SigningKeyRecord>>;
 }
 
 fn count(v: i64) -> u64 {
@@ -92,7 +92,7 @@ macro_rules! translog_backend {
         }
 
         #[async_trait]
-        impl TranslogStore for $store {
+        impl RootStore for $store {
             async fn publish_root(
                 &self,
                 root: &StoredRoot,
@@ -227,7 +227,7 @@ macro_rules! translog_backend {
                 Ok(())
             }
 
-            async fn log_keys(&self) -> Result<Vec<LogKey>> {
+            async fn log_keys(&self) -> Result<Vec<SigningKeyRecord>> {
                 let rows = sqlx::query(
                     "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
                      MAX(r.log_date) AS last_date FROM translog_keys k \
@@ -239,7 +239,7 @@ macro_rules! translog_backend {
                 .map_err(db_error)?;
                 rows.iter()
                     .map(|r| {
-                        Ok(LogKey {
+                        Ok(SigningKeyRecord {
                             key_id: r.try_get("key_id").map_err(db_error)?,
                             public_key: r.try_get("public_key").map_err(db_error)?,
                             first_date: r.try_get("first_date").map_err(db_error)?,

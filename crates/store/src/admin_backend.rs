@@ -1,4 +1,4 @@
-//! `AccessStore` for both backends, from one body like `backend.rs`.
+//! `AdminStore` for both backends, from one body like `backend.rs`.
 
 use std::str::FromStr;
 
@@ -9,7 +9,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::access::{AccessStore, AuditEntry, GrantRow, KeyInfo, UsageDelta};
+use crate::admin::{AdminStore, AuditEntry, GrantRow, KeyInfo, UsageDelta};
 use crate::{AccountStore, KeyPrincipal, NewApiKey, Page, PgStore, Result, SqliteStore, db_error};
 
 const BUMP_EPOCH: &str = "UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'";
@@ -49,7 +49,7 @@ macro_rules! access_backend {
         }
 
         #[async_trait]
-        impl AccessStore for $store {
+        impl AdminStore for $store {
             async fn key_by_id(&self, key_id: &str) -> Result<Option<KeyPrincipal>> {
                 let row = sqlx::query("SELECT key_hash FROM api_keys WHERE key_id = $1")
                     .bind(key_id)
