@@ -6,7 +6,7 @@ use utoipa_axum::routes;
 use crate::routing::{Api, Rule};
 
 pub mod admin;
-pub mod auth;
+pub mod tokens;
 pub mod intel;
 pub mod public;
 pub mod transparency;
@@ -15,7 +15,7 @@ pub mod transparency;
 pub fn api() -> Api {
     let api = Api::default();
     let api = public::routes(api);
-    let api = auth::routes(api);
+    let api = tokens::routes(api);
     let api = intel::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
