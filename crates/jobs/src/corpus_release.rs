@@ -109,6 +109,18 @@ pub fn redacted(url: &reqwest::Url) -> String {
     shown.to_string()
 }
 
+/// Why fetching or importing a release failed, in words for the log and the saved state:
+/// each step says what it was doing and with what (URLs redacted).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReleaseError(String);
+
+impl From<String> for ReleaseError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
 /// What one look at the release URL did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReleaseCheck {
@@ -315,6 +327,7 @@ pub async fn check_release(ctx: &JobContext) -> ReleaseCheck {
         Err(error) => {
             saved.failures = saved.failures.saturating_add(1);
             saved.failed_at = Some(started);
+            let error = error.to_string();
             saved.last_error = Some(error.clone());
             let retry_at = started + retry_delay(saved.failures);
             tracing::error!(url = %url, error = %error, retry_at = %retry_at, "NSRL release fetch failed; the live generation is unchanged");
@@ -481,7 +494,7 @@ async fn fetch_and_import(
     root: &Path,
     place: &Place,
     saved: &Saved,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, ReleaseError> {
     let client = ctx
         .settings
         .refresh
@@ -525,13 +538,13 @@ async fn fetch_and_import(
 async fn import(
     root: PathBuf,
     inputs: Vec<(PathBuf, corpus::SetName)>,
-) -> Result<corpus::GenerationInfo, String> {
+) -> Result<corpus::GenerationInfo, ReleaseError> {
     tokio::task::spawn_blocking(move || {
         corpus::import(&inputs, &root, &corpus::TerminalProgress::new())
     })
     .await
     .map_err(|e| format!("NSRL import stopped: {e}"))?
-    .map_err(|e| format!("NSRL import failed: {e}"))
+    .map_err(|e| format!("NSRL import failed: {e}").into())
 }
 
 /// The work directory; removed with everything in it when dropped, whatever happened.
@@ -540,14 +553,19 @@ struct WorkDir {
 }
 
 impl WorkDir {
-    fn create(path: &Path) -> Result<Self, String> {
+    fn create(path: &Path) -> Result<Self, ReleaseError> {
         // Left by a run that was killed: this replica holds the lease, nobody else uses it.
         match std::fs::remove_dir_all(path) {
             Ok(()) => {
                 tracing::info!(path = %path.display(), "removed what an interrupted NSRL release import left")
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot clear {}: {e}", path.display())),
+            Err(e) => {
+                return Err(ReleaseError::from(format!(
+                    "cannot clear {}: {e}",
+                    path.display()
+                )));
+            }
         }
         std::fs::create_dir_all(path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -585,7 +603,7 @@ async fn download(
     source: &ReleaseSource,
     known: &Validators,
     dir: &Path,
-) -> Result<Download, String> {
+) -> Result<Download, ReleaseError> {
     let url = redacted(&source.url);
     let started = Instant::now();
     let deadline = started + source.total_timeout;
@@ -616,15 +634,18 @@ async fn download(
         return Ok(Download::NotModified(Validators::of(&response)));
     }
     if !status.is_success() {
-        return Err(format!("{url} answered HTTP {}", status.as_u16()));
+        return Err(ReleaseError::from(format!(
+            "{url} answered HTTP {}",
+            status.as_u16()
+        )));
     }
     let limit = source.max_download_bytes;
     if let Some(announced) = response.content_length()
         && announced > limit
     {
-        return Err(format!(
+        return Err(ReleaseError::from(format!(
             "{url} announces {announced} bytes, over the {limit}-byte download limit"
-        ));
+        )));
     }
     let validators = Validators::of(&response);
     let name = download_name(&source.url);
@@ -642,29 +663,29 @@ async fn download(
             Ok(Some(Ok(chunk))) => chunk,
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(format!(
+                return Err(ReleaseError::from(format!(
                     "download of {url} broke off after {bytes} bytes: {}",
                     ingest::error_chain(&e.without_url())
-                ));
+                )));
             }
             Err(_) if Instant::now() >= deadline => {
-                return Err(format!(
+                return Err(ReleaseError::from(format!(
                     "download of {url} did not finish within {:?}",
                     source.total_timeout
-                ));
+                )));
             }
             Err(_) => {
-                return Err(format!(
+                return Err(ReleaseError::from(format!(
                     "download of {url} stalled: nothing received for {:?} after {bytes} bytes",
                     source.stall_timeout
-                ));
+                )));
             }
         };
         bytes += chunk.len() as u64;
         if bytes > limit {
-            return Err(format!(
+            return Err(ReleaseError::from(format!(
                 "{url} sent more than the {limit}-byte download limit; download aborted"
-            ));
+            )));
         }
         hasher.update(&chunk);
         file.write_all(&chunk).await.map_err(write_error)?;
@@ -701,7 +722,7 @@ fn unpack(
     name: &str,
     dir: &Path,
     max_extracted: u64,
-) -> Result<Vec<(PathBuf, corpus::SetName)>, String> {
+) -> Result<Vec<(PathBuf, corpus::SetName)>, ReleaseError> {
     let mut magic = Vec::with_capacity(16);
     std::fs::File::open(download)
         .and_then(|f| f.take(16).read_to_end(&mut magic))
@@ -710,9 +731,9 @@ fn unpack(
         return Ok(vec![(download.to_path_buf(), set_named(name))]);
     }
     if !magic.starts_with(b"PK") {
-        return Err(format!(
+        return Err(ReleaseError::from(format!(
             "the release {name} is neither a zip archive nor an SQLite database"
-        ));
+        )));
     }
     let databases = extract_databases(download, name, dir, max_extracted)?;
     if let Err(e) = std::fs::remove_file(download) {
@@ -726,7 +747,7 @@ fn extract_databases(
     archive_name: &str,
     dir: &Path,
     max_extracted: u64,
-) -> Result<Vec<(PathBuf, corpus::SetName)>, String> {
+) -> Result<Vec<(PathBuf, corpus::SetName)>, ReleaseError> {
     let file = std::fs::File::open(archive_path)
         .map_err(|e| format!("cannot open {}: {e}", archive_path.display()))?;
     let mut archive = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| {
@@ -752,13 +773,15 @@ fn extract_databases(
         }
         let shown = inner.display().to_string();
         if member.encrypted() {
-            return Err(format!("{shown} in {archive_name} is encrypted"));
+            return Err(ReleaseError::from(format!(
+                "{shown} in {archive_name} is encrypted"
+            )));
         }
         if member.size() > left {
-            return Err(format!(
+            return Err(ReleaseError::from(format!(
                 "{shown} in {archive_name} would unpack to {} bytes, over the {max_extracted}-byte extraction limit",
                 member.size()
-            ));
+            )));
         }
         // One directory per member: two members may share a file name.
         let out_dir = dir.join(format!("member-{index}"));
@@ -773,9 +796,9 @@ fn extract_databases(
         let copied = std::io::copy(&mut (&mut member).take(left.saturating_add(1)), &mut writer)
             .map_err(|e| format!("cannot extract {shown} from {archive_name}: {e}"))?;
         if copied > left {
-            return Err(format!(
+            return Err(ReleaseError::from(format!(
                 "{shown} in {archive_name} unpacks to more than the {max_extracted}-byte extraction limit"
-            ));
+            )));
         }
         writer
             .flush()
@@ -785,9 +808,9 @@ fn extract_databases(
         databases.push((out, set));
     }
     if databases.is_empty() {
-        return Err(format!(
+        return Err(ReleaseError::from(format!(
             "the zip archive {archive_name} holds no RDS database (.db)"
-        ));
+        )));
     }
     Ok(databases)
 }

@@ -23,6 +23,9 @@ pub enum Error {
     RateLimited { retry_after_secs: u64 },
     #[error("quota exceeded")]
     QuotaExceeded { retry_after_secs: u64 },
+    /// A dependency (the database) is down for now; worth retrying.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Storage or other internal failure. The detail is for logs only.
     #[error("internal error: {0}")]
     Internal(String),
@@ -49,6 +52,7 @@ impl Error {
             Error::PayloadTooLarge(_) => "payload too large",
             Error::RateLimited { .. } => "rate limit exceeded",
             Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
+            Error::Unavailable(_) => "service unavailable",
             Error::Internal(_) => "internal error",
         }
     }

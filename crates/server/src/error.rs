@@ -1,6 +1,20 @@
 //! The one mapping from domain errors to HTTP: every error response of the API is made
 //! here, as `{"error": "<code>", "message": "<detail>"}` with the status docs/api.md
-//! ("Errors") fixes. Internal details go to the log, never to the caller.
+//! ("Errors") fixes.
+//!
+//! Error policy, by layer:
+//! - Each layer reports failures in its own terms: the store as `store::StoreError`
+//!   (not found, conflict, unavailable, corrupt, configuration, other with its source),
+//!   ingestion as problems in a vendor report, the edge (`extract`) as bad requests naming
+//!   the field. Layers that can tell the caller something speak `model::Error`.
+//! - Every kind is turned into the next layer's exactly once: `StoreError` into
+//!   `model::Error` in the store, `model::Error` into status and code here
+//!   ([`status_and_code`], exhaustive, so a new kind cannot go unmapped).
+//! - Messages are for the caller: they name the offending field or value (quoted with
+//!   `model::shown`) and never carry internals. Causes (driver errors, paths, URLs with
+//!   credentials redacted) go to the log where the failure is classified; a 500 answers
+//!   `internal error` with no message, a 503 says the database is unavailable.
+//! - A 401 names the scheme (`WWW-Authenticate`); a 429 says when to retry (`Retry-After`).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -41,6 +55,7 @@ pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
         Error::Conflict(_) => StatusCode::CONFLICT,
         Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         Error::RateLimited { .. } | Error::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, e.code())
@@ -55,7 +70,8 @@ impl IntoResponse for ApiError {
             | Error::Forbidden(m)
             | Error::NotFound(m)
             | Error::Conflict(m)
-            | Error::PayloadTooLarge(m) => Some(m.clone()),
+            | Error::PayloadTooLarge(m)
+            | Error::Unavailable(m) => Some(m.clone()),
             Error::MfaRequired => Some("enroll a passkey or authenticator first".into()),
             Error::RateLimited { .. } | Error::QuotaExceeded { .. } => None,
             Error::Internal(detail) => {

@@ -22,11 +22,13 @@ pub mod admin;
 mod admin_backend;
 mod backend;
 pub mod downloads;
+mod error;
 mod lease;
 mod migrate;
 pub mod roots;
 
 pub use backend::{PgStore, SqliteStore};
+pub use error::StoreError;
 pub use lease::{JobLease, LeaseStore};
 
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;
@@ -293,10 +295,12 @@ pub async fn open(url: &str, signer: RecordSigner) -> Result<Arc<dyn Store>> {
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         Ok(Arc::new(PgStore::connect(url, signer).await?))
     } else {
-        Err(model::Error::bad_request(format!(
+        // A configuration mistake of the operator's, not a caller's bad request.
+        Err(StoreError::Config(format!(
             "database URL must start with sqlite: or postgres: (got {:?})",
             url.split(':').next().unwrap_or("")
-        )))
+        ))
+        .into())
     }
 }
 
@@ -305,7 +309,7 @@ pub fn new_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
 }
 
+/// A driver error, classified ([`StoreError`]) and mapped to the domain's kinds.
 pub(crate) fn db_error(e: sqlx::Error) -> model::Error {
-    tracing::error!(error = %e, "database error");
-    model::Error::internal(format!("database error: {e}"))
+    StoreError::from(e).into()
 }

@@ -6,9 +6,9 @@ use utoipa_axum::routes;
 use crate::routing::{Api, Rule};
 
 pub mod admin;
-pub mod tokens;
 pub mod intel;
 pub mod public;
+pub mod tokens;
 pub mod transparency;
 
 /// Every route of the API, registered with its rule.
