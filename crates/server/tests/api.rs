@@ -507,7 +507,7 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
 async fn index_now(app: &TestApp) {
     app.state.classifier.rebuild().await.expect("index rebuild");
     assert!(
-        app.state.classifier.index().fresh(&app.store).is_some(),
+        app.state.classifier.index().is_fresh(&app.store),
         "a fresh build is current"
     );
 }
