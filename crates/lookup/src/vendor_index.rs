@@ -15,7 +15,7 @@
 //! answers from memory. Writes through this process move the epoch at once, other replicas'
 //! writes within one poll of the database counter (half a second).
 //!
-//! When the delta grows past a sixteenth of the base, and every ten minutes (which also
+//! When the delta grows past an eighth of the base (at least 65,536 records), and every ten minutes (which also
 //! re-verifies every row), a new base is built in the background while the old one keeps
 //! answering; it is caught up and swapped in under the lock catch-ups take. A rebuild starts
 //! no sooner after the previous one than that one took.
@@ -643,14 +643,16 @@ async fn changes_after(
     epoch: u64,
 ) -> Result<Vec<HashRecord>, model::Error> {
     let mut changes = Vec::new();
-    let mut after: Option<String> = None;
+    let (mut epoch, mut after) = (epoch, None::<String>);
     loop {
         let page = store
             .records_changed_after(epoch, after.as_deref(), SCAN_PAGE)
             .await?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.id.clone());
-        changes.extend(page);
+        let Some((last_epoch, last)) = page.last() else {
+            break;
+        };
+        (epoch, after) = (*last_epoch, Some(last.id.clone()));
+        changes.extend(page.into_iter().map(|(_, r)| r));
     }
     Ok(changes)
 }
@@ -774,7 +776,9 @@ impl VendorIndex {
                 state.apply(record);
             }
             state.epoch = target;
-            state.delta.records.len() > (state.base.entries.len() / 16).max(4096)
+            // Folded into a new base well before the delta costs much memory (a few hundred
+            // bytes per record); rarely during an ingest, since a rebuild takes a core.
+            state.delta.records.len() > (state.base.entries.len() / 8).max(1 << 16)
         };
         if grown {
             self.rebuild_in_background(store);

@@ -683,10 +683,16 @@ macro_rules! backend {
                 epoch: u64,
                 after: Option<&str>,
                 limit: u32,
-            ) -> Result<Vec<HashRecord>> {
+            ) -> Result<Vec<(u64, HashRecord)>> {
+                // In (changed_epoch, id) order, which its index holds: ordered by id alone,
+                // planners walk the whole primary key.
+                let condition = match after {
+                    None => "changed_epoch > $1",
+                    Some(_) => "changed_epoch >= $1 AND (changed_epoch > $1 OR id > $2)",
+                };
                 let rows = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {RECORD_COLUMNS} FROM hash_records \
-                     WHERE changed_epoch > $1 AND id > $2 ORDER BY id LIMIT $3"
+                    "SELECT {RECORD_COLUMNS}, changed_epoch FROM hash_records WHERE {condition} \
+                     ORDER BY changed_epoch, id LIMIT $3"
                 )))
                 .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
                 .bind(after.unwrap_or(""))
@@ -694,7 +700,12 @@ macro_rules! backend {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(db_error)?;
-                self.records_from_rows(rows)
+                rows.iter()
+                    .map(|row| {
+                        let changed: i64 = row.try_get("changed_epoch").map_err(db_error)?;
+                        Ok((u64::try_from(changed).unwrap_or_default(), self.record_from_row(row)?))
+                    })
+                    .collect()
             }
 
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
