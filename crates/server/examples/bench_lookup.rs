@@ -1009,7 +1009,7 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
         us(inproc.p99)
     );
     println!(
-        "  database path (find_by_hashes)  median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately; used while the index is rebuilt)",
+        "  database path (find_by_hashes)  median {:>10}  p90 {:>10}  p99 {:>10}  (measured separately; used only before the first build)",
         us(st.median),
         us(st.p90),
         us(st.p99)
