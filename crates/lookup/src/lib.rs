@@ -1,6 +1,6 @@
-//! Classifying submitted hashes: vendor releases first (from the in-memory [`VendorIndex`]
-//! when it reflects the store, else from the database), then the reference corpus, else
-//! unknown.
+//! Classifying submitted hashes: vendor releases first (from the in-memory [`VendorIndex`],
+//! caught up with the store's changes first if it is behind; from the database only while
+//! there is no index), then the reference corpus, else unknown.
 //!
 //! A [`Classifier`] is cheap to clone and shared by every request. Its answers borrow their
 //! text from the index, the records read for the request or the corpus generation, so
@@ -48,7 +48,7 @@ impl Classifier {
         &self.index
     }
 
-    /// Starts a rebuild if the index is behind the store (see [`VendorIndex::fresh`]).
+    /// Applies the store's changes to the index in the background if it is behind.
     pub fn catch_up(&self) {
         self.index.catch_up(&self.store);
     }
@@ -65,14 +65,15 @@ impl Classifier {
     }
 
     /// Classifies `batch` (parsed, sorted and distinct). Superseded vendor records match
-    /// only when `historical`. The database is read here when the index is stale; the
-    /// in-memory work happens in [`Classified::results`].
+    /// only when `historical`. A stale index is caught up here (one indexed query); the
+    /// database answers only when there is no index yet. The in-memory work happens in
+    /// [`Classified::results`].
     pub async fn classify(
         &self,
         batch: Vec<HashValue>,
         historical: bool,
     ) -> Result<Classified, Error> {
-        let index = self.index.fresh(&self.store);
+        let index = self.index.lookup(&self.store, &batch).await;
         let records = match &index {
             Some(_) => Vec::new(),
             // Verified records only; `best_match` picks as the index would.
@@ -119,6 +120,11 @@ impl Verdict<'_> {
 }
 
 impl Classified {
+    /// Whether the vendor records came from the index rather than the database.
+    pub fn from_index(&self) -> bool {
+        self.index.is_some()
+    }
+
     /// The hashes as submitted to [`Classifier::classify`].
     pub fn batch(&self) -> &[HashValue] {
         &self.batch

@@ -232,12 +232,13 @@ macro_rules! backend {
             /// older one enters the history as superseded, its interval fitted between its
             /// neighbours in version order. A file already in the history (same version and
             /// hashes) changes nothing. The caller commits, and only when a record was
-            /// inserted.
+            /// inserted; every row written is added to `touched`.
             async fn record_in_tx(
                 &self,
                 conn: &mut <$db as sqlx::Database>::Connection,
                 record: NewRecord,
                 now: DateTime<Utc>,
+                touched: &mut Vec<String>,
             ) -> Result<RecordOutcome> {
                 let family = record.family();
                 let rows = sqlx::query(AssertSqlSafe(format!(
@@ -308,6 +309,7 @@ macro_rules! backend {
                                 .execute(&mut *conn)
                                 .await
                                 .map_err(db_error)?;
+                                touched.push(r.id.clone());
                             }
                             if start == r.valid_from {
                                 break;
@@ -329,6 +331,7 @@ macro_rules! backend {
                         .execute(&mut *conn)
                         .await
                         .map_err(db_error)?;
+                        touched.push(cur.id.clone());
                         ("current", from, None, Some(cur.id.clone()))
                     }
                     (None, None) => ("current", now, None, None),
@@ -366,6 +369,7 @@ macro_rules! backend {
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
+                touched.push(id.clone());
                 // A different SHA-256 for a version already recorded is a republish.
                 let hash_changed = match current {
                     Some(i) if older.is_none() => {
@@ -396,6 +400,31 @@ macro_rules! backend {
                 .await
                 .map_err(db_error)?;
                 Ok(u64::try_from(epoch).unwrap_or_default())
+            }
+
+            /// Tags the rows a record transaction wrote with its epoch. Epochs are taken in
+            /// commit order (the counter row is locked until commit), so a reader that saw
+            /// epoch `e` finds every row changed up to `e` with `changed_epoch <= e`.
+            async fn mark_changed(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                touched: &mut Vec<String>,
+                epoch: u64,
+            ) -> Result<()> {
+                touched.sort_unstable();
+                touched.dedup();
+                for chunk in touched.chunks(FIND_CHUNK) {
+                    let sql = format!(
+                        "UPDATE hash_records SET changed_epoch = $1 WHERE id IN ({})",
+                        placeholders(2, chunk.len())
+                    );
+                    let mut q = sqlx::query(AssertSqlSafe(sql))
+                        .bind(i64::try_from(epoch).unwrap_or(i64::MAX));
+                    for id in chunk {
+                        q = q.bind(id);
+                    }
+                    q.execute(&mut *conn).await.map_err(db_error)?;
+                }
+                Ok(())
             }
 
             async fn read_records_epoch(pool: &$pool) -> Result<u64> {
@@ -511,9 +540,11 @@ macro_rules! backend {
                         .await
                         .map_err(db_error)?;
                 }
-                let outcome = self.record_in_tx(&mut tx, record, now).await?;
+                let mut touched = Vec::new();
+                let outcome = self.record_in_tx(&mut tx, record, now, &mut touched).await?;
                 if matches!(outcome, RecordOutcome::Inserted { .. }) {
                     let epoch = Self::bump_records_epoch(&mut tx).await?;
+                    Self::mark_changed(&mut tx, &mut touched, epoch).await?;
                     tx.commit().await.map_err(db_error)?;
                     self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
                 }
@@ -550,14 +581,17 @@ macro_rules! backend {
                     }
                 }
                 let mut outcomes = Vec::with_capacity(records.len());
+                let mut touched = Vec::new();
                 for record in records {
-                    outcomes.push(self.record_in_tx(&mut tx, record, now).await?);
+                    outcomes.push(self.record_in_tx(&mut tx, record, now, &mut touched).await?);
                 }
                 let inserted = outcomes
                     .iter()
                     .any(|o| matches!(o, RecordOutcome::Inserted { .. }));
                 let epoch = if inserted {
-                    Some(Self::bump_records_epoch(&mut tx).await?)
+                    let epoch = Self::bump_records_epoch(&mut tx).await?;
+                    Self::mark_changed(&mut tx, &mut touched, epoch).await?;
+                    Some(epoch)
                 } else {
                     None
                 };
@@ -642,6 +676,36 @@ macro_rules! backend {
                 .await
                 .map_err(db_error)?;
                 self.records_from_rows(rows)
+            }
+
+            async fn records_changed_after(
+                &self,
+                epoch: u64,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<(u64, HashRecord)>> {
+                // In (changed_epoch, id) order, which its index holds: ordered by id alone,
+                // planners walk the whole primary key.
+                let condition = match after {
+                    None => "changed_epoch > $1",
+                    Some(_) => "changed_epoch >= $1 AND (changed_epoch > $1 OR id > $2)",
+                };
+                let rows = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {RECORD_COLUMNS}, changed_epoch FROM hash_records WHERE {condition} \
+                     ORDER BY changed_epoch, id LIMIT $3"
+                )))
+                .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+                .bind(after.unwrap_or(""))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let changed: i64 = row.try_get("changed_epoch").map_err(db_error)?;
+                        Ok((u64::try_from(changed).unwrap_or_default(), self.record_from_row(row)?))
+                    })
+                    .collect()
             }
 
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {

@@ -216,6 +216,18 @@ pub trait RecordStore: Send + Sync {
     /// Every record, current and superseded, in id order after `after`, at most `limit`:
     /// the pages an in-memory view of all records is built from.
     async fn records_after(&self, after: Option<&str>, limit: u32) -> Result<Vec<HashRecord>>;
+
+    /// Records written (inserted, superseded, interval fitted) by a transaction whose
+    /// records epoch is above `epoch`, each with that epoch, in (epoch, id) order, at most
+    /// `limit`: what an in-memory view tagged with `epoch` must apply to reflect the store.
+    /// The next page is `(last epoch, Some(last id))`. Every write up to the epoch this
+    /// store reports is included; later ones may be too.
+    async fn records_changed_after(
+        &self,
+        epoch: u64,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(u64, HashRecord)>>;
 }
 
 /// Tenants (accounts) and their API keys.

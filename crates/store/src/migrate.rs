@@ -35,6 +35,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 7,
         sql: include_str!("../migrations/sqlite/0007_name_key.sql"),
     },
+    Migration {
+        version: 8,
+        sql: include_str!("../migrations/sqlite/0008_changed_epoch.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -65,6 +69,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 7,
         sql: include_str!("../migrations/postgres/0007_name_key.sql"),
+    },
+    Migration {
+        version: 8,
+        sql: include_str!("../migrations/postgres/0008_changed_epoch.sql"),
     },
 ];
 

@@ -28,6 +28,7 @@ testkit::backend_tests!(
     lookup_superseded_only_in_historical,
     lookup_never_trusts_tampered_records,
     lookup_index_answers_as_the_database_and_follows_writes,
+    lookup_after_any_write_answers_from_the_index_as_the_database,
     lookup_rejects_malformed_bodies,
     lookup_body_size_limit,
     history_family_newest_first_with_validity,
@@ -483,7 +484,7 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
 async fn index_now(app: &TestApp) {
     app.state.classifier.rebuild().await.expect("index rebuild");
     assert!(
-        app.state.classifier.index().fresh(&app.store).is_some(),
+        app.state.classifier.index().is_fresh(&app.store),
         "a fresh build is current"
     );
 }
@@ -597,6 +598,138 @@ async fn lookup_index_answers_as_the_database_and_follows_writes(app: TestApp) {
     assert_eq!(r.json()["results"][hex_of(5, 64)], unknown());
     let status = app.get("/public/status").await.json();
     assert_eq!(status["integrity_failures"], 1, "{status}");
+}
+
+/// Classifies `probes` through the service's classifier, which must answer from its index,
+/// and through the database path (`find_by_hashes` and `best_match`); the answers must agree.
+async fn index_agrees_with_database(app: &TestApp, probes: &[String], step: &str) {
+    let batch: Vec<model::HashValue> = probes
+        .iter()
+        .map(|h| model::HashValue::parse(h).expect("hash"))
+        .collect();
+    for historical in [false, true] {
+        let classified = app
+            .state
+            .classifier
+            .classify(batch.clone(), historical)
+            .await
+            .expect("classify");
+        assert!(
+            classified.from_index(),
+            "{step}: answered from the database"
+        );
+        let from_index: Vec<String> = classified
+            .results()
+            .into_iter()
+            .map(|(_, v)| match v {
+                lookup::Verdict::VendorRelease(m) => format!("{m:?}"),
+                other => format!("{:?}", other.classification()),
+            })
+            .collect();
+        let records = app
+            .store
+            .find_by_hashes(&batch, historical)
+            .await
+            .expect("find_by_hashes");
+        let from_database: Vec<String> = batch
+            .iter()
+            .map(|h| match lookup::best_match(h, &records) {
+                Some(m) => format!("{m:?}"),
+                None => format!("{:?}", model::Classification::Unknown),
+            })
+            .collect();
+        assert_eq!(
+            from_index, from_database,
+            "{step}, historical: {historical}"
+        );
+    }
+}
+
+async fn lookup_after_any_write_answers_from_the_index_as_the_database(app: TestApp) {
+    let key = app.analyst().await;
+    app.record(putty("0.81", Arch::Amd64, 1)).await;
+    app.record(go("1.23.4", 4)).await;
+    app.record(pypi("requests", "2.32.3", 7)).await;
+    index_now(&app).await;
+    let probes: Vec<String> = (1..=12)
+        .flat_map(|seed| [hex_of(seed, 64), hex_of(seed, 40), hex_of(seed, 32)])
+        .chain([hex_of(666, 64)])
+        .collect();
+    index_agrees_with_database(&app, &probes, "built").await;
+
+    // A newer version supersedes the current record.
+    app.record(putty("0.82", Arch::Amd64, 2)).await;
+    index_agrees_with_database(&app, &probes, "superseded").await;
+    let r = app.post_with(LOOKUP, &key, lookup_body(&probes[..6])).await;
+    assert_eq!(r.json()["results"][hex_of(1, 64)], unknown());
+    assert_eq!(
+        r.json()["results"][hex_of(2, 64)],
+        known("PuTTY", "putty.exe", "0.82", "windows")
+    );
+
+    // An older version recorded later enters the history before 0.81, which may move back.
+    app.record(putty("0.80", Arch::Amd64, 3)).await;
+    index_agrees_with_database(&app, &probes, "older version").await;
+
+    // The same file under another name at the same instant: ties go to the smaller id; then
+    // the Go MSI is superseded and the mirror alone is current.
+    let mut mirror = go("1.23.4", 4);
+    mirror.vendor = "Go mirror".into();
+    mirror.executable_name = "go-latest.msi".into();
+    app.record_now(mirror).await;
+    index_agrees_with_database(&app, &probes, "shared hash").await;
+    app.record(go("1.23.5", 5)).await;
+    index_agrees_with_database(&app, &probes, "shared hash superseded").await;
+
+    // A batch of several families.
+    app.clock.advance(Duration::minutes(1));
+    app.store
+        .record_many(
+            vec![putty("0.83", Arch::Amd64, 8), putty("0.83", Arch::Arm64, 9)],
+            app.clock.now(),
+        )
+        .await
+        .expect("record_many");
+    index_agrees_with_database(&app, &probes, "batch").await;
+
+    // A row tampered with and then superseded is read again, and fails: it stops answering
+    // for the hashes it was signed with.
+    let requests = app
+        .text_rows(
+            "SELECT id FROM hash_records WHERE version = $1",
+            &["2.32.3"],
+        )
+        .await[0][0]
+        .clone();
+    app.exec(
+        "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
+        &[&hex_of(666, 64), &requests],
+    )
+    .await;
+    app.record(pypi("requests", "2.32.4", 10)).await;
+    index_agrees_with_database(&app, &probes, "tampered, superseded").await;
+
+    // A new row tampered with before the index reads it is never indexed.
+    let tampered = app.record(putty("0.84", Arch::Amd64, 11)).await;
+    app.exec(
+        "UPDATE hash_records SET version = $1 WHERE id = $2",
+        &["9.99", &tampered],
+    )
+    .await;
+    index_agrees_with_database(&app, &probes, "tampered new row").await;
+
+    // Another replica's write, once this one has polled the records epoch.
+    let replica = app.replica().await;
+    replica.record(putty("0.85", Arch::Amd64, 12)).await;
+    app.store.poll_records_epoch().await.expect("poll");
+    index_agrees_with_database(&app, &probes, "replica write").await;
+    replica.store.close().await;
+
+    assert_eq!(
+        app.state.classifier.index().database_lookups(),
+        0,
+        "every lookup after the first build answered from the index"
+    );
 }
 
 async fn lookup_rejects_malformed_bodies(app: TestApp) {

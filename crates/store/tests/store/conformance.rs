@@ -47,6 +47,7 @@ testkit::backend_tests!(
     signing_certificates_keep_their_crl_urls,
     records_epoch_moves_with_writes_and_reaches_other_stores,
     records_after_pages_through_every_record,
+    records_changed_after_an_epoch_are_the_rows_written_since,
     older_version_never_supersedes_newer,
     replayed_versions_fit_between_neighbours,
     batch_out_of_order_keeps_version_order,
@@ -1932,6 +1933,81 @@ async fn records_epoch_moves_with_writes_and_reaches_other_stores(db: Db) {
     // A fresh store on the same database starts where the database is.
     let c = db.open(SECRET).await;
     assert_eq!(c.records_epoch(), b.records_epoch());
+}
+
+/// Every record changed after `epoch`, read in pages of two.
+async fn changed_after(s: &dyn Store, epoch: u64) -> Vec<HashRecord> {
+    let mut seen = Vec::new();
+    let (mut epoch, mut after) = (epoch, None::<String>);
+    loop {
+        let page = s
+            .records_changed_after(epoch, after.as_deref(), 2)
+            .await
+            .expect("records_changed_after");
+        let Some((last_epoch, last)) = page.last() else {
+            break;
+        };
+        (epoch, after) = (*last_epoch, Some(last.id.clone()));
+        seen.extend(page.into_iter().map(|(_, r)| r));
+    }
+    seen.sort_by(|a, b| a.id.cmp(&b.id));
+    seen
+}
+
+async fn records_changed_after_an_epoch_are_the_rows_written_since(db: Db) {
+    let s = &*db.store;
+    let e0 = s.records_epoch();
+    let v21 = insert(s, go("1.21.0", 10), t("2025-02-01T00:00:00Z")).await;
+    let e1 = s.records_epoch();
+    assert_eq!(ids(&changed_after(s, e0).await), [v21.as_str()]);
+    assert!(changed_after(s, e1).await.is_empty());
+
+    // A supersession changes the old current record too.
+    let v22 = insert(s, go("1.22.0", 11), t("2025-02-02T00:00:00Z")).await;
+    let e2 = s.records_epoch();
+    let mut want = vec![v21.clone(), v22.clone()];
+    want.sort();
+    let changed = changed_after(s, e1).await;
+    assert_eq!(ids(&changed), want);
+    let old = changed.iter().find(|r| r.id == v21).expect("old record");
+    assert_eq!(old.status, RecordStatus::Superseded);
+
+    // An older version arriving later, fitted in before 1.21.0: the new row, and any row
+    // whose interval moved.
+    let v20 = insert(s, go("1.20.0", 12), t("2025-02-03T00:00:00Z")).await;
+    let changed = changed_after(s, e2).await;
+    assert!(ids(&changed).contains(&v20.as_str()));
+    assert!(
+        !ids(&changed).contains(&v22.as_str()),
+        "the current record is untouched"
+    );
+    let e3 = s.records_epoch();
+
+    // A batch: both rows it wrote, and nothing when it records nothing new.
+    let outcomes = s
+        .record_many(
+            vec![go("1.22.0", 11), putty("0.81", Arch::Arm64, 20)],
+            t("2025-02-04T00:00:00Z"),
+        )
+        .await
+        .expect("record_many");
+    let e4 = s.records_epoch();
+    assert_eq!(changed_after(s, e3).await.len(), 1, "{outcomes:?}");
+    assert_eq!(changed_after(s, e0).await.len(), 4);
+    s.record_many(vec![go("1.22.0", 11)], t("2025-02-05T00:00:00Z"))
+        .await
+        .expect("record_many");
+    assert_eq!(s.records_epoch(), e4);
+    assert!(changed_after(s, e4).await.is_empty());
+
+    // Another store on the same database sees the same rows, verified as read.
+    let other = db.open(b"another-secret").await;
+    let page = other
+        .records_changed_after(e2, None, 10)
+        .await
+        .expect("records_changed_after");
+    assert_eq!(page.len(), changed_after(s, e2).await.len());
+    assert!(page.iter().all(|(e, r)| *e > e2 && !r.integrity_ok));
 }
 
 async fn records_after_pages_through_every_record(db: Db) {
