@@ -50,6 +50,7 @@ macro_rules! access_backend {
 
         #[async_trait]
         impl AdminStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn key_by_id(&self, key_id: &str) -> Result<Option<KeyPrincipal>> {
                 let row = sqlx::query("SELECT key_hash FROM api_keys WHERE key_id = $1")
                     .bind(key_id)
@@ -65,6 +66,7 @@ macro_rules! access_backend {
                 }
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn grants(&self, key_id: &str) -> Result<Vec<GrantRow>> {
                 let rows = sqlx::query(
                     "SELECT role, expires_at, granted_by, granted_at FROM key_grants \
@@ -77,6 +79,7 @@ macro_rules! access_backend {
                 rows.iter().map(Self::grant_from_row).collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn list_keys(&self, team_id: Option<&str>) -> Result<Vec<KeyInfo>> {
                 let rows = sqlx::query(
                     "SELECT key_id, team_id, role, label, created_at, revoked_at FROM api_keys \
@@ -103,6 +106,7 @@ macro_rules! access_backend {
                 Ok(keys)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn insert_key(&self, key: NewApiKey, now: DateTime<Utc>) -> Result<()> {
                 // Write first (no read-then-write upgrade on SQLite); the foreign key
                 // tells us when the team does not exist.
@@ -129,6 +133,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn update_key(
                 &self,
                 key_id: &str,
@@ -153,6 +158,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn revoke_key(&self, key_id: &str, now: DateTime<Utc>) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let done = sqlx::query(
@@ -170,6 +176,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn reissue_key(
                 &self,
                 old_key_id: &str,
@@ -213,6 +220,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn put_grant(&self, key_id: &str, grant: &GrantRow) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 sqlx::query(
@@ -233,6 +241,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn delete_grant(&self, key_id: &str, role: Role) -> Result<bool> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let done = sqlx::query("DELETE FROM key_grants WHERE key_id = $1 AND role = $2")
@@ -246,6 +255,7 @@ macro_rules! access_backend {
                 Ok(done.rows_affected() > 0)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn set_suspended(&self, team_id: &str, suspended: bool) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let done = sqlx::query("UPDATE tenants SET suspended = $2 WHERE team_id = $1")
@@ -261,6 +271,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn auth_epoch(&self) -> Result<u64> {
                 let v: i64 =
                     sqlx::query_scalar("SELECT value FROM counters WHERE name = 'auth_epoch'")
@@ -270,6 +281,7 @@ macro_rules! access_backend {
                 Ok(count(v))
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
                 sqlx::query(
                     "INSERT INTO audit_log (at, actor, team_id, action, target, outcome, detail) \
@@ -288,6 +300,7 @@ macro_rules! access_backend {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn audit_log(
                 &self,
                 team_id: Option<&str>,
@@ -317,6 +330,7 @@ macro_rules! access_backend {
                 })
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<()> {
                 if deltas.is_empty() {
                     return Ok(());
@@ -339,6 +353,7 @@ macro_rules! access_backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn usage_by_endpoint(
                 &self,
                 team_id: &str,
@@ -365,6 +380,7 @@ macro_rules! access_backend {
                     .collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn usage_daily(
                 &self,
                 team_id: &str,

@@ -233,6 +233,7 @@ macro_rules! backend {
             /// neighbours in version order. A file already in the history (same version and
             /// hashes) changes nothing. The caller commits, and only when a record was
             /// inserted; every row written is added to `touched`.
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn record_in_tx(
                 &self,
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -526,6 +527,7 @@ macro_rules! backend {
 
         #[async_trait]
         impl RecordStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
                 let record = record.validate()?;
                 let now = micros(now);
@@ -551,6 +553,7 @@ macro_rules! backend {
                 Ok(outcome)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn record_many(
                 &self,
                 records: Vec<NewRecord>,
@@ -602,6 +605,7 @@ macro_rules! backend {
                 Ok(outcomes)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>> {
                 let rows = match executable {
                     Some(name) => sqlx::query(AssertSqlSafe(format!(
@@ -623,6 +627,7 @@ macro_rules! backend {
                 self.records_from_rows(rows)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn find_by_hashes(
                 &self,
                 hashes: &[HashValue],
@@ -662,6 +667,7 @@ macro_rules! backend {
                 Ok(found)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn records_after(
                 &self,
                 after: Option<&str>,
@@ -678,6 +684,7 @@ macro_rules! backend {
                 self.records_from_rows(rows)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn records_changed_after(
                 &self,
                 epoch: u64,
@@ -708,6 +715,7 @@ macro_rules! backend {
                     .collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
                 let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
                 let filter = format!(
@@ -743,6 +751,7 @@ macro_rules! backend {
                 })
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn export_count(&self, query: &ExportQuery) -> Result<u64> {
                 let (filter, binds) = Self::export_filter(query);
                 let sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
@@ -756,6 +765,7 @@ macro_rules! backend {
                 Ok(u64::try_from(n).unwrap_or(0))
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn export_page(
                 &self,
                 query: &ExportQuery,
@@ -792,6 +802,7 @@ macro_rules! backend {
                 self.records_from_rows(rows)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn stats(&self) -> Result<RecordStats> {
                 use futures::TryStreamExt as _;
                 // Read and verified row by row: a record failing its HMAC is no known-good
@@ -830,6 +841,7 @@ macro_rules! backend {
 
         #[async_trait]
         impl AccountStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn create_tenant_with_key(
                 &self,
                 team_id: &str,
@@ -892,6 +904,7 @@ macro_rules! backend {
                 tx.commit().await.map_err(db_error)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn tenant(&self, team_id: &str) -> Result<Option<Tenant>> {
                 let row = sqlx::query(
                     "SELECT team_id, kind, tier, suspended, created_at FROM tenants WHERE team_id = $1",
@@ -912,6 +925,7 @@ macro_rules! backend {
                 }))
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn key_by_hash(&self, key_hash: &str) -> Result<Option<KeyPrincipal>> {
                 let row = sqlx::query(
                     "SELECT k.key_id, k.key_hash, k.team_id, k.role, k.revoked_at, t.tier, t.kind, t.suspended \
@@ -927,11 +941,13 @@ macro_rules! backend {
 
         #[async_trait]
         impl HealthStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn ping(&self) -> Result<()> {
                 sqlx::query("SELECT 1").execute(&self.pool).await.map_err(db_error)?;
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn vendor_health(&self) -> Result<Vec<VendorHealth>> {
                 let rows = sqlx::query(
                     "SELECT v.vendor, h.last_success_at, h.last_error_at, h.last_error, v.records FROM \
@@ -958,6 +974,7 @@ macro_rules! backend {
                     .collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn record_vendor_run(
                 &self,
                 vendor: &str,
@@ -999,11 +1016,13 @@ macro_rules! backend {
                 self.records_epoch.load(Ordering::Acquire)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn poll_records_epoch(&self) -> Result<u64> {
                 let epoch = Self::read_records_epoch(&self.pool).await?;
                 Ok(self.records_epoch.fetch_max(epoch, Ordering::AcqRel).max(epoch))
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn close(&self) {
                 self.pool.close().await;
             }

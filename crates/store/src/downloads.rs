@@ -75,6 +75,7 @@ macro_rules! ingest_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
         impl DownloadStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn signing_cert_seen(&self, c: &SigningCert, now: DateTime<Utc>) -> Result<()> {
                 let now = now.trunc_subsecs(6);
                 sqlx::query(
@@ -95,6 +96,7 @@ macro_rules! ingest_backend {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn signing_certs(&self) -> Result<Vec<SigningCert>> {
                 let rows = sqlx::query(
                     "SELECT thumbprint, signer, issuer, serial, crl_urls FROM signing_certificates \
@@ -117,6 +119,7 @@ macro_rules! ingest_backend {
                     .collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn record_download(&self, a: &DownloadAudit) -> Result<()> {
                 let at = a.downloaded_at.trunc_subsecs(6);
                 sqlx::query(
@@ -134,6 +137,7 @@ macro_rules! ingest_backend {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn downloads(&self, q: &DownloadQuery) -> Result<Page<DownloadAudit>> {
                 let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                     "SELECT COUNT(*) FROM download_audit WHERE {DOWNLOAD_FILTER}"
@@ -174,6 +178,7 @@ macro_rules! ingest_backend {
                 })
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn add_change_alert(&self, a: &ChangeAlert) -> Result<String> {
                 let id = if a.id.is_empty() { new_id() } else { a.id.clone() };
                 sqlx::query(

@@ -35,6 +35,7 @@ pub trait LeaseStore: Send + Sync {
     ) -> Result<bool>;
 
     /// Hands the lease back (it expires at once), so another replica may take the job now.
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()> {
         self.try_lease(job, holder, now - TimeDelta::seconds(1), now)
             .await
@@ -53,6 +54,7 @@ macro_rules! lease_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
         impl LeaseStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn try_lease(
                 &self,
                 job: &str,
@@ -77,6 +79,7 @@ macro_rules! lease_backend {
                 Ok(taken == 1)
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn finish_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()> {
                 sqlx::query("UPDATE job_leases SET finished_at = $3 WHERE job = $1 AND holder = $2")
                     .bind(job)
@@ -88,6 +91,7 @@ macro_rules! lease_backend {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn lease(&self, job: &str) -> Result<Option<JobLease>> {
                 let row: Option<$row> = sqlx::query(
                     "SELECT job, holder, expires_at, finished_at FROM job_leases WHERE job = $1",

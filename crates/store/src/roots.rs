@@ -93,6 +93,7 @@ macro_rules! translog_backend {
 
         #[async_trait]
         impl RootStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn publish_root(
                 &self,
                 root: &StoredRoot,
@@ -141,6 +142,7 @@ macro_rules! translog_backend {
                     .ok_or_else(|| model::Error::internal("published root vanished"))
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn root(&self, date: NaiveDate) -> Result<Option<StoredRoot>> {
                 let row = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {ROOT_COLUMNS} FROM translog_roots WHERE log_date = $1"
@@ -152,6 +154,7 @@ macro_rules! translog_backend {
                 row.as_ref().map(Self::root_from_row).transpose()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn root_before(&self, date: NaiveDate) -> Result<Option<StoredRoot>> {
                 let row = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {ROOT_COLUMNS} FROM translog_roots WHERE log_date < $1 \
@@ -164,6 +167,7 @@ macro_rules! translog_backend {
                 row.as_ref().map(Self::root_from_row).transpose()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn recent_roots(&self, limit: u32) -> Result<Vec<StoredRoot>> {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {ROOT_COLUMNS} FROM translog_roots ORDER BY log_date DESC LIMIT $1"
@@ -175,6 +179,7 @@ macro_rules! translog_backend {
                 rows.iter().map(Self::root_from_row).collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn all_roots(&self) -> Result<Vec<StoredRoot>> {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {ROOT_COLUMNS} FROM translog_roots ORDER BY log_date"
@@ -185,6 +190,7 @@ macro_rules! translog_backend {
                 rows.iter().map(Self::root_from_row).collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>> {
                 let rows = sqlx::query(
                     "SELECT leaf_hash, executable_name, hash_sha256, version, platform, arch \
@@ -208,6 +214,7 @@ macro_rules! translog_backend {
                     .collect()
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn register_log_key(
                 &self,
                 key_id: &str,
@@ -227,6 +234,7 @@ macro_rules! translog_backend {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn log_keys(&self) -> Result<Vec<SigningKeyRecord>> {
                 let rows = sqlx::query(
                     "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
