@@ -64,8 +64,9 @@ enum Command {
         0  verified\n  \
         1  a check failed, the file is not in that day's tree, or an error\n  \
         2  bad usage\n  \
-        3  not yet in a signed root: the file was recorded after the day's root and will be\n     \
-           in the next day's root (verify again once that root is published)")]
+        3  not yet in a signed root, as the server says: the file was recorded after the day's\n     \
+           root and will be in the next day's root; nothing is verified yet (verify again\n     \
+           once that root is published)")]
     Verify {
         /// Base URL of a knowngood server.
         #[arg(long)]

@@ -17,12 +17,12 @@ use translog::{Record, SignedRoot, VerifyingKey};
 
 /// Exit status of a verification that failed, or of an error.
 pub const EXIT_FAILED: u8 = 1;
-/// Exit status when the file is current but was recorded after the root asked, and no
-/// root holds it yet: nothing failed, the next root will include it.
+/// Exit status when the server says the file was recorded after the root asked and no root
+/// holds it yet: no check failed, but nothing about the file is verified either.
 pub const EXIT_NOT_YET_INCLUDED: u8 = 3;
 
 /// The file is current but was recorded after the `date` root; it will be in the `next`
-/// root. Not a failure: `main` exits with [`EXIT_NOT_YET_INCLUDED`].
+/// root. Neither verified nor failed: `main` exits with [`EXIT_NOT_YET_INCLUDED`].
 #[derive(Debug)]
 pub struct NotYetIncluded {
     pub date: NaiveDate,
@@ -260,9 +260,11 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             return Err(NotYetIncluded { date, next }.into());
         }
         Err(Missing { message, .. }) => {
-            // The server's explanation, e.g. the later root the file is in.
+            // The server's explanation, e.g. the later root the file is in; control
+            // characters dropped, as the text comes from the server.
             let why = message
                 .filter(|m| m.contains("recorded after"))
+                .map(|m| m.chars().filter(|c| !c.is_control()).collect::<String>())
                 .map(|m| format!(" (the server says: {m})"))
                 .unwrap_or_default();
             bail!("FAILED inclusion: {sha256} is not in the {date} tree{why}");

@@ -203,6 +203,10 @@ fn the_readme_tour_runs_as_written() {
         .join("\n");
     let mut outputs = Vec::new();
     for command in &commands {
+        assert!(
+            !rewrite(command, &addr).contains("cargo "),
+            "the tour runs the binary as `{CARGO_RUN} …`: {command}"
+        );
         let script = format!(
             "source '{}'\n{}\n{{\n:\n{save}\n}} > '{}'\n",
             state.display(),
