@@ -61,6 +61,13 @@ enum Command {
     },
     /// Check, independently of the server's own claims, that a SHA-256 is in a day's
     /// signed transparency root (and that the daily roots chain).
+    #[command(after_help = "Exit status:\n  \
+        0  verified\n  \
+        1  a check failed, the file is not in that day's tree, or an error\n  \
+        2  bad usage\n  \
+        3  not yet in a signed root, as the server says: the file was recorded after the day's\n     \
+           root and will be in the next day's root; nothing is verified yet (verify again\n     \
+           once that root is published)")]
     Verify {
         /// Base URL of a knowngood server.
         #[arg(long)]
@@ -165,8 +172,12 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(pending) = e.downcast_ref::<verify::NotYetIncluded>() {
+                eprintln!("{pending}");
+                return std::process::ExitCode::from(verify::EXIT_NOT_YET_INCLUDED);
+            }
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(verify::EXIT_FAILED)
         }
     }
 }

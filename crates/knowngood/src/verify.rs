@@ -10,9 +10,36 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
+use server::routes::transparency::NEXT_ROOT_HEADER;
 use translog::encoding::{parse_log_date, parse_public_key_base64};
 use translog::verify::{InclusionResponse, check_chain_links, verify_inclusion_response};
 use translog::{Record, SignedRoot, VerifyingKey};
+
+/// Exit status of a verification that failed, or of an error.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status when the server says the file was recorded after the root asked and no root
+/// holds it yet: no check failed, but nothing about the file is verified either.
+pub const EXIT_NOT_YET_INCLUDED: u8 = 3;
+
+/// The file is current but was recorded after the `date` root; it will be in the `next`
+/// root. Neither verified nor failed: `main` exits with [`EXIT_NOT_YET_INCLUDED`].
+#[derive(Debug)]
+pub struct NotYetIncluded {
+    pub date: NaiveDate,
+    pub next: NaiveDate,
+}
+
+impl std::fmt::Display for NotYetIncluded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not yet in a signed root: recorded after the {} root; it will be in the {} root",
+            self.date, self.next
+        )
+    }
+}
+
+impl std::error::Error for NotYetIncluded {}
 
 pub struct VerifyArgs {
     pub server: Option<String>,
@@ -49,18 +76,32 @@ enum Source {
     Files(PathBuf),
 }
 
+/// What a server said with a 404.
+#[derive(Default)]
+struct Missing {
+    message: Option<String>,
+    /// The date of the root a file recorded after the asked day's root will be in.
+    next_root: Option<String>,
+}
+
 impl Source {
     /// Fetches `path` (or reads `file` offline). `Ok(None)` for a 404.
     async fn get(&self, path: &str, file: &str) -> Result<Option<Value>> {
+        Ok(self.fetch(path, file).await?.ok())
+    }
+
+    /// Fetches `path` (or reads `file` offline); `Ok(Err(_))` for a 404, with what the
+    /// server said.
+    async fn fetch(&self, path: &str, file: &str) -> Result<Result<Value, Missing>> {
         match self {
             Source::Files(dir) => {
                 let p = dir.join(file);
                 match std::fs::read_to_string(&p) {
-                    Ok(text) => Ok(Some(
-                        serde_json::from_str(&text)
-                            .with_context(|| format!("{} is not JSON", p.display()))?,
-                    )),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Ok(text) => Ok(Ok(serde_json::from_str(&text)
+                        .with_context(|| format!("{} is not JSON", p.display()))?)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Ok(Err(Missing::default()))
+                    }
                     Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
                 }
             }
@@ -72,7 +113,17 @@ impl Source {
                     .await
                     .with_context(|| format!("fetching {url}"))?;
                 if response.status() == reqwest::StatusCode::NOT_FOUND {
-                    return Ok(None);
+                    let next_root = response
+                        .headers()
+                        .get(NEXT_ROOT_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let message = response
+                        .json::<Value>()
+                        .await
+                        .ok()
+                        .and_then(|v| v.get("message")?.as_str().map(str::to_string));
+                    return Ok(Err(Missing { message, next_root }));
                 }
                 if !response.status().is_success() {
                     bail!(
@@ -89,7 +140,7 @@ impl Source {
                     std::fs::create_dir_all(dir)?;
                     std::fs::write(dir.join(file), serde_json::to_vec_pretty(&value)?)?;
                 }
-                Ok(Some(value))
+                Ok(Ok(value))
             }
         }
     }
@@ -192,13 +243,33 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;
     println!("ok   signature of the {date} root (key {key_id})");
 
-    let proof = source
-        .get(
+    let proof = match source
+        .fetch(
             &format!("/public/transparency/{date}/proof?sha256={sha256}"),
             "proof.json",
         )
         .await?
-        .ok_or_else(|| anyhow!("FAILED inclusion: {sha256} is not in the {date} tree"))?;
+    {
+        Ok(proof) => proof,
+        Err(Missing {
+            next_root: Some(next),
+            ..
+        }) => {
+            let next = parse_log_date(&next)
+                .map_err(|e| anyhow!("the server names a malformed next root: {e}"))?;
+            return Err(NotYetIncluded { date, next }.into());
+        }
+        Err(Missing { message, .. }) => {
+            // The server's explanation, e.g. the later root the file is in; control
+            // characters dropped, as the text comes from the server.
+            let why = message
+                .filter(|m| m.contains("recorded after"))
+                .map(|m| m.chars().filter(|c| !c.is_control()).collect::<String>())
+                .map(|m| format!(" (the server says: {m})"))
+                .unwrap_or_default();
+            bail!("FAILED inclusion: {sha256} is not in the {date} tree{why}");
+        }
+    };
     let record_doc = proof
         .get("record")
         .ok_or_else(|| anyhow!("proof lacks the record fields"))?;

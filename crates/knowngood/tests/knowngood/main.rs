@@ -4,4 +4,5 @@
 
 mod import_records;
 mod private_data;
+mod readme_tour;
 mod verify_cli;

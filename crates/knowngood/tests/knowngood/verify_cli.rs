@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{NaiveDate, Utc};
 use serde_json::Value;
+use testkit::{Backend, Scratch};
 
 const BIN: &str = env!("CARGO_BIN_EXE_knowngood");
 const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -159,18 +160,25 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
 }
 
 fn serve(data: &Path) -> Server {
+    serve_with(data, &[])
+}
+
+/// `serve` with more arguments (e.g. `--database-url`).
+fn serve_with(data: &Path, more: &[&str]) -> Server {
     let addr = format!("127.0.0.1:{}", free_port());
-    let child = knowngood(&[
+    let mut args = vec![
         "serve",
         "--listen",
         &addr,
         "--data-dir",
         data.to_str().expect("utf-8 path"),
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .expect("spawn knowngood serve");
+    ];
+    args.extend_from_slice(more);
+    let child = knowngood(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn knowngood serve");
     let mut server = Server {
         child,
         base: format!("http://{addr}"),
@@ -617,4 +625,98 @@ fn verify_against_a_real_server_and_offline() {
     let mut args = offline_args(dir.to_str().unwrap());
     args.truncate(7);
     runv(args).ok("offline without the chain");
+}
+
+/// A file recorded after the latest root: `verify` says it is not yet in a signed root,
+/// names the root it will be in and exits 3, while a hash never recorded fails with 1.
+/// Once that root is published the file verifies, and the earlier day's failure names it.
+/// On SQLite, and on PostgreSQL when its test URL is set.
+#[test]
+fn a_file_recorded_after_the_root_awaits_the_next_one() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        awaits_the_next_root(backend);
+    }
+}
+
+fn awaits_the_next_root(backend: Backend) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = "verify_cli::a_file_recorded_after_the_root_awaits_the_next_one";
+    let Some(scratch) = runtime.block_on(Scratch::new(backend, name)) else {
+        return;
+    };
+    let db_url = runtime.block_on(scratch.new_url());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let data_s = data.to_str().unwrap().to_string();
+    let db = [
+        "--data-dir",
+        data_s.as_str(),
+        "--database-url",
+        db_url.as_str(),
+    ];
+    let with_db = |args: &[&str]| -> Run {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&db);
+        run(&all)
+    };
+    let today = Utc::now().date_naive();
+    let yesterday = (today - chrono::Duration::days(1)).to_string();
+    let today_s = today.to_string();
+    let import = |i: u8, name: &str, sha: &str| {
+        let file = tmp.path().join(format!("import{i}.jsonl"));
+        std::fs::write(
+            &file,
+            record_line(name, "1.0", "linux", "amd64", sha) + "\n",
+        )
+        .unwrap();
+        with_db(&["admin", "import-records", file.to_str().unwrap()]).ok("import-records");
+    };
+    let (early, late) = (sha_of(41), sha_of(42));
+    import(0, "tool-early", &early);
+    with_db(&["translog", "publish", "--date", &yesterday]).ok("publish yesterday");
+    import(1, "tool-late", &late);
+
+    let server = serve_with(&data, &["--database-url", &db_url]);
+    let base = server.base.clone();
+    let verify = |sha: &str, more: &[&str]| {
+        let mut args = vec!["verify", "--server", base.as_str(), "--sha256", sha];
+        args.extend_from_slice(more);
+        run(&args)
+    };
+    verify(&early, &[]).ok("the early file");
+    let r = verify(&late, &[]);
+    assert_eq!(
+        r.code,
+        Some(3),
+        "a late file is not a failure\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "not yet in a signed root: recorded after the {yesterday} root; it will be in the {today_s} root"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("FAILED"), "{}", r.stderr);
+    let r = verify(&sha_of(43), &[]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    r.fails_naming("a file never recorded", &["FAILED inclusion", &sha_of(43)]);
+    assert!(!r.stderr.contains("not yet"), "{}", r.stderr);
+
+    // Today's root holds it.
+    with_db(&["translog", "publish"]).ok("publish today");
+    verify(&late, &["--chain", "1"]).ok("the late file in today's root");
+    let r = verify(&late, &["--date", &yesterday]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    r.fails_naming(
+        "the late file in yesterday's root",
+        &["FAILED inclusion", &format!("it is in the {today_s} root")],
+    );
+    drop(server);
+    runtime.block_on(scratch.cleanup());
 }

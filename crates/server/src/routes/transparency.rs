@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
 use chrono::NaiveDate;
 use model::{Error, HashAlgo, HashValue};
 use serde::{Deserialize, Serialize};
@@ -23,7 +23,7 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::error::{ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::QueryParams;
 use crate::routing::{Api, Rule};
 
@@ -320,15 +320,103 @@ pub struct ProofJson {
     pub root_matches: bool,
 }
 
+/// Header of a proof's 404 for a file recorded after the day's root and in no published
+/// root yet: the date of the root it will be in.
+pub const NEXT_ROOT_HEADER: &str = "knowngood-next-root";
+
+/// A refused proof: an API error, plus the date of the root the file awaits when it was
+/// recorded after the day's root.
+#[derive(Debug)]
+pub struct ProofError {
+    error: ApiError,
+    next_root: Option<NaiveDate>,
+}
+
+impl From<Error> for ProofError {
+    fn from(e: Error) -> Self {
+        Self {
+            error: ApiError(e),
+            next_root: None,
+        }
+    }
+}
+
+impl IntoResponse for ProofError {
+    fn into_response(self) -> Response {
+        let mut response = self.error.into_response();
+        if let Some(date) = self.next_root
+            && let Ok(value) = HeaderValue::from_str(&date.to_string())
+        {
+            response.headers_mut().insert(NEXT_ROOT_HEADER, value);
+        }
+        response
+    }
+}
+
+/// Why a file is not in a day's tree. A current record recorded after the day's root is
+/// in the first root published after it was recorded, or, if none is yet, in the next one:
+/// the answer names that root (and, when it is still to come, its date in
+/// [`NEXT_ROOT_HEADER`]). Anything else is a plain "not in the tree".
+async fn not_in_tree(
+    state: &AppState,
+    sha256: &HashValue,
+    root: &StoredRoot,
+) -> Result<ProofError, Error> {
+    let date = root.log_date;
+    let plain = Error::NotFound(format!("{sha256} is not in the tree of {date}"));
+    let recorded = state
+        .store
+        .find_by_hashes(std::slice::from_ref(sha256), false)
+        .await?
+        .into_iter()
+        .filter(|r| r.integrity_ok && r.record.hash_sha256 == sha256.as_str())
+        .map(|r| r.valid_from)
+        .filter(|at| *at > root.published_at)
+        .min();
+    let Some(recorded) = recorded else {
+        return Ok(plain.into());
+    };
+    let roots = state.store.all_roots().await?;
+    // Roots are appended in date order; a record is in every root published from its
+    // recording on while it stays current.
+    if let Some(later) = roots
+        .iter()
+        .find(|r| r.log_date > date && r.published_at >= recorded)
+    {
+        return Ok(Error::NotFound(format!(
+            "{sha256} was recorded after the {date} root; it is in the {} root",
+            later.log_date
+        ))
+        .into());
+    }
+    let today = state.clock.now().date_naive();
+    let next = roots
+        .last()
+        .and_then(|r| r.log_date.succ_opt())
+        .map_or(today, |after_latest| after_latest.max(today));
+    Ok(ProofError {
+        error: ApiError(Error::NotFound(format!(
+            "{sha256} was recorded after the {date} root; it will be in the {next} root"
+        ))),
+        next_root: Some(next),
+    })
+}
+
 /// Inclusion proof of a file's SHA-256 in a day's tree.
+///
+/// A file recorded after the day's root is not in its tree: the 404 says so and names the
+/// root it is or will be in; while that root is still to come, the `Knowngood-Next-Root`
+/// header carries its date.
 #[utoipa::path(get, path = "/public/transparency/{date}/proof", tag = "transparency",
     params(("date" = String, Path, description = "YYYY-MM-DD"), ProofParams),
-    responses((status = 200, body = ProofJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ProofJson), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody, headers(("Knowngood-Next-Root" = String,
+            description = "YYYY-MM-DD of the root a file recorded after the day's root will be in, while that root is not published")))))]
 pub async fn proof(
     State(state): State<AppState>,
     Path(date): Path<String>,
     QueryParams(params): QueryParams<ProofParams>,
-) -> ApiResult<Json<ProofJson>> {
+) -> Result<Json<ProofJson>, ProofError> {
     let date = parse_date(&state, &date)?;
     let sha256 = params
         .sha256
@@ -336,10 +424,9 @@ pub async fn proof(
     let sha256 = HashValue::parse_as(&sha256, HashAlgo::Sha256)?;
     let day = state.trees.get(&state, date).await?;
     let root = &day.root;
-    let index = *day
-        .by_sha256
-        .get(sha256.as_str())
-        .ok_or_else(|| Error::NotFound(format!("{sha256} is not in the tree of {date}")))?;
+    let Some(&index) = day.by_sha256.get(sha256.as_str()) else {
+        return Err(not_in_tree(&state, &sha256, root).await?);
+    };
     let leaf = &day.leaves[index];
     let leaf_hash = day.tree.leaves()[index];
     let path = day

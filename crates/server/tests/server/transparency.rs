@@ -15,7 +15,7 @@ use jobs::LogKey;
 use jobs::publish::publish_day;
 use model::{Arch, Clock as _, NewRecord, Platform};
 use serde_json::Value;
-use server::routes::transparency::CHECKPOINT_ORIGIN;
+use server::routes::transparency::{CHECKPOINT_ORIGIN, NEXT_ROOT_HEADER};
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::roots::StoredRoot;
@@ -32,6 +32,7 @@ testkit::backend_tests!(
     index_key_and_day_routes,
     proofs_verify_independently,
     route_errors,
+    recorded_after_the_days_root,
     translog_tables_are_append_only,
     tampered_leaf_fields_are_caught,
     replaced_leaf_and_rewritten_root_are_caught,
@@ -655,6 +656,66 @@ async fn route_errors(app: TestApp) {
     ))
     .await
     .assert_error(404, "not found");
+}
+
+/// A file recorded after the day's root is not in its tree: the proof's 404 says so and
+/// names the next day's root (also in the `Knowngood-Next-Root` header), which then holds
+/// it. A hash the service does not know, or a superseded one, stays a plain 404.
+async fn recorded_after_the_days_root(app: TestApp) {
+    let days = three_days(&app).await;
+    let next_day = d("2025-03-13");
+    let late = pypi("late-package", "1.0.0", 31);
+    let late_sha = sha(late.clone());
+    app.clock.set(t(&format!("{D3}T10:00:00Z")));
+    app.record(late).await;
+    let proof_of = |date: NaiveDate, sha256: &str| {
+        format!("/public/transparency/{date}/proof?sha256={sha256}")
+    };
+    let next_root = |r: &testkit::Resp| {
+        r.headers
+            .get(NEXT_ROOT_HEADER)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+
+    let r = app.get(&proof_of(days[2].date, &late_sha)).await;
+    r.assert_error(404, "not found");
+    assert_eq!(
+        r.message(),
+        format!("{late_sha} was recorded after the {D3} root; it will be in the {next_day} root")
+    );
+    assert_eq!(next_root(&r).as_deref(), Some("2025-03-13"));
+    // Asked of an earlier day, the root it awaits is the same.
+    let r = app.get(&proof_of(days[0].date, &late_sha)).await;
+    r.assert_error(404, "not found");
+    assert!(
+        r.message()
+            .contains(&format!("recorded after the {D1} root")),
+        "{}",
+        r.text
+    );
+    assert_eq!(next_root(&r).as_deref(), Some("2025-03-13"));
+    // Unknown, and superseded before the day: plain.
+    for absent in [hex_of(998, 64), sha(putty_080_arm64())] {
+        let r = app.get(&proof_of(days[2].date, &absent)).await;
+        r.assert_error(404, "not found");
+        assert_eq!(r.message(), format!("{absent} is not in the tree of {D3}"));
+        assert_eq!(next_root(&r), None, "{absent}");
+    }
+
+    // The next day's root holds it; the earlier day's 404 now names that root.
+    app.clock.set(t("2025-03-13T08:00:00Z"));
+    let root = publish(&app, next_day).await;
+    let proof = proof_doc(&app, next_day, &late_sha).await;
+    assert_eq!(proof["root_matches"], true, "{proof}");
+    verify_proof(&vk(&KEY_A), &day_doc(&app, next_day).await, &proof).expect("late record");
+    assert_eq!(u(&proof, "tree_size"), root.entry_count);
+    let r = app.get(&proof_of(days[2].date, &late_sha)).await;
+    r.assert_error(404, "not found");
+    assert_eq!(
+        r.message(),
+        format!("{late_sha} was recorded after the {D3} root; it is in the {next_day} root")
+    );
+    assert_eq!(next_root(&r), None);
 }
 
 // ---------------------------------------------------------------------------------------
