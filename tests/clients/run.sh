@@ -66,7 +66,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 DATA="$WORK/data"
-mkdir -p "$DATA"
+mkdir -p -m 700 "$DATA"
 PORT=$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 CONFIG="$WORK/knowngood.toml"
 cat >"$CONFIG" <<EOF
@@ -77,6 +77,9 @@ hash_of_day_per_ip = 100000
 public_per_ip = 100000
 token_per_key = 100000
 authenticated_per_key = 100000
+# The JWT suite sends many refused tokens on purpose: they must be answered 401, not 429.
+failed_auth_per_ip = 100000
+failed_auth_per_team = 100000
 EOF
 
 kg() { RUST_LOG=${RUST_LOG:-warn} "$BIN" "$@" --data-dir "$DATA" --config "$CONFIG"; }
