@@ -8,10 +8,11 @@
 //! in-memory vendor index (built and timed before the run); the database path, which
 //! answers only before the first build, is measured separately.
 //!
-//! Then lookups alone, back to back: first `--requests` with nothing else going on, then
-//! while `--ingest` new records (half new versions that supersede a current record, half
-//! new files) are written through the store in transactions of `--ingest-batch`, as the
-//! vendor refresh does. Reports p50/p99 of both and the ratio of the p99s (goal at most 2),
+//! Then lookups alone, back to back, while `--ingest` new records (half new versions that
+//! supersede a current record, half new files) are written through the store in
+//! transactions of `--ingest-batch`, as the vendor refresh does: in ten windows, each
+//! followed by as many lookups with nothing else going on. Reports p50/p99 of both and the
+//! ratio of the p99s (goal at most 2),
 //! and how many lookups the database answered (the index catches up after every write).
 //!
 //! ```text
@@ -730,7 +731,7 @@ fn lookup_cases(corpus: &Corpus, n: usize, rng: &mut Rng) -> Result<Vec<LookupCa
         .collect()
 }
 
-/// Lookup latencies with no writes, then during an ingest.
+/// Lookup latencies during an ingest and, in alternating windows of as many lookups, with no writes.
 struct IngestRun {
     quiet: Vec<Duration>,
     during: Vec<Duration>,
@@ -768,39 +769,55 @@ async fn lookups_during_ingest(
     cases: &[LookupCase],
     index: &lookup::VendorIndex,
 ) -> Result<IngestRun, BoxError> {
-    let mut quiet = Vec::with_capacity(cases.len());
-    for case in cases {
-        quiet.push(timed_lookup(client, url, key, case).await?.0);
-    }
+    // Quiet and ingest windows alternate, each quiet window as many lookups as the ingest
+    // window before it, so both sides are sampled as often and under the same conditions
+    // (page cache, background rebuilds, the machine's other load).
+    const WINDOWS: usize = 10;
     let database_before = index.database_lookups();
     let salt = Utc::now().timestamp_micros() as u64;
     let records: Vec<NewRecord> = (0..args.ingest)
         .map(|i| ingest_record(corpus, i, salt))
         .collect();
-    let writer = Arc::clone(store);
+    let per_window = records.len().div_ceil(WINDOWS).max(1);
     let batch = args.ingest_batch;
-    let ingest = tokio::spawn(async move {
-        let started = Instant::now();
-        let mut written = 0u64;
-        let mut records = records.into_iter().peekable();
-        while records.peek().is_some() {
-            let chunk: Vec<NewRecord> = records.by_ref().take(batch).collect();
-            let outcomes = writer.record_many(chunk, Utc::now()).await?;
-            written += outcomes
-                .iter()
-                .filter(|o| matches!(o, RecordOutcome::Inserted { .. }))
-                .count() as u64;
-        }
-        Ok::<_, model::Error>((written, started.elapsed()))
-    });
+    let mut quiet = Vec::new();
     let mut during = Vec::new();
-    for case in cases.iter().cycle() {
-        if ingest.is_finished() {
-            break;
+    let mut written = 0u64;
+    let mut took = Duration::ZERO;
+    let mut next_case = cases.iter().cycle();
+    for window in records.chunks(per_window) {
+        let writer = Arc::clone(store);
+        let window = window.to_vec();
+        let ingest = tokio::spawn(async move {
+            let started = Instant::now();
+            let mut written = 0u64;
+            for chunk in window.chunks(batch) {
+                let outcomes = writer.record_many(chunk.to_vec(), Utc::now()).await?;
+                written += outcomes
+                    .iter()
+                    .filter(|o| matches!(o, RecordOutcome::Inserted { .. }))
+                    .count() as u64;
+            }
+            Ok::<_, model::Error>((written, started.elapsed()))
+        });
+        let before = during.len();
+        for case in next_case.by_ref() {
+            if ingest.is_finished() {
+                break;
+            }
+            during.push(timed_lookup(client, url, key, case).await?.0);
         }
-        during.push(timed_lookup(client, url, key, case).await?.0);
+        let (n, t) = ingest.await??;
+        written += n;
+        took += t;
+        // Let the last write's catch-up settle, as between two refreshes.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        for case in next_case.by_ref().take((during.len() - before).max(1)) {
+            quiet.push(timed_lookup(client, url, key, case).await?.0);
+        }
     }
-    let (records, took) = ingest.await??;
+    let records = written;
+
     Ok(IngestRun {
         quiet,
         during,
