@@ -2,8 +2,8 @@
 //!
 //! A key has a primary role plus grants, permanent or expiring within 30 days. Its
 //! effective roles are the primary plus every grant not yet expired at the time of the
-//! request, so expiry needs no cleanup job. The rank rules (SPEC.md "Multiple roles",
-//! SPEC-DECISIONS "Roles") decide every issue, grant, update and revocation.
+//! request, so expiry needs no cleanup job. The rank rules (docs/api.md, "Roles") decide
+//! every issue, grant, update and revocation.
 
 use chrono::{DateTime, Duration, Utc};
 use model::TenantKind;
@@ -90,7 +90,7 @@ impl Principal {
                 "the platform owner cannot be altered by others".into(),
             ));
         }
-        // SPEC.md: a platform_admin "cannot manage other platform admins or the owner".
+        // A platform_admin cannot manage other platform admins or the owner.
         if target_rank == Role::PlatformAdmin
             && self.rank() != Role::PlatformOwner
             && target.key_id != self.key_id
