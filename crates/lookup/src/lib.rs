@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use corpus::{Corpus, Generation};
 use model::{Classification, Error, HashRecord, HashValue};
-use store::Store;
+use store::{RecordsListener, Store};
 
 mod huge_pages;
 pub mod vendor_index;
@@ -25,16 +25,46 @@ pub struct Classifier {
     index: Arc<VendorIndex>,
     store: Arc<dyn Store>,
     corpus: Option<Arc<Corpus>>,
+    /// Kept alive here: the store holds it only weakly.
+    _listener: Arc<dyn RecordsListener>,
+}
+
+/// Applies each new records epoch to the index before the store shows it.
+struct IndexListener {
+    index: std::sync::Weak<VendorIndex>,
+    store: std::sync::Weak<dyn Store>,
+}
+
+#[async_trait::async_trait]
+impl RecordsListener for IndexListener {
+    async fn before_epoch(&self, epoch: u64) {
+        let (Some(index), Some(store)) = (self.index.upgrade(), self.store.upgrade()) else {
+            return;
+        };
+        // A failure leaves the index behind; the lookup path then catches up as before.
+        if let Err(e) = index.catch_up_to(&store, epoch).await {
+            tracing::warn!(error = %e, "vendor lookup index could not follow a write");
+        }
+    }
 }
 
 impl Classifier {
     /// A classifier over `store` with an empty index (built on first use or by
     /// [`rebuild`](Self::rebuild)) and no corpus.
     pub fn new(store: Arc<dyn Store>) -> Self {
+        let index: Arc<VendorIndex> = Arc::default();
+        // The index catches up with each write before the store shows its epoch, so a
+        // lookup never waits for a catch-up (and its query) itself.
+        let listener: Arc<dyn RecordsListener> = Arc::new(IndexListener {
+            index: Arc::downgrade(&index),
+            store: Arc::downgrade(&store),
+        });
+        store.listen_to_records(Arc::downgrade(&listener));
         Self {
-            index: Arc::default(),
+            index,
             store,
             corpus: None,
+            _listener: listener,
         }
     }
 

@@ -758,9 +758,18 @@ impl VendorIndex {
     /// Applies the store's changes now unless the index is current; `false` when there is
     /// no index to apply them to.
     async fn catch_up_now(self: &Arc<Self>, store: &Arc<dyn Store>) -> Result<bool, model::Error> {
-        let _updating = self.updating.lock().await;
         // Read before the changes: a write landing meanwhile is read now or next time.
-        let target = store.records_epoch();
+        self.catch_up_to(store, store.records_epoch()).await
+    }
+
+    /// Applies the store's changes up to at least `target`, an epoch whose writes are
+    /// committed; `false` when there is no index to apply them to.
+    pub async fn catch_up_to(
+        self: &Arc<Self>,
+        store: &Arc<dyn Store>,
+        target: u64,
+    ) -> Result<bool, model::Error> {
+        let _updating = self.updating.lock().await;
         let from = match self.read().as_ref() {
             None => return Ok(false),
             Some(s) if s.epoch >= target => return Ok(true),

@@ -152,9 +152,24 @@ macro_rules! backend {
             signer: RecordSigner,
             integrity: IntegrityMonitor,
             records_epoch: AtomicU64,
+            records_listener: std::sync::RwLock<Option<std::sync::Weak<dyn crate::RecordsListener>>>,
         }
 
         impl $store {
+            /// Lets the listener catch up with `epoch`, then shows it.
+            async fn publish_records_epoch(&self, epoch: u64) {
+                let listener = self
+                    .records_listener
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .and_then(std::sync::Weak::upgrade);
+                if let Some(listener) = listener {
+                    listener.before_epoch(epoch).await;
+                }
+                self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
+            }
+
             async fn migrate(pool: &$pool, migrations: &[Migration]) -> Result<()> {
                 sqlx::query(migrate::CREATE_TABLE)
                     .execute(pool)
@@ -548,7 +563,8 @@ macro_rules! backend {
                     let epoch = Self::bump_records_epoch(&mut tx).await?;
                     Self::mark_changed(&mut tx, &mut touched, epoch).await?;
                     tx.commit().await.map_err(db_error)?;
-                    self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
+                    drop(conn);
+                    self.publish_records_epoch(epoch).await;
                 }
                 Ok(outcome)
             }
@@ -599,8 +615,9 @@ macro_rules! backend {
                     None
                 };
                 tx.commit().await.map_err(db_error)?;
+                drop(conn);
                 if let Some(epoch) = epoch {
-                    self.records_epoch.fetch_max(epoch, Ordering::AcqRel);
+                    self.publish_records_epoch(epoch).await;
                 }
                 Ok(outcomes)
             }
@@ -1019,7 +1036,17 @@ macro_rules! backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn poll_records_epoch(&self) -> Result<u64> {
                 let epoch = Self::read_records_epoch(&self.pool).await?;
-                Ok(self.records_epoch.fetch_max(epoch, Ordering::AcqRel).max(epoch))
+                if epoch > self.records_epoch.load(Ordering::Acquire) {
+                    self.publish_records_epoch(epoch).await;
+                }
+                Ok(self.records_epoch.load(Ordering::Acquire).max(epoch))
+            }
+
+            fn listen_to_records(&self, listener: std::sync::Weak<dyn crate::RecordsListener>) {
+                *self
+                    .records_listener
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(listener);
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -1088,6 +1115,7 @@ impl SqliteStore {
             signer,
             integrity: IntegrityMonitor::default(),
             records_epoch: AtomicU64::new(epoch),
+            records_listener: std::sync::RwLock::new(None),
         })
     }
 }
@@ -1125,6 +1153,7 @@ impl PgStore {
             signer,
             integrity: IntegrityMonitor::default(),
             records_epoch: AtomicU64::new(epoch),
+            records_listener: std::sync::RwLock::new(None),
         })
     }
 }

@@ -268,6 +268,14 @@ pub trait HealthStore: Send + Sync {
     ) -> Result<()>;
 }
 
+/// Something derived from the records (the lookup index) that catches up with each new
+/// records epoch before it becomes visible.
+#[async_trait]
+pub trait RecordsListener: Send + Sync {
+    /// The records up to `epoch` are committed; `records_epoch()` shows it once this returns.
+    async fn before_epoch(&self, epoch: u64);
+}
+
 /// The whole store.
 #[async_trait]
 pub trait Store:
@@ -292,6 +300,11 @@ pub trait Store:
 
     /// Reads the records epoch from the database (other replicas' writes) and returns it.
     async fn poll_records_epoch(&self) -> Result<u64>;
+
+    /// Tells `listener` of every records epoch before [`records_epoch`](Store::records_epoch)
+    /// shows it (this process's writes, and other replicas' found by the poll), so that a view
+    /// of the records can catch up before anyone asks it. One listener; a new one replaces it.
+    fn listen_to_records(&self, listener: std::sync::Weak<dyn RecordsListener>);
 
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

@@ -709,13 +709,18 @@ async fn lookup_after_any_write_answers_from_the_index_as_the_database(app: Test
     app.record(pypi("requests", "2.32.4", 10)).await;
     index_agrees_with_database(&app, &probes, "tampered, superseded").await;
 
-    // A new row tampered with before the index reads it is never indexed.
-    let tampered = app.record(putty("0.84", Arch::Amd64, 11)).await;
+    // A new row tampered with before the index reads it is never indexed. (A write through
+    // this process is read at once, before anyone could tamper with it; so the row comes
+    // from another replica, whose writes this process reads when it next looks.)
+    let other = app.replica().await;
+    let tampered = other.record(putty("0.84", Arch::Amd64, 11)).await;
     app.exec(
         "UPDATE hash_records SET version = $1 WHERE id = $2",
         &["9.99", &tampered],
     )
     .await;
+    // This process notices the other replica's write (as its upkeep does twice a second).
+    app.store.poll_records_epoch().await.unwrap();
     index_agrees_with_database(&app, &probes, "tampered new row").await;
 
     // Another replica's write, once this one has polled the records epoch.
