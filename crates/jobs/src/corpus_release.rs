@@ -98,15 +98,7 @@ impl fmt::Debug for ReleaseSource {
 
 /// The URL with its credentials and query replaced, for logs and messages.
 pub fn redacted(url: &reqwest::Url) -> String {
-    let mut shown = url.clone();
-    if !shown.username().is_empty() || shown.password().is_some() {
-        let _ = shown.set_username("redacted");
-        let _ = shown.set_password(None);
-    }
-    if shown.query().is_some() {
-        shown.set_query(Some("redacted"));
-    }
-    shown.to_string()
+    model::redact_url(url.as_str())
 }
 
 /// Why fetching or importing a release failed, in words for the log and the saved state:
