@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use model::TenantKind;
-use model::{Clock, Error, Role, Tier};
-use store::admin::{AuditEntry, GrantRow, KeyInfo};
-use store::{KeyPrincipal, NewApiKey, Page, Store};
+use model::{Clock, Error, PlatformSettings, Role, Tier};
+use store::admin::{AuditEntry, AuditQuery, AuditRow, GrantRow, KeyInfo};
+use store::{KeyPrincipal, NewApiKey, Store};
 
 use crate::Principal;
 use crate::credentials::Credentials;
@@ -29,6 +30,8 @@ pub struct Admin {
     credentials: Arc<Credentials>,
     usage: Arc<Usage>,
     clock: Arc<dyn Clock>,
+    /// The platform settings in force on this replica (see [`Admin::reload_settings`]).
+    settings: ArcSwap<PlatformSettings>,
 }
 
 /// A key as administrators see it, with its effective roles at `as_of`.
@@ -41,7 +44,7 @@ pub struct ManagedKey {
 }
 
 impl ManagedKey {
-    fn new(info: KeyInfo, as_of: DateTime<Utc>) -> Self {
+    pub(crate) fn new(info: KeyInfo, as_of: DateTime<Utc>) -> Self {
         let grants: Vec<Grant> = info.grants.iter().map(Grant::from).collect();
         let roles = effective_roles(info.role, &grants, as_of);
         Self { info, roles, as_of }
@@ -120,7 +123,29 @@ impl Admin {
             credentials,
             usage,
             clock,
+            settings: ArcSwap::default(),
         }
+    }
+
+    pub(crate) fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    pub(crate) fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// The platform settings in force on this replica: limits, schedules, vendors, labels.
+    pub fn platform_settings(&self) -> Arc<PlatformSettings> {
+        self.settings.load_full()
+    }
+
+    pub(crate) fn set_platform_settings(&self, settings: Arc<PlatformSettings>) {
+        self.settings.store(settings);
     }
 
     /// Keys of `team_id` (staff only) or of the caller's account. Reads are not audited.
@@ -337,14 +362,9 @@ impl Admin {
         .await
     }
 
-    /// The audit log, newest first, optionally only actions by callers of `team_id`.
-    pub async fn audit_log(
-        &self,
-        team_id: Option<&str>,
-        limit: u32,
-        offset: u64,
-    ) -> Result<Page<AuditEntry>, Error> {
-        self.store.audit_log(team_id, limit, offset).await
+    /// The audit log entries matching `query`, newest first. Reads are not audited.
+    pub async fn audit_log(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, Error> {
+        self.store.audit_log(query).await
     }
 
     /// The caller's account usage: this month's total and per route, the last
@@ -385,7 +405,7 @@ impl Admin {
 
     /// Runs an action and records it, whatever the outcome; a change drops the credential
     /// cache.
-    async fn audited<T>(
+    pub async fn audited<T>(
         &self,
         actor: &Principal,
         action: &str,
@@ -397,7 +417,10 @@ impl Admin {
             // The change is made even if the audit write below fails.
             self.credentials.invalidate();
         }
-        let (outcome, detail) = audit_outcome(&result);
+        let (outcome, mut detail) = audit_outcome(&result);
+        if let Some(session) = &actor.impersonation {
+            detail = impersonation_detail(actor, session, &detail);
+        }
         let entry = AuditEntry {
             at: self.clock.now(),
             actor: actor.key_id.clone(),
@@ -450,6 +473,23 @@ impl Admin {
         let info = self.key_info(key_id, team_id).await?;
         Ok(ManagedKey::new(info, self.clock.now()))
     }
+}
+
+/// The audit detail of an action done in an impersonation session: who acted, as whom.
+pub fn impersonation_detail(
+    actor: &Principal,
+    session: &crate::Impersonation,
+    detail: &str,
+) -> String {
+    let mut text = format!(
+        "impersonation {} by {}/{} as {} ({})",
+        session.session_id, session.actor_team_id, actor.key_id, actor.role, session.mode
+    );
+    if !detail.is_empty() {
+        text.push_str(": ");
+        text.push_str(detail);
+    }
+    text
 }
 
 /// A target as the audit log keeps it: a plain identifier as given, anything else (a
@@ -584,6 +624,7 @@ mod tests {
             roles: roles.to_vec(),
             tier: Tier::Enterprise,
             credential: Credential::ApiKey,
+            impersonation: None,
         }
     }
 

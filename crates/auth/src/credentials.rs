@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use model::{Clock, Error, Role};
+use model::{Clock, Error, Permission, Role, TenantKind, Tier};
+use store::staff::ImpersonationSession;
 use store::{KeyPrincipal, Store};
 
 use crate::grants::{Grant, effective_roles};
 use crate::jwt::{Claims, ISSUER, JwtKeys, TOKEN_TTL_SECS};
-use crate::{Credential, KeyHasher, Principal, parse_key};
+use crate::{Credential, Impersonation, KeyHasher, Principal, parse_key};
 
 struct CachedKey {
     key: KeyPrincipal,
@@ -73,13 +74,15 @@ impl Credentials {
         *cache = Cache::default();
     }
 
-    /// Drops the cache if the store's auth epoch moved since the last poll.
-    pub async fn poll_epoch(&self) -> Result<(), Error> {
+    /// Drops the cache if the store's auth epoch moved since the last poll; true when it
+    /// moved (the first poll always counts as a move).
+    pub async fn poll_epoch(&self) -> Result<bool, Error> {
         let epoch = self.store.auth_epoch().await?;
-        if self.seen_epoch.swap(epoch, Ordering::AcqRel) != epoch {
+        let moved = self.seen_epoch.swap(epoch, Ordering::AcqRel) != epoch;
+        if moved {
             self.invalidate();
         }
-        Ok(())
+        Ok(moved)
     }
 
     fn cached(&self, hash: &str) -> Option<Arc<CachedKey>> {
@@ -129,6 +132,7 @@ impl Credentials {
             roles: effective_roles(entry.key.role, &entry.grants, self.clock.now()),
             tier: entry.key.tier,
             credential,
+            impersonation: None,
         })
     }
 
@@ -169,12 +173,91 @@ impl Credentials {
                 self.load(stored, generation).await?
             }
         };
+        if claims.act.is_some() {
+            return self.impersonating(&claims, &entry).await;
+        }
         if entry.key.team_id != claims.sub {
             return Err(Error::Unauthorized(
                 "invalid token: subject mismatch".into(),
             ));
         }
         self.principal(&entry, Credential::Jwt)
+    }
+
+    /// The principal of an impersonation session's token: the session must be open, the
+    /// staff key still valid and still allowed to impersonate, and the account still
+    /// active. Sessions are rare and short, so this reads the store on every request:
+    /// ending a session or suspending the account stops it at once on every replica.
+    async fn impersonating(
+        &self,
+        claims: &Claims,
+        staff_key: &CachedKey,
+    ) -> Result<Principal, Error> {
+        let staff = self.principal(staff_key, Credential::Jwt)?;
+        let ended = |why: &str| Error::Unauthorized(format!("impersonation session {why}"));
+        let session = self
+            .store
+            .impersonation(&claims.jti)
+            .await?
+            .ok_or_else(|| ended("unknown"))?;
+        if session.actor_key_id != staff.key_id || session.team_id != claims.sub {
+            return Err(ended("does not match its token"));
+        }
+        if session.ended_at.is_some() || self.clock.now() >= session.expires_at {
+            return Err(ended("has ended"));
+        }
+        if staff.tenant_kind != TenantKind::Platform || !staff.has(Permission::TenantImpersonate) {
+            return Err(ended("ended: the staff key may no longer impersonate"));
+        }
+        let tenant = self
+            .store
+            .tenant(&session.team_id)
+            .await?
+            .ok_or_else(|| ended("ended: the account is gone"))?;
+        if tenant.suspended {
+            return Err(ended("ended: the account is suspended"));
+        }
+        Ok(Principal {
+            key_id: staff.key_id,
+            team_id: session.team_id,
+            tenant_kind: tenant.kind,
+            role: session.role,
+            roles: vec![session.role],
+            tier: tenant.tier,
+            credential: Credential::Jwt,
+            impersonation: Some(Impersonation {
+                session_id: session.session_id,
+                actor_team_id: staff.team_id,
+                mode: session.mode,
+                user_id: session.user_id,
+            }),
+        })
+    }
+
+    /// The token of a new impersonation session: acting as `session.team_id` with the
+    /// session's role until it expires, naming the staff key in `act`.
+    pub fn issue_impersonation_token(
+        &self,
+        session: &ImpersonationSession,
+        tier: Tier,
+    ) -> Result<String, Error> {
+        let now = self.clock.now().timestamp();
+        self.jwt.issue(&Claims {
+            iss: ISSUER.into(),
+            sub: session.team_id.clone(),
+            role: session.role.as_str().into(),
+            roles: vec![session.role.as_str().into()],
+            tier: tier.as_str().into(),
+            iat: now,
+            nbf: now,
+            exp: session.expires_at.timestamp(),
+            jti: session.session_id.clone(),
+            key_id: session.actor_key_id.clone(),
+            act: Some(session.actor_key_id.clone()),
+            imp_mode: Some(session.mode.as_str().into()),
+            imp_uid: session.user_id.clone(),
+            mfa: None,
+        })
     }
 
     /// A fresh 15-minute token for the principal.

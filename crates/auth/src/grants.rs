@@ -189,6 +189,7 @@ mod tests {
             roles: roles.to_vec(),
             tier: Tier::Enterprise,
             credential: crate::Credential::ApiKey,
+            impersonation: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod credentials;
 pub mod grants;
 pub mod jwt;
 pub mod limits;
+pub mod staff;
 pub mod usage;
 
 pub use grants::Grant;
@@ -20,7 +21,7 @@ pub use grants::Grant;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use model::TenantKind;
-use model::{Error, Permission, Role, Tier};
+use model::{Error, ImpersonationMode, Permission, Role, Tier};
 use sha2::Sha256;
 use store::KeyPrincipal;
 use subtle::ConstantTimeEq;
@@ -135,6 +136,20 @@ pub struct Principal {
     pub roles: Vec<Role>,
     pub tier: Tier,
     pub credential: Credential,
+    /// Set when staff act as this account: `key_id` is then the staff member's key.
+    pub impersonation: Option<Impersonation>,
+}
+
+/// A staff impersonation session behind a principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impersonation {
+    /// The session (its token's `jti`).
+    pub session_id: String,
+    /// The staff member's account.
+    pub actor_team_id: String,
+    pub mode: ImpersonationMode,
+    /// The user acted as (user scope).
+    pub user_id: Option<String>,
 }
 
 /// Checks a stored key against the presented one. The stored HMAC is compared in constant
@@ -218,6 +233,7 @@ mod tests {
             roles: vec![Role::Analyst],
             tier: Tier::Basic,
             credential: Credential::ApiKey,
+            impersonation: None,
         };
         assert!(
             p.authorize(Some(Permission::IntelLookup), Tier::Basic)

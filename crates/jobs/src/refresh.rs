@@ -185,6 +185,89 @@ impl Default for RefreshOptions {
     }
 }
 
+impl RefreshOptions {
+    /// These options with the staff's platform settings applied: vendors disabled there
+    /// are skipped whatever the configuration says.
+    pub fn with_platform(&self, platform: &model::PlatformSettings) -> RefreshOptions {
+        let mut options = self.clone();
+        for id in &platform.disabled_vendors {
+            options.vendors.entry(id.clone()).or_default().enabled = Some(false);
+        }
+        options
+    }
+
+    /// Whether the configuration (not the platform settings) enables vendor `id`.
+    pub fn configured_enabled(&self, id: &str) -> Option<bool> {
+        let setup = ingest::vendors::all()
+            .into_iter()
+            .find(|v| v.fetcher.id() == id)?;
+        Some(
+            self.vendors
+                .get(id)
+                .and_then(|o| o.enabled)
+                .unwrap_or(setup.config.enabled),
+        )
+    }
+}
+
+/// Starts a refresh of one vendor now, in the background, under its own lease so that one
+/// runs at a time across replicas. `NotFound` for an unknown vendor, `Conflict` when the
+/// vendor is disabled or a refresh of it is already running.
+pub async fn refresh_now(
+    ctx: &crate::JobContext,
+    vendor: &str,
+) -> Result<tokio::task::JoinHandle<()>, Error> {
+    let platform = ctx.store.current_platform_settings().await?;
+    let options = ctx.settings.refresh.with_platform(&platform);
+    match options.configured_enabled(vendor) {
+        None => {
+            return Err(Error::NotFound(format!(
+                "no vendor {}; known: {}",
+                model::shown(vendor),
+                vendor_ids().join(", ")
+            )));
+        }
+        Some(false) => {
+            return Err(Error::Conflict(format!("vendor {vendor} is disabled")));
+        }
+        Some(true) => {}
+    }
+    let now = ctx.clock.now();
+    let lease = format!("{JOB}.now:{vendor}");
+    let holder = store::new_id();
+    if !ctx
+        .store
+        .try_lease(&lease, &holder, now + chrono::Duration::hours(1), now)
+        .await?
+    {
+        return Err(Error::Conflict(format!(
+            "a refresh of {vendor} is already running"
+        )));
+    }
+    let ctx = ctx.clone();
+    let vendor = vendor.to_string();
+    Ok(tokio::spawn(async move {
+        let done = refresh_vendors(
+            ctx.store.clone(),
+            ctx.clock.clone(),
+            &options,
+            Some(&vendor),
+            &|r| tracing::info!(vendor = %r.fetcher, recorded = r.recorded, unchanged = r.unchanged, errors = r.errors, "vendor refreshed on request"),
+        )
+        .await;
+        if let Err(e) = done {
+            tracing::warn!(vendor = %vendor, error = %e, "requested refresh failed");
+        }
+        if let Err(e) = ctx
+            .store
+            .release_lease(&lease, &holder, ctx.clock.now())
+            .await
+        {
+            tracing::warn!(error = %e, "cannot release the refresh lease; it expires within the hour");
+        }
+    }))
+}
+
 /// Ids of every known vendor fetcher.
 pub fn vendor_ids() -> Vec<String> {
     ingest::vendors::all()
@@ -323,7 +406,8 @@ impl crate::Job for RefreshJob {
         ctx: &crate::JobContext,
         now: DateTime<Utc>,
     ) -> Result<Option<crate::Due>, Error> {
-        let Some(at) = ctx.settings.daily_refresh else {
+        let platform = ctx.store.current_platform_settings().await?;
+        let Some(at) = platform.daily_refresh_at.or(ctx.settings.daily_refresh) else {
             return Ok(None);
         };
         if now.time() < at {
@@ -340,10 +424,11 @@ impl crate::Job for RefreshJob {
     }
 
     async fn run(&self, ctx: &crate::JobContext, _now: DateTime<Utc>) -> Result<(), Error> {
+        let platform = ctx.store.current_platform_settings().await?;
         refresh_vendors(
             ctx.store.clone(),
             ctx.clock.clone(),
-            &ctx.settings.refresh,
+            &ctx.settings.refresh.with_platform(&platform),
             None,
             &|r| tracing::info!(vendor = %r.fetcher, recorded = r.recorded, unchanged = r.unchanged, errors = r.errors, mismatches = r.mismatches, "vendor refreshed"),
         )

@@ -10,6 +10,7 @@ pub mod hash;
 pub mod record;
 pub mod redact;
 pub mod roles;
+pub mod staff;
 pub mod version;
 
 pub use clock::{Clock, FixedClock, SystemClock};
@@ -21,3 +22,4 @@ pub use record::{
 };
 pub use redact::{redact_url, redact_urls};
 pub use roles::{Permission, Role, TenantKind, Tier};
+pub use staff::{ImpersonationMode, PlatformSettings};

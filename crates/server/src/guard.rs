@@ -1,6 +1,6 @@
 //! Enforcement of a route's [`Rule`](crate::routing::Rule) on each request:
-//! authentication, usage counting, the rate limit, the monthly quota, then permission and
-//! tier. The routing layer attaches it to every registered route with that route's rule.
+//! authentication, what an impersonation session may call, the rate limit, the monthly
+//! quota and usage counting, then permission and tier. The routing layer attaches it to every registered route with that route's rule.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -8,25 +8,28 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::Request;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
-use model::Error;
+use axum::response::{IntoResponse, Response};
+use model::{Error, ImpersonationMode};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::routing::{Access, LimitClass, RouteSpec};
+use crate::routing::{Access, Impersonation, LimitClass, RouteSpec};
 
 /// Authenticates, counts, limits and authorizes one request to the route `spec`.
 pub(crate) async fn enforce(
     state: &AppState,
     spec: &RouteSpec,
     peer: SocketAddr,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
-    let limits = &state.settings.limits;
+    let limits = state
+        .settings
+        .limits
+        .with_overrides(&state.admin.platform_settings().limits);
     match spec.access {
         Access::Public => {
             let per_minute = match spec.limit {
@@ -42,6 +45,7 @@ pub(crate) async fn enforce(
                     .check(&bucket, per_minute, now.timestamp_millis())
                     .await?;
             }
+            Ok(next.run(request).await)
         }
         Access::Authenticated {
             permission,
@@ -59,31 +63,125 @@ pub(crate) async fn enforce(
                 }
                 Err(e) => return Err(e.into()),
             };
-            let (bucket, per_minute) = match spec.limit {
-                LimitClass::Token => ("token", limits.token_per_key),
-                _ => ("api", limits.authenticated_per_key),
-            };
-            state
-                .limiter
-                .check(
-                    &format!("key:{}:{bucket}", principal.key_id),
-                    per_minute,
-                    now.timestamp_millis(),
+            let Some(session) = principal.impersonation.clone() else {
+                return authorized(
+                    state,
+                    spec,
+                    &limits,
+                    principal,
+                    (permission, min_tier),
+                    request,
+                    next,
                 )
-                .await?;
-            state
-                .usage
-                .check_quota(&principal.team_id, principal.tier, now)
-                .await?;
-            // Counted once past the limits: a request refused with 429 costs no quota.
-            state
-                .usage
-                .record(&principal.team_id, &spec.endpoint_name(), now);
-            principal.authorize(permission, min_tier)?;
-            request.extensions_mut().insert(principal);
+                .await;
+            };
+            // Every request of an impersonation session is audited, refused ones included.
+            let response = match check_impersonation(spec, session.mode) {
+                Ok(()) => {
+                    authorized(
+                        state,
+                        spec,
+                        &limits,
+                        principal.clone(),
+                        (permission, min_tier),
+                        request,
+                        next,
+                    )
+                    .await
+                }
+                Err(e) => Err(e.into()),
+            }
+            .unwrap_or_else(IntoResponse::into_response);
+            audit_impersonated(state, spec, &principal, &session, response.status()).await;
+            Ok(response)
         }
     }
+}
+
+/// The rest of an authenticated request: the per-key limit, the quota and usage (not for
+/// staff sessions: acting as a customer costs the customer nothing), then permission and
+/// tier, then the handler.
+async fn authorized(
+    state: &AppState,
+    spec: &RouteSpec,
+    limits: &crate::Limits,
+    principal: auth::Principal,
+    (permission, min_tier): (Option<model::Permission>, model::Tier),
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let now = state.clock.now();
+    let (bucket, per_minute) = match spec.limit {
+        LimitClass::Token => ("token", limits.token_per_key),
+        _ => ("api", limits.authenticated_per_key),
+    };
+    state
+        .limiter
+        .check(
+            &format!("key:{}:{bucket}", principal.key_id),
+            per_minute,
+            now.timestamp_millis(),
+        )
+        .await?;
+    if principal.impersonation.is_none() {
+        state
+            .usage
+            .check_quota(&principal.team_id, principal.tier, now)
+            .await?;
+        // Counted once past the limits: a request refused with 429 costs no quota.
+        state
+            .usage
+            .record(&principal.team_id, &spec.endpoint_name(), now);
+    }
+    principal.authorize(permission, min_tier)?;
+    request.extensions_mut().insert(principal);
     Ok(next.run(request).await)
+}
+
+/// What an impersonation session may call: never the routes that mint or refresh tokens
+/// or start another impersonation, and no write in a `view` session.
+fn check_impersonation(spec: &RouteSpec, mode: ImpersonationMode) -> Result<(), Error> {
+    match spec.rule.impersonation {
+        Impersonation::Refused => Err(Error::Forbidden(format!(
+            "an impersonation session cannot call {} {}: sessions cannot mint or refresh tokens or impersonate again",
+            spec.method, spec.path
+        ))),
+        Impersonation::ManageOnly if mode == ImpersonationMode::View => {
+            Err(Error::Forbidden(format!(
+                "this impersonation session is view-only: {} is a write and is refused",
+                spec.method
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// One audit row per request of an impersonation session: the staff key as actor, the
+/// account acted as, the route (its template, never caller text) and the answer's status.
+async fn audit_impersonated(
+    state: &AppState,
+    spec: &RouteSpec,
+    principal: &auth::Principal,
+    session: &auth::Impersonation,
+    status: StatusCode,
+) {
+    let outcome = if status.is_client_error() || status.is_server_error() {
+        format!("failed: {}", status.as_u16())
+    } else {
+        "ok".to_string()
+    };
+    let entry = store::admin::AuditEntry {
+        at: state.clock.now(),
+        actor: principal.key_id.clone(),
+        team_id: principal.team_id.clone(),
+        action: "impersonate.request".into(),
+        target: spec.endpoint_name(),
+        outcome,
+        detail: auth::admin::impersonation_detail(principal, session, ""),
+    };
+    if let Err(e) = state.store.append_audit(&entry).await {
+        tracing::error!(error = %e, "could not audit an impersonated request");
+    }
 }
 
 /// The one credential of the request. Two keys, or a key and a token, are refused rather

@@ -51,6 +51,21 @@ pub struct Limits {
     pub failed_auth_per_team: u32,
 }
 
+impl Limits {
+    /// These limits with the staff's run-time overrides applied.
+    pub fn with_overrides(&self, o: &model::staff::LimitOverrides) -> Limits {
+        Limits {
+            hash_of_day_per_ip: o.hash_of_day_per_ip.unwrap_or(self.hash_of_day_per_ip),
+            public_per_ip: o.public_per_ip.unwrap_or(self.public_per_ip),
+            token_per_key: o.token_per_key.unwrap_or(self.token_per_key),
+            authenticated_per_key: o
+                .authenticated_per_key
+                .unwrap_or(self.authenticated_per_key),
+            ..self.clone()
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -217,8 +232,15 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
         tokio::select! {
             _ = &mut shutdown => break,
             _ = epoch.tick() => {
-                if let Err(e) = state.credentials.poll_epoch().await {
-                    tracing::warn!(error = %e, "credential epoch poll failed");
+                match state.credentials.poll_epoch().await {
+                    // Settings changes move the same epoch.
+                    Ok(true) => {
+                        if let Err(e) = state.admin.reload_settings().await {
+                            tracing::warn!(error = %e, "platform settings reload failed");
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "credential epoch poll failed"),
                 }
                 if let Err(e) = state.store.poll_records_epoch().await {
                     tracing::warn!(error = %e, "records epoch poll failed");

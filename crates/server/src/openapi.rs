@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routing::{Access, LimitClass, ROUTES};
+use crate::routing::{Access, Impersonation, LimitClass, ROUTES};
 use crate::{api, error};
 
 #[derive(OpenApi)]
@@ -92,6 +92,13 @@ fn build_document() -> Value {
                 permission.map_or(Value::Null, |p| p.as_str().into()),
             );
             op.insert("x-min-tier".into(), min_tier.as_str().into());
+            // What a staff impersonation session may do here.
+            let sessions = match route.rule.impersonation {
+                Impersonation::Allowed | Impersonation::Always => "allowed",
+                Impersonation::ManageOnly => "manage-only",
+                Impersonation::Refused => "refused",
+            };
+            op.insert("x-impersonation".into(), sessions.into());
             // Every authenticated route can refuse the credential, and a gated one the
             // role or tier, whatever its handler's annotation lists.
             add_error_response(op, "401", "Credential missing or invalid");

@@ -59,6 +59,8 @@ pub enum Impersonation {
     ManageOnly,
     /// No impersonation session (minting or refreshing tokens, impersonating again).
     Refused,
+    /// Every session, `view` included, whatever the method (ending one's own session).
+    Always,
 }
 
 /// Default largest body: 100 hashes need about 7 KB.

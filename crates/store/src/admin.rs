@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Role;
 
-use crate::{KeyPrincipal, NewApiKey, Page, Result};
+use crate::{KeyPrincipal, NewApiKey, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantRow {
@@ -44,6 +44,31 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
+/// Which audit entries to read: every filter given must match; newest first, starting
+/// below `before_id` (the cursor of the previous page) when set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Actions by callers of this account (or, in an impersonation session, done to it).
+    pub team_id: Option<String>,
+    /// The caller's key id.
+    pub actor: Option<String>,
+    /// Actions starting with this text (`key.` matches every key action).
+    pub action: Option<String>,
+    pub target: Option<String>,
+    /// Inclusive bounds on the entry's time.
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub before_id: Option<i64>,
+    pub limit: u32,
+}
+
+/// An audit entry with its position in the log (increasing with time of writing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub entry: AuditEntry,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageDelta {
     pub team_id: String,
@@ -75,13 +100,8 @@ pub trait AdminStore: Send + Sync {
     async fn set_suspended(&self, team_id: &str, suspended: bool) -> Result<()>;
     async fn auth_epoch(&self) -> Result<u64>;
     async fn append_audit(&self, entry: &AuditEntry) -> Result<()>;
-    /// Newest first.
-    async fn audit_log(
-        &self,
-        team_id: Option<&str>,
-        limit: u32,
-        offset: u64,
-    ) -> Result<Page<AuditEntry>>;
+    /// The entries matching `query`, newest first, at most `query.limit`.
+    async fn audit_log(&self, query: &AuditQuery) -> Result<Vec<AuditRow>>;
     async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<()>;
     /// Per endpoint over the inclusive days.
     async fn usage_by_endpoint(

@@ -9,8 +9,8 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::admin::{AdminStore, AuditEntry, GrantRow, KeyInfo, UsageDelta};
-use crate::{AccountStore, KeyPrincipal, NewApiKey, Page, PgStore, Result, SqliteStore, db_error};
+use crate::admin::{AdminStore, AuditEntry, AuditQuery, AuditRow, GrantRow, KeyInfo, UsageDelta};
+use crate::{AccountStore, KeyPrincipal, NewApiKey, PgStore, Result, SqliteStore, db_error};
 
 const BUMP_EPOCH: &str = "UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'";
 
@@ -301,33 +301,36 @@ macro_rules! access_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn audit_log(
-                &self,
-                team_id: Option<&str>,
-                limit: u32,
-                offset: u64,
-            ) -> Result<Page<AuditEntry>> {
-                let total: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM audit_log WHERE $1 IS NULL OR team_id = $1",
-                )
-                .bind(team_id)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
+            async fn audit_log(&self, q: &AuditQuery) -> Result<Vec<AuditRow>> {
+                // Prefix match on the action without LIKE, so `%` and `_` in it are plain text.
                 let rows = sqlx::query(
-                    "SELECT at, actor, team_id, action, target, outcome, detail FROM audit_log \
-                     WHERE $1 IS NULL OR team_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
+                    "SELECT id, at, actor, team_id, action, target, outcome, detail FROM audit_log \
+                     WHERE ($1 IS NULL OR team_id = $1) AND ($2 IS NULL OR actor = $2) \
+                     AND ($3 IS NULL OR substr(action, 1, length($3)) = $3) \
+                     AND ($4 IS NULL OR target = $4) \
+                     AND ($5 IS NULL OR at >= $5) AND ($6 IS NULL OR at <= $6) \
+                     AND ($7 IS NULL OR id < $7) \
+                     ORDER BY id DESC LIMIT $8",
                 )
-                .bind(team_id)
-                .bind(i64::from(limit))
-                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                .bind(q.team_id.as_deref())
+                .bind(q.actor.as_deref())
+                .bind(q.action.as_deref())
+                .bind(q.target.as_deref())
+                .bind(q.since.map(|t| t.trunc_subsecs(6)))
+                .bind(q.until.map(|t| t.trunc_subsecs(6)))
+                .bind(q.before_id)
+                .bind(i64::from(q.limit))
                 .fetch_all(&self.pool)
                 .await
                 .map_err(db_error)?;
-                Ok(Page {
-                    items: rows.iter().map(Self::audit_from_row).collect::<Result<_>>()?,
-                    total: count(total),
-                })
+                rows.iter()
+                    .map(|row| {
+                        Ok(AuditRow {
+                            id: row.try_get("id").map_err(db_error)?,
+                            entry: Self::audit_from_row(row)?,
+                        })
+                    })
+                    .collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

@@ -26,6 +26,7 @@ mod error;
 mod lease;
 mod migrate;
 pub mod roots;
+pub mod staff;
 
 pub use backend::{PgStore, SqliteStore};
 pub use error::StoreError;
@@ -286,6 +287,7 @@ pub trait Store:
     + roots::RootStore
     + downloads::DownloadStore
     + LeaseStore
+    + staff::StaffStore
 {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;

@@ -1,5 +1,6 @@
 //! Account administration, one module per resource: keys, role grants, accounts
-//! (suspension), the audit log, usage and the staff view of the service's health. Handlers only extract, call
+//! (suspension), the audit log, usage, the staff view of the service's health, staff
+//! impersonation and platform administration (settings, vendors, roles, administrators). Handlers only extract, call
 //! [`auth::admin::Admin`] (which holds the rules and writes the audit log) and answer JSON.
 
 use model::{Permission, Tier};
@@ -10,7 +11,9 @@ pub mod accounts;
 pub mod audit;
 pub mod grants;
 pub mod health;
+pub mod impersonation;
 pub mod keys;
+pub mod platform;
 pub mod usage;
 
 /// Key and grant administration: account admins on teams and above, and staff.
@@ -23,5 +26,7 @@ pub(crate) fn routes(api: Api) -> Api {
     let api = grants::routes(api);
     let api = accounts::routes(api);
     let api = health::routes(api);
+    let api = impersonation::routes(api);
+    let api = platform::routes(api);
     audit::routes(api)
 }
