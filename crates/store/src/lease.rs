@@ -48,6 +48,9 @@ pub trait LeaseStore: Send + Sync {
 
     /// The job's lease; None if it was never taken.
     async fn lease(&self, job: &str) -> Result<Option<JobLease>>;
+
+    /// The leases that expire last, newest first: what ran or runs lately, for staff.
+    async fn recent_leases(&self, limit: u32) -> Result<Vec<JobLease>>;
 }
 
 macro_rules! lease_backend {
@@ -100,15 +103,31 @@ macro_rules! lease_backend {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(db_error)?;
-                row.map(|r| {
-                    Ok(JobLease {
-                        job: r.try_get("job").map_err(db_error)?,
-                        holder: r.try_get("holder").map_err(db_error)?,
-                        expires_at: r.try_get("expires_at").map_err(db_error)?,
-                        finished_at: r.try_get("finished_at").map_err(db_error)?,
-                    })
+                row.map(|r| Self::lease_from_row(&r)).transpose()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn recent_leases(&self, limit: u32) -> Result<Vec<JobLease>> {
+                let rows: Vec<$row> = sqlx::query(
+                    "SELECT job, holder, expires_at, finished_at FROM job_leases \
+                     ORDER BY expires_at DESC, job LIMIT $1",
+                )
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(Self::lease_from_row).collect()
+            }
+        }
+
+        impl $store {
+            fn lease_from_row(r: &$row) -> Result<JobLease> {
+                Ok(JobLease {
+                    job: r.try_get("job").map_err(db_error)?,
+                    holder: r.try_get("holder").map_err(db_error)?,
+                    expires_at: r.try_get("expires_at").map_err(db_error)?,
+                    finished_at: r.try_get("finished_at").map_err(db_error)?,
                 })
-                .transpose()
             }
         }
     };

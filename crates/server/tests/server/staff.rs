@@ -9,10 +9,11 @@ use std::time::Duration as StdDuration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use model::Permission;
 use model::{Clock as _, Role, TenantKind, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
-use server::routing::ROUTES;
+use server::routing::{Access, ROUTES};
 use testkit::{Resp, TestApp};
 
 testkit::backend_tests!(
@@ -24,6 +25,7 @@ testkit::backend_tests!(
     roles_with_their_labels,
     platform_administrators_by_the_owner_only,
     audit_log_filters_and_cursor,
+    every_administrative_action_is_audited,
 );
 
 const IMPERSONATE: &str = "/api/v1/admin/impersonate";
@@ -535,7 +537,7 @@ async fn settings_apply_here_and_on_other_replicas(app: TestApp) {
 }
 
 /// Disabling a vendor leaves it out of every refresh (the refresh-now route says so);
-/// unknown vendors are 404.
+/// unknown vendors are 404; the staff health view lists the latest job leases.
 async fn vendors_are_enabled_and_disabled(app: TestApp) {
     let owner = owner(&app).await;
     let r = app.get_with("/api/v1/admin/vendors", &owner).await;
@@ -596,6 +598,44 @@ async fn vendors_are_enabled_and_disabled(app: TestApp) {
         let r = app.send(Method::POST, path, &owner, None).await;
         assert_eq!(r.status, 404, "{path}: {}", r.text);
     }
+    // Job health: the latest leases, running or finished, with their holders.
+    let now = app.clock.now();
+    assert!(
+        app.store
+            .try_lease(
+                "vendor.refresh:test-day",
+                "replica-a",
+                now + chrono::Duration::hours(1),
+                now
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        app.store
+            .try_lease(
+                "translog.publish:test-day",
+                "replica-b",
+                now + chrono::Duration::minutes(5),
+                now
+            )
+            .await
+            .unwrap()
+    );
+    app.store
+        .finish_lease("translog.publish:test-day", "replica-b", now)
+        .await
+        .unwrap();
+    let health = app.get_with("/api/v1/admin/health", &owner).await;
+    assert_eq!(health.status, 200, "{}", health.text);
+    let jobs = health.json()["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs[0]["lease"], "vendor.refresh:test-day");
+    assert_eq!(jobs[0]["holder"], "replica-a");
+    assert_eq!(jobs[0]["running"], true);
+    assert_eq!(jobs[1]["lease"], "translog.publish:test-day");
+    assert_eq!(jobs[1]["running"], false);
+    assert!(jobs[1]["finished_at"].is_string());
+
     let entries = audit(&app, &owner, "action=vendor.").await;
     let actions: BTreeSet<&str> = entries
         .iter()
@@ -877,4 +917,262 @@ async fn audit_log_filters_and_cursor(app: TestApp) {
         assert_eq!(r.status, 405, "{method}: {}", r.text);
     }
     assert_eq!(audit(&app, &owner, "").await, all, "unchanged");
+}
+
+/// Who sends an administrative request.
+enum Caller<'a> {
+    Key(&'a str),
+    Bearer(&'a str),
+}
+
+/// (method, route template, concrete path, body, caller, audited action, acting key id)
+type AdminAction<'a> = (
+    Method,
+    &'a str,
+    String,
+    Option<Value>,
+    Caller<'a>,
+    &'a str,
+    &'a str,
+);
+
+/// Every administrative write route, done for real (as staff, or in an impersonation
+/// session), leaves an audit entry naming its action, the acting key and its outcome. The
+/// table must cover every such route, so a new one cannot skip the audit unnoticed.
+async fn every_administrative_action_is_audited(app: TestApp) {
+    let owner = owner(&app).await;
+    let owner_id = app.key_id(&owner).await;
+    let (liaison_id, liaison) = staff(&app, &owner, Role::ClientLiaison).await;
+    let liaison_token = app.token(&liaison).await;
+    app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+    let (target_id, _) = staff(&app, &owner, Role::Analyst).await;
+    let vendor = app.get_with("/api/v1/admin/vendors", &owner).await.json()["vendors"][0]["vendor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = app
+        .send(
+            Method::POST,
+            "/api/v1/admin/platform-admins",
+            &owner,
+            Some(json!({})),
+        )
+        .await;
+    let admin_id = r.json()["key_id"].as_str().unwrap().to_string();
+    let r = impersonate(
+        &app,
+        &liaison_token,
+        json!({"team_id": "acme", "mode": "manage"}),
+    )
+    .await;
+    let session = r.json()["token"].as_str().unwrap().to_string();
+
+    let actions: Vec<AdminAction> = vec![
+        (
+            Method::POST,
+            "/api/v1/admin/keys",
+            "/api/v1/admin/keys".into(),
+            Some(json!({"role": "analyst"})),
+            Caller::Key(&owner),
+            "key.issue",
+            &owner_id,
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/admin/keys/{key_id}",
+            format!("/api/v1/admin/keys/{target_id}"),
+            Some(json!({"label": "renamed"})),
+            Caller::Key(&owner),
+            "key.update",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/keys/{key_id}/roles",
+            format!("/api/v1/admin/keys/{target_id}/roles"),
+            Some(json!({"role": "auditor"})),
+            Caller::Key(&owner),
+            "role.grant:auditor",
+            &owner_id,
+        ),
+        (
+            Method::DELETE,
+            "/api/v1/admin/keys/{key_id}/roles/{role}",
+            format!("/api/v1/admin/keys/{target_id}/roles/auditor"),
+            None,
+            Caller::Key(&owner),
+            "role.revoke:auditor",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/keys/{key_id}/reissue",
+            format!("/api/v1/admin/keys/{target_id}/reissue"),
+            None,
+            Caller::Key(&owner),
+            "key.reissue",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/accounts/{team_id}/suspend",
+            "/api/v1/admin/accounts/acme/suspend".into(),
+            None,
+            Caller::Key(&owner),
+            "account.suspend",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/accounts/{team_id}/unsuspend",
+            "/api/v1/admin/accounts/acme/unsuspend".into(),
+            None,
+            Caller::Key(&owner),
+            "account.unsuspend",
+            &owner_id,
+        ),
+        (
+            Method::PATCH,
+            SETTINGS,
+            SETTINGS.into(),
+            Some(json!({"limits": {"public_per_ip": 400}})),
+            Caller::Key(&owner),
+            "settings.change",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/vendors/{vendor}/disable",
+            format!("/api/v1/admin/vendors/{vendor}/disable"),
+            None,
+            Caller::Key(&owner),
+            "vendor.disable",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/vendors/{vendor}/enable",
+            format!("/api/v1/admin/vendors/{vendor}/enable"),
+            None,
+            Caller::Key(&owner),
+            "vendor.enable",
+            &owner_id,
+        ),
+        // No vendor is reachable here: refused (409 or a failed start), still audited.
+        (
+            Method::POST,
+            "/api/v1/admin/vendors/{vendor}/refresh",
+            "/api/v1/admin/vendors/no-such-vendor/refresh".into(),
+            None,
+            Caller::Key(&owner),
+            "vendor.refresh",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/platform-admins",
+            "/api/v1/admin/platform-admins".into(),
+            Some(json!({"label": "second"})),
+            Caller::Key(&owner),
+            "key.issue",
+            &owner_id,
+        ),
+        (
+            Method::DELETE,
+            "/api/v1/admin/platform-admins/{key_id}",
+            format!("/api/v1/admin/platform-admins/{admin_id}"),
+            None,
+            Caller::Key(&owner),
+            "key.revoke",
+            &owner_id,
+        ),
+        (
+            Method::POST,
+            IMPERSONATE,
+            IMPERSONATE.into(),
+            Some(json!({"team_id": "acme", "mode": "view"})),
+            Caller::Bearer(&liaison_token),
+            "impersonate.tenant.view",
+            &liaison_id,
+        ),
+        (
+            Method::DELETE,
+            IMPERSONATE,
+            IMPERSONATE.into(),
+            None,
+            Caller::Bearer(&session),
+            "impersonate.end",
+            &liaison_id,
+        ),
+        (
+            Method::DELETE,
+            "/api/v1/admin/keys/{key_id}",
+            "/api/v1/admin/keys/{target}".into(),
+            None,
+            Caller::Key(&owner),
+            "key.revoke",
+            &owner_id,
+        ),
+    ];
+    let covered: BTreeSet<(String, String)> = actions
+        .iter()
+        .map(|(m, route, ..)| (m.to_string(), route.to_string()))
+        .collect();
+    let staff_permissions = [
+        Permission::TenantManage,
+        Permission::TenantImpersonate,
+        Permission::PlatformKeys,
+        Permission::PlatformSettings,
+        Permission::PlatformAdmin,
+    ];
+    for route in ROUTES
+        .iter()
+        .filter(|r| r.method != Method::GET && r.path.starts_with("/api/v1/admin/"))
+    {
+        let administrative = matches!(route.access, Access::Authenticated { permission: Some(p), .. } if staff_permissions.contains(&p))
+            || route.path == IMPERSONATE;
+        if administrative {
+            assert!(
+                covered.contains(&(route.method.to_string(), route.path.clone())),
+                "{} {} is not exercised here",
+                route.method,
+                route.path
+            );
+        }
+    }
+
+    let mut target_id = target_id;
+    for (method, route, path, body, caller, action, actor) in actions {
+        // The reissued key has a new id: later rows act on the replacement.
+        let path = path.replace("{target}", &target_id);
+        let before = audit(&app, &owner, &format!("action={action}")).await.len();
+        let body_text = body.map(|b| b.to_string().into());
+        let r = match caller {
+            Caller::Key(key) => app.call(method.clone(), &path, Some(key), body_text).await,
+            Caller::Bearer(token) => {
+                app.call_bearer(method.clone(), &path, token, body_text)
+                    .await
+            }
+        };
+        assert!(r.status < 500, "{method} {route}: {}", r.text);
+        let after = audit(&app, &owner, &format!("action={action}")).await;
+        assert_eq!(
+            after.len(),
+            before + 1,
+            "{method} {route} ({}) left no {action} entry",
+            r.status
+        );
+        assert_eq!(after[0]["actor"], actor, "{method} {route}");
+        if r.status < 300 {
+            assert_eq!(after[0]["outcome"], "ok", "{method} {route}");
+        } else {
+            assert!(
+                after[0]["outcome"].as_str().unwrap().starts_with("denied"),
+                "{method} {route}"
+            );
+        }
+        if route.ends_with("/reissue") {
+            target_id = r.json()["key_id"].as_str().unwrap().to_string();
+        }
+    }
 }

@@ -13,7 +13,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::Status;
-use crate::error::ErrorBody;
+use crate::api::timestamp;
+use crate::error::{ApiResult, ErrorBody};
 use crate::routes::public::{ErrorDetail, system_status};
 use crate::routing::{Api, Rule};
 
@@ -30,6 +31,22 @@ pub struct StaffHealth {
     #[serde(flatten)]
     pub status: Status,
     pub security: SecurityCounters,
+    /// The latest scheduled-job leases, newest first (at most 20).
+    pub jobs: Vec<JobLeaseJson>,
+}
+
+/// A scheduled job's lease: which replica ran or runs it, until when.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobLeaseJson {
+    /// The lease's name (the job, with the day or vendor it covers).
+    pub lease: String,
+    /// The replica run that holds or held it.
+    pub holder: String,
+    pub expires_at: String,
+    /// When the run ended; absent while it runs (or if it never ended).
+    pub finished_at: Option<String>,
+    /// Unexpired and not finished.
+    pub running: bool,
 }
 
 /// Since this process started.
@@ -44,13 +61,28 @@ pub struct SecurityCounters {
 /// Service health with full vendor errors (staff).
 #[utoipa::path(get, path = "/api/v1/admin/health", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = StaffHealth), (status = 403, body = ErrorBody)))]
-pub async fn health(State(state): State<AppState>) -> Json<StaffHealth> {
+pub async fn health(State(state): State<AppState>) -> ApiResult<Json<StaffHealth>> {
     let failures = &state.auth_failures;
-    Json(StaffHealth {
+    let now = state.clock.now();
+    let jobs = state
+        .store
+        .recent_leases(20)
+        .await?
+        .into_iter()
+        .map(|l| JobLeaseJson {
+            running: l.finished_at.is_none() && l.expires_at > now,
+            lease: l.job,
+            holder: l.holder,
+            expires_at: timestamp(l.expires_at),
+            finished_at: l.finished_at.map(timestamp),
+        })
+        .collect();
+    Ok(Json(StaffHealth {
         status: system_status(&state, ErrorDetail::Full).await,
         security: SecurityCounters {
             failed_authentications: failures.refused.load(Ordering::Relaxed),
             failed_authentications_limited: failures.limited.load(Ordering::Relaxed),
         },
-    })
+        jobs,
+    }))
 }
