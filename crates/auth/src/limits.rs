@@ -127,6 +127,20 @@ impl Limiter {
             l.prune(now_ms);
         }
     }
+
+    /// Whether Redis answers a PING within half a second; None for the in-process limiter.
+    pub async fn redis_up(&self) -> Option<bool> {
+        let Limiter::Redis(r) = self else {
+            return None;
+        };
+        let mut connection = r.connection.clone();
+        let command = redis::cmd("PING");
+        let ping = command.query_async::<String>(&mut connection);
+        Some(matches!(
+            tokio::time::timeout(std::time::Duration::from_millis(500), ping).await,
+            Ok(Ok(_))
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, Utc};
@@ -133,7 +133,23 @@ pub trait Job: Send + Sync {
 
 /// The jobs of a process, and which of them run now.
 pub struct Runner {
-    jobs: Vec<(Arc<dyn Job>, Arc<AtomicBool>)>,
+    jobs: Vec<Scheduled>,
+}
+
+/// A job with its running flag and its run counts.
+struct Scheduled {
+    job: Arc<dyn Job>,
+    running: Arc<AtomicBool>,
+    stats: Arc<RunStats>,
+}
+
+/// Runs of one job in this process since start.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    pub succeeded: AtomicU64,
+    pub failed: AtomicU64,
+    /// Time spent in runs that ended, microseconds.
+    pub micros: AtomicU64,
 }
 
 impl Default for Runner {
@@ -152,16 +168,25 @@ impl Runner {
         Self {
             jobs: jobs
                 .into_iter()
-                .map(|job| (job, Arc::new(AtomicBool::new(false))))
+                .map(|job| Scheduled {
+                    job,
+                    running: Arc::default(),
+                    stats: Arc::default(),
+                })
                 .collect(),
         }
+    }
+
+    /// Each job's name and its runs in this process.
+    pub fn stats(&self) -> impl Iterator<Item = (&'static str, &RunStats)> {
+        self.jobs.iter().map(|s| (s.job.name(), &*s.stats))
     }
 
     /// A run of the named job is going on in this process.
     pub fn is_running(&self, name: &str) -> bool {
         self.jobs
             .iter()
-            .any(|(job, running)| job.name() == name && running.load(Ordering::Acquire))
+            .any(|s| s.job.name() == name && s.running.load(Ordering::Acquire))
     }
 
     /// Starts, each in its own task, every job that is due at `now`, not running in this
@@ -173,7 +198,12 @@ impl Runner {
         now: DateTime<Utc>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let mut started = Vec::new();
-        for (job, running) in &self.jobs {
+        for Scheduled {
+            job,
+            running,
+            stats,
+        } in &self.jobs
+        {
             if running.load(Ordering::Acquire) {
                 continue;
             }
@@ -204,19 +234,27 @@ impl Runner {
                 continue;
             }
             let running = Running(running.clone());
-            let (job, ctx) = (job.clone(), ctx.clone());
+            let (job, ctx, stats) = (job.clone(), ctx.clone(), stats.clone());
             let span = tracing::info_span!("job", name);
             started.push(tokio::spawn(
                 async move {
                     let _running = running;
                     let began = std::time::Instant::now();
                     tracing::info!("job started");
-                    match job.run(&ctx, now).await {
+                    let outcome = job.run(&ctx, now).await;
+                    let elapsed = began.elapsed();
+                    stats.micros.fetch_add(
+                        u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                        Ordering::Relaxed,
+                    );
+                    match outcome {
                         Ok(()) => {
-                            tracing::info!(seconds = began.elapsed().as_secs(), outcome = "ok", "job finished")
+                            stats.succeeded.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(seconds = elapsed.as_secs(), outcome = "ok", "job finished")
                         }
                         Err(e) => {
-                            tracing::error!(seconds = began.elapsed().as_secs(), outcome = "failed", error = %e, "job finished")
+                            stats.failed.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(seconds = elapsed.as_secs(), outcome = "failed", error = %e, "job finished")
                         }
                     }
                     // Whatever the outcome: jobs that wait for this one wait for its end.

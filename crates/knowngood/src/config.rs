@@ -34,6 +34,9 @@ pub struct CommonArgs {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    /// Address of the Prometheus metrics listener (`GET /metrics`); off when unset.
+    /// `KNOWNGOOD_METRICS_LISTEN` wins.
+    pub metrics_listen: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
     /// Shares rate limits between replicas when set.
@@ -170,6 +173,8 @@ impl fmt::Debug for SecretSettings {
 /// The resolved configuration.
 pub struct Config {
     pub listen: SocketAddr,
+    /// Where `GET /metrics` is served; None = not at all.
+    pub metrics_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub database_url: String,
     pub redis_url: Option<String>,
@@ -181,6 +186,7 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("data_dir", &self.data_dir)
             .field("database_url", &redact_url(&self.database_url))
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
@@ -232,6 +238,14 @@ impl Config {
         let listen = listen
             .parse()
             .with_context(|| format!("listen address {listen:?} is not host:port"))?;
+        let metrics_listen = std::env::var("KNOWNGOOD_METRICS_LISTEN")
+            .ok()
+            .or(file.metrics_listen)
+            .map(|a| {
+                a.parse()
+                    .with_context(|| format!("metrics listen address {a:?} is not host:port"))
+            })
+            .transpose()?;
         let database_url = common
             .database_url
             .clone()
@@ -297,6 +311,7 @@ impl Config {
         }
         Ok(Self {
             listen,
+            metrics_listen,
             data_dir,
             database_url,
             redis_url,
@@ -617,6 +632,7 @@ mod tests {
         assert_eq!(redact_url("S3cret"), "<not a URL>");
         let config = Config {
             listen: "127.0.0.1:1".parse().unwrap(),
+            metrics_listen: None,
             data_dir: PathBuf::from("/d"),
             database_url: "postgres://kg:S3cret@db/k".into(),
             redis_url: Some("rediss://u:Redis5ecret@cache/0".into()),

@@ -521,6 +521,14 @@ async fn serve(config: Config) -> Result<()> {
         transparency_log_key = %secrets.log_public_key(),
         "knowngood serving"
     );
+    if let Some(address) = config.metrics_listen {
+        let metrics = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the metrics listener {address}"))?;
+        tracing::info!(listen = %metrics.local_addr()?, "metrics served at /metrics");
+        // Ends with the process; scrapes hold no state worth draining.
+        tokio::spawn(server::metrics::serve(metrics, state.clone()));
+    }
     let (stop_upkeep, upkeep_stopped) = tokio::sync::oneshot::channel::<()>();
     let upkeep = tokio::spawn(server::maintain(state.clone(), async {
         let _ = upkeep_stopped.await;

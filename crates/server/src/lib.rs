@@ -28,6 +28,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod headers;
+pub mod metrics;
 pub mod openapi;
 pub mod request_log;
 pub mod routes;
@@ -132,6 +133,8 @@ pub struct AppState {
     pub jobs: jobs::JobContext,
     /// The cluster jobs of this process, started by [`maintain`].
     pub runner: Arc<jobs::Runner>,
+    /// Request, lookup and job counters for the metrics listener.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
@@ -173,6 +176,7 @@ impl AppState {
             corpus: None,
             jobs,
             runner: Arc::default(),
+            metrics: Arc::default(),
             settings: Arc::new(settings),
         }
     }

@@ -13,7 +13,7 @@ use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, RawPathParams, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use model::{Error, Permission, Tier};
 use utoipa::openapi::path::{HttpMethod, Paths};
 use utoipa::openapi::{Components, RefOr, Schema};
@@ -145,6 +145,8 @@ impl Rule {
 /// One registered route: its method, path and rule.
 #[derive(Debug, Clone)]
 pub struct RouteSpec {
+    /// Position in the registration order ([`ROUTES`]); indexes per-route metrics.
+    pub index: usize,
     pub method: Method,
     pub path: String,
     pub access: Access,
@@ -182,6 +184,7 @@ impl Api {
                     rule.impersonation = Impersonation::ManageOnly;
                 }
                 let spec = RouteSpec {
+                    index: self.routes.len(),
                     method,
                     path: path.clone(),
                     access: rule.access,
@@ -255,8 +258,16 @@ async fn enforce_rule(
         Error::bad_request(format!("a path parameter is not valid: {}", e.body_text()))
     })?;
     let params: Vec<(&str, &str)> = path_params.iter().collect();
-    crate::extract::check_edge(request.uri().query(), &params)?;
-    crate::guard::enforce(state, spec, peer, request, next).await
+    let began = std::time::Instant::now();
+    let response = match crate::extract::check_edge(request.uri().query(), &params) {
+        Ok(()) => crate::guard::enforce(state, spec, peer, request, next).await,
+        Err(e) => Err(e.into()),
+    }
+    .unwrap_or_else(IntoResponse::into_response);
+    state
+        .metrics
+        .observe(spec.index, response.status().as_u16(), began.elapsed());
+    Ok(response)
 }
 
 /// Every route the server answers, as registered.

@@ -176,7 +176,10 @@ async fn classify(
     let results = classified
         .results()
         .into_iter()
-        .map(|(hash, verdict)| (hash.as_str(), lookup_result(verdict, historical)))
+        .map(|(hash, verdict)| {
+            state.metrics.lookup(verdict.classification());
+            (hash.as_str(), lookup_result(verdict, historical))
+        })
         .collect();
     Ok(lookup_json(&LookupResponse { results }))
 }

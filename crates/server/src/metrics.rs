@@ -1,0 +1,357 @@
+//! Prometheus metrics, served on a listener of their own (`metrics_listen`), so scrapes
+//! never count against the API's limits and the numbers never show on the public address.
+//!
+//! Request counters and latency histograms are per registered route (its template, never
+//! the raw path, so labels stay bounded), kept in atomics indexed by the route's position
+//! in [`ROUTES`]; everything else (vendors, corpus, leases, database and Redis health) is
+//! read when scraped.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use model::Classification;
+
+use crate::AppState;
+use crate::routes::public::{ErrorDetail, system_status};
+use crate::routing::ROUTES;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Default)]
+struct RouteStats {
+    /// By status class: 1xx to 5xx.
+    by_class: [AtomicU64; 5],
+    /// Requests at or under each bucket's bound (not cumulative; summed when rendered).
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    micros: AtomicU64,
+}
+
+/// Counters the request path updates.
+pub struct Metrics {
+    routes: Vec<RouteStats>,
+    lookups: [AtomicU64; 3],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            routes: ROUTES.iter().map(|_| RouteStats::default()).collect(),
+            lookups: Default::default(),
+        }
+    }
+}
+
+fn lookup_slot(c: Classification) -> usize {
+    match c {
+        Classification::KnownVendorRelease => 0,
+        Classification::KnownFile => 1,
+        Classification::Unknown => 2,
+    }
+}
+
+const LOOKUP_LABELS: [&str; 3] = ["known_vendor_release", "known_file", "unknown"];
+
+impl Metrics {
+    /// One answered request of route number `route`.
+    pub(crate) fn observe(&self, route: usize, status: u16, elapsed: Duration) {
+        let Some(stats) = self.routes.get(route) else {
+            return;
+        };
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        stats.by_class[class].fetch_add(1, Relaxed);
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+            stats.buckets[i].fetch_add(1, Relaxed);
+        }
+        stats.count.fetch_add(1, Relaxed);
+        stats.micros.fetch_add(
+            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            Relaxed,
+        );
+    }
+
+    /// One classified hash of a lookup.
+    pub(crate) fn lookup(&self, classification: Classification) {
+        self.lookups[lookup_slot(classification)].fetch_add(1, Relaxed);
+    }
+}
+
+/// Text exposition format 0.0.4.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Every metric, as Prometheus scrapes it.
+pub async fn render(state: &AppState) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let metrics = &state.metrics;
+
+    family(
+        &mut out,
+        "knowngood_http_requests_total",
+        "counter",
+        "Requests answered, by route and status class.",
+    );
+    for (spec, stats) in ROUTES.iter().zip(&metrics.routes) {
+        for (i, n) in stats.by_class.iter().enumerate() {
+            let n = n.load(Relaxed);
+            if n > 0 {
+                let _ = writeln!(
+                    out,
+                    "knowngood_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}xx\"}} {n}",
+                    spec.method,
+                    label(&spec.path),
+                    i + 1
+                );
+            }
+        }
+    }
+    family(
+        &mut out,
+        "knowngood_http_request_duration_seconds",
+        "histogram",
+        "Time from routing to the answer, by route.",
+    );
+    for (spec, stats) in ROUTES.iter().zip(&metrics.routes) {
+        let count = stats.count.load(Relaxed);
+        if count == 0 {
+            continue;
+        }
+        let labels = format!("method=\"{}\",route=\"{}\"", spec.method, label(&spec.path));
+        let mut cumulative = 0;
+        for (bound, n) in BUCKETS.iter().zip(&stats.buckets) {
+            cumulative += n.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "knowngood_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "knowngood_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}"
+        );
+        let seconds = stats.micros.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "knowngood_http_request_duration_seconds_sum{{{labels}}} {seconds}"
+        );
+        let _ = writeln!(
+            out,
+            "knowngood_http_request_duration_seconds_count{{{labels}}} {count}"
+        );
+    }
+
+    family(
+        &mut out,
+        "knowngood_lookup_results_total",
+        "counter",
+        "Hashes classified by lookups, by classification.",
+    );
+    for (name, n) in LOOKUP_LABELS.iter().zip(&metrics.lookups) {
+        let _ = writeln!(
+            out,
+            "knowngood_lookup_results_total{{classification=\"{name}\"}} {}",
+            n.load(Relaxed)
+        );
+    }
+
+    let status = system_status(state, ErrorDetail::Class).await;
+    family(
+        &mut out,
+        "knowngood_up",
+        "gauge",
+        "Overall status: 1 ok, 0.5 degraded, 0 down.",
+    );
+    let overall = match status.status {
+        "ok" => 1.0,
+        "degraded" => 0.5,
+        _ => 0.0,
+    };
+    let _ = writeln!(out, "knowngood_up {overall}");
+    family(
+        &mut out,
+        "knowngood_database_up",
+        "gauge",
+        "1 when the database answers.",
+    );
+    let database_up = state.store.ping().await.is_ok();
+    let _ = writeln!(out, "knowngood_database_up {}", u8::from(database_up));
+    if let Some(up) = state.limiter.redis_up().await {
+        family(
+            &mut out,
+            "knowngood_redis_up",
+            "gauge",
+            "1 when Redis (shared rate limits) answers.",
+        );
+        let _ = writeln!(out, "knowngood_redis_up {}", u8::from(up));
+    }
+    family(
+        &mut out,
+        "knowngood_reference_corpus_entries",
+        "gauge",
+        "SHA-256 entries of the live reference corpus generation.",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_reference_corpus_entries {}",
+        status.components.reference_corpus.entries
+    );
+    family(
+        &mut out,
+        "knowngood_vendor_records",
+        "gauge",
+        "Current records per vendor.",
+    );
+    for v in &status.vendors {
+        let _ = writeln!(
+            out,
+            "knowngood_vendor_records{{vendor=\"{}\"}} {}",
+            label(&v.vendor),
+            v.records
+        );
+    }
+    family(
+        &mut out,
+        "knowngood_vendor_failing",
+        "gauge",
+        "1 when the vendor's last refresh failed.",
+    );
+    for v in &status.vendors {
+        let _ = writeln!(
+            out,
+            "knowngood_vendor_failing{{vendor=\"{}\"}} {}",
+            label(&v.vendor),
+            u8::from(v.status == "failing")
+        );
+    }
+    family(
+        &mut out,
+        "knowngood_integrity_failures_total",
+        "counter",
+        "Vendor records whose HMAC failed verification since start.",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_integrity_failures_total {}",
+        status.integrity_failures
+    );
+    family(
+        &mut out,
+        "knowngood_records_epoch",
+        "gauge",
+        "The records epoch this replica has seen (moves with every write).",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_records_epoch {}",
+        state.store.records_epoch()
+    );
+
+    family(
+        &mut out,
+        "knowngood_job_runs_total",
+        "counter",
+        "Runs of each scheduled job in this process, by outcome.",
+    );
+    for (job, stats) in state.runner.stats() {
+        let _ = writeln!(
+            out,
+            "knowngood_job_runs_total{{job=\"{job}\",outcome=\"ok\"}} {}",
+            stats.succeeded.load(Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "knowngood_job_runs_total{{job=\"{job}\",outcome=\"failed\"}} {}",
+            stats.failed.load(Relaxed)
+        );
+    }
+    family(
+        &mut out,
+        "knowngood_job_run_seconds_total",
+        "counter",
+        "Time spent in runs of each job in this process.",
+    );
+    for (job, stats) in state.runner.stats() {
+        let _ = writeln!(
+            out,
+            "knowngood_job_run_seconds_total{{job=\"{job}\"}} {}",
+            stats.micros.load(Relaxed) as f64 / 1e6
+        );
+    }
+    family(
+        &mut out,
+        "knowngood_job_lease_held",
+        "gauge",
+        "Unexpired, unfinished job leases and the replica run holding each.",
+    );
+    if let Ok(leases) = state.store.recent_leases(50).await {
+        let now = state.clock.now();
+        for l in leases
+            .iter()
+            .filter(|l| l.finished_at.is_none() && l.expires_at > now)
+        {
+            let _ = writeln!(
+                out,
+                "knowngood_job_lease_held{{lease=\"{}\",holder=\"{}\"}} 1",
+                label(&l.job),
+                label(&l.holder)
+            );
+        }
+    }
+
+    family(
+        &mut out,
+        "knowngood_failed_authentications_total",
+        "counter",
+        "Requests refused for a missing or invalid credential.",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_failed_authentications_total {}",
+        state.auth_failures.refused.load(Relaxed)
+    );
+    out
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render(&state).await,
+    )
+}
+
+/// The metrics listener's application: `GET /metrics` only.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, state: AppState) {
+    if let Err(e) = axum::serve(listener, router(state)).await {
+        tracing::error!(error = %e, "metrics listener stopped");
+    }
+}
