@@ -73,10 +73,19 @@ redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now + 1000)
 return 0
 "#;
 
-/// Rate limits shared through Redis.
+/// Longest wait for Redis before a request falls back to this replica's own limits.
+const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Rate limits shared through Redis. While Redis cannot answer, each replica applies the
+/// limits on its own (a client may then get up to N times the limit across N replicas,
+/// never an error), logs a warning at most every 10 s and counts the fallbacks.
 pub struct RedisLimiter {
     connection: redis::aio::ConnectionManager,
     script: redis::Script,
+    fallback: LocalLimiter,
+    /// Checks answered by `fallback` because Redis failed or was too slow.
+    pub fallbacks: std::sync::atomic::AtomicU64,
+    last_warning_ms: std::sync::atomic::AtomicI64,
 }
 
 impl RedisLimiter {
@@ -89,22 +98,50 @@ impl RedisLimiter {
         Ok(Self {
             connection,
             script: redis::Script::new(REDIS_GCRA),
+            fallback: LocalLimiter::default(),
+            fallbacks: Default::default(),
+            last_warning_ms: Default::default(),
         })
     }
 
-    pub async fn check(&self, bucket: &str, per_minute: u32) -> Result<(), Error> {
+    pub async fn check(&self, bucket: &str, per_minute: u32, now_ms: i64) -> Result<(), Error> {
         let interval = interval_ms(per_minute);
         let burst = interval * i64::from(per_minute.max(1));
         let mut connection = self.connection.clone();
-        let wait: i64 = self
-            .script
-            .key(format!("knowngood:rl:{bucket}"))
-            .arg(interval)
-            .arg(burst)
-            .invoke_async(&mut connection)
-            .await
-            .map_err(|e| Error::internal(format!("Redis rate limit failed: {e}")))?;
-        if wait > 0 { Err(limited(wait)) } else { Ok(()) }
+        let key = format!("knowngood:rl:{bucket}");
+        let mut invocation = self.script.key(key);
+        invocation.arg(interval).arg(burst);
+        let shared = tokio::time::timeout(
+            REDIS_TIMEOUT,
+            invocation.invoke_async::<i64>(&mut connection),
+        );
+        match shared.await {
+            Ok(Ok(wait)) if wait > 0 => Err(limited(wait)),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => self.fall_back(bucket, per_minute, now_ms, &e.to_string()),
+            Err(_) => self.fall_back(bucket, per_minute, now_ms, "no answer within 250 ms"),
+        }
+    }
+
+    fn fall_back(
+        &self,
+        bucket: &str,
+        per_minute: u32,
+        now_ms: i64,
+        why: &str,
+    ) -> Result<(), Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.fallbacks.fetch_add(1, Relaxed);
+        let last = self.last_warning_ms.load(Relaxed);
+        if now_ms - last >= 10_000
+            && self
+                .last_warning_ms
+                .compare_exchange(last, now_ms, Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(error = %why, "Redis unavailable: applying rate limits per replica until it answers");
+        }
+        self.fallback.check(bucket, per_minute, now_ms)
     }
 }
 
@@ -118,13 +155,22 @@ impl Limiter {
     pub async fn check(&self, bucket: &str, per_minute: u32, now_ms: i64) -> Result<(), Error> {
         match self {
             Limiter::Local(l) => l.check(bucket, per_minute, now_ms),
-            Limiter::Redis(r) => r.check(bucket, per_minute).await,
+            Limiter::Redis(r) => r.check(bucket, per_minute, now_ms).await,
         }
     }
 
     pub fn prune(&self, now_ms: i64) {
-        if let Limiter::Local(l) = self {
-            l.prune(now_ms);
+        match self {
+            Limiter::Local(l) => l.prune(now_ms),
+            Limiter::Redis(r) => r.fallback.prune(now_ms),
+        }
+    }
+
+    /// Checks answered by this replica alone because Redis could not; None without Redis.
+    pub fn fallbacks(&self) -> Option<u64> {
+        match self {
+            Limiter::Local(_) => None,
+            Limiter::Redis(r) => Some(r.fallbacks.load(std::sync::atomic::Ordering::Relaxed)),
         }
     }
 

@@ -204,6 +204,15 @@ pub async fn render(state: &AppState) -> String {
         );
         let _ = writeln!(out, "knowngood_redis_up {}", u8::from(up));
     }
+    if let Some(n) = state.limiter.fallbacks() {
+        family(
+            &mut out,
+            "knowngood_rate_limit_fallbacks_total",
+            "counter",
+            "Rate-limit checks applied per replica because Redis could not answer.",
+        );
+        let _ = writeln!(out, "knowngood_rate_limit_fallbacks_total {n}");
+    }
     family(
         &mut out,
         "knowngood_reference_corpus_entries",
