@@ -106,6 +106,8 @@ pub struct ConnectionSettings {
     pub body_read_timeout_secs: Option<u64>,
     pub max_per_address: Option<usize>,
     pub max_total: Option<usize>,
+    /// Seconds `/readyz` answers 503 after SIGTERM before the listener closes (default 0).
+    pub drain_grace_secs: Option<u64>,
 }
 
 impl ConnectionSettings {
@@ -138,6 +140,9 @@ impl ConnectionSettings {
                 "max_per_address",
             )?,
             max_total: count(self.max_total, defaults.max_total, "max_total")?,
+            drain_grace: self
+                .drain_grace_secs
+                .map_or(defaults.drain_grace, std::time::Duration::from_secs),
         })
     }
 }

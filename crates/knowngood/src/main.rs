@@ -534,13 +534,20 @@ async fn serve(config: Config) -> Result<()> {
         let _ = upkeep_stopped.await;
     }));
     let settings = Arc::clone(&state.settings);
-    server::serve_with(
-        listener,
-        server::router(state),
-        &settings,
-        shutdown_signal(),
-    )
-    .await?;
+    let draining = Arc::clone(&state.draining);
+    let grace = settings.connections.drain_grace;
+    let stop = async move {
+        shutdown_signal().await;
+        draining.store(true, std::sync::atomic::Ordering::Release);
+        if !grace.is_zero() {
+            tracing::info!(
+                seconds = grace.as_secs(),
+                "draining: /readyz answers 503 until the listener closes"
+            );
+            tokio::time::sleep(grace).await;
+        }
+    };
+    server::serve_with(listener, server::router(state), &settings, stop).await?;
     tracing::info!("draining finished; writing usage counts and closing the database");
     let _ = stop_upkeep.send(());
     let _ = upkeep.await;

@@ -41,6 +41,9 @@ pub struct ConnectionLimits {
     pub max_per_address: usize,
     /// Open connections in all.
     pub max_total: usize,
+    /// After a stop signal, time `/readyz` answers 503 while requests are still served,
+    /// so a load balancer stops sending new ones before the listener closes.
+    pub drain_grace: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -50,6 +53,7 @@ impl Default for ConnectionLimits {
             body_read_timeout: Duration::from_secs(30),
             max_per_address: 256,
             max_total: 10_000,
+            drain_grace: Duration::ZERO,
         }
     }
 }

@@ -135,6 +135,8 @@ pub struct AppState {
     pub runner: Arc<jobs::Runner>,
     /// Request, lookup and job counters for the metrics listener.
     pub metrics: Arc<metrics::Metrics>,
+    /// Set once the process was told to stop: `/readyz` answers 503 from then on.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {
@@ -177,6 +179,7 @@ impl AppState {
             jobs,
             runner: Arc::default(),
             metrics: Arc::default(),
+            draining: Arc::default(),
             settings: Arc::new(settings),
         }
     }

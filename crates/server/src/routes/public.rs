@@ -40,10 +40,16 @@ pub async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({"status": "ok"}))
 }
 
-/// Readiness: the database answers.
+/// Readiness: the process is not draining and the database answers.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "Ready"), (status = 503, description = "Database unreachable")))]
+    responses((status = 200, description = "Ready"), (status = 503, description = "Draining after a stop signal, or the database is unreachable")))]
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    if state.draining.load(std::sync::atomic::Ordering::Acquire) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "draining"})),
+        );
+    }
     match state.store.ping().await {
         Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
         Err(_) => (
