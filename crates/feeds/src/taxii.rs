@@ -314,6 +314,11 @@ impl Index {
         Self { objects, by_id }
     }
 
+    /// Every object, in date-added order.
+    pub fn objects(&self) -> &[StixObject] {
+        &self.objects
+    }
+
     pub fn len(&self) -> usize {
         self.objects.len()
     }

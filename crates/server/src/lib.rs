@@ -71,6 +71,9 @@ pub struct Settings {
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpAddr>,
     pub feed_cache_ttl: Duration,
+    /// The service's public address (`https://knowngood.example`): the absolute links of
+    /// the feeds and of TAXII discovery are built on it.
+    pub public_base_url: String,
     /// Monthly request quotas per tier; the documented values by default.
     pub quotas: Quotas,
     /// The scheduled cluster jobs: vendor refresh, transparency publication, NSRL releases.
@@ -85,6 +88,7 @@ impl Default for Settings {
             limits: Limits::default(),
             trusted_proxies: Vec::new(),
             feed_cache_ttl: Duration::from_secs(3600),
+            public_base_url: "http://127.0.0.1:8080".into(),
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),

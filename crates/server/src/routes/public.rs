@@ -20,6 +20,7 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
+use crate::routes::feeds::FeedDocuments;
 use crate::routing::{Api, LimitClass, Rule};
 
 /// The routes that need no credential.
@@ -122,12 +123,15 @@ pub struct CachedFeed {
     epoch: u64,
 }
 
-/// The hash-of-day cache, one entry per `executable` filter. Entries live at most `ttl`,
-/// never across a UTC day boundary, and never past a change to the records. Filters are
+/// The hash-of-day cache, one entry per `executable` filter, and the pull feeds' documents.
+/// Entries live at most `ttl`, never across a UTC day boundary, and never past a change to
+/// the records. Filters are
 /// caller-chosen, so the cache is bounded by entries and by bytes.
 pub struct FeedCache {
     ttl: Duration,
     entries: Mutex<CachedFeeds>,
+    /// The pull feeds (`routes::feeds`, `routes::taxii`): one set, for every record.
+    documents: Mutex<Option<Arc<FeedDocuments>>>,
 }
 
 #[derive(Default)]
@@ -144,15 +148,42 @@ impl FeedCache {
         Self {
             ttl,
             entries: Mutex::default(),
+            documents: Mutex::default(),
         }
+    }
+
+    /// Whether something built at `generated_at` from records epoch `built_from` may still
+    /// be served: younger than the TTL, of today (UTC) and of the current records.
+    fn fresh(&self, generated_at: DateTime<Utc>, built_from: u64, now: DateTime<Utc>, epoch: u64) -> bool {
+        let age = (now - generated_at).to_std().unwrap_or(Duration::MAX);
+        built_from == epoch && age < self.ttl && generated_at.date_naive() == now.date_naive()
     }
 
     fn get(&self, key: &str, now: DateTime<Utc>, epoch: u64) -> Option<CachedFeed> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let hit = entries.by_filter.get(key)?;
-        let age = (now - hit.generated_at).to_std().unwrap_or(Duration::MAX);
-        let fresh = hit.epoch == epoch && age < self.ttl && hit.date == now.date_naive();
-        fresh.then(|| hit.clone())
+        self.fresh(hit.generated_at, hit.epoch, now, epoch)
+            .then(|| hit.clone())
+    }
+
+    /// The pull feeds' documents, while fresh by the same rule as the hash-of-day.
+    pub(crate) fn documents(&self, now: DateTime<Utc>, epoch: u64) -> Option<Arc<FeedDocuments>> {
+        let slot = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        let docs = slot.as_ref()?;
+        self.fresh(docs.generated_at, docs.epoch, now, epoch)
+            .then(|| docs.clone())
+    }
+
+    /// The documents served last, fresh or not (their entity tags carry over).
+    pub(crate) fn previous_documents(&self) -> Option<Arc<FeedDocuments>> {
+        self.documents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn put_documents(&self, docs: Arc<FeedDocuments>) {
+        *self.documents.lock().unwrap_or_else(|e| e.into_inner()) = Some(docs);
     }
 
     fn put(&self, key: String, entry: CachedFeed) {
