@@ -254,11 +254,22 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     }
 }
 
-async fn not_found() -> ApiError {
-    ApiError(Error::NotFound("no such route".into()))
+/// Under `/taxii2/`, answers are TAXII error bodies.
+fn is_taxii(uri: &axum::http::Uri) -> bool {
+    uri.path().starts_with("/taxii2/")
 }
 
-async fn method_not_allowed() -> impl IntoResponse {
+async fn not_found(uri: axum::http::Uri) -> axum::response::Response {
+    if is_taxii(&uri) {
+        return routes::taxii::no_such_resource();
+    }
+    ApiError(Error::NotFound("no such route".into())).into_response()
+}
+
+async fn method_not_allowed(uri: axum::http::Uri) -> axum::response::Response {
+    if is_taxii(&uri) {
+        return routes::taxii::read_only();
+    }
     (
         StatusCode::METHOD_NOT_ALLOWED,
         axum::Json(error::ErrorBody {
@@ -266,6 +277,7 @@ async fn method_not_allowed() -> impl IntoResponse {
             message: Some("this route does not accept that method".into()),
         }),
     )
+        .into_response()
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish; the default

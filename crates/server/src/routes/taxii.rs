@@ -22,7 +22,6 @@ pub(crate) fn routes(api: Api) -> Api {
         .route(routes!(collections), Rule::public())
         .route(routes!(collection), Rule::public())
         .route(routes!(objects), Rule::public())
-        .route(routes!(add_objects), Rule::public())
         .route(routes!(object), Rule::public())
         .route(routes!(object_versions), Rule::public())
         .route(routes!(manifest), Rule::public())
@@ -230,20 +229,26 @@ pub async fn objects(
     list(&state, &headers, &collection_id, query, Listing::Objects).await
 }
 
-/// Adding objects: refused, the collection is read-only.
-#[utoipa::path(post, path = "/taxii2/knowngood/collections/{collection_id}/objects/", tag = "taxii",
-    params(("collection_id" = String, Path, description = "Collection id")),
-    responses((status = 405, description = "The collection is read-only (TAXII error body)")))]
-pub async fn add_objects(Path(_collection_id): Path<String>) -> Response {
+/// The answer to a write (any method but GET and HEAD) under `/taxii2/`: 405 with a TAXII
+/// error body; every collection here is read-only.
+pub(crate) fn read_only() -> Response {
     let mut response = error(TaxiiError::new(
         405,
         "Method not allowed",
-        "this collection is read-only (can_write is false)",
+        "this TAXII server is read-only (every collection has can_write false)",
     ));
     response
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
     response
+}
+
+/// The answer to an unknown path under `/taxii2/`: 404 with a TAXII error body.
+pub(crate) fn no_such_resource() -> Response {
+    error(TaxiiError::not_found(format!(
+        "no such TAXII resource: the API root is /taxii2/{}/",
+        taxii::API_ROOT
+    )))
 }
 
 /// One object (every version kept, which is its latest).

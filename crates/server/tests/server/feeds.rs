@@ -249,8 +249,20 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
         .unwrap();
     assert_eq!(post.status(), 405);
     assert_eq!(post.headers()["content-type"], TAXII);
+    assert_eq!(post.headers()["allow"], "GET, HEAD");
     let body: Value = post.json().await.unwrap();
     assert_eq!(body["http_status"], "405");
+    let delete = client
+        .delete(format!("{}{}/objects/{}/", app.base, collection_path(&id), "indicator--x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 405);
+    assert_eq!(delete.headers()["content-type"], TAXII);
+    // An unknown API root is a TAXII 404 too.
+    let root = taxii(&app, "/taxii2/other/").await;
+    assert_eq!(root.status, 404);
+    assert_eq!(root.json()["http_status"], "404");
 }
 
 /// Every object of a collection listing, following `next`.
