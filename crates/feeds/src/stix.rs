@@ -1,9 +1,9 @@
 //! STIX 2.1 (<https://docs.oasis-open.org/cti/stix/v2.1/os/stix-v2.1-os.html>): per record
 //! an `indicator` (benign, a pattern over every hash the record has), a `file` and a
 //! `software` observable, and `related-to` relationships between them; the producer's
-//! `identity` and the TLP:CLEAR `marking-definition` once. SDO and SRO ids are UUIDv5 of
-//! what they describe (stable across days); SCO ids are the deterministic ids of STIX 2.1
-//! section 2.9. Timestamps have milliseconds; hex is lowercase.
+//! `identity` and the TLP:CLEAR `marking-definition` once. SDO and SRO ids are derived from
+//! what they describe (stable across days, see [`own_uuid`]); SCO ids are the deterministic
+//! ids of STIX 2.1 section 2.9. Timestamps have milliseconds; hex is lowercase.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -71,9 +71,21 @@ pub fn uuid5(namespace: &[u8; 16], name: &str) -> String {
     uuid_text(uuid5_bytes(namespace, name))
 }
 
-/// A UUIDv5 in this service's namespace.
+/// The id of one of this service's own objects (SDOs, SROs, TAXII collections): STIX 2.1
+/// asks for UUIDv4 there, and these must also be stable across days and replicas, so the
+/// "random" bits are SHA-256 of the name in this service's namespace, with the version-4
+/// and variant bits set.
 pub fn own_uuid(name: &str) -> String {
-    uuid5(&NAMESPACE, name)
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(*NAMESPACE);
+    hasher.update(name.as_bytes());
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    uuid_text(bytes)
 }
 
 /// The deterministic id of an SCO: UUIDv5 in the SCO namespace over the JSON
@@ -189,7 +201,8 @@ fn preamble() -> Vec<StixObject> {
 /// indicator, file, software, indicator -> file, file -> software.
 fn record_objects(r: &HashRecord) -> Vec<StixObject> {
     let n = &r.record;
-    let created = r.added_at;
+    // `created` and `modified` have milliseconds; the version TAXII shows is the same instant.
+    let created = chrono::SubsecRound::trunc_subsecs(r.added_at, 3);
     let added = |i: i64| r.added_at + chrono::Duration::microseconds(i);
     let indicator_id = format!("indicator--{}", own_uuid(&format!("record:{}", r.id)));
     let mut indicator = json!({
@@ -344,7 +357,10 @@ mod tests {
         assert_eq!(indicator["indicator_types"], json!(["benign"]));
         assert!(indicator["pattern"].as_str().unwrap().contains(" OR file:hashes.MD5 = '"));
         assert_eq!(indicator["valid_from"], "2026-03-01T12:00:01.000Z");
-        // Stable across builds.
+        // Stable across builds, and in UUIDv4 form as STIX asks of SDOs.
         assert_eq!(objects[2].id, super::objects(&[&a])[2].id);
+        let uuid = objects[2].id.strip_prefix("indicator--").unwrap();
+        assert_eq!(&uuid[14..15], "4");
+        assert!(matches!(&uuid[19..20], "8" | "9" | "a" | "b"));
     }
 }
