@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use chrono::{DateTime, NaiveDate, Utc};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use model::Error;
 use serde::Deserialize;
 use utoipa_axum::routes;
@@ -72,7 +73,7 @@ pub struct HashOfDayQuery {
 pub async fn hash_of_day(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<HashOfDayQuery>,
-) -> ApiResult<Json<HashOfDay>> {
+) -> ApiResult<Response> {
     if query.date.is_some() {
         return Err(Error::Forbidden(
             "the date parameter is not available here: history needs a credential (GET /api/v1/intel/history)".into(),
@@ -85,40 +86,47 @@ pub async fn hash_of_day(
         .to_lowercase();
     let epoch = state.store.records_epoch();
     if let Some(hit) = state.feed_cache.get(&key, now, epoch) {
-        return Ok(Json(HashOfDay {
-            date: hit.date.to_string(),
-            generated_at: timestamp(hit.generated_at),
-            cache_hit: true,
-            hashes: hit.hashes.as_ref().clone(),
-        }));
+        return Ok(json_bytes(hit.hit_body));
     }
     let executable = (!key.is_empty()).then_some(key.as_str());
     let records = state.store.current_records(executable).await?;
-    let hashes: Vec<HashRecordJson> = records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .map(HashRecordJson::from)
-        .collect();
-    let entry = CachedFeed {
-        date: now.date_naive(),
-        generated_at: now,
-        hashes: Arc::new(hashes),
-        epoch,
-    };
-    state.feed_cache.put(key, entry.clone());
-    Ok(Json(HashOfDay {
-        date: entry.date.to_string(),
+    let mut answer = HashOfDay {
+        date: now.date_naive().to_string(),
         generated_at: timestamp(now),
-        cache_hit: false,
-        hashes: entry.hashes.as_ref().clone(),
-    }))
+        cache_hit: true,
+        hashes: records
+            .iter()
+            .filter(|r| r.integrity_ok)
+            .map(HashRecordJson::from)
+            .collect(),
+    };
+    // Serialised once: a hit is these bytes, however large the feed.
+    let hit_body = Bytes::from(serde_json::to_vec(&answer).map_err(Error::internal)?);
+    state.feed_cache.put(
+        key,
+        CachedFeed {
+            generated_at: now,
+            hit_body,
+            epoch,
+        },
+    );
+    answer.cache_hit = false;
+    Ok(Json(answer).into_response())
+}
+
+fn json_bytes(body: Bytes) -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response()
 }
 
 #[derive(Clone)]
 pub struct CachedFeed {
-    date: NaiveDate,
     generated_at: DateTime<Utc>,
-    hashes: Arc<Vec<HashRecordJson>>,
+    /// The whole answer, `cache_hit: true`, as sent.
+    hit_body: Bytes,
     /// The store's records epoch when this was built; any later write makes it stale.
     epoch: u64,
 }
@@ -219,12 +227,7 @@ impl FeedCache {
 
 impl CachedFeed {
     fn approximate_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self
-                .hashes
-                .iter()
-                .map(HashRecordJson::approximate_bytes)
-                .sum::<usize>()
+        std::mem::size_of::<Self>() + self.hit_body.len()
     }
 }
 
