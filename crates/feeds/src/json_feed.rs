@@ -51,6 +51,9 @@ mod tests {
         assert_eq!(v["feed_url"], "https://kg.example/public/feed.json");
         assert_eq!(v["items"][0]["id"], "r1");
         assert_eq!(v["items"][0]["date_published"], "2026-03-01T12:00:01Z");
-        assert_eq!(v["items"][0]["_knowngood"]["hash_sha256"], r.record.hash_sha256);
+        assert_eq!(
+            v["items"][0]["_knowngood"]["hash_sha256"],
+            r.record.hash_sha256
+        );
     }
 }

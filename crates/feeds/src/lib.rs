@@ -89,10 +89,7 @@ pub(crate) fn record_fields(r: &HashRecord) -> serde_json::Value {
         "sig_thumbprint": n.sig_thumbprint,
     });
     if let (Some(at), Some(map)) = (r.cert_revoked_at, fields.as_object_mut()) {
-        map.insert(
-            "cert_revoked_at".into(),
-            model::record::rfc3339(at).into(),
-        );
+        map.insert("cert_revoked_at".into(), model::record::rfc3339(at).into());
     }
     fields
 }

@@ -47,7 +47,10 @@ pub fn document(records: &[&HashRecord], publisher: &Publisher) -> Vec<u8> {
         escape(&publisher.url(PATH))
     ));
     if let Some(last) = crate::last_modified(records) {
-        xml.push_str(&format!("<lastBuildDate>{}</lastBuildDate>\n", rfc822(last)));
+        xml.push_str(&format!(
+            "<lastBuildDate>{}</lastBuildDate>\n",
+            rfc822(last)
+        ));
     }
     for r in records {
         xml.push_str("<item>\n");
@@ -80,7 +83,8 @@ mod tests {
     #[test]
     fn items_have_stable_guids_and_escaped_text() {
         let r = record("r1", "a&b<c>.exe", "1.0", 5);
-        let doc = String::from_utf8(document(&[&r], &Publisher::new("https://kg.example"))).unwrap();
+        let doc =
+            String::from_utf8(document(&[&r], &Publisher::new("https://kg.example"))).unwrap();
         assert!(doc.contains("<guid isPermaLink=\"false\">knowngood-record-r1</guid>"));
         assert!(doc.contains("a&amp;b&lt;c&gt;.exe"));
         assert!(doc.contains("<pubDate>Sun, 01 Mar 2026 12:00:05 GMT</pubDate>"));

@@ -18,8 +18,7 @@ pub const MEDIA_TYPE: &str = "application/stix+json;version=2.1";
 
 /// The namespace of deterministic SCO ids (STIX 2.1 section 2.9).
 const SCO_NAMESPACE: [u8; 16] = [
-    0x00, 0xab, 0xed, 0xb4, 0xaa, 0x42, 0x46, 0x6c, 0x9c, 0x01, 0xfe, 0xd2, 0x33, 0x15, 0xa9,
-    0xb7,
+    0x00, 0xab, 0xed, 0xb4, 0xaa, 0x42, 0x46, 0x6c, 0x9c, 0x01, 0xfe, 0xd2, 0x33, 0x15, 0xa9, 0xb7,
 ];
 
 /// This service's namespace for the ids of its own objects.
@@ -147,7 +146,12 @@ pub struct StixObject {
 }
 
 impl StixObject {
-    fn new(kind: &'static str, json: &Value, version: DateTime<Utc>, date_added: DateTime<Utc>) -> Self {
+    fn new(
+        kind: &'static str,
+        json: &Value,
+        version: DateTime<Utc>,
+        date_added: DateTime<Utc>,
+    ) -> Self {
         Self {
             id: json["id"].as_str().unwrap_or_default().to_string(),
             kind,
@@ -269,7 +273,8 @@ fn record_objects(r: &HashRecord) -> Vec<StixObject> {
         })
     };
     let indicates_file = relationship(&indicator_id, &file_id, "The indicator matches this file.");
-    let file_of_software = relationship(&file_id, &software_id, "The file is part of this release.");
+    let file_of_software =
+        relationship(&file_id, &software_id, "The file is part of this release.");
     vec![
         StixObject::new("indicator", &indicator, created, added(0)),
         StixObject::new("file", &file, added(1), added(1)),
@@ -307,7 +312,8 @@ pub fn bundle(objects: &[StixObject]) -> Vec<u8> {
         digest.update(object.json.as_bytes());
     }
     let bundle_id = format!("bundle--{}", own_uuid(&hex::encode(digest.finalize())));
-    let mut out = String::with_capacity(objects.iter().map(|o| o.json.len() + 1).sum::<usize>() + 96);
+    let mut out =
+        String::with_capacity(objects.iter().map(|o| o.json.len() + 1).sum::<usize>() + 96);
     out.push_str("{\"type\":\"bundle\",\"id\":\"");
     out.push_str(&bundle_id);
     out.push_str("\",\"objects\":[");
@@ -352,10 +358,19 @@ mod tests {
         let ids: HashSet<&str> = objects.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids.len(), objects.len());
         // Dates added are distinct and increasing.
-        assert!(objects.windows(2).all(|w| w[0].date_added < w[1].date_added));
+        assert!(
+            objects
+                .windows(2)
+                .all(|w| w[0].date_added < w[1].date_added)
+        );
         let indicator: Value = serde_json::from_str(&objects[2].json).unwrap();
         assert_eq!(indicator["indicator_types"], json!(["benign"]));
-        assert!(indicator["pattern"].as_str().unwrap().contains(" OR file:hashes.MD5 = '"));
+        assert!(
+            indicator["pattern"]
+                .as_str()
+                .unwrap()
+                .contains(" OR file:hashes.MD5 = '")
+        );
         assert_eq!(indicator["valid_from"], "2026-03-01T12:00:01.000Z");
         // Stable across builds, and in UUIDv4 form as STIX asks of SDOs.
         assert_eq!(objects[2].id, super::objects(&[&a])[2].id);

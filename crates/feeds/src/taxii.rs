@@ -202,7 +202,8 @@ fn timestamp(field: &str, value: &str) -> Result<DateTime<Utc>, TaxiiError> {
 
 /// The `next` cursor after an object added at `t`.
 fn cursor(t: DateTime<Utc>) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("after:{}", t.timestamp_micros()))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("after:{}", t.timestamp_micros()))
 }
 
 fn parse_cursor(text: &str) -> Result<DateTime<Utc>, TaxiiError> {
@@ -248,7 +249,11 @@ impl Query {
                         other => exact.push(timestamp("match[version]", other)?),
                     }
                 }
-                if any { Versions::Any } else { Versions::Exactly(exact) }
+                if any {
+                    Versions::Any
+                } else {
+                    Versions::Exactly(exact)
+                }
             }
         };
         Ok(Self {
@@ -263,8 +268,11 @@ impl Query {
     }
 
     fn matches(&self, o: &StixObject) -> bool {
-        self.ids.as_ref().is_none_or(|ids| ids.iter().any(|id| *id == o.id))
-            && self.types.as_ref().is_none_or(|t| t.iter().any(|t| t == o.kind))
+        self.ids.as_ref().is_none_or(|ids| ids.contains(&o.id))
+            && self
+                .types
+                .as_ref()
+                .is_none_or(|t| t.iter().any(|t| t == o.kind))
             && match &self.versions {
                 Versions::Any => true,
                 Versions::Exactly(at) => at.contains(&o.version),
@@ -488,7 +496,11 @@ mod tests {
         .unwrap();
         let page = index.page(&after, None);
         assert!(page.objects.iter().all(|o| o.date_added > third.date_added));
-        assert!(page.objects.iter().all(|o| o.kind == "indicator" || o.kind == "file"));
+        assert!(
+            page.objects
+                .iter()
+                .all(|o| o.kind == "indicator" || o.kind == "file")
+        );
         assert_eq!(
             index
                 .page(
@@ -503,8 +515,26 @@ mod tests {
                 .len(),
             0
         );
-        assert!(Query::parse(&RawQuery { limit: Some("0".into()), ..RawQuery::default() }).is_err());
-        assert!(Query::parse(&RawQuery { next: Some("zz".into()), ..RawQuery::default() }).is_err());
-        assert!(Query::parse(&RawQuery { added_after: Some("yesterday".into()), ..RawQuery::default() }).is_err());
+        assert!(
+            Query::parse(&RawQuery {
+                limit: Some("0".into()),
+                ..RawQuery::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Query::parse(&RawQuery {
+                next: Some("zz".into()),
+                ..RawQuery::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Query::parse(&RawQuery {
+                added_after: Some("yesterday".into()),
+                ..RawQuery::default()
+            })
+            .is_err()
+        );
     }
 }

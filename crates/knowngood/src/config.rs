@@ -467,7 +467,10 @@ mod tests {
     #[test]
     fn the_public_base_url_defaults_to_the_listen_address_and_is_checked() {
         let listen: SocketAddr = "127.0.0.1:7000".parse().unwrap();
-        assert_eq!(public_base_url(None, listen).unwrap(), "http://127.0.0.1:7000");
+        assert_eq!(
+            public_base_url(None, listen).unwrap(),
+            "http://127.0.0.1:7000"
+        );
         assert_eq!(
             public_base_url(Some("https://kg.example/".into()), listen).unwrap(),
             "https://kg.example"

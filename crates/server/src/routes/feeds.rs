@@ -68,13 +68,16 @@ impl FeedDocuments {
     ) -> Self {
         let previous = previous
             .map(|p| {
-                [(Kind::Json, &p.json), (Kind::Rss, &p.rss), (Kind::Stix, &p.stix)]
-                    .into_iter()
-                    .filter_map(|(kind, body)| {
-                        body.get()
-                            .map(|b| (kind, b.etag.clone(), b.last_modified))
-                    })
-                    .collect()
+                [
+                    (Kind::Json, &p.json),
+                    (Kind::Rss, &p.rss),
+                    (Kind::Stix, &p.stix),
+                ]
+                .into_iter()
+                .filter_map(|(kind, body)| {
+                    body.get().map(|b| (kind, b.etag.clone(), b.last_modified))
+                })
+                .collect()
             })
             .unwrap_or_default();
         Self {
@@ -127,9 +130,8 @@ impl FeedDocuments {
     }
 
     pub(crate) fn stix(&self) -> &CachedBody {
-        self.stix.get_or_init(|| {
-            self.body(Kind::Stix, feeds::stix::bundle(self.index().objects()))
-        })
+        self.stix
+            .get_or_init(|| self.body(Kind::Stix, feeds::stix::bundle(self.index().objects())))
     }
 
     /// The STIX objects in TAXII's order (date added).
@@ -172,9 +174,10 @@ fn not_modified(request: &HeaderMap, body: &CachedBody) -> bool {
         let Ok(tags) = tags.to_str() else {
             return false;
         };
-        return tags.split(',').map(str::trim).any(|tag| {
-            tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == body.etag
-        });
+        return tags
+            .split(',')
+            .map(str::trim)
+            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == body.etag);
     }
     request
         .get(header::IF_MODIFIED_SINCE)

@@ -116,7 +116,10 @@ pub async fn hash_of_day(
 
 fn json_bytes(body: Bytes) -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body,
     )
         .into_response()
@@ -162,7 +165,13 @@ impl FeedCache {
 
     /// Whether something built at `generated_at` from records epoch `built_from` may still
     /// be served: younger than the TTL, of today (UTC) and of the current records.
-    fn fresh(&self, generated_at: DateTime<Utc>, built_from: u64, now: DateTime<Utc>, epoch: u64) -> bool {
+    fn fresh(
+        &self,
+        generated_at: DateTime<Utc>,
+        built_from: u64,
+        now: DateTime<Utc>,
+        epoch: u64,
+    ) -> bool {
         let age = (now - generated_at).to_std().unwrap_or(Duration::MAX);
         built_from == epoch && age < self.ttl && generated_at.date_naive() == now.date_naive()
     }

@@ -34,7 +34,10 @@ const HEADER_LAST: &str = "x-taxii-date-added-last";
 fn answer(status: StatusCode, body: Vec<u8>) -> Response {
     (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(taxii::MEDIA_TYPE))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(taxii::MEDIA_TYPE),
+        )],
         body,
     )
         .into_response()
@@ -47,7 +50,9 @@ fn error(e: TaxiiError) -> Response {
 
 /// 406 unless the client accepts TAXII 2.1.
 fn negotiate(headers: &HeaderMap) -> Result<(), TaxiiError> {
-    let accept = headers.get(header::ACCEPT).map(|v| v.to_str().unwrap_or(""));
+    let accept = headers
+        .get(header::ACCEPT)
+        .map(|v| v.to_str().unwrap_or(""));
     if taxii::accepts(accept) {
         Ok(())
     } else {
@@ -202,14 +207,17 @@ async fn list(
             "no object {id:?} in this collection"
         )));
     }
-    let (only, body): (Option<&str>, fn(&Page<'_>) -> Vec<u8>) = match &listing {
-        Listing::Objects => (None, |p| p.envelope()),
-        Listing::Manifest => (None, |p| p.manifest()),
-        Listing::Object(id) => (Some(id), |p| p.envelope()),
-        Listing::Versions(id) => (Some(id), |p| p.versions()),
+    let only = match &listing {
+        Listing::Objects | Listing::Manifest => None,
+        Listing::Object(id) | Listing::Versions(id) => Some(id.as_str()),
     };
     let page = index.page(&query, only);
-    paged(&page, body(&page))
+    let body = match listing {
+        Listing::Objects | Listing::Object(_) => page.envelope(),
+        Listing::Manifest => page.manifest(),
+        Listing::Versions(_) => page.versions(),
+    };
+    paged(&page, body)
 }
 
 /// The collection's objects, oldest added first, a page at a time.
@@ -265,7 +273,14 @@ pub async fn object(
     headers: HeaderMap,
     QueryParams(query): QueryParams<TaxiiQuery>,
 ) -> Response {
-    list(&state, &headers, &collection_id, query, Listing::Object(object_id)).await
+    list(
+        &state,
+        &headers,
+        &collection_id,
+        query,
+        Listing::Object(object_id),
+    )
+    .await
 }
 
 /// The versions of one object.
@@ -282,7 +297,14 @@ pub async fn object_versions(
     headers: HeaderMap,
     QueryParams(query): QueryParams<TaxiiQuery>,
 ) -> Response {
-    list(&state, &headers, &collection_id, query, Listing::Versions(object_id)).await
+    list(
+        &state,
+        &headers,
+        &collection_id,
+        query,
+        Listing::Versions(object_id),
+    )
+    .await
 }
 
 /// The collection's manifest: id, date added, version and media type of each object.

@@ -69,7 +69,10 @@ fn collection_path(id: &str) -> String {
 
 async fn collection_id(app: &TestApp) -> String {
     let r = taxii(app, "/taxii2/knowngood/collections/").await;
-    r.json()["collections"][0]["id"].as_str().unwrap().to_string()
+    r.json()["collections"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 async fn feeds_present_current_records_with_stable_ids(app: TestApp) {
@@ -82,7 +85,10 @@ async fn feeds_present_current_records_with_stable_ids(app: TestApp) {
     assert_eq!(json.header("content-type"), "application/feed+json");
     let feed = json.json();
     assert_eq!(feed["version"], "https://jsonfeed.org/version/1.1");
-    assert_eq!(feed["feed_url"], "https://kg.example/intel/public/feed.json");
+    assert_eq!(
+        feed["feed_url"],
+        "https://kg.example/intel/public/feed.json"
+    );
     let ids: BTreeSet<&str> = feed["items"]
         .as_array()
         .unwrap()
@@ -111,9 +117,18 @@ async fn feeds_present_current_records_with_stable_ids(app: TestApp) {
     let bundle = stix.json();
     assert_eq!(bundle["type"], "bundle");
     let objects = bundle["objects"].as_array().unwrap();
-    let indicators: Vec<&Value> = objects.iter().filter(|o| o["type"] == "indicator").collect();
+    let indicators: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "indicator")
+        .collect();
     assert_eq!(indicators.len(), 2, "one per current record");
-    for kind in ["identity", "marking-definition", "file", "software", "relationship"] {
+    for kind in [
+        "identity",
+        "marking-definition",
+        "file",
+        "software",
+        "relationship",
+    ] {
         assert!(objects.iter().any(|o| o["type"] == kind), "{kind}");
     }
     let putty_indicator = indicators
@@ -156,19 +171,30 @@ async fn feeds_are_cached_and_answer_conditional_requests(app: TestApp) {
         assert_eq!(same.text, "");
         assert_eq!(same.header("etag"), etag);
         let weak = format!("\"other\", W/{etag}");
-        assert_eq!(get(&app, path, &[("If-None-Match", &weak)]).await.status, 304);
         assert_eq!(
-            get(&app, path, &[("If-None-Match", "\"other\"")]).await.status,
-            200
-        );
-        assert_eq!(
-            get(&app, path, &[("If-Modified-Since", &modified)]).await.status,
+            get(&app, path, &[("If-None-Match", &weak)]).await.status,
             304
         );
         assert_eq!(
-            get(&app, path, &[("If-Modified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")])
+            get(&app, path, &[("If-None-Match", "\"other\"")])
                 .await
                 .status,
+            200
+        );
+        assert_eq!(
+            get(&app, path, &[("If-Modified-Since", &modified)])
+                .await
+                .status,
+            304
+        );
+        assert_eq!(
+            get(
+                &app,
+                path,
+                &[("If-Modified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")]
+            )
+            .await
+            .status,
             200
         );
     }
@@ -178,17 +204,29 @@ async fn feeds_are_cached_and_answer_conditional_requests(app: TestApp) {
     app.clock.advance(Duration::minutes(61));
     let rebuilt = get(&app, "/public/feed/stix", &[]).await;
     assert_eq!(rebuilt.header("etag"), before.header("etag"));
-    assert_eq!(rebuilt.header("last-modified"), before.header("last-modified"));
     assert_eq!(
-        get(&app, "/public/feed/stix", &[("If-Modified-Since", &before.header("last-modified"))])
-            .await
-            .status,
+        rebuilt.header("last-modified"),
+        before.header("last-modified")
+    );
+    assert_eq!(
+        get(
+            &app,
+            "/public/feed/stix",
+            &[("If-Modified-Since", &before.header("last-modified"))]
+        )
+        .await
+        .status,
         304
     );
 
     // A new record drops the cache at once: new tag, the new record is in.
     app.record(pypi("requests", "2.32.3", 3)).await;
-    let changed = get(&app, "/public/feed/stix", &[("If-None-Match", &before.header("etag"))]).await;
+    let changed = get(
+        &app,
+        "/public/feed/stix",
+        &[("If-None-Match", &before.header("etag"))],
+    )
+    .await;
     assert_eq!(changed.status, 200);
     assert_ne!(changed.header("etag"), before.header("etag"));
     assert!(changed.text.contains("requests (pypi)"));
@@ -205,7 +243,9 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
     let root = taxii(&app, "/taxii2/knowngood/").await.json();
     assert_eq!(root["versions"], serde_json::json!([TAXII]));
     let id = collection_id(&app).await;
-    let collection = taxii(&app, &format!("{}/", collection_path(&id))).await.json();
+    let collection = taxii(&app, &format!("{}/", collection_path(&id)))
+        .await
+        .json();
     assert_eq!(collection["can_read"], true);
     assert_eq!(collection["can_write"], false);
 
@@ -216,7 +256,10 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
         assert_eq!(r.header("content-type"), TAXII);
         assert_eq!(r.json()["http_status"], "406");
     }
-    assert_eq!(get(&app, "/taxii2/", &[("Accept", "*/*")]).await.status, 200);
+    assert_eq!(
+        get(&app, "/taxii2/", &[("Accept", "*/*")]).await.status,
+        200
+    );
 
     // TAXII error bodies.
     let missing = taxii(&app, &format!("{}/", collection_path("no-such-collection"))).await;
@@ -226,7 +269,10 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
     assert_eq!(body["http_status"], "404");
     let missing_object = taxii(
         &app,
-        &format!("{}/objects/indicator--00000000-0000-5000-8000-000000000000/", collection_path(&id)),
+        &format!(
+            "{}/objects/indicator--00000000-0000-5000-8000-000000000000/",
+            collection_path(&id)
+        ),
     )
     .await;
     assert_eq!(missing_object.status, 404);
@@ -234,7 +280,11 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
     assert_eq!(status.status, 404);
     let bad_limit = taxii(&app, &format!("{}/objects/?limit=0", collection_path(&id))).await;
     assert_eq!(bad_limit.status, 400);
-    let bad_next = taxii(&app, &format!("{}/objects/?next=nonsense", collection_path(&id))).await;
+    let bad_next = taxii(
+        &app,
+        &format!("{}/objects/?next=nonsense", collection_path(&id)),
+    )
+    .await;
     assert_eq!(bad_next.status, 400);
 
     // Read-only: a write is refused with a TAXII error, and nothing changes.
@@ -253,7 +303,12 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
     let body: Value = post.json().await.unwrap();
     assert_eq!(body["http_status"], "405");
     let delete = client
-        .delete(format!("{}{}/objects/{}/", app.base, collection_path(&id), "indicator--x"))
+        .delete(format!(
+            "{}{}/objects/{}/",
+            app.base,
+            collection_path(&id),
+            "indicator--x"
+        ))
         .send()
         .await
         .unwrap();
@@ -336,7 +391,11 @@ async fn taxii_paging_is_exact_while_records_are_added(app: TestApp) {
     let distinct: BTreeSet<&String> = seen.iter().collect();
     assert_eq!(distinct.len(), seen.len(), "no object twice");
     let all = walk(&app, &id, "").await;
-    assert_eq!(all.len(), seen.len(), "every object once, the new record's too");
+    assert_eq!(
+        all.len(),
+        seen.len(),
+        "every object once, the new record's too"
+    );
 
     // Polling as OpenCTI does: resume strictly after the last date added.
     let nothing_new = taxii(
@@ -369,10 +428,21 @@ async fn taxii_filters_manifest_and_versions(app: TestApp) {
     let by_id = walk(&app, &id, &format!("&match[id]={one_id}")).await;
     assert_eq!(by_id.len(), 1);
     assert_eq!(walk(&app, &id, "&match[spec_version]=2.0").await.len(), 0);
-    assert_eq!(walk(&app, &id, "&match[spec_version]=2.1").await.len(), all.len());
-    assert_eq!(walk(&app, &id, "&match[version]=all").await.len(), all.len());
+    assert_eq!(
+        walk(&app, &id, "&match[spec_version]=2.1").await.len(),
+        all.len()
+    );
+    assert_eq!(
+        walk(&app, &id, "&match[version]=all").await.len(),
+        all.len()
+    );
     let modified = indicators[0]["modified"].as_str().unwrap();
-    let exact = walk(&app, &id, &format!("&match[version]={modified}&match[type]=indicator")).await;
+    let exact = walk(
+        &app,
+        &id,
+        &format!("&match[version]={modified}&match[type]=indicator"),
+    )
+    .await;
     assert!(exact.iter().any(|o| o["id"] == one_id));
 
     let manifest = taxii(&app, &format!("{base}/manifest/")).await;
