@@ -93,6 +93,9 @@ mkdir -p "$WORK/www/public/feed"
 curl -fsS "http://127.0.0.1:$KG_PORT/public/feed/stix" -o "$WORK/www/public/feed/stix"
 curl -fsS "http://127.0.0.1:$KG_PORT/public/hash-of-day" -o "$WORK/www/public/hash-of-day"
 
+# nginx's workers run as an unprivileged user when started as root: let them read the files.
+chmod 755 "$WORK" "$WORK/www" "$WORK/www/public" "$WORK/www/public/feed"
+chmod 644 "$WORK/www/public/feed/stix" "$WORK/www/public/hash-of-day"
 mkdir -p "$WORK/nginx"
 cat >"$WORK/nginx/nginx.conf" <<CONF
 worker_processes auto;
@@ -120,8 +123,15 @@ CONF
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
 NGINX_PID=$!
 for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$NGINX_PORT/public/hash-of-day" -o /dev/null 2>&1 && break
+    curl -fsS "http://127.0.0.1:$NGINX_PORT/public/hash-of-day" -o /dev/null 2>/dev/null && break
     sleep 0.1
+done
+
+for route in /public/feed/stix /public/hash-of-day; do
+    if ! curl -fsS "http://127.0.0.1:$NGINX_PORT$route" | cmp -s - "$WORK/www$route"; then
+        echo "feeds.sh: nginx does not serve the saved $route" >&2
+        exit 1
+    fi
 done
 
 rps() {
