@@ -2078,7 +2078,10 @@ async fn each_record_is_added_after_the_previous_one(db: Db) {
     assert_eq!(all.len(), 5);
     all.sort_by_key(|r| r.added_at);
     assert_eq!(all[0].id, first);
-    assert_eq!(all[0].added_at, at, "the first record is added when it is stored");
+    assert_eq!(
+        all[0].added_at, at,
+        "the first record is added when it is stored"
+    );
     assert_eq!(all[4].id, late, "the last one stored is the last added");
     for pair in all.windows(2) {
         assert!(pair[1].added_at >= pair[0].added_at + step, "{pair:?}");
