@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests)
+# Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests,
+# stix2-validator, stix2, taxii2-client, feedparser, jsonschema)
 # against a real, freshly seeded `knowngood serve`.
 #
 #   KNOWNGOOD_BIN=target/debug/knowngood bash tests/clients/run.sh [pytest args...]
@@ -123,6 +124,8 @@ if [ "$ready" != 1 ]; then
 fi
 
 export KG_URL="$URL" KG_DATA_DIR="$DATA" KG_RECORDS="$HERE/records.jsonl"
+# Suites that record more files while the server runs use the same binary and config.
+export KG_BIN="$BIN" KG_CONFIG="$CONFIG"
 export KG_OWNER_KEY="$OWNER_KEY" KG_BASIC_ANALYST_KEY="$BASIC_ANALYST_KEY"
 export KG_TEAMS_ADMIN_KEY="$TEAMS_ADMIN_KEY" KG_ENTERPRISE_ADMIN_KEY="$ENTERPRISE_ADMIN_KEY"
 export KG_FREE_ANALYST_KEY="$FREE_ANALYST_KEY"

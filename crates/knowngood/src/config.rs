@@ -37,6 +37,10 @@ pub struct FileConfig {
     /// Address of the Prometheus metrics listener (`GET /metrics`); off when unset.
     /// `KNOWNGOOD_METRICS_LISTEN` wins.
     pub metrics_listen: Option<String>,
+    /// The service's public address, as clients reach it (`https://knowngood.example`): the
+    /// feeds' links and TAXII's API roots are built on it. `KNOWNGOOD_PUBLIC_BASE_URL` wins;
+    /// default `http://<listen>`.
+    pub public_base_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
     /// Shares rate limits between replicas when set.
@@ -251,6 +255,12 @@ impl Config {
                     .with_context(|| format!("metrics listen address {a:?} is not host:port"))
             })
             .transpose()?;
+        let public_base_url = public_base_url(
+            std::env::var("KNOWNGOOD_PUBLIC_BASE_URL")
+                .ok()
+                .or(file.public_base_url),
+            listen,
+        )?;
         let database_url = common
             .database_url
             .clone()
@@ -299,6 +309,7 @@ impl Config {
                 },
             },
             connections: file.connections.resolve()?,
+            public_base_url,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -324,6 +335,26 @@ impl Config {
             secrets,
         })
     }
+}
+
+/// The public base URL: an absolute `http(s)://` URL without query or fragment, stored
+/// without a trailing slash; by default the listen address.
+fn public_base_url(configured: Option<String>, listen: SocketAddr) -> Result<String> {
+    let Some(text) = configured else {
+        return Ok(format!("http://{listen}"));
+    };
+    let url = reqwest::Url::parse(text.trim())
+        .with_context(|| format!("public_base_url {text:?} is not a URL"))?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.host_str().is_none()
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        anyhow::bail!(
+            "public_base_url must be an http:// or https:// URL without query or fragment (got {text:?})"
+        );
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Creates the data dir for this user only (0700), or warns when an existing one is open
@@ -451,6 +482,26 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("deadbeef"), "{shown}");
         assert!(shown.contains("<set>"));
+    }
+
+    #[test]
+    fn the_public_base_url_defaults_to_the_listen_address_and_is_checked() {
+        let listen: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        assert_eq!(
+            public_base_url(None, listen).unwrap(),
+            "http://127.0.0.1:7000"
+        );
+        assert_eq!(
+            public_base_url(Some("https://kg.example/".into()), listen).unwrap(),
+            "https://kg.example"
+        );
+        assert_eq!(
+            public_base_url(Some("https://kg.example/intel/".into()), listen).unwrap(),
+            "https://kg.example/intel"
+        );
+        for bad in ["kg.example", "ftp://kg.example", "https://kg.example/?a=1"] {
+            assert!(public_base_url(Some(bad.into()), listen).is_err(), "{bad}");
+        }
     }
 
     fn parsed(toml: &str) -> FileConfig {

@@ -915,6 +915,7 @@ mod tests {
             },
             valid_from: Utc.with_ymd_and_hms(2026, 1, day, 0, 0, 0).unwrap(),
             valid_until: None,
+            added_at: Utc.with_ymd_and_hms(2026, 1, day, 0, 0, 0).unwrap(),
             cert_revoked_at: None,
             integrity_ok: true,
         }

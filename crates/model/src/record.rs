@@ -203,11 +203,18 @@ pub struct HashRecord {
     pub status: RecordStatus,
     pub valid_from: DateTime<Utc>,
     pub valid_until: Option<DateTime<Utc>>,
+    /// When the record entered the store: strictly increasing in commit order and at least
+    /// [`ADDED_AT_STEP_MICROS`] apart between records, so feeds can number what a record
+    /// adds within that step and "added after" never splits or repeats a record.
+    pub added_at: DateTime<Utc>,
     pub cert_revoked_at: Option<DateTime<Utc>>,
     /// Whether the record's HMAC verified when it was read. A record that fails is never
     /// reported as a known vendor release.
     pub integrity_ok: bool,
 }
+
+/// Microseconds between the `added_at` of records entered one after the other (at least).
+pub const ADDED_AT_STEP_MICROS: i64 = 8;
 
 /// The form names are compared in: Unicode NFC after full case folding (of the canonical
 /// decomposition), so `Élan.exe`, `élan.exe` and `E\u{301}lan.exe` are one name. Computed

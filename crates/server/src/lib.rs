@@ -87,6 +87,9 @@ pub struct Settings {
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpAddr>,
     pub feed_cache_ttl: Duration,
+    /// The service's public address (`https://knowngood.example`): the absolute links of
+    /// the feeds and of TAXII discovery are built on it.
+    pub public_base_url: String,
     /// Monthly request quotas per tier; the documented values by default.
     pub quotas: Quotas,
     /// The scheduled cluster jobs: vendor refresh, transparency publication, NSRL releases.
@@ -101,6 +104,7 @@ impl Default for Settings {
             limits: Limits::default(),
             trusted_proxies: Vec::new(),
             feed_cache_ttl: Duration::from_secs(3600),
+            public_base_url: "http://127.0.0.1:8080".into(),
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),
@@ -279,11 +283,22 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     }
 }
 
-async fn not_found() -> ApiError {
-    ApiError(Error::NotFound("no such route".into()))
+/// Under `/taxii2/`, answers are TAXII error bodies.
+fn is_taxii(uri: &axum::http::Uri) -> bool {
+    uri.path().starts_with("/taxii2/")
 }
 
-async fn method_not_allowed() -> impl IntoResponse {
+async fn not_found(uri: axum::http::Uri) -> axum::response::Response {
+    if is_taxii(&uri) {
+        return routes::taxii::no_such_resource();
+    }
+    ApiError(Error::NotFound("no such route".into())).into_response()
+}
+
+async fn method_not_allowed(uri: axum::http::Uri) -> axum::response::Response {
+    if is_taxii(&uri) {
+        return routes::taxii::read_only();
+    }
     (
         StatusCode::METHOD_NOT_ALLOWED,
         axum::Json(error::ErrorBody {
@@ -291,6 +306,7 @@ async fn method_not_allowed() -> impl IntoResponse {
             message: Some("this route does not accept that method".into()),
         }),
     )
+        .into_response()
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish; the default

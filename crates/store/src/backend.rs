@@ -26,7 +26,7 @@ use crate::{
 
 const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
-     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac";
+     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at";
 
 /// Both backends keep microseconds; truncating here makes them round-trip alike.
 fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -225,6 +225,9 @@ macro_rules! backend {
                     sig_thumbprint: get_o("sig_thumbprint")?,
                 };
                 let id = get_s("id")?;
+                let valid_from: DateTime<Utc> = row.try_get("valid_from").map_err(db_error)?;
+                // Set when the inserting transaction commits; a row read inside it has none yet.
+                let added_at: Option<DateTime<Utc>> = row.try_get("added_at").map_err(db_error)?;
                 let integrity_ok = self.signer.verify(&id, &record, &get_s("hmac")?);
                 if !integrity_ok {
                     self.integrity.failed(&id);
@@ -234,7 +237,8 @@ macro_rules! backend {
                     record,
                     family: get_s("family")?,
                     status: status.parse().map_err(|_| corrupt("status", &status))?,
-                    valid_from: row.try_get("valid_from").map_err(db_error)?,
+                    valid_from,
+                    added_at: added_at.unwrap_or(valid_from),
                     valid_until: row.try_get("valid_until").map_err(db_error)?,
                     cert_revoked_at: row.try_get("cert_revoked_at").map_err(db_error)?,
                     integrity_ok,
@@ -425,7 +429,9 @@ macro_rules! backend {
                 conn: &mut <$db as sqlx::Database>::Connection,
                 touched: &mut Vec<String>,
                 epoch: u64,
+                now: DateTime<Utc>,
             ) -> Result<()> {
+                Self::mark_added(conn, now).await?;
                 touched.sort_unstable();
                 touched.dedup();
                 for chunk in touched.chunks(FIND_CHUNK) {
@@ -439,6 +445,43 @@ macro_rules! backend {
                         q = q.bind(id);
                     }
                     q.execute(&mut *conn).await.map_err(db_error)?;
+                }
+                Ok(())
+            }
+
+            /// Gives the rows this transaction inserted their `added_at`: from `now`, or just
+            /// after the latest one if the clock is behind it, `ADDED_AT_STEP_MICROS` apart in
+            /// id order. Called with the records epoch locked, so the order is commit order.
+            async fn mark_added(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                now: DateTime<Utc>,
+            ) -> Result<()> {
+                let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
+                let latest: Option<DateTime<Utc>> = sqlx::query_scalar(
+                    "SELECT added_at FROM hash_records WHERE added_at IS NOT NULL \
+                     ORDER BY added_at DESC LIMIT 1",
+                )
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                let mut next = match latest {
+                    Some(latest) if latest + step > now => latest + step,
+                    _ => now,
+                };
+                let new_rows: Vec<String> = sqlx::query_scalar(
+                    "SELECT id FROM hash_records WHERE added_at IS NULL ORDER BY id",
+                )
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                for id in new_rows {
+                    sqlx::query("UPDATE hash_records SET added_at = $1 WHERE id = $2")
+                        .bind(next)
+                        .bind(&id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_error)?;
+                    next += step;
                 }
                 Ok(())
             }
@@ -561,7 +604,7 @@ macro_rules! backend {
                 let outcome = self.record_in_tx(&mut tx, record, now, &mut touched).await?;
                 if matches!(outcome, RecordOutcome::Inserted { .. }) {
                     let epoch = Self::bump_records_epoch(&mut tx).await?;
-                    Self::mark_changed(&mut tx, &mut touched, epoch).await?;
+                    Self::mark_changed(&mut tx, &mut touched, epoch, now).await?;
                     tx.commit().await.map_err(db_error)?;
                     drop(conn);
                     self.publish_records_epoch(epoch).await;
@@ -609,7 +652,7 @@ macro_rules! backend {
                     .any(|o| matches!(o, RecordOutcome::Inserted { .. }));
                 let epoch = if inserted {
                     let epoch = Self::bump_records_epoch(&mut tx).await?;
-                    Self::mark_changed(&mut tx, &mut touched, epoch).await?;
+                    Self::mark_changed(&mut tx, &mut touched, epoch, now).await?;
                     Some(epoch)
                 } else {
                     None

@@ -6,8 +6,10 @@ use utoipa_axum::routes;
 use crate::routing::{Api, Rule};
 
 pub mod admin;
+pub mod feeds;
 pub mod intel;
 pub mod public;
+pub mod taxii;
 pub mod tokens;
 pub mod transparency;
 
@@ -15,6 +17,8 @@ pub mod transparency;
 pub fn api() -> Api {
     let api = Api::default();
     let api = public::routes(api);
+    let api = feeds::routes(api);
+    let api = taxii::routes(api);
     let api = tokens::routes(api);
     let api = intel::routes(api);
     let api = admin::routes(api);

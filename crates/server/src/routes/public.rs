@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use chrono::{DateTime, NaiveDate, Utc};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use model::Error;
 use serde::Deserialize;
 use utoipa_axum::routes;
@@ -20,6 +21,7 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
+use crate::routes::feeds::FeedDocuments;
 use crate::routing::{Api, LimitClass, Rule};
 
 /// The routes that need no credential.
@@ -77,7 +79,7 @@ pub struct HashOfDayQuery {
 pub async fn hash_of_day(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<HashOfDayQuery>,
-) -> ApiResult<Json<HashOfDay>> {
+) -> ApiResult<Response> {
     if query.date.is_some() {
         return Err(Error::Forbidden(
             "the date parameter is not available here: history needs a credential (GET /api/v1/intel/history)".into(),
@@ -90,50 +92,63 @@ pub async fn hash_of_day(
         .to_lowercase();
     let epoch = state.store.records_epoch();
     if let Some(hit) = state.feed_cache.get(&key, now, epoch) {
-        return Ok(Json(HashOfDay {
-            date: hit.date.to_string(),
-            generated_at: timestamp(hit.generated_at),
-            cache_hit: true,
-            hashes: hit.hashes.as_ref().clone(),
-        }));
+        return Ok(json_bytes(hit.hit_body));
     }
     let executable = (!key.is_empty()).then_some(key.as_str());
     let records = state.store.current_records(executable).await?;
-    let hashes: Vec<HashRecordJson> = records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .map(HashRecordJson::from)
-        .collect();
-    let entry = CachedFeed {
-        date: now.date_naive(),
-        generated_at: now,
-        hashes: Arc::new(hashes),
-        epoch,
-    };
-    state.feed_cache.put(key, entry.clone());
-    Ok(Json(HashOfDay {
-        date: entry.date.to_string(),
+    let mut answer = HashOfDay {
+        date: now.date_naive().to_string(),
         generated_at: timestamp(now),
-        cache_hit: false,
-        hashes: entry.hashes.as_ref().clone(),
-    }))
+        cache_hit: true,
+        hashes: records
+            .iter()
+            .filter(|r| r.integrity_ok)
+            .map(HashRecordJson::from)
+            .collect(),
+    };
+    // Serialised once: a hit is these bytes, however large the feed.
+    let hit_body = Bytes::from(serde_json::to_vec(&answer).map_err(Error::internal)?);
+    state.feed_cache.put(
+        key,
+        CachedFeed {
+            generated_at: now,
+            hit_body,
+            epoch,
+        },
+    );
+    answer.cache_hit = false;
+    Ok(Json(answer).into_response())
+}
+
+fn json_bytes(body: Bytes) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 #[derive(Clone)]
 pub struct CachedFeed {
-    date: NaiveDate,
     generated_at: DateTime<Utc>,
-    hashes: Arc<Vec<HashRecordJson>>,
+    /// The whole answer, `cache_hit: true`, as sent.
+    hit_body: Bytes,
     /// The store's records epoch when this was built; any later write makes it stale.
     epoch: u64,
 }
 
-/// The hash-of-day cache, one entry per `executable` filter. Entries live at most `ttl`,
-/// never across a UTC day boundary, and never past a change to the records. Filters are
+/// The hash-of-day cache, one entry per `executable` filter, and the pull feeds' documents.
+/// Entries live at most `ttl`, never across a UTC day boundary, and never past a change to
+/// the records. Filters are
 /// caller-chosen, so the cache is bounded by entries and by bytes.
 pub struct FeedCache {
     ttl: Duration,
     entries: Mutex<CachedFeeds>,
+    /// The pull feeds (`routes::feeds`, `routes::taxii`): one set, for every record.
+    documents: Mutex<Option<Arc<FeedDocuments>>>,
 }
 
 #[derive(Default)]
@@ -150,15 +165,48 @@ impl FeedCache {
         Self {
             ttl,
             entries: Mutex::default(),
+            documents: Mutex::default(),
         }
+    }
+
+    /// Whether something built at `generated_at` from records epoch `built_from` may still
+    /// be served: younger than the TTL, of today (UTC) and of the current records.
+    fn fresh(
+        &self,
+        generated_at: DateTime<Utc>,
+        built_from: u64,
+        now: DateTime<Utc>,
+        epoch: u64,
+    ) -> bool {
+        let age = (now - generated_at).to_std().unwrap_or(Duration::MAX);
+        built_from == epoch && age < self.ttl && generated_at.date_naive() == now.date_naive()
     }
 
     fn get(&self, key: &str, now: DateTime<Utc>, epoch: u64) -> Option<CachedFeed> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let hit = entries.by_filter.get(key)?;
-        let age = (now - hit.generated_at).to_std().unwrap_or(Duration::MAX);
-        let fresh = hit.epoch == epoch && age < self.ttl && hit.date == now.date_naive();
-        fresh.then(|| hit.clone())
+        self.fresh(hit.generated_at, hit.epoch, now, epoch)
+            .then(|| hit.clone())
+    }
+
+    /// The pull feeds' documents, while fresh by the same rule as the hash-of-day.
+    pub(crate) fn documents(&self, now: DateTime<Utc>, epoch: u64) -> Option<Arc<FeedDocuments>> {
+        let slot = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        let docs = slot.as_ref()?;
+        self.fresh(docs.generated_at, docs.epoch, now, epoch)
+            .then(|| docs.clone())
+    }
+
+    /// The documents served last, fresh or not (their entity tags carry over).
+    pub(crate) fn previous_documents(&self) -> Option<Arc<FeedDocuments>> {
+        self.documents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn put_documents(&self, docs: Arc<FeedDocuments>) {
+        *self.documents.lock().unwrap_or_else(|e| e.into_inner()) = Some(docs);
     }
 
     fn put(&self, key: String, entry: CachedFeed) {
@@ -194,12 +242,7 @@ impl FeedCache {
 
 impl CachedFeed {
     fn approximate_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self
-                .hashes
-                .iter()
-                .map(HashRecordJson::approximate_bytes)
-                .sum::<usize>()
+        std::mem::size_of::<Self>() + self.hit_body.len()
     }
 }
 

@@ -55,6 +55,7 @@ testkit::backend_tests!(
     names_match_by_unicode_case_folding,
     name_keys_of_existing_rows_are_backfilled,
     deceptive_names_and_plain_http_are_rejected_whole_batch,
+    each_record_is_added_after_the_previous_one,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2044,4 +2045,49 @@ async fn records_after_pages_through_every_record(db: Db) {
     let page = other.records_after(None, 10).await.expect("records_after");
     assert_eq!(page.len(), 4);
     assert!(page.iter().all(|r| !r.integrity_ok));
+}
+
+/// `added_at`: distinct per record, increasing in commit order, at least the step apart,
+/// even for one batch and when the clock stands still or runs back; superseding a record
+/// leaves its `added_at` alone.
+async fn each_record_is_added_after_the_previous_one(db: Db) {
+    let s = &*db.store;
+    let at = t("2025-03-01T12:00:00Z");
+    let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
+    let first = insert(s, putty("0.80", Arch::Amd64, 1), at).await;
+    s.record_many(
+        vec![
+            putty("0.80", Arch::X86, 2),
+            putty("0.80", Arch::Arm64, 3),
+            go("1.23.0", 4),
+        ],
+        at,
+    )
+    .await
+    .expect("record_many");
+    // A clock that went back an hour.
+    let late = insert(s, go("1.24.0", 5), at - chrono::Duration::hours(1)).await;
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s.records_after(after.as_deref(), 100).await.expect("page");
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        all.extend(page);
+    }
+    assert_eq!(all.len(), 5);
+    all.sort_by_key(|r| r.added_at);
+    assert_eq!(all[0].id, first);
+    assert_eq!(
+        all[0].added_at, at,
+        "the first record is added when it is stored"
+    );
+    assert_eq!(all[4].id, late, "the last one stored is the last added");
+    for pair in all.windows(2) {
+        assert!(pair[1].added_at >= pair[0].added_at + step, "{pair:?}");
+    }
+    // Superseded by the later Go version, the first Go record keeps its date added.
+    let go_first = all.iter().find(|r| r.record.version == "1.23.0").unwrap();
+    assert_eq!(go_first.status, RecordStatus::Superseded);
+    assert!(go_first.added_at < all[4].added_at);
 }
