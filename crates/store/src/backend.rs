@@ -157,7 +157,7 @@ macro_rules! backend {
 
         impl $store {
             /// Lets the listener catch up with `epoch`, then shows it.
-            async fn publish_records_epoch(&self, epoch: u64) {
+            pub(crate) async fn publish_records_epoch(&self, epoch: u64) {
                 let listener = self
                     .records_listener
                     .read()
@@ -405,7 +405,7 @@ macro_rules! backend {
             }
 
             /// Moves the shared records epoch inside a record transaction; the new value.
-            async fn bump_records_epoch(
+            pub(crate) async fn bump_records_epoch(
                 conn: &mut <$db as sqlx::Database>::Connection,
             ) -> Result<u64> {
                 let epoch: i64 = sqlx::query_scalar(
@@ -421,7 +421,7 @@ macro_rules! backend {
             /// Tags the rows a record transaction wrote with its epoch. Epochs are taken in
             /// commit order (the counter row is locked until commit), so a reader that saw
             /// epoch `e` finds every row changed up to `e` with `changed_epoch <= e`.
-            async fn mark_changed(
+            pub(crate) async fn mark_changed(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 touched: &mut Vec<String>,
                 epoch: u64,

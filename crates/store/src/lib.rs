@@ -25,6 +25,7 @@ pub mod downloads;
 mod error;
 mod lease;
 mod migrate;
+pub mod revocations;
 pub mod roots;
 
 pub use backend::{PgStore, SqliteStore};
@@ -285,6 +286,7 @@ pub trait Store:
     + admin::AdminStore
     + roots::RootStore
     + downloads::DownloadStore
+    + revocations::RevocationStore
     + LeaseStore
 {
     /// Distinct records whose HMAC failed verification since start.

@@ -1856,6 +1856,7 @@ async fn signing_certificates_keep_their_crl_urls(db: Db) {
         issuer: "CN=Example CA".into(),
         serial: "8A01".into(),
         crl_urls: vec!["http://crl.example.test/ca.crl".into()],
+        issuer_cert: Some(vec![0x30, 0x03, 0x02, 0x01, 0x01]),
     };
     s.signing_cert_seen(&cert, t("2026-01-01T00:00:00Z"))
         .await
