@@ -222,7 +222,7 @@ async fn crl_for(
         Err(e) => Err(e),
         Ok(Fetched::NotModified) => match &cache.body {
             Some(body) => verify(body, &cas, now, None),
-            None => Err("answered 304 Not Modified with no CRL cached".to_string()),
+            None => Err("http_status: answered 304 Not Modified with no CRL cached".to_string()),
         },
         Ok(Fetched::Body {
             bytes,
@@ -267,10 +267,10 @@ fn verify(
     now: DateTime<Utc>,
     previous: Option<&CrlNumber>,
 ) -> Result<Crl, String> {
-    let crl = revocation::parse(bytes).map_err(|e| e.to_string())?;
+    let crl = revocation::parse(bytes).map_err(|e| format!("malformed: {e}"))?;
     if cas.is_empty() {
         return Err(format!(
-            "no certificate of the issuer {} was shipped with the signatures; the CRL cannot be verified",
+            "unverified: no certificate of the issuer {} was shipped with the signatures; the CRL cannot be verified",
             crl.issuer
         ));
     }
@@ -288,13 +288,16 @@ fn verify(
         }
     }
     if !ok {
-        return Err(first_error.map(|e| e.to_string()).unwrap_or_default());
+        return Err(format!(
+            "unverified: {}",
+            first_error.map(|e| e.to_string()).unwrap_or_default()
+        ));
     }
     if let Some(next) = crl.next_update
         && next <= now
     {
         return Err(format!(
-            "CRL expired: its nextUpdate {} has passed",
+            "expired: its nextUpdate {} has passed",
             model::record::rfc3339(next)
         ));
     }
@@ -302,7 +305,7 @@ fn verify(
         && number < previous
     {
         return Err(format!(
-            "CRL number went backwards (from {} to {}): refused as a possible replay",
+            "rollback: CRL number went backwards (from {} to {}): refused as a possible replay",
             previous.to_hex(),
             number.to_hex()
         ));
@@ -327,9 +330,9 @@ async fn fetch(
     cache: &CrlCache,
 ) -> Result<Fetched, String> {
     let shown = model::redact_url(url);
-    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| format!("bad CRL URL {shown}: {e}"))?;
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| format!("bad_url: {shown}: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("CRL URL {shown} is neither http nor https"));
+        return Err(format!("bad_url: {shown} is neither http nor https"));
     }
     let mut request = client.get(parsed);
     if cache.body.is_some() {
@@ -344,7 +347,7 @@ async fn fetch(
     let work = async {
         let response = request.send().await.map_err(|e| {
             format!(
-                "request for {shown} failed: {}",
+                "unreachable: request for {shown} failed: {}",
                 ingest::error_chain(&e.without_url())
             )
         })?;
@@ -353,13 +356,13 @@ async fn fetch(
             return Ok(Fetched::NotModified);
         }
         if !status.is_success() {
-            return Err(format!("{shown} answered HTTP {}", status.as_u16()));
+            return Err(format!("http_status: {shown} answered HTTP {}", status.as_u16()));
         }
         if let Some(announced) = response.content_length()
             && announced > limit
         {
             return Err(format!(
-                "{shown} announces {announced} bytes, over the {limit}-byte CRL size limit"
+                "too_large: {shown} announces {announced} bytes, over the {limit}-byte CRL size limit"
             ));
         }
         let header = |name| {
@@ -375,14 +378,14 @@ async fn fetch(
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| {
                 format!(
-                    "{shown} broke off after {} bytes: {}",
+                    "unreachable: {shown} broke off after {} bytes: {}",
                     bytes.len(),
                     ingest::error_chain(&e.without_url())
                 )
             })?;
             if (bytes.len() + chunk.len()) as u64 > limit {
                 return Err(format!(
-                    "{shown} sent more than the {limit}-byte CRL size limit; refused"
+                    "too_large: {shown} sent more than the {limit}-byte CRL size limit; refused"
                 ));
             }
             bytes.extend_from_slice(&chunk);
@@ -397,7 +400,7 @@ async fn fetch(
         .await
         .map_err(|_| {
             format!(
-                "{shown} did not answer within {:?}",
+                "unreachable: {shown} did not answer within {:?}",
                 options.fetch_timeout
             )
         })?
