@@ -7,5 +7,6 @@ mod access_control;
 mod api;
 mod corpus_release;
 mod refresh;
+mod revocation;
 mod transparency;
 mod transport;
