@@ -235,7 +235,8 @@ fn malformed_and_truncated_der_is_an_error_not_a_panic() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+    // 512 cases per `cargo test`; CI runs more with CRL_FUZZ_CASES.
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Arbitrary bytes never panic the parser.
     #[test]
@@ -268,6 +269,13 @@ proptest! {
             prop_assert_eq!(crl.len(), 2);
         }
     }
+}
+
+fn fuzz_cases() -> u32 {
+    std::env::var("CRL_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
 }
 
 /// One CA and CRL for every property case (key generation is slow).
