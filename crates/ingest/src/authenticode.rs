@@ -24,8 +24,8 @@ use cms::signed_data::{SignedData, SignerIdentifier, SignerInfo as CmsSignerInfo
 use der::asn1::ObjectIdentifier;
 use der::{Decode, Encode, SliceReader};
 use x509_cert::Certificate;
-use x509_cert::ext::pkix::{AuthorityKeyIdentifier, CrlDistributionPoints, SubjectKeyIdentifier};
 use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
+use x509_cert::ext::pkix::{AuthorityKeyIdentifier, CrlDistributionPoints, SubjectKeyIdentifier};
 
 const ID_SIGNED_DATA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.7.2");
 const SPC_INDIRECT_DATA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.311.2.1.4");
@@ -369,7 +369,11 @@ fn issuer_certificate(signed: &SignedData, cert: &Certificate) -> Option<Vec<u8>
         })
         .filter(|c| c.tbs_certificate.subject == cert.tbs_certificate.issuer)
         .find(|c| {
-            let ski = c.tbs_certificate.get::<SubjectKeyIdentifier>().ok().flatten();
+            let ski = c
+                .tbs_certificate
+                .get::<SubjectKeyIdentifier>()
+                .ok()
+                .flatten();
             match (&wanted_key, ski) {
                 (Some(want), Some((_, ski))) => want.as_bytes() == ski.0.as_bytes(),
                 _ => true,

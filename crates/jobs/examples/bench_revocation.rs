@@ -59,16 +59,34 @@ async fn pki(now: DateTime<Utc>) -> Pki {
             .map(|s| (s.as_slice(), now - chrono::Duration::days(30), None))
             .collect();
         let revoked = serial(i, 0);
-        entries.push((&revoked, now - chrono::Duration::days(1), Some(RevocationReason::KeyCompromise)));
-        server.set(&format!("/ca{i}.crl"), ca.crl(1, now - chrono::Duration::hours(1), &entries));
+        entries.push((
+            &revoked,
+            now - chrono::Duration::days(1),
+            Some(RevocationReason::KeyCompromise),
+        ));
+        server.set(
+            &format!("/ca{i}.crl"),
+            ca.crl(1, now - chrono::Duration::hours(1), &entries),
+        );
         cas.push(ca);
     }
-    Pki { cas, leaves, server }
+    Pki {
+        cas,
+        leaves,
+        server,
+    }
 }
 
-async fn store_with(records: usize, pki: &Pki, dir: &std::path::Path, now: DateTime<Utc>) -> Arc<dyn Store> {
+async fn store_with(
+    records: usize,
+    pki: &Pki,
+    dir: &std::path::Path,
+    now: DateTime<Utc>,
+) -> Arc<dyn Store> {
     let url = format!("sqlite://{}/bench-{records}.db", dir.display());
-    let store = store::open(&url, RecordSigner::new(b"bench-record-secret")).await.unwrap();
+    let store = store::open(&url, RecordSigner::new(b"bench-record-secret"))
+        .await
+        .unwrap();
     for (issuer, leaf) in &pki.leaves {
         store
             .signing_cert_seen(
@@ -90,7 +108,14 @@ async fn store_with(records: usize, pki: &Pki, dir: &std::path::Path, now: DateT
     for n in 0..records {
         let leaf = &pki.leaves[n % pki.leaves.len()].1;
         let seed = n as u64 + 1;
-        let mut r = testkit::rec("Bench", &format!("tool{n}.exe"), "1.0", Platform::Windows, Arch::Amd64, seed);
+        let mut r = testkit::rec(
+            "Bench",
+            &format!("tool{n}.exe"),
+            "1.0",
+            Platform::Windows,
+            Arch::Amd64,
+            seed,
+        );
         r.sig_signer = Some(leaf.subject.clone());
         r.sig_issuer = Some(leaf.issuer.clone());
         r.sig_serial = Some(leaf.serial.clone());
@@ -98,7 +123,10 @@ async fn store_with(records: usize, pki: &Pki, dir: &std::path::Path, now: DateT
         batch.push(r);
         thumbprints.push(leaf.thumbprint.clone());
         if batch.len() == BATCH || n + 1 == records {
-            let outcomes = store.record_many(std::mem::take(&mut batch), now).await.unwrap();
+            let outcomes = store
+                .record_many(std::mem::take(&mut batch), now)
+                .await
+                .unwrap();
             for (outcome, thumbprint) in outcomes.iter().zip(thumbprints.drain(..)) {
                 if let store::RecordOutcome::Inserted { id, .. } = outcome {
                     store.record_signed_by(id, &thumbprint).await.unwrap();
@@ -119,7 +147,9 @@ struct Times {
 async fn measure(store: &dyn Store, clock: &FixedClock, options: &RevocationOptions) -> Times {
     let outbound = ingest::OutboundSettings::default();
     let started = Instant::now();
-    let report = check(store, clock, options, &outbound, false).await.unwrap();
+    let report = check(store, clock, options, &outbound, false)
+        .await
+        .unwrap();
     let first = started.elapsed();
     assert_eq!(report.newly_revoked, ISSUERS, "{report:?}");
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -130,18 +160,31 @@ async fn measure(store: &dyn Store, clock: &FixedClock, options: &RevocationOpti
     assert_eq!((report.fetched, report.newly_revoked), (ISSUERS, 0));
     clock.advance(chrono::Duration::hours(6));
     let started = Instant::now();
-    let report = check(store, clock, options, &outbound, false).await.unwrap();
+    let report = check(store, clock, options, &outbound, false)
+        .await
+        .unwrap();
     let cached = started.elapsed();
-    assert_eq!((report.fetched, report.checked), (0, ISSUERS * CERTS_PER_ISSUER));
+    assert_eq!(
+        (report.fetched, report.checked),
+        (0, ISSUERS * CERTS_PER_ISSUER)
+    );
     let mut revoked_records = 0;
     let mut after = None;
     loop {
         let page = store.records_after(after.as_deref(), 10_000).await.unwrap();
         let Some(last) = page.last() else { break };
         after = Some(last.id.clone());
-        revoked_records += page.iter().filter(|r| r.cert_revoked_at.is_some() && r.integrity_ok).count();
+        revoked_records += page
+            .iter()
+            .filter(|r| r.cert_revoked_at.is_some() && r.integrity_ok)
+            .count();
     }
-    Times { first, forced, cached, revoked_records }
+    Times {
+        first,
+        forced,
+        cached,
+        revoked_records,
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -153,7 +196,10 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let (mut records, mut baseline) = (100_000usize, 1_000usize);
     while let Some(flag) = args.next() {
-        let value = args.next().and_then(|v| v.parse().ok()).expect("a number after the flag");
+        let value = args
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number after the flag");
         match flag.as_str() {
             "--records" => records = value,
             "--baseline" => baseline = value,
@@ -171,7 +217,10 @@ async fn main() {
     for n in [baseline, records] {
         let started = Instant::now();
         let store = store_with(n, &pki, dir.path(), now).await;
-        eprintln!("loaded {n} records in {:.1} s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "loaded {n} records in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         let clock = FixedClock::new(now);
         let times = measure(store.as_ref(), &clock, &options).await;
         store.close().await;
@@ -182,7 +231,10 @@ async fn main() {
         ISSUERS * CERTS_PER_ISSUER,
         ISSUERS
     );
-    println!("{:>9} {:>14} {:>12} {:>12} {:>12}", "records", "marked", "first ms", "forced ms", "cached ms");
+    println!(
+        "{:>9} {:>14} {:>12} {:>12} {:>12}",
+        "records", "marked", "first ms", "forced ms", "cached ms"
+    );
     for (n, t) in &results {
         println!(
             "{n:>9} {:>14} {:>12.1} {:>12.1} {:>12.1}",

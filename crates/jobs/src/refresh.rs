@@ -73,11 +73,7 @@ impl RecordSink for StoreSink {
         }
     }
 
-    async fn signer_seen(
-        &self,
-        record_id: &str,
-        signer: &ingest::SignerInfo,
-    ) -> Result<(), Error> {
+    async fn signer_seen(&self, record_id: &str, signer: &ingest::SignerInfo) -> Result<(), Error> {
         self.store
             .signing_cert_seen(
                 &store::downloads::SigningCert {

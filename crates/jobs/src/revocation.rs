@@ -136,7 +136,9 @@ pub async fn check(
         };
         report.checked += 1;
         let serial = revocation::serial_key_hex(&cert.serial).unwrap_or_default();
-        let entry = crl.entry(&serial).filter(|e| e.reason != Reason::RemoveFromCrl);
+        let entry = crl
+            .entry(&serial)
+            .filter(|e| e.reason != Reason::RemoveFromCrl);
         let thumbprint = cert.thumbprint.to_ascii_lowercase();
         match entry {
             Some(entry) => {
@@ -191,7 +193,10 @@ async fn crl_for(
     force: bool,
 ) -> Result<CrlOutcome, Error> {
     let now = clock.now();
-    let issuer = named_by.first().map(|c| c.issuer.clone()).unwrap_or_default();
+    let issuer = named_by
+        .first()
+        .map(|c| c.issuer.clone())
+        .unwrap_or_default();
     let mut cache = store.crl_cache(url).await?.unwrap_or_else(|| CrlCache {
         url: url.to_string(),
         issuer: issuer.clone(),
@@ -356,7 +361,10 @@ async fn fetch(
             return Ok(Fetched::NotModified);
         }
         if !status.is_success() {
-            return Err(format!("http_status: {shown} answered HTTP {}", status.as_u16()));
+            return Err(format!(
+                "http_status: {shown} answered HTTP {}",
+                status.as_u16()
+            ));
         }
         if let Some(announced) = response.content_length()
             && announced > limit
@@ -424,7 +432,9 @@ impl crate::Job for RevocationJob {
         let Some(interval) = ctx.settings.revocation.interval else {
             return Ok(None);
         };
-        let secs = i64::try_from(interval.as_secs()).unwrap_or(i64::MAX).max(60);
+        let secs = i64::try_from(interval.as_secs())
+            .unwrap_or(i64::MAX)
+            .max(60);
         let start = now.timestamp().div_euclid(secs) * secs;
         let (Some(from), Some(until)) = (
             DateTime::from_timestamp(start, 0),

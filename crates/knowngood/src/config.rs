@@ -95,7 +95,9 @@ impl RevocationSettings {
     fn resolve(&self) -> Result<jobs::revocation::RevocationOptions> {
         let defaults = jobs::revocation::RevocationOptions::default();
         if self.max_crl_mib == Some(0) || self.fetch_timeout_secs == Some(0) {
-            anyhow::bail!("revocation.max_crl_mib and revocation.fetch_timeout_secs must be at least 1");
+            anyhow::bail!(
+                "revocation.max_crl_mib and revocation.fetch_timeout_secs must be at least 1"
+            );
         }
         Ok(jobs::revocation::RevocationOptions {
             interval: match self.check_hours.unwrap_or(6) {

@@ -409,9 +409,10 @@ impl Crl {
             });
         }
         let bad = |e: der::Error| CrlError::BadIssuerCertificate(e.to_string());
-        if let (Some(aki), Some((_, ski))) =
-            (&self.authority_key_id, tbs.get::<SubjectKeyIdentifier>().map_err(bad)?)
-            && aki.as_slice() != ski.0.as_bytes()
+        if let (Some(aki), Some((_, ski))) = (
+            &self.authority_key_id,
+            tbs.get::<SubjectKeyIdentifier>().map_err(bad)?,
+        ) && aki.as_slice() != ski.0.as_bytes()
         {
             return Err(CrlError::KeyIdMismatch);
         }

@@ -13,12 +13,12 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+pub use rcgen::RevocationReason;
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
     DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair,
     KeyUsagePurpose, RevokedCertParams, SerialNumber,
 };
-pub use rcgen::RevocationReason;
 
 fn offset(t: DateTime<Utc>) -> time::OffsetDateTime {
     time::OffsetDateTime::from_unix_timestamp(t.timestamp()).unwrap()

@@ -93,9 +93,11 @@ impl Pki {
             .iter()
             .map(|(s, r)| (*s, revoked_at(), *r))
             .collect();
-        let crl = self
-            .ca
-            .crl(number, self.clock.now() - chrono::Duration::hours(1), &entries);
+        let crl = self.ca.crl(
+            number,
+            self.clock.now() - chrono::Duration::hours(1),
+            &entries,
+        );
         self.server.set("/ca.crl", crl);
     }
 
@@ -123,7 +125,12 @@ impl Pki {
     }
 
     async fn last_error(&self, db: &Db) -> String {
-        let cache = db.store.crl_cache(&self.server.url("/ca.crl")).await.unwrap().unwrap();
+        let cache = db
+            .store
+            .crl_cache(&self.server.url("/ca.crl"))
+            .await
+            .unwrap()
+            .unwrap();
         cache.last_error.unwrap_or_default()
     }
 
@@ -139,15 +146,33 @@ impl Pki {
 async fn a_listed_serial_revokes_every_record_it_signed(db: Db) {
     let pki = Pki::new(&db, TestCa::new("Revoking CA")).await;
     // Listed with a sign byte the CA's DER needs: compared as unsigned integers.
-    pki.serve(1, &[(&[0x00, 0x8a, 0x5e, 0x01], Some(RevocationReason::KeyCompromise))]);
+    pki.serve(
+        1,
+        &[(
+            &[0x00, 0x8a, 0x5e, 0x01],
+            Some(RevocationReason::KeyCompromise),
+        )],
+    );
     let report = pki.check(&db, false).await;
-    assert_eq!((report.certificates, report.checked, report.newly_revoked), (1, 1, 1));
+    assert_eq!(
+        (report.certificates, report.checked, report.newly_revoked),
+        (1, 1, 1)
+    );
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     for r in pki.records(&db).await {
-        assert_eq!(r.cert_revoked_at, Some(revoked_at()), "current and superseded alike");
+        assert_eq!(
+            r.cert_revoked_at,
+            Some(revoked_at()),
+            "current and superseded alike"
+        );
         assert!(r.integrity_ok, "the record HMAC still verifies");
     }
-    let cert = db.store.revocation(&pki.leaf.thumbprint).await.unwrap().unwrap();
+    let cert = db
+        .store
+        .revocation(&pki.leaf.thumbprint)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cert.reason, "keyCompromise");
     assert_eq!(cert.check_method, "crl");
     assert_eq!(cert.revoked_at, revoked_at());
@@ -157,18 +182,39 @@ async fn a_listed_serial_revokes_every_record_it_signed(db: Db) {
 
     // Before the CRL's nextUpdate nothing is fetched again, and nothing changes.
     let again = pki.check(&db, false).await;
-    assert_eq!((again.fetched, again.newly_revoked, again.checked), (0, 0, 1));
+    assert_eq!(
+        (again.fetched, again.newly_revoked, again.checked),
+        (0, 0, 1)
+    );
     assert_eq!(pki.server.requests("/ca.crl").0, 1);
-    assert_eq!(db.store.revocation_history(&store::revocations::RevocationQuery { limit: 50, ..Default::default() }).await.unwrap().total, 1);
+    assert_eq!(
+        db.store
+            .revocation_history(&store::revocations::RevocationQuery {
+                limit: 50,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .total,
+        1
+    );
 }
 
 async fn an_unlisted_serial_changes_nothing(db: Db) {
     let pki = Pki::new(&db, TestCa::new("Quiet CA")).await;
     pki.serve(1, &[(&[0x01, 0x02], Some(RevocationReason::KeyCompromise))]);
     let report = pki.check(&db, false).await;
-    assert_eq!((report.checked, report.crls_good, report.newly_revoked), (1, 1, 0));
+    assert_eq!(
+        (report.checked, report.crls_good, report.newly_revoked),
+        (1, 1, 0)
+    );
     pki.assert_not_revoked(&db).await;
-    let cache = db.store.crl_cache(&pki.server.url("/ca.crl")).await.unwrap().unwrap();
+    let cache = db
+        .store
+        .crl_cache(&pki.server.url("/ca.crl"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cache.last_good_at, Some(now()));
     assert_eq!(cache.crl_number.as_deref(), Some("01"));
     assert_eq!(cache.issuer, pki.ca.name);
@@ -178,16 +224,31 @@ async fn a_hold_is_released_when_it_leaves_the_crl_or_is_removed(db: Db) {
     let pki = Pki::new(&db, TestCa::new("Holding CA")).await;
     pki.serve(1, &[(SERIAL, Some(RevocationReason::CertificateHold))]);
     assert_eq!(pki.check(&db, false).await.newly_revoked, 1);
-    let held = db.store.revocation(&pki.leaf.thumbprint).await.unwrap().unwrap();
+    let held = db
+        .store
+        .revocation(&pki.leaf.thumbprint)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(held.reason, "certificateHold");
-    assert!(pki.records(&db).await.iter().all(|r| r.cert_revoked_at.is_some()));
+    assert!(
+        pki.records(&db)
+            .await
+            .iter()
+            .all(|r| r.cert_revoked_at.is_some())
+    );
 
     // The next CRL no longer lists it: released, kept in the history.
     pki.clock.advance(chrono::Duration::hours(6));
     pki.serve(2, &[]);
     assert_eq!(pki.check(&db, true).await.released, 1);
     pki.assert_not_revoked(&db).await;
-    let released = db.store.revocation(&pki.leaf.thumbprint).await.unwrap().unwrap();
+    let released = db
+        .store
+        .revocation(&pki.leaf.thumbprint)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(released.released_at, Some(pki.clock.now()));
 
     // Held again, then listed as removeFromCRL (a delta-style removal on a full CRL).
@@ -200,7 +261,10 @@ async fn a_hold_is_released_when_it_leaves_the_crl_or_is_removed(db: Db) {
     pki.assert_not_revoked(&db).await;
     let history = db
         .store
-        .revocation_history(&store::revocations::RevocationQuery { limit: 50, ..Default::default() })
+        .revocation_history(&store::revocations::RevocationQuery {
+            limit: 50,
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!(history.total, 2);
@@ -210,11 +274,22 @@ async fn a_hold_is_released_when_it_leaves_the_crl_or_is_removed(db: Db) {
 async fn a_crl_signed_by_another_key_is_refused(db: Db) {
     let pki = Pki::new(&db, TestCa::new("Genuine CA")).await;
     let impostor = pki.ca.impostor();
-    let crl = impostor.crl(1, now() - chrono::Duration::hours(1), &[(SERIAL, revoked_at(), None)]);
+    let crl = impostor.crl(
+        1,
+        now() - chrono::Duration::hours(1),
+        &[(SERIAL, revoked_at(), None)],
+    );
     pki.server.set("/ca.crl", crl);
     let report = pki.check(&db, false).await;
-    assert_eq!((report.checked, report.crls_good, report.newly_revoked), (0, 0, 0));
-    assert!(pki.last_error(&db).await.starts_with("unverified:"), "{}", pki.last_error(&db).await);
+    assert_eq!(
+        (report.checked, report.crls_good, report.newly_revoked),
+        (0, 0, 0)
+    );
+    assert!(
+        pki.last_error(&db).await.starts_with("unverified:"),
+        "{}",
+        pki.last_error(&db).await
+    );
     pki.assert_not_revoked(&db).await;
 }
 
@@ -224,7 +299,10 @@ async fn a_crl_of_a_ca_without_crl_sign_is_refused(db: Db) {
     let report = pki.check(&db, false).await;
     assert_eq!(report.newly_revoked, 0);
     let error = pki.last_error(&db).await;
-    assert!(error.starts_with("unverified:") && error.contains("cRLSign"), "{error}");
+    assert!(
+        error.starts_with("unverified:") && error.contains("cRLSign"),
+        "{error}"
+    );
     pki.assert_not_revoked(&db).await;
 }
 
@@ -239,8 +317,17 @@ async fn a_crl_number_going_backwards_is_refused(db: Db) {
     let error = pki.last_error(&db).await;
     assert!(error.starts_with("rollback:"), "{error}");
     pki.assert_not_revoked(&db).await;
-    let cache = db.store.crl_cache(&pki.server.url("/ca.crl")).await.unwrap().unwrap();
-    assert_eq!(cache.crl_number.as_deref(), Some("05"), "the last good number stays");
+    let cache = db
+        .store
+        .crl_cache(&pki.server.url("/ca.crl"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        cache.crl_number.as_deref(),
+        Some("05"),
+        "the last good number stays"
+    );
 }
 
 async fn an_unreachable_ca_marks_nothing_until_it_is_back(db: Db) {
@@ -257,10 +344,20 @@ async fn an_unreachable_ca_marks_nothing_until_it_is_back(db: Db) {
     pki.clock.advance(chrono::Duration::hours(6));
     let report = pki.check(&db, false).await;
     assert_eq!(report.newly_revoked, 1);
-    let cache = db.store.crl_cache(&pki.server.url("/ca.crl")).await.unwrap().unwrap();
+    let cache = db
+        .store
+        .crl_cache(&pki.server.url("/ca.crl"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cache.last_error, None, "a good check clears the error");
     assert_eq!(cache.last_good_at, Some(pki.clock.now()));
-    assert!(pki.records(&db).await.iter().all(|r| r.cert_revoked_at == Some(revoked_at())));
+    assert!(
+        pki.records(&db)
+            .await
+            .iter()
+            .all(|r| r.cert_revoked_at == Some(revoked_at()))
+    );
 }
 
 async fn an_unchanged_crl_is_confirmed_by_a_304(db: Db) {
@@ -270,17 +367,35 @@ async fn an_unchanged_crl_is_confirmed_by_a_304(db: Db) {
     pki.clock.advance(chrono::Duration::hours(6));
     let report = pki.check(&db, true).await;
     assert_eq!((report.fetched, report.crls_good), (1, 1));
-    assert_eq!(pki.server.requests("/ca.crl"), (2, 1), "one conditional GET answered 304");
-    let cache = db.store.crl_cache(&pki.server.url("/ca.crl")).await.unwrap().unwrap();
+    assert_eq!(
+        pki.server.requests("/ca.crl"),
+        (2, 1),
+        "one conditional GET answered 304"
+    );
+    let cache = db
+        .store
+        .crl_cache(&pki.server.url("/ca.crl"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cache.last_good_at, Some(pki.clock.now()));
-    let cert = db.store.revocation(&pki.leaf.thumbprint).await.unwrap().unwrap();
+    let cert = db
+        .store
+        .revocation(&pki.leaf.thumbprint)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cert.reason, "cessationOfOperation");
     assert_eq!(cert.released_at, None);
 }
 
 async fn malformed_and_truncated_crls_are_refused(db: Db) {
     let pki = Pki::new(&db, TestCa::new("Garbled CA")).await;
-    let good = pki.ca.crl(1, now() - chrono::Duration::hours(1), &[(SERIAL, revoked_at(), None)]);
+    let good = pki.ca.crl(
+        1,
+        now() - chrono::Duration::hours(1),
+        &[(SERIAL, revoked_at(), None)],
+    );
     for body in [
         good[..good.len() / 2].to_vec(),
         good[..good.len() - 1].to_vec(),
@@ -304,7 +419,10 @@ async fn a_crl_over_the_size_cap_is_refused_while_it_streams(db: Db) {
     let report = pki.check(&db, false).await;
     assert_eq!(report.newly_revoked, 0);
     let error = pki.last_error(&db).await;
-    assert!(error.starts_with("too_large:") && error.contains("33554432"), "{error}");
+    assert!(
+        error.starts_with("too_large:") && error.contains("33554432"),
+        "{error}"
+    );
 
     // The cap is configurable: a real CRL over a 1 KiB cap is refused the same way.
     let many: Vec<Vec<u8>> = (0u16..100).map(|i| i.to_be_bytes().to_vec()).collect();
@@ -315,7 +433,10 @@ async fn a_crl_over_the_size_cap_is_refused_while_it_streams(db: Db) {
     pki.options.max_crl_bytes = 1024;
     pki.check(&db, true).await;
     let error = pki.last_error(&db).await;
-    assert!(error.starts_with("too_large:") && error.contains("1024"), "{error}");
+    assert!(
+        error.starts_with("too_large:") && error.contains("1024"),
+        "{error}"
+    );
     pki.assert_not_revoked(&db).await;
     pki.options.max_crl_bytes = jobs::revocation::DEFAULT_MAX_CRL_BYTES;
     assert_eq!(pki.check(&db, true).await.newly_revoked, 1);

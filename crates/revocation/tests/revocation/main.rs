@@ -17,7 +17,9 @@ use time::{Duration, OffsetDateTime};
 fn ca_params(name: &str, usages: Vec<KeyUsagePurpose>) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::OrganizationName, "Knowngood Tests");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Knowngood Tests");
     params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = usages;
@@ -31,7 +33,10 @@ struct Ca {
 }
 
 fn ca(name: &str) -> Ca {
-    let params = ca_params(name, vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign]);
+    let params = ca_params(
+        name,
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign],
+    );
     let key = KeyPair::generate().unwrap();
     let cert = params.self_signed(&key).unwrap();
     Ca {
@@ -128,7 +133,10 @@ fn hold_and_remove_from_crl_are_read_as_such() {
 fn a_crl_signed_by_another_key_does_not_verify() {
     let ca = ca("Test CA");
     // Same name, different key: the name matches, the signature cannot.
-    let impostor = ca_params("Test CA", vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign]);
+    let impostor = ca_params(
+        "Test CA",
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign],
+    );
     let impostor = Ca {
         der: Vec::new(),
         issuer: Issuer::new(impostor, KeyPair::generate().unwrap()),
@@ -229,7 +237,11 @@ fn malformed_and_truncated_der_is_an_error_not_a_panic() {
     let mut trailing = der.clone();
     trailing.push(0);
     assert!(parse(&trailing).is_err(), "trailing bytes");
-    for junk in [&b"not a crl"[..], b"-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----", b"<html>"] {
+    for junk in [
+        &b"not a crl"[..],
+        b"-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----",
+        b"<html>",
+    ] {
         assert!(matches!(parse(junk), Err(CrlError::Malformed(_))));
     }
 }
@@ -283,7 +295,14 @@ fn fixture() -> &'static (Ca, Vec<u8>) {
     static FIXTURE: std::sync::OnceLock<(Ca, Vec<u8>)> = std::sync::OnceLock::new();
     FIXTURE.get_or_init(|| {
         let ca = ca("Fuzz CA");
-        let der = crl(&ca, 9, &[(SERIAL, Some(RevocationReason::Superseded)), (&[0x02], None)]);
+        let der = crl(
+            &ca,
+            9,
+            &[
+                (SERIAL, Some(RevocationReason::Superseded)),
+                (&[0x02], None),
+            ],
+        );
         (ca, der)
     })
 }

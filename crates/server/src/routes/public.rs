@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
-    ComponentStatus, Components, HashOfDay, HashRecordJson, ReferenceCorpusStatus, Status,
-    VendorStatus, timestamp, CrlStatus, RevocationStatus,
+    ComponentStatus, Components, CrlStatus, HashOfDay, HashRecordJson, ReferenceCorpusStatus,
+    RevocationStatus, Status, VendorStatus, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;

@@ -182,9 +182,7 @@ pub async fn revocation(
 ) -> ApiResult<Json<RevocationDetail>> {
     let thumbprint = parse_thumbprint(&thumbprint)?;
     let cert = state.store.revocation(&thumbprint).await?.ok_or_else(|| {
-        Error::NotFound(format!(
-            "{thumbprint} is not a known revoked certificate"
-        ))
+        Error::NotFound(format!("{thumbprint} is not a known revoked certificate"))
     })?;
     Ok(Json(RevocationDetail {
         revoked_cert: cert.into(),

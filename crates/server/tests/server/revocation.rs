@@ -73,7 +73,11 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
     }
     let ca = TestCa::new("Example Code Signing CA");
     let crls = CrlServer::start().await;
-    let leaf = ca.leaf("Example Kubernetes Signer", &[0x8a, 0x11, 0x22], &crls.url("/cs.crl"));
+    let leaf = ca.leaf(
+        "Example Kubernetes Signer",
+        &[0x8a, 0x11, 0x22],
+        &crls.url("/cs.crl"),
+    );
     let dir = tempfile::tempdir().unwrap();
     let signed = sign_pe(dir.path(), &build_pe(7), &leaf, &ca);
     let sha256 = format!("{:x}", sha2::Sha256::digest(&signed));
@@ -83,14 +87,27 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
     let site = Site::new();
     let base = site.serve_http().await;
     site.file("/kubectl/release/stable.txt", "v1.31.3\n");
-    site.file("/kubectl/release/v1.31.3/bin/windows/amd64/kubectl.exe", signed);
-    refresh_vendors(app.store.clone(), app.clock.clone(), &kubectl_only(&base), None, &|_| {})
-        .await
-        .unwrap();
+    site.file(
+        "/kubectl/release/v1.31.3/bin/windows/amd64/kubectl.exe",
+        signed,
+    );
+    refresh_vendors(
+        app.store.clone(),
+        app.clock.clone(),
+        &kubectl_only(&base),
+        None,
+        &|_| {},
+    )
+    .await
+    .unwrap();
     let certs = app.store.signing_certs().await.unwrap();
     assert_eq!(certs.len(), 1);
     assert_eq!(certs[0].thumbprint, leaf.thumbprint);
-    assert_eq!(certs[0].issuer_cert.as_deref(), Some(ca.der.as_slice()), "the CA came with the signature");
+    assert_eq!(
+        certs[0].issuer_cert.as_deref(),
+        Some(ca.der.as_slice()),
+        "the CA came with the signature"
+    );
 
     let revoked_at = app.clock.now() - Duration::hours(3);
     crls.set(
@@ -98,7 +115,11 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
         ca.crl(
             1,
             app.clock.now() - Duration::hours(1),
-            &[(&[0x8a, 0x11, 0x22], revoked_at, Some(RevocationReason::KeyCompromise))],
+            &[(
+                &[0x8a, 0x11, 0x22],
+                revoked_at,
+                Some(RevocationReason::KeyCompromise),
+            )],
         ),
     );
     let options = RevocationOptions {
@@ -117,22 +138,38 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
     assert_eq!(report.newly_revoked, 1, "{report:?}");
 
     // The record, wherever a user sees it.
-    let feed = app.get("/public/hash-of-day?executable=kubectl.exe").await.json();
+    let feed = app
+        .get("/public/hash-of-day?executable=kubectl.exe")
+        .await
+        .json();
     let record = &feed["hashes"][0];
     assert_eq!(record["hash_sha256"], sha256);
     assert_eq!(record["sig_thumbprint"], leaf.thumbprint);
     assert_eq!(record["cert_revoked_at"], ts(revoked_at));
     let key = app.account("soc-team", Role::Auditor, Tier::Teams).await;
-    let history = app.get_with("/api/v1/intel/history?executable=kubectl.exe", &key).await.json();
+    let history = app
+        .get_with("/api/v1/intel/history?executable=kubectl.exe", &key)
+        .await
+        .json();
     assert_eq!(history["results"][0]["cert_revoked_at"], ts(revoked_at));
-    let export = app.get_with("/api/v1/intel/export?format=json", &key).await.json();
+    let export = app
+        .get_with("/api/v1/intel/export?format=json", &key)
+        .await
+        .json();
     assert_eq!(export[0]["cert_revoked_at"], ts(revoked_at));
     // Not reclassified, and its HMAC still verifies.
     let lookup = app
-        .post_with("/api/v1/intel/lookup", &key, json!({ "hashes": [sha256] }).to_string())
+        .post_with(
+            "/api/v1/intel/lookup",
+            &key,
+            json!({ "hashes": [sha256] }).to_string(),
+        )
         .await
         .json();
-    assert_eq!(lookup["results"][&sha256]["classification"], "known_vendor_release");
+    assert_eq!(
+        lookup["results"][&sha256]["classification"],
+        "known_vendor_release"
+    );
 
     // The three routes.
     let expected = json!({
@@ -149,13 +186,22 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
     let feed = app.get_with("/api/v1/intel/revocations", &key).await.json();
     assert_eq!(feed, json!({ "revoked_certs": [expected], "total": 1 }));
     let detail = app
-        .get_with(&format!("/api/v1/intel/revocations/{}", leaf.thumbprint.to_uppercase()), &key)
+        .get_with(
+            &format!(
+                "/api/v1/intel/revocations/{}",
+                leaf.thumbprint.to_uppercase()
+            ),
+            &key,
+        )
         .await;
     assert_eq!(detail.status, 200, "{}", detail.text);
     assert_eq!(detail.json(), json!({ "revoked_cert": expected }));
-    app.get_with(&format!("/api/v1/intel/revocations/{}", "ab".repeat(20)), &key)
-        .await
-        .assert_error(404, "not found");
+    app.get_with(
+        &format!("/api/v1/intel/revocations/{}", "ab".repeat(20)),
+        &key,
+    )
+    .await
+    .assert_error(404, "not found");
     app.get_with("/api/v1/intel/revocations/not-a-thumbprint", &key)
         .await
         .assert_error(400, "bad request");
@@ -163,11 +209,17 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
     let day = revoked_at.date_naive();
     let history = |q: String| {
         let (app, key) = (&app, &key);
-        async move { app.get_with(&format!("/api/v1/intel/revocations/history{q}"), key).await }
+        async move {
+            app.get_with(&format!("/api/v1/intel/revocations/history{q}"), key)
+                .await
+        }
     };
     let all = history(String::new()).await.json();
     assert_eq!(all["total"], 1);
-    assert_eq!((all["limit"].clone(), all["offset"].clone()), (json!(50), json!(0)));
+    assert_eq!(
+        (all["limit"].clone(), all["offset"].clone()),
+        (json!(50), json!(0))
+    );
     assert_eq!(all["revoked_certs"][0], expected);
     for (query, total) in [
         ("?signer=kubernetes%20SIGNER".to_string(), 1),
@@ -180,33 +232,59 @@ async fn a_revoked_signer_reaches_the_records_and_the_routes(app: TestApp) {
         let page = history(query.clone()).await;
         assert_eq!(page.json()["total"], total, "{query}: {}", page.text);
     }
-    history("?since=yesterday".into()).await.assert_error(400, "bad request");
-    history("?limit=201".into()).await.assert_error(400, "bad request");
+    history("?since=yesterday".into())
+        .await
+        .assert_error(400, "bad request");
+    history("?limit=201".into())
+        .await
+        .assert_error(400, "bad request");
 
     // Teams tier and the permission are both needed.
     let basic = app.account("basic-team", Role::Auditor, Tier::Basic).await;
-    app.get_with("/api/v1/intel/revocations", &basic).await.assert_error(403, "forbidden");
+    app.get_with("/api/v1/intel/revocations", &basic)
+        .await
+        .assert_error(403, "forbidden");
     let viewer = app.account("viewer-team", Role::Analyst, Tier::Teams).await;
-    app.get_with("/api/v1/intel/revocations", &viewer).await.assert_error(403, "forbidden");
+    app.get_with("/api/v1/intel/revocations", &viewer)
+        .await
+        .assert_error(403, "forbidden");
 
     // The issuer's CRL on the status page.
     let status = app.get("/public/status").await.json();
     let crl = &status["revocation"]["crls"][0];
-    assert_eq!(crl["issuer"], "CN=Example Code Signing CA,O=Knowngood Tests");
+    assert_eq!(
+        crl["issuer"],
+        "CN=Example Code Signing CA,O=Knowngood Tests"
+    );
     assert_eq!(crl["status"], "ok");
-    assert_eq!(crl["next_update"], ts(app.clock.now() - Duration::hours(1) + Duration::days(7)));
+    assert_eq!(
+        crl["next_update"],
+        ts(app.clock.now() - Duration::hours(1) + Duration::days(7))
+    );
     assert_eq!(crl["last_error"], Value::Null);
 
     // The CA goes down: the status says so, in plain words; the revocation stays.
     crls.down(Some(503));
-    check(app.store.as_ref(), app.clock.as_ref(), &options, &ingest::OutboundSettings::default(), true)
-        .await
-        .unwrap();
+    check(
+        app.store.as_ref(),
+        app.clock.as_ref(),
+        &options,
+        &ingest::OutboundSettings::default(),
+        true,
+    )
+    .await
+    .unwrap();
     let status = app.get("/public/status").await.json();
     assert_eq!(status["revocation"]["crls"][0]["status"], "failing");
-    assert_eq!(status["revocation"]["crls"][0]["last_error"], "CRL server answered an error");
+    assert_eq!(
+        status["revocation"]["crls"][0]["last_error"],
+        "CRL server answered an error"
+    );
     assert_eq!(status["status"], "degraded");
-    assert_eq!(app.get_with("/api/v1/intel/revocations", &key).await.json()["total"], 1);
+    assert_eq!(
+        app.get_with("/api/v1/intel/revocations", &key).await.json()["total"],
+        1
+    );
 }
 
 /// Revocations recorded straight through the store: the feed orders them by reason
