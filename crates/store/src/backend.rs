@@ -421,7 +421,7 @@ macro_rules! backend {
             /// Tags the rows a record transaction wrote with its epoch. Epochs are taken in
             /// commit order (the counter row is locked until commit), so a reader that saw
             /// epoch `e` finds every row changed up to `e` with `changed_epoch <= e`.
-            pub(crate) async fn mark_changed(
+            async fn mark_changed(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 touched: &mut Vec<String>,
                 epoch: u64,

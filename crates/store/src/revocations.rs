@@ -198,40 +198,33 @@ macro_rules! revocation_backend {
             }
 
             /// Recomputes `cert_revoked_at` of every record the certificate signed, in the
-            /// transaction, moving the records epoch. Returns the new epoch, if any record.
+            /// transaction, moving the records epoch and tagging those rows with it: two
+            /// set-based statements, whatever the number of records. Returns the new epoch,
+            /// if the certificate signed any record.
             async fn refresh_revoked_at(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 thumbprint: &str,
             ) -> Result<Option<u64>> {
-                let ids: Vec<String> = sqlx::query_scalar(
-                    "SELECT id FROM hash_records WHERE sig_thumbprint = $1 \
-                     UNION SELECT record_id FROM record_signatures WHERE thumbprint = $1",
-                )
+                let updated = sqlx::query(AssertSqlSafe(format!(
+                    "UPDATE hash_records SET cert_revoked_at = {DERIVED_REVOKED_AT} WHERE {SIGNED_BY}"
+                )))
                 .bind(thumbprint)
-                .fetch_all(&mut *conn)
+                .execute(&mut *conn)
                 .await
-                .map_err(db_error)?;
-                if ids.is_empty() {
+                .map_err(db_error)?
+                .rows_affected();
+                if updated == 0 {
                     return Ok(None);
                 }
-                for chunk in ids.chunks(128) {
-                    let list = (1..=chunk.len())
-                        .map(|i| format!("${i}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let sql = format!(
-                        "UPDATE hash_records SET cert_revoked_at = {DERIVED_REVOKED_AT} \
-                         WHERE id IN ({list})"
-                    );
-                    let mut q = sqlx::query(AssertSqlSafe(sql));
-                    for id in chunk {
-                        q = q.bind(id);
-                    }
-                    q.execute(&mut *conn).await.map_err(db_error)?;
-                }
                 let epoch = Self::bump_records_epoch(&mut *conn).await?;
-                let mut touched = ids;
-                Self::mark_changed(&mut *conn, &mut touched, epoch).await?;
+                sqlx::query(AssertSqlSafe(format!(
+                    "UPDATE hash_records SET changed_epoch = $2 WHERE {SIGNED_BY}"
+                )))
+                .bind(thumbprint)
+                .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
                 Ok(Some(epoch))
             }
         }
