@@ -280,6 +280,7 @@ struct Served {
     endless: HashMap<String, u64>,
     requests: HashMap<String, u32>,
     not_modified: HashMap<String, u32>,
+    user_agents: Vec<String>,
 }
 
 /// A CA's CRL distribution point on loopback (plain HTTP, as CDPs normally are). Answers
@@ -338,10 +339,21 @@ impl CrlServer {
         )
     }
 
+    /// The User-Agent of every request so far.
+    pub fn user_agents(&self) -> Vec<String> {
+        self.served.lock().unwrap().user_agents.clone()
+    }
+
     fn answer(&self, uri: &Uri, headers: &HeaderMap) -> Response {
         let path = uri.path().to_string();
         let mut s = self.served.lock().unwrap();
         *s.requests.entry(path.clone()).or_default() += 1;
+        let agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        s.user_agents.push(agent);
         if let Some(status) = s.down {
             return status.into_response();
         }

@@ -18,6 +18,7 @@ testkit::backend_tests!(
     an_unchanged_crl_is_confirmed_by_a_304,
     malformed_and_truncated_crls_are_refused,
     a_crl_over_the_size_cap_is_refused_while_it_streams,
+    the_check_fetches_with_the_ingest_client_rules,
 );
 
 const NOW: &str = "2026-03-10T00:00:00Z";
@@ -440,4 +441,23 @@ async fn a_crl_over_the_size_cap_is_refused_while_it_streams(db: Db) {
     pki.assert_not_revoked(&db).await;
     pki.options.max_crl_bytes = jobs::revocation::DEFAULT_MAX_CRL_BYTES;
     assert_eq!(pki.check(&db, true).await.newly_revoked, 1);
+}
+
+async fn the_check_fetches_with_the_ingest_client_rules(db: Db) {
+    let mut pki = Pki::new(&db, TestCa::new("Identified CA")).await;
+    pki.serve(1, &[(SERIAL, Some(RevocationReason::KeyCompromise))]);
+    // No injected client: the one built from the outbound settings, as in production
+    // (proxies none here, so loopback is reached directly).
+    pki.options.client = None;
+    let outbound = ingest::OutboundSettings {
+        proxy: ingest::ProxySettings::none(),
+        ..ingest::OutboundSettings::default()
+    };
+    let report = check(db.store.as_ref(), pki.clock.as_ref(), &pki.options, &outbound, false)
+        .await
+        .unwrap();
+    assert_eq!(report.newly_revoked, 1, "{report:?}");
+    let agents = pki.server.user_agents();
+    assert_eq!(agents.len(), 1);
+    assert!(agents[0].starts_with("knowngood-ingest/"), "{agents:?}");
 }
