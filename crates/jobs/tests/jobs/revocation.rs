@@ -453,9 +453,15 @@ async fn the_check_fetches_with_the_ingest_client_rules(db: Db) {
         proxy: ingest::ProxySettings::none(),
         ..ingest::OutboundSettings::default()
     };
-    let report = check(db.store.as_ref(), pki.clock.as_ref(), &pki.options, &outbound, false)
-        .await
-        .unwrap();
+    let report = check(
+        db.store.as_ref(),
+        pki.clock.as_ref(),
+        &pki.options,
+        &outbound,
+        false,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.newly_revoked, 1, "{report:?}");
     let agents = pki.server.user_agents();
     assert_eq!(agents.len(), 1);
