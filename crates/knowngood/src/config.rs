@@ -477,6 +477,28 @@ mod tests {
     }
 
     #[test]
+    fn the_revocation_check_runs_every_6_hours_unless_told_otherwise() {
+        let defaults = parsed("").revocation.resolve().unwrap();
+        assert_eq!(
+            defaults.interval,
+            Some(std::time::Duration::from_secs(6 * 3600))
+        );
+        assert_eq!(defaults.max_crl_bytes, 32 << 20);
+        let set =
+            parsed("[revocation]\ncheck_hours = 0\nmax_crl_mib = 2\nfetch_timeout_secs = 5\n")
+                .revocation
+                .resolve()
+                .unwrap();
+        assert_eq!(set.interval, None, "0 turns the schedule off");
+        assert_eq!(set.max_crl_bytes, 2 << 20);
+        assert_eq!(set.fetch_timeout, std::time::Duration::from_secs(5));
+        let zero = parsed("[revocation]\nmax_crl_mib = 0\n")
+            .revocation
+            .resolve();
+        assert!(zero.is_err());
+    }
+
+    #[test]
     fn the_release_url_checks_quarterly_unless_told_otherwise() {
         let file =
             parsed("corpus_release_url = \"https://mirror.example/rds/RDS_modern_minimal.zip\"\n");
