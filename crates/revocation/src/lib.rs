@@ -304,9 +304,11 @@ pub fn parse(bytes: &[u8]) -> Result<Crl, CrlError> {
     let mut number = None;
     let mut authority_key_id = None;
     for ext in t.crl_extensions.iter().flatten() {
+        if ext.extn_id == OID_DELTA_INDICATOR {
+            return Err(CrlError::Delta);
+        }
         check_critical(ext, &[OID_ISSUING_DP, OID_CRL_NUMBER])?;
         match ext.extn_id {
-            OID_DELTA_INDICATOR => return Err(CrlError::Delta),
             OID_CRL_NUMBER => {
                 let n = CrlNumberExt::from_der(ext.extn_value.as_bytes())
                     .map_err(|e| malformed("cRLNumber", e))?;

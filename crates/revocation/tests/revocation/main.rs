@@ -306,3 +306,39 @@ fn fixture() -> &'static (Ca, Vec<u8>) {
         (ca, der)
     })
 }
+
+/// `der` with one more CRL extension (the signature no longer matters: parsing refuses
+/// first).
+fn with_extension(der: &[u8], oid: &str, critical: bool, value: &[u8]) -> Vec<u8> {
+    use der::{Decode, Encode};
+    let mut list = x509_cert::crl::CertificateList::from_der(der).unwrap();
+    list.tbs_cert_list
+        .crl_extensions
+        .get_or_insert_with(Vec::new)
+        .push(x509_cert::ext::Extension {
+            extn_id: der::asn1::ObjectIdentifier::new_unwrap(oid),
+            critical,
+            extn_value: der::asn1::OctetString::new(value.to_vec()).unwrap(),
+        });
+    list.to_der().unwrap()
+}
+
+#[test]
+fn delta_crls_and_unknown_critical_extensions_are_refused() {
+    let ca = ca("Test CA");
+    let der = crl(&ca, 1, &[(SERIAL, None)]);
+    // deltaCRLIndicator (BaseCRLNumber 1).
+    let delta = with_extension(&der, "2.5.29.27", true, &[0x02, 0x01, 0x01]);
+    assert_eq!(parse(&delta).unwrap_err(), CrlError::Delta);
+    let unknown = with_extension(&der, "1.2.3.4.5", true, &[0x05, 0x00]);
+    assert!(matches!(
+        parse(&unknown),
+        Err(CrlError::UnsupportedCritical(_))
+    ));
+    // A non-critical unknown extension is fine to parse (the signature then fails).
+    let harmless = with_extension(&der, "1.2.3.4.5", false, &[0x05, 0x00]);
+    assert_eq!(
+        parse(&harmless).unwrap().verify(&ca.der),
+        Err(CrlError::BadSignature)
+    );
+}
