@@ -24,8 +24,8 @@ use cms::signed_data::{SignedData, SignerIdentifier, SignerInfo as CmsSignerInfo
 use der::asn1::ObjectIdentifier;
 use der::{Decode, Encode, SliceReader};
 use x509_cert::Certificate;
-use x509_cert::ext::pkix::CrlDistributionPoints;
 use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
+use x509_cert::ext::pkix::{AuthorityKeyIdentifier, CrlDistributionPoints, SubjectKeyIdentifier};
 
 const ID_SIGNED_DATA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.7.2");
 const SPC_INDIRECT_DATA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.311.2.1.4");
@@ -51,6 +51,11 @@ pub struct SignerInfo {
     pub sig_thumbprint: String,
     /// URIs from the certificate's CRL distribution points (2.5.29.31).
     pub crl_urls: Vec<String>,
+    /// DER of the issuing CA's certificate when the signature's certificate set holds it
+    /// (subject equal to the signer's issuer, and subject key identifier equal to the
+    /// signer's authority key identifier when both are present): what its CRLs are
+    /// verified against.
+    pub issuer_cert: Option<Vec<u8>>,
     /// On the primary signer: every other signature in the file (further WIN_CERTIFICATE
     /// entries and nested signatures), flattened in file order. Empty on those entries.
     pub nested: Vec<SignerInfo>,
@@ -299,7 +304,9 @@ fn parse_signature(
         )));
     };
     let cert = signer_certificate(&signed, signer)?;
-    out.push(describe(cert, data)?);
+    let mut info = describe(cert, data)?;
+    info.issuer_cert = issuer_certificate(&signed, cert);
+    out.push(info);
 
     let nested = signer.unsigned_attrs.iter().flat_map(|attrs| attrs.iter());
     for attr in nested.filter(|a| a.oid == SPC_NESTED_SIGNATURE) {
@@ -342,6 +349,39 @@ fn signer_certificate<'a>(
         })
 }
 
+/// The certificate of the set that issued `cert`: named by its issuer, and holding the key
+/// its authority key identifier names (when both sides say). Absent when the file does not
+/// ship it.
+fn issuer_certificate(signed: &SignedData, cert: &Certificate) -> Option<Vec<u8>> {
+    let wanted_key = cert
+        .tbs_certificate
+        .get::<AuthorityKeyIdentifier>()
+        .ok()
+        .flatten()
+        .and_then(|(_, aki)| aki.key_identifier);
+    signed
+        .certificates
+        .iter()
+        .flat_map(|set| set.0.iter())
+        .filter_map(|choice| match choice {
+            CertificateChoices::Certificate(c) => Some(c),
+            CertificateChoices::Other(_) => None,
+        })
+        .filter(|c| c.tbs_certificate.subject == cert.tbs_certificate.issuer)
+        .find(|c| {
+            let ski = c
+                .tbs_certificate
+                .get::<SubjectKeyIdentifier>()
+                .ok()
+                .flatten();
+            match (&wanted_key, ski) {
+                (Some(want), Some((_, ski))) => want.as_bytes() == ski.0.as_bytes(),
+                _ => true,
+            }
+        })
+        .and_then(|c| c.to_der().ok())
+}
+
 fn describe(cert: &Certificate, container: &[u8]) -> Result<SignerInfo, AuthenticodeError> {
     let der = cert.to_der().map_err(bad_sig)?;
     // The parser normalises some encodings (e.g. it sorts SETs); a thumbprint is only right
@@ -359,6 +399,7 @@ fn describe(cert: &Certificate, container: &[u8]) -> Result<SignerInfo, Authenti
         sig_serial: serial_hex(tbs.serial_number.as_bytes()),
         sig_thumbprint: hex::encode(thumbprint.as_ref()),
         crl_urls: crl_urls(cert)?,
+        issuer_cert: None,
         nested: Vec::new(),
     })
 }

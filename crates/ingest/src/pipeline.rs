@@ -39,10 +39,14 @@ pub struct RecordedOutcome {
 pub trait RecordSink: Send + Sync {
     async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error>;
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error>;
-    /// A certificate that signed a downloaded file (primary or nested), kept with its CRL
-    /// distribution points for the revocation checker. Sinks that don't track
-    /// certificates ignore it.
-    async fn signer_seen(&self, _signer: &crate::SignerInfo) -> Result<(), model::Error> {
+    /// A certificate that signed the downloaded file recorded as `record_id` (primary or
+    /// nested signature), kept with its CRL distribution points and issuer for the
+    /// revocation checker. Sinks that don't track certificates ignore it.
+    async fn signer_seen(
+        &self,
+        _record_id: &str,
+        _signer: &crate::SignerInfo,
+    ) -> Result<(), model::Error> {
         Ok(())
     }
 }
@@ -259,14 +263,14 @@ async fn ingest_artifact(
         downloaded_at: downloaded.downloaded_at,
         url: a.url.clone(),
         size_bytes: downloaded.size_bytes,
-        record_id: outcome.id,
+        record_id: outcome.id.clone(),
     };
     if let Err(e) = sink.download_audited(audit).await {
         report.problem(ProblemKind::Audit, Some(&a.url), error_chain(&e));
     }
     if let Some(primary) = signer {
         for cert in std::iter::once(primary).chain(primary.nested.iter()) {
-            if let Err(e) = sink.signer_seen(cert).await {
+            if let Err(e) = sink.signer_seen(&outcome.id, cert).await {
                 report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e));
             }
         }

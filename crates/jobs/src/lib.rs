@@ -4,7 +4,8 @@
 //! - [`refresh`]: the daily vendor refresh (`vendor.refresh:<day>`);
 //! - [`publish`]: the daily transparency root (`translog.publish`);
 //! - [`corpus_release`]: new NSRL releases from the drop directory or the release URL
-//!   (`corpus.import`).
+//!   (`corpus.import`);
+//! - [`revocation`]: the signing-certificate CRL check (`revocation.check:<interval start>`).
 //!
 //! A job is a [`Job`]: a name, [`Job::due`] (has its time come, and under which lease) and
 //! [`Job::run`]. A [`Runner`] holds the jobs; the server's upkeep loop calls
@@ -25,6 +26,7 @@ use tracing::Instrument as _;
 pub mod corpus_release;
 pub mod publish;
 pub mod refresh;
+pub mod revocation;
 
 pub use publish::LogKey;
 
@@ -44,6 +46,9 @@ pub struct JobSettings {
     /// A URL checked on a schedule for a new NSRL release (see [`corpus_release`]); None =
     /// no fetching.
     pub corpus_release: Option<corpus_release::ReleaseSource>,
+    /// The revocation check's schedule and limits; its outbound client follows
+    /// `refresh.outbound` (http allowed for CRLs).
+    pub revocation: revocation::RevocationOptions,
 }
 
 impl Default for JobSettings {
@@ -54,6 +59,7 @@ impl Default for JobSettings {
             refresh: refresh::RefreshOptions::default(),
             corpus_import_dir: None,
             corpus_release: None,
+            revocation: revocation::RevocationOptions::default(),
         }
     }
 }
@@ -153,12 +159,14 @@ pub struct RunStats {
 }
 
 impl Default for Runner {
-    /// The cluster jobs: vendor refresh, transparency publication, NSRL release import.
+    /// The cluster jobs: vendor refresh, transparency publication, NSRL release import,
+    /// revocation check.
     fn default() -> Self {
         Self::new(vec![
             Arc::new(refresh::RefreshJob),
             Arc::new(publish::PublishJob),
             Arc::new(corpus_release::CorpusReleaseJob::default()),
+            Arc::new(revocation::RevocationJob),
         ])
     }
 }

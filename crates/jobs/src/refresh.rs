@@ -73,7 +73,7 @@ impl RecordSink for StoreSink {
         }
     }
 
-    async fn signer_seen(&self, signer: &ingest::SignerInfo) -> Result<(), Error> {
+    async fn signer_seen(&self, record_id: &str, signer: &ingest::SignerInfo) -> Result<(), Error> {
         self.store
             .signing_cert_seen(
                 &store::downloads::SigningCert {
@@ -82,9 +82,13 @@ impl RecordSink for StoreSink {
                     issuer: signer.sig_issuer.clone(),
                     serial: signer.sig_serial.clone(),
                     crl_urls: signer.crl_urls.clone(),
+                    issuer_cert: signer.issuer_cert.clone(),
                 },
                 self.clock.now(),
             )
+            .await?;
+        self.store
+            .record_signed_by(record_id, &signer.sig_thumbprint)
             .await
     }
 

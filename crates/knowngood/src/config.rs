@@ -65,6 +65,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub schedule: ScheduleSettings,
     #[serde(default)]
+    pub revocation: RevocationSettings,
+    #[serde(default)]
     pub connections: ConnectionSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
@@ -82,6 +84,42 @@ pub struct ScheduleSettings {
     /// Transparency root, default `02:30`; with the refresh on, never before the day's
     /// refresh has ended.
     pub translog_publish: Option<String>,
+}
+
+/// The signing-certificate revocation check (`[revocation]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevocationSettings {
+    /// Hours between checks, default 6; 0 turns the schedule off.
+    pub check_hours: Option<u32>,
+    /// Largest CRL accepted, in MiB; default 32.
+    pub max_crl_mib: Option<u64>,
+    /// Time allowed for one CRL fetch, in seconds; default 60.
+    pub fetch_timeout_secs: Option<u64>,
+}
+
+impl RevocationSettings {
+    fn resolve(&self) -> Result<jobs::revocation::RevocationOptions> {
+        let defaults = jobs::revocation::RevocationOptions::default();
+        if self.max_crl_mib == Some(0) || self.fetch_timeout_secs == Some(0) {
+            anyhow::bail!(
+                "revocation.max_crl_mib and revocation.fetch_timeout_secs must be at least 1"
+            );
+        }
+        Ok(jobs::revocation::RevocationOptions {
+            interval: match self.check_hours.unwrap_or(6) {
+                0 => None,
+                hours => Some(std::time::Duration::from_secs(u64::from(hours) * 3600)),
+            },
+            max_crl_bytes: self
+                .max_crl_mib
+                .map_or(defaults.max_crl_bytes, |mib| mib << 20),
+            fetch_timeout: self
+                .fetch_timeout_secs
+                .map_or(defaults.fetch_timeout, std::time::Duration::from_secs),
+            client: None,
+        })
+    }
 }
 
 fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
@@ -307,6 +345,7 @@ impl Config {
                     outbound,
                     ..Default::default()
                 },
+                revocation: file.revocation.resolve()?,
             },
             connections: file.connections.resolve()?,
             public_base_url,
@@ -506,6 +545,28 @@ mod tests {
 
     fn parsed(toml: &str) -> FileConfig {
         toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn the_revocation_check_runs_every_6_hours_unless_told_otherwise() {
+        let defaults = parsed("").revocation.resolve().unwrap();
+        assert_eq!(
+            defaults.interval,
+            Some(std::time::Duration::from_secs(6 * 3600))
+        );
+        assert_eq!(defaults.max_crl_bytes, 32 << 20);
+        let set =
+            parsed("[revocation]\ncheck_hours = 0\nmax_crl_mib = 2\nfetch_timeout_secs = 5\n")
+                .revocation
+                .resolve()
+                .unwrap();
+        assert_eq!(set.interval, None, "0 turns the schedule off");
+        assert_eq!(set.max_crl_bytes, 2 << 20);
+        assert_eq!(set.fetch_timeout, std::time::Duration::from_secs(5));
+        let zero = parsed("[revocation]\nmax_crl_mib = 0\n")
+            .revocation
+            .resolve();
+        assert!(zero.is_err());
     }
 
     #[test]

@@ -48,6 +48,9 @@ enum Command {
     /// The NSRL reference corpus.
     #[command(subcommand)]
     Nsrl(NsrlCommand),
+    /// Signing-certificate revocation.
+    #[command(subcommand)]
+    Revocation(RevocationCommand),
     /// Refresh vendor records now, in the foreground (the service does it daily).
     Ingest {
         #[command(flatten)]
@@ -106,6 +109,19 @@ enum NsrlCommand {
         /// The RDS set these files belong to.
         #[arg(long, default_value = "modern", value_parser = ["modern", "android", "ios", "legacy"])]
         set: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RevocationCommand {
+    /// Check every recorded signing certificate against its issuer's CRL now, in the
+    /// foreground (the service does it every 6 hours).
+    Check {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Refetch CRLs (conditionally) even before their nextUpdate.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -263,6 +279,39 @@ async fn run(cli: Cli) -> Result<()> {
             let reports = reports?;
             if reports.iter().any(|r| r.errors > 0 || r.mismatches > 0) {
                 bail!("some vendors failed; see above");
+            }
+            Ok(())
+        }
+        Command::Revocation(RevocationCommand::Check { common, force }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let store = open_store(&config, &secrets).await?;
+            let jobs = &config.settings.jobs;
+            let report = jobs::revocation::check(
+                store.as_ref(),
+                &SystemClock,
+                &jobs.revocation,
+                &jobs.refresh.outbound,
+                force,
+            )
+            .await;
+            store.close().await;
+            let report = report?;
+            println!(
+                "{} certificates ({} checked), {} CRLs ({} verified, {} fetched), {} newly revoked, {} holds released",
+                report.certificates,
+                report.checked,
+                report.crls,
+                report.crls_good,
+                report.fetched,
+                report.newly_revoked,
+                report.released
+            );
+            for (url, error) in &report.errors {
+                eprintln!("    {url}: {error}");
+            }
+            if !report.errors.is_empty() {
+                bail!("some CRLs could not be used; see above");
             }
             Ok(())
         }

@@ -145,6 +145,9 @@ pub struct HistoryEntry {
     pub valid_until: Option<String>,
     /// current or superseded.
     pub status: String,
+    /// Present only when a certificate that signed the file has been revoked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_revoked_at: Option<String>,
 }
 
 impl From<&HashRecord> for HistoryEntry {
@@ -159,6 +162,7 @@ impl From<&HashRecord> for HistoryEntry {
             valid_from: rfc3339(r.valid_from),
             valid_until: r.valid_until.map(rfc3339),
             status: r.status.as_str().into(),
+            cert_revoked_at: r.cert_revoked_at.map(rfc3339),
         }
     }
 }
@@ -187,6 +191,10 @@ pub struct ExportRow {
     pub status: String,
     pub source_url: String,
     pub download_verified: bool,
+    /// JSON export only, and only when a certificate that signed the file has been
+    /// revoked; the CSV columns stay the thirteen above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_revoked_at: Option<String>,
 }
 
 impl From<&HashRecord> for ExportRow {
@@ -206,6 +214,7 @@ impl From<&HashRecord> for ExportRow {
             status: r.status.as_str().into(),
             source_url: n.source_url.clone(),
             download_verified: n.download_verified,
+            cert_revoked_at: r.cert_revoked_at.map(rfc3339),
         }
     }
 }
@@ -352,6 +361,31 @@ pub struct VendorStatus {
     pub records: u64,
 }
 
+/// The state of one CRL distribution point of an issuer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CrlStatus {
+    /// Issuing CA (RFC 4514).
+    pub issuer: String,
+    /// The distribution point (credentials in it redacted).
+    pub url: String,
+    /// ok (the last check used a verified CRL), failing (it could not) or unknown.
+    pub status: &'static str,
+    /// When a CRL from it last verified.
+    pub last_good_at: Option<String>,
+    /// nextUpdate of the last verified CRL.
+    pub next_update: Option<String>,
+    pub last_checked_at: Option<String>,
+    pub last_error_at: Option<String>,
+    /// Why the last check could not use it; null once a check succeeds.
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevocationStatus {
+    /// One entry per issuer and distribution point.
+    pub crls: Vec<CrlStatus>,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Status {
     /// ok, degraded or down.
@@ -359,6 +393,8 @@ pub struct Status {
     pub generated_at: String,
     pub components: Components,
     pub vendors: Vec<VendorStatus>,
+    /// The revocation check's CRLs, per issuer.
+    pub revocation: RevocationStatus,
     /// Vendor records whose HMAC failed verification since the server started; such
     /// records are never reported as known vendor releases.
     pub integrity_failures: u64,

@@ -157,7 +157,7 @@ macro_rules! backend {
 
         impl $store {
             /// Lets the listener catch up with `epoch`, then shows it.
-            async fn publish_records_epoch(&self, epoch: u64) {
+            pub(crate) async fn publish_records_epoch(&self, epoch: u64) {
                 let listener = self
                     .records_listener
                     .read()
@@ -409,7 +409,7 @@ macro_rules! backend {
             }
 
             /// Moves the shared records epoch inside a record transaction; the new value.
-            async fn bump_records_epoch(
+            pub(crate) async fn bump_records_epoch(
                 conn: &mut <$db as sqlx::Database>::Connection,
             ) -> Result<u64> {
                 let epoch: i64 = sqlx::query_scalar(

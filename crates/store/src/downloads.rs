@@ -48,6 +48,8 @@ pub struct SigningCert {
     pub issuer: String,
     pub serial: String,
     pub crl_urls: Vec<String>,
+    /// DER of the issuing CA's certificate, when the signature shipped it.
+    pub issuer_cert: Option<Vec<u8>>,
 }
 
 #[async_trait]
@@ -80,9 +82,10 @@ macro_rules! ingest_backend {
                 let now = now.trunc_subsecs(6);
                 sqlx::query(
                     "INSERT INTO signing_certificates (thumbprint, signer, issuer, serial, crl_urls, \
-                     first_seen_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $6, $6) \
+                     first_seen_at, last_seen_at, issuer_cert) VALUES ($1, $2, $3, $4, $5, $6, $6, $7) \
                      ON CONFLICT (thumbprint) DO UPDATE SET crl_urls = excluded.crl_urls, \
-                     last_seen_at = excluded.last_seen_at",
+                     last_seen_at = excluded.last_seen_at, \
+                     issuer_cert = COALESCE(excluded.issuer_cert, signing_certificates.issuer_cert)",
                 )
                 .bind(c.thumbprint.to_ascii_lowercase())
                 .bind(&c.signer)
@@ -90,6 +93,7 @@ macro_rules! ingest_backend {
                 .bind(c.serial.to_ascii_lowercase())
                 .bind(c.crl_urls.join("\n"))
                 .bind(now)
+                .bind(c.issuer_cert.as_deref())
                 .execute(&self.pool)
                 .await
                 .map_err(db_error)?;
@@ -99,7 +103,7 @@ macro_rules! ingest_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn signing_certs(&self) -> Result<Vec<SigningCert>> {
                 let rows = sqlx::query(
-                    "SELECT thumbprint, signer, issuer, serial, crl_urls FROM signing_certificates \
+                    "SELECT thumbprint, signer, issuer, serial, crl_urls, issuer_cert FROM signing_certificates \
                      ORDER BY thumbprint",
                 )
                 .fetch_all(&self.pool)
@@ -114,6 +118,7 @@ macro_rules! ingest_backend {
                             issuer: r.try_get("issuer").map_err(db_error)?,
                             serial: r.try_get("serial").map_err(db_error)?,
                             crl_urls: urls.lines().map(str::to_string).filter(|u| !u.is_empty()).collect(),
+                            issuer_cert: r.try_get("issuer_cert").map_err(db_error)?,
                         })
                     })
                     .collect()

@@ -25,6 +25,7 @@ pub mod downloads;
 mod error;
 mod lease;
 mod migrate;
+pub mod revocations;
 pub mod roots;
 pub mod staff;
 
@@ -286,6 +287,7 @@ pub trait Store:
     + admin::AdminStore
     + roots::RootStore
     + downloads::DownloadStore
+    + revocations::RevocationStore
     + LeaseStore
     + staff::StaffStore
 {

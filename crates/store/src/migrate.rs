@@ -40,6 +40,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0008_changed_epoch.sql"),
     },
     Migration {
+        version: 9,
+        sql: include_str!("../migrations/sqlite/0009_revocations.sql"),
+    },
+    Migration {
         version: 11,
         sql: include_str!("../migrations/sqlite/0011_staff.sql"),
     },
@@ -81,6 +85,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 8,
         sql: include_str!("../migrations/postgres/0008_changed_epoch.sql"),
+    },
+    Migration {
+        version: 9,
+        sql: include_str!("../migrations/postgres/0009_revocations.sql"),
     },
     Migration {
         version: 11,

@@ -17,6 +17,7 @@
 pub mod app;
 pub mod db;
 pub mod fixtures;
+pub mod pki;
 pub mod vendor;
 
 use std::future::Future;

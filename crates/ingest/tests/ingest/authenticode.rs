@@ -165,6 +165,8 @@ fn test_signer(
             sig_serial: hex::encode(serial),
             sig_thumbprint: hex::encode(sha1::Sha1::digest(cert.der())),
             crl_urls: vec![CRL_URL.into()],
+            // osslsigncode ships the chain given, CA included.
+            issuer_cert: Some(ca.der().to_vec()),
             nested: Vec::new(),
         },
     }

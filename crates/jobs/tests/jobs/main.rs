@@ -532,3 +532,4 @@ mod publish_after_refresh {
         }
     }
 }
+mod revocation;

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod feeds;
 pub mod intel;
 pub mod public;
+pub mod revocations;
 pub mod taxii;
 pub mod tokens;
 pub mod transparency;
@@ -21,6 +22,7 @@ pub fn api() -> Api {
     let api = taxii::routes(api);
     let api = tokens::routes(api);
     let api = intel::routes(api);
+    let api = revocations::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
     // The API's own description is public so that tools can read it before holding a key.

@@ -16,8 +16,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
-    ComponentStatus, Components, HashOfDay, HashRecordJson, ReferenceCorpusStatus, Status,
-    VendorStatus, timestamp,
+    ComponentStatus, Components, CrlStatus, HashOfDay, HashRecordJson, ReferenceCorpusStatus,
+    RevocationStatus, Status, VendorStatus, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
@@ -304,10 +304,41 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
     } else {
         Vec::new()
     };
+    let crls: Vec<CrlStatus> = if database_ok {
+        state
+            .store
+            .crl_caches()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| CrlStatus {
+                status: match (&c.last_error, c.last_good_at) {
+                    (Some(_), _) => "failing",
+                    (None, Some(_)) => "ok",
+                    (None, None) => "unknown",
+                },
+                issuer: c.issuer,
+                url: model::redact_url(&c.url),
+                last_good_at: c.last_good_at.map(timestamp),
+                next_update: c.next_update.map(timestamp),
+                last_checked_at: c.last_checked_at.map(timestamp),
+                last_error_at: c.last_error_at.map(timestamp),
+                last_error: c.last_error.map(|e| match detail {
+                    ErrorDetail::Class => crl_error_class(&e).to_string(),
+                    ErrorDetail::Full => model::redact_urls(&e),
+                }),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let integrity_failures = state.store.integrity_failures();
     let overall = if !database_ok {
         "down"
-    } else if integrity_failures > 0 || vendors.iter().any(|v| v.status == "failing") {
+    } else if integrity_failures > 0
+        || vendors.iter().any(|v| v.status == "failing")
+        || crls.iter().any(|c| c.status == "failing")
+    {
         "degraded"
     } else {
         "ok"
@@ -350,6 +381,22 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
             },
         },
         vendors,
+        revocation: RevocationStatus { crls },
         integrity_failures,
+    }
+}
+
+/// What the public page says of a CRL error: its kind (`jobs::revocation` starts each
+/// message with it) in plain words.
+pub fn crl_error_class(last_error: &str) -> &'static str {
+    match last_error.split_once(':').map(|(kind, _)| kind) {
+        Some("unreachable") => "CRL server unreachable",
+        Some("http_status") => "CRL server answered an error",
+        Some("too_large") => "CRL over the size limit",
+        Some("malformed") => "CRL unreadable or unsupported",
+        Some("unverified") => "CRL failed verification against its issuer",
+        Some("expired") => "CRL past its nextUpdate",
+        Some("rollback") => "CRL number went backwards (possible replay)",
+        _ => "CRL check failed",
     }
 }

@@ -9,6 +9,7 @@ mod corpus_release;
 mod feeds;
 mod operations;
 mod refresh;
+mod revocation;
 mod staff;
 mod transparency;
 mod transport;

@@ -45,6 +45,7 @@ testkit::backend_tests!(
     a_lease_notes_when_its_run_ended,
     download_audit_filters_and_pages,
     signing_certificates_keep_their_crl_urls,
+    revocations_set_cert_revoked_at_and_filter_literally,
     records_epoch_moves_with_writes_and_reaches_other_stores,
     records_after_pages_through_every_record,
     records_changed_after_an_epoch_are_the_rows_written_since,
@@ -1857,6 +1858,7 @@ async fn signing_certificates_keep_their_crl_urls(db: Db) {
         issuer: "CN=Example CA".into(),
         serial: "8A01".into(),
         crl_urls: vec!["http://crl.example.test/ca.crl".into()],
+        issuer_cert: Some(vec![0x30, 0x03, 0x02, 0x01, 0x01]),
     };
     s.signing_cert_seen(&cert, t("2026-01-01T00:00:00Z"))
         .await
@@ -2090,4 +2092,104 @@ async fn each_record_is_added_after_the_previous_one(db: Db) {
     let go_first = all.iter().find(|r| r.record.version == "1.23.0").unwrap();
     assert_eq!(go_first.status, RecordStatus::Superseded);
     assert!(go_first.added_at < all[4].added_at);
+}
+
+async fn revocations_set_cert_revoked_at_and_filter_literally(db: Db) {
+    use store::revocations::{Revocation, RevocationQuery};
+    let s = db.store.as_ref();
+    let now = t("2026-01-10T00:00:00Z");
+    let (a, b) = ("aa".repeat(20), "bb".repeat(20));
+    let mut signed = putty("0.80", Arch::Amd64, 1);
+    signed.sig_thumbprint = Some(a.clone());
+    let primary = match s.record(signed, now).await.unwrap() {
+        RecordOutcome::Inserted { id, .. } => id,
+        other => panic!("{other:?}"),
+    };
+    // Signed by `b` only in a nested signature.
+    let nested = match s.record(putty("0.80", Arch::X86, 2), now).await.unwrap() {
+        RecordOutcome::Inserted { id, .. } => id,
+        other => panic!("{other:?}"),
+    };
+    s.record_signed_by(&nested, &b).await.unwrap();
+    let epoch = s.records_epoch();
+    let revoke = |thumbprint: &str, signer: &str, day: &str| Revocation {
+        thumbprint: thumbprint.into(),
+        signer: signer.into(),
+        issuer: "CN=CA".into(),
+        serial: "01".into(),
+        revoked_at: t(day),
+        reason: "certificateHold".into(),
+        crl_url: "http://crl.example/ca.crl".into(),
+    };
+    assert!(
+        s.revoke(
+            &revoke(&a, "CN=100% Real_Signer", "2026-01-05T10:00:00Z"),
+            now
+        )
+        .await
+        .unwrap()
+    );
+    assert!(
+        !s.revoke(
+            &revoke(&a, "CN=100% Real_Signer", "2026-01-05T10:00:00Z"),
+            now
+        )
+        .await
+        .unwrap(),
+        "unchanged"
+    );
+    assert!(
+        s.revoke(&revoke(&b, "CN=Other Signer", "2026-01-07T00:00:00Z"), now)
+            .await
+            .unwrap()
+    );
+    assert!(s.records_epoch() > epoch, "the feed caches must notice");
+    let revoked_at = |id: String| async move {
+        s.records_after(None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.id == id)
+            .map(|r| (r.cert_revoked_at, r.integrity_ok))
+            .unwrap()
+    };
+    assert_eq!(
+        revoked_at(primary.clone()).await,
+        (Some(t("2026-01-05T10:00:00Z")), true)
+    );
+    assert_eq!(
+        revoked_at(nested.clone()).await,
+        (Some(t("2026-01-07T00:00:00Z")), true)
+    );
+
+    let total = |signer: &str| {
+        let q = RevocationQuery {
+            signer: Some(signer.into()),
+            limit: 50,
+            ..Default::default()
+        };
+        async move { s.revocation_history(&q).await.unwrap().total }
+    };
+    assert_eq!(total("100% real").await, 1, "case-insensitive");
+    assert_eq!(total("0%").await, 1);
+    assert_eq!(total("0%r").await, 0, "% is not a wildcard");
+    assert_eq!(total("l_s").await, 1);
+    assert_eq!(total("r_s").await, 0, "_ is not a wildcard");
+    let q = RevocationQuery {
+        since: Some(t("2026-01-06T00:00:00Z")),
+        limit: 50,
+        ..Default::default()
+    };
+    let page = s.revocation_history(&q).await.unwrap();
+    assert_eq!(
+        (page.total, page.items[0].thumbprint.as_str()),
+        (1, b.as_str())
+    );
+
+    assert!(s.release(&a, now).await.unwrap());
+    assert!(!s.release(&a, now).await.unwrap(), "nothing left in force");
+    assert_eq!(revoked_at(primary).await, (None, true));
+    let released = s.revocation(&a).await.unwrap().unwrap();
+    assert_eq!(released.released_at, Some(now));
+    assert_eq!(s.revocations_in_force().await.unwrap().len(), 1);
 }

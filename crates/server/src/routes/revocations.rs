@@ -1,0 +1,190 @@
+//! The revocation routes: signing certificates found revoked on their issuers' CRLs.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use model::{Error, Permission, Tier};
+use serde::{Deserialize, Serialize};
+use store::revocations::{RevocationQuery, RevokedCert};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
+
+use crate::AppState;
+use crate::api::timestamp;
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::QueryParams;
+use crate::routes::intel::{parse_limit, parse_offset};
+use crate::routing::{Api, Rule};
+
+pub(crate) fn routes(api: Api) -> Api {
+    let rule = || Rule::private(Permission::IntelRevocations, Tier::Teams);
+    api.route(routes!(revocations), rule())
+        .route(routes!(revocation_history), rule())
+        .route(routes!(revocation), rule())
+}
+
+/// A signing certificate found revoked on its issuer's CRL.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevokedCertJson {
+    /// SHA-1 of the certificate, 40 lowercase hex characters.
+    pub thumbprint: String,
+    /// Certificate subject (RFC 4514).
+    pub signer: String,
+    /// Issuing CA (RFC 4514).
+    pub issuer: String,
+    /// Certificate serial, lowercase hex.
+    pub serial: String,
+    /// The CRL entry's revocationDate.
+    pub revoked_at: String,
+    /// RFC 5280 reason: unspecified, keyCompromise, cACompromise, affiliationChanged,
+    /// superseded, cessationOfOperation, certificateHold (also privilegeWithdrawn,
+    /// aACompromise).
+    pub revocation_reason: String,
+    /// Always `crl`.
+    pub check_method: String,
+    /// Tracked vendors that shipped files signed with it.
+    pub affected_vendors: Vec<String>,
+    /// A file current on today's feed was signed with it.
+    pub currently_active: bool,
+    /// When a hold was lifted (history only); absent while the revocation is in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<String>,
+}
+
+impl From<RevokedCert> for RevokedCertJson {
+    fn from(c: RevokedCert) -> Self {
+        Self {
+            thumbprint: c.thumbprint,
+            signer: c.signer,
+            issuer: c.issuer,
+            serial: c.serial,
+            revoked_at: timestamp(c.revoked_at),
+            revocation_reason: c.reason,
+            check_method: c.check_method,
+            affected_vendors: c.affected_vendors,
+            currently_active: c.currently_active,
+            released_at: c.released_at.map(timestamp),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevocationFeed {
+    pub revoked_certs: Vec<RevokedCertJson>,
+    pub total: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevocationHistoryPage {
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub revoked_certs: Vec<RevokedCertJson>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevocationDetail {
+    pub revoked_cert: RevokedCertJson,
+}
+
+/// Severity rank of a reason name: compromises first, holds last.
+fn severity(reason: &str) -> u8 {
+    revocation::Reason::parse(reason).map_or(1, revocation::Reason::severity)
+}
+
+/// Revocations in force: most severe reason first (keyCompromise, cACompromise), then
+/// certificates that signed a current file, then the newest.
+#[utoipa::path(get, path = "/api/v1/intel/revocations", tag = "intel",
+    security(("api_key" = [])),
+    responses((status = 200, body = RevocationFeed), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
+pub async fn revocations(State(state): State<AppState>) -> ApiResult<Json<RevocationFeed>> {
+    let mut certs = state.store.active_revocations().await?;
+    certs.sort_by(|a, b| {
+        severity(&a.reason)
+            .cmp(&severity(&b.reason))
+            .then(b.currently_active.cmp(&a.currently_active))
+            .then(b.revoked_at.cmp(&a.revoked_at))
+            .then(a.thumbprint.cmp(&b.thumbprint))
+    });
+    Ok(Json(RevocationFeed {
+        total: certs.len() as u64,
+        revoked_certs: certs.into_iter().map(RevokedCertJson::from).collect(),
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RevocationHistoryParams {
+    /// RFC 3339 timestamp or YYYY-MM-DD (from the start of that UTC day), inclusive.
+    since: Option<String>,
+    /// RFC 3339 timestamp or YYYY-MM-DD (to the end of that UTC day), inclusive.
+    until: Option<String>,
+    /// Case-insensitive substring of the certificate subject.
+    signer: Option<String>,
+    /// 1 to 200, default 50.
+    limit: Option<String>,
+    /// 0 or more, default 0.
+    offset: Option<String>,
+}
+
+/// Every revocation recorded, released holds included, newest revocation first.
+#[utoipa::path(get, path = "/api/v1/intel/revocations/history", tag = "intel",
+    security(("api_key" = [])), params(RevocationHistoryParams),
+    responses((status = 200, body = RevocationHistoryPage), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn revocation_history(
+    State(state): State<AppState>,
+    QueryParams(params): QueryParams<RevocationHistoryParams>,
+) -> ApiResult<Json<RevocationHistoryPage>> {
+    let query = RevocationQuery {
+        since: crate::extract::instant(params.since.as_deref(), "since", false)?,
+        until: crate::extract::instant(params.until.as_deref(), "until", true)?,
+        signer: crate::extract::name_filter(params.signer.as_deref(), "signer")?,
+        limit: parse_limit(params.limit.as_deref())?,
+        offset: parse_offset(params.offset.as_deref())?,
+    };
+    if let (Some(since), Some(until)) = (query.since, query.until)
+        && since > until
+    {
+        return Err(Error::bad_request("since must not be after until").into());
+    }
+    let page = state.store.revocation_history(&query).await?;
+    Ok(Json(RevocationHistoryPage {
+        total: page.total,
+        limit: query.limit,
+        offset: query.offset,
+        revoked_certs: page.items.into_iter().map(RevokedCertJson::from).collect(),
+    }))
+}
+
+/// A thumbprint: 40 hex characters of either case, normalised to lowercase.
+fn parse_thumbprint(raw: &str) -> Result<String, Error> {
+    if raw.len() == 40 && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(raw.to_ascii_lowercase())
+    } else {
+        Err(Error::bad_request(format!(
+            "thumbprint must be 40 hexadecimal characters (a SHA-1 of the certificate; got {})",
+            model::shown(raw)
+        )))
+    }
+}
+
+/// One certificate's revocation: the one in force, else the latest lifted hold.
+#[utoipa::path(get, path = "/api/v1/intel/revocations/{thumbprint}", tag = "intel",
+    security(("api_key" = [])),
+    params(("thumbprint" = String, Path, description = "SHA-1 thumbprint, 40 hex characters")),
+    responses((status = 200, body = RevocationDetail), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub async fn revocation(
+    State(state): State<AppState>,
+    Path(thumbprint): Path<String>,
+) -> ApiResult<Json<RevocationDetail>> {
+    let thumbprint = parse_thumbprint(&thumbprint)?;
+    let cert = state.store.revocation(&thumbprint).await?.ok_or_else(|| {
+        Error::NotFound(format!("{thumbprint} is not a known revoked certificate"))
+    })?;
+    Ok(Json(RevocationDetail {
+        revoked_cert: cert.into(),
+    }))
+}
