@@ -1,0 +1,5 @@
+pub struct Sbom;
+pub struct Component;
+pub enum SbomFormat {}
+#[derive(Debug)]
+pub struct SbomError;
