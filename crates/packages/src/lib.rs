@@ -10,5 +10,5 @@ pub mod typosquat;
 
 pub use names::{Ecosystem, NameError};
 pub use popular::{KnownNames, PopularList};
-pub use sbom::{Component, Sbom, SbomError, SbomFormat};
+pub use sbom::{Component, Purl, Sbom, SbomError, SbomFormat};
 pub use typosquat::{Detector, Risk, Verdict};
