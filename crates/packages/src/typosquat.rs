@@ -85,8 +85,14 @@ struct Targets {
     cores: HashMap<String, usize>,
     /// npm: name part of scoped targets -> their indexes; unscoped names -> index.
     scoped_by_name: HashMap<String, Vec<usize>>,
+    /// npm: `scope` and `name` of scoped targets run together, separators removed.
+    scope_folded: HashMap<String, usize>,
     /// Go: the path after host and owner -> indexes.
     go_by_repo: HashMap<String, Vec<usize>>,
+    /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
+    /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
+    one_edit: HashMap<String, Vec<usize>>,
+    two_edits: HashMap<String, Vec<usize>>,
 }
 
 /// The typosquat and dependency-confusion analysis over a set of known names.
@@ -316,50 +322,40 @@ impl Detector {
             }
         } else {
             // `scope-name` or `scopename` for `@scope/name`.
-            for (bare, idxs) in &t.scoped_by_name {
-                if !name.ends_with(bare.as_str()) || name.len() == bare.len() {
-                    continue;
-                }
-                for &i in idxs {
-                    if let Some((scope, _)) = scoped(&t.names[i].0)
-                        && squash(name) == squash(&format!("{scope}{bare}"))
-                    {
-                        return verdict(
-                            i,
-                            format!("scope of {} folded into the name", t.names[i].0),
-                        );
-                    }
-                }
+            if let Some(&i) = t.scope_folded.get(&squash(name)) {
+                return verdict(i, format!("scope of {} folded into the name", t.names[i].0));
             }
         }
         None
     }
 
-    /// The most popular target one edit away (two for long names of very popular ones).
+    /// The most popular target one edit away (two for long names of very popular ones),
+    /// found through indexes of the targets' deletions (a candidate and a target within
+    /// `k` edits share a string reached by at most `k` deletions from each), then measured.
     fn edits(&self, t: &Targets, name: &str) -> Option<Verdict> {
         let len = name.chars().count();
         if len < MIN_EDIT_LEN {
             return None;
         }
-        let max = if len >= MIN_TWO_EDIT_LEN { 2 } else { 1 };
+        let consider = |best: &mut Option<(u32, usize)>,
+                        index: &HashMap<String, Vec<usize>>,
+                        max: u32,
+                        keys: &[String]| {
+            for key in keys {
+                for &i in index.get(key).map_or(&[][..], Vec::as_slice) {
+                    let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
+                        continue;
+                    };
+                    if d > 0 && best.is_none_or(|(bd, bi)| (d, i) < (bd, bi)) {
+                        *best = Some((d, i));
+                    }
+                }
+            }
+        };
         let mut best: Option<(u32, usize)> = None;
-        for (i, (target, rank)) in t.names.iter().enumerate() {
-            let tlen = target.chars().count();
-            if tlen.abs_diff(len) > max || tlen < MIN_EDIT_LEN {
-                continue;
-            }
-            let d = osa_bounded(name, target, max as u32);
-            let Some(d) = d else { continue };
-            if d == 0 || (d == 2 && *rank > TWO_EDIT_RANK) {
-                continue;
-            }
-            // Names are most popular first: the first at a distance is the best one.
-            if best.is_none_or(|(bd, _)| d < bd) {
-                best = Some((d, i));
-            }
-            if d == 1 {
-                break;
-            }
+        consider(&mut best, &t.one_edit, 1, &deletions(name, 1));
+        if best.is_none() && len >= MIN_TWO_EDIT_LEN {
+            consider(&mut best, &t.two_edits, 2, &deletions(name, 2));
         }
         let (d, i) = best?;
         let target = &t.names[i].0;
@@ -375,6 +371,29 @@ impl Detector {
             },
         })
     }
+}
+
+/// The string and every string made from it by deleting up to `k` characters.
+fn deletions(s: &str, k: usize) -> Vec<String> {
+    let mut out = vec![s.to_string()];
+    let mut frontier = vec![s.chars().collect::<Vec<char>>()];
+    for _ in 0..k {
+        let mut next = Vec::new();
+        for chars in &frontier {
+            for i in 0..chars.len() {
+                let mut shorter = chars.clone();
+                shorter.remove(i);
+                next.push(shorter);
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        out.extend(next.iter().map(|c| c.iter().collect::<String>()));
+        frontier = next;
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 impl Targets {
@@ -399,13 +418,24 @@ impl Targets {
             for core in cores(ecosystem, name) {
                 t.cores.entry(core).or_insert(i);
             }
+            let len = name.chars().count();
+            if len >= MIN_EDIT_LEN {
+                for key in deletions(name, 1) {
+                    t.one_edit.entry(key).or_default().push(i);
+                }
+            }
+            if rank <= TWO_EDIT_RANK && len + 2 >= MIN_TWO_EDIT_LEN {
+                for key in deletions(name, 2) {
+                    t.two_edits.entry(key).or_default().push(i);
+                }
+            }
             match ecosystem {
                 Ecosystem::Npm => {
                     let bare = scoped(name).map_or(name.as_str(), |(_, b)| b);
-                    t.scoped_by_name
-                        .entry(bare.to_string())
-                        .or_default()
-                        .push(i);
+                    t.scoped_by_name.entry(bare.to_string()).or_default().push(i);
+                    if let Some((scope, bare)) = scoped(name) {
+                        t.scope_folded.entry(squash(&format!("{scope}{bare}"))).or_insert(i);
+                    }
                 }
                 Ecosystem::Go => {
                     if let Some((_, _, repo)) = go_parts(name) {
