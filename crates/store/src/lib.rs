@@ -25,6 +25,7 @@ pub mod downloads;
 mod error;
 mod lease;
 mod migrate;
+pub mod packages;
 pub mod roots;
 
 pub use backend::{PgStore, SqliteStore};
@@ -285,6 +286,7 @@ pub trait Store:
     + admin::AdminStore
     + roots::RootStore
     + downloads::DownloadStore
+    + packages::PackageStore
     + LeaseStore
 {
     /// Distinct records whose HMAC failed verification since start.

@@ -39,6 +39,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 8,
         sql: include_str!("../migrations/sqlite/0008_changed_epoch.sql"),
     },
+    Migration {
+        version: 10,
+        sql: include_str!("../migrations/sqlite/0010_packages.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -73,6 +77,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 8,
         sql: include_str!("../migrations/postgres/0008_changed_epoch.sql"),
+    },
+    Migration {
+        version: 10,
+        sql: include_str!("../migrations/postgres/0010_packages.sql"),
     },
 ];
 
