@@ -117,6 +117,8 @@ pub struct AppState {
     pub jobs: jobs::JobContext,
     /// The cluster jobs of this process, started by [`maintain`].
     pub runner: Arc<jobs::Runner>,
+    /// Package name analysis over the popular-name lists.
+    pub packages: Arc<routes::packages::PackageIntel>,
 }
 
 impl AppState {
@@ -158,12 +160,20 @@ impl AppState {
             corpus: None,
             jobs,
             runner: Arc::default(),
+            packages: Arc::default(),
             settings: Arc::new(settings),
         }
     }
 }
 
 impl AppState {
+    /// Compares package names with these popular-name lists instead of the shipped ones
+    /// (per ecosystem; `knowngood packages refresh-popular` writes them).
+    pub fn with_popular_lists(mut self, lists: Vec<packages::PopularList>) -> Self {
+        self.packages = Arc::new(routes::packages::PackageIntel::with_lists(lists));
+        self
+    }
+
     /// Serves `known_file` results from this corpus.
     pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
         self.classifier = self.classifier.with_corpus(Arc::clone(&corpus));

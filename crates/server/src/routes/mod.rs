@@ -7,6 +7,7 @@ use crate::routing::{Api, Rule};
 
 pub mod admin;
 pub mod intel;
+pub mod packages;
 pub mod public;
 pub mod tokens;
 pub mod transparency;
@@ -17,6 +18,7 @@ pub fn api() -> Api {
     let api = public::routes(api);
     let api = tokens::routes(api);
     let api = intel::routes(api);
+    let api = packages::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
     // The API's own description is public so that tools can read it before holding a key.
