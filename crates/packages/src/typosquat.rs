@@ -432,9 +432,14 @@ impl Targets {
             match ecosystem {
                 Ecosystem::Npm => {
                     let bare = scoped(name).map_or(name.as_str(), |(_, b)| b);
-                    t.scoped_by_name.entry(bare.to_string()).or_default().push(i);
+                    t.scoped_by_name
+                        .entry(bare.to_string())
+                        .or_default()
+                        .push(i);
                     if let Some((scope, bare)) = scoped(name) {
-                        t.scope_folded.entry(squash(&format!("{scope}{bare}"))).or_insert(i);
+                        t.scope_folded
+                            .entry(squash(&format!("{scope}{bare}")))
+                            .or_insert(i);
                     }
                 }
                 Ecosystem::Go => {

@@ -7,11 +7,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use auth::Principal;
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use auth::Principal;
 use model::{Error, HashValue, Permission, Tier};
 use packages::{Detector, Ecosystem, KnownNames, PopularList, Risk, Verdict};
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,8 @@ pub(crate) fn routes(api: Api) -> Api {
     let rule = Rule::private(Permission::IntelPackages, Tier::Teams);
     api.route(routes!(typosquat), rule)
         .route(routes!(sbom), rule.max_body(MAX_SBOM_BYTES))
-        .route(routes!(list_watches, add_watch), rule)
+        .route(routes!(list_watches), rule)
+        .route(routes!(add_watch), rule)
         .route(routes!(remove_watch), rule)
         .route(routes!(changes), rule)
 }
