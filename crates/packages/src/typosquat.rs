@@ -20,8 +20,10 @@ use unicode_normalization::char::is_combining_mark;
 use crate::names::{Ecosystem, NameError};
 use crate::popular::KnownNames;
 
-/// Targets of single-edit and look-alike checks: names up to this rank.
-pub const TARGET_RANK: u32 = 5_000;
+/// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
+/// to this rank. Longer names and the look-alike checks compare with every listed name.
+pub const SHORT_EDIT_RANK: u32 = 5_000;
+const SHORT_NAME: usize = 6;
 /// Targets of two-edit checks: names up to this rank.
 pub const TWO_EDIT_RANK: u32 = 1_000;
 /// Names shorter than this are never compared by edit distance (too many short names are
@@ -30,7 +32,9 @@ const MIN_EDIT_LEN: usize = 4;
 /// Two edits only for names at least this long.
 const MIN_TWO_EDIT_LEN: usize = 8;
 /// Affix removal must leave at least this much of a name.
-const MIN_CORE_LEN: usize = 3;
+const MIN_CORE_LEN: usize = 2;
+/// An affix plus an edit only for cores at least this long.
+const MIN_EDITED_CORE_LEN: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Risk {
@@ -285,7 +289,25 @@ impl Detector {
                 return verdict(i, format!("affix {how} {target}"));
             }
         }
-        self.edits(t, name)
+        if let Some(v) = self.edits(t, name) {
+            return Some(v);
+        }
+        // An affix around a misspelt name (`matplatlib-plus`).
+        for core in cores(ecosystem, name) {
+            if core.chars().count() >= MIN_EDITED_CORE_LEN
+                && let Some(v) = self.edits(t, &core)
+                && let Some(target) = v.nearest_known
+            {
+                return Some(Verdict {
+                    name: name.to_string(),
+                    risk: Risk::Typosquat,
+                    distance: Some(osa(name, &target)),
+                    reason: format!("affix added to a misspelling of {target}"),
+                    nearest_known: Some(target),
+                });
+            }
+        }
+        None
     }
 
     fn npm_scope(&self, t: &Targets, name: &str) -> Option<Verdict> {
@@ -343,6 +365,9 @@ impl Detector {
                         keys: &[String]| {
             for key in keys {
                 for &i in index.get(key).map_or(&[][..], Vec::as_slice) {
+                    if len < SHORT_NAME && t.names[i].1 > SHORT_EDIT_RANK {
+                        continue;
+                    }
                     let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
                         continue;
                     };
@@ -399,12 +424,7 @@ fn deletions(s: &str, k: usize) -> Vec<String> {
 impl Targets {
     fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
         let mut t = Targets::default();
-        for (i, name) in known
-            .popular(ecosystem)
-            .iter()
-            .take(TARGET_RANK as usize)
-            .enumerate()
-        {
+        for (i, name) in known.popular(ecosystem).iter().enumerate() {
             let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
             t.names.push((name.clone(), rank));
             t.squashed.entry(squash(name)).or_insert(i);
@@ -618,7 +638,8 @@ const PREFIXES: &[&str] = &[
 ];
 const SUFFIXES: &[&str] = &[
     "-python3", "-python", "-py3", "-py", "py", "-nodejs", "-node", "-js", ".js", "js", "-dev",
-    "-ng", "-cli", "cli", "-utils", "-util", "-lib", "-sdk", "-api", "-2", "-3", "2", "3",
+    "-ng", "-cli", "cli", "-utils", "-util", "-lib", "-sdk", "-api", "-npm", "npm", "-plus",
+    "-lite", "-pro", "-2", "-3", "2", "3",
 ];
 
 /// The name with one affix removed at either end, or both (each at least
