@@ -48,6 +48,9 @@ enum Command {
     /// The NSRL reference corpus.
     #[command(subcommand)]
     Nsrl(NsrlCommand),
+    /// Package intelligence data.
+    #[command(subcommand)]
+    Packages(PackagesCommand),
     /// Refresh vendor records now, in the foreground (the service does it daily).
     Ingest {
         #[command(flatten)]
@@ -106,6 +109,22 @@ enum NsrlCommand {
         /// The RDS set these files belong to.
         #[arg(long, default_value = "modern", value_parser = ["modern", "android", "ios", "legacy"])]
         set: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PackagesCommand {
+    /// Replace an ecosystem's popular-name list (what typosquat analysis compares with) from
+    /// a registry listing: a PyPI table with a `rank_…` column, an npm table with a
+    /// `downloads…` column, or a `name<TAB>rank` list. Takes effect at the next start.
+    RefreshPopular {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// npm, pypi or go.
+        #[arg(long)]
+        ecosystem: String,
+        /// The listing (tab-separated, with a header line).
+        file: std::path::PathBuf,
     },
 }
 
@@ -264,6 +283,42 @@ async fn run(cli: Cli) -> Result<()> {
             if reports.iter().any(|r| r.errors > 0 || r.mismatches > 0) {
                 bail!("some vendors failed; see above");
             }
+            Ok(())
+        }
+        Command::Packages(PackagesCommand::RefreshPopular {
+            common,
+            ecosystem,
+            file,
+        }) => {
+            let config = Config::resolve(&common, None)?;
+            let ecosystem: packages::Ecosystem =
+                ecosystem.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let mut list = packages::PopularList::parse(ecosystem, &text)?;
+            if list.names.is_empty() {
+                bail!("{} holds no ranked {ecosystem} names", file.display());
+            }
+            list.header.insert(
+                0,
+                format!(
+                    "Popular {ecosystem} names, refreshed {} from {}",
+                    chrono::Utc::now().date_naive(),
+                    file.display()
+                ),
+            );
+            let path = popular_list_path(&config.data_dir, ecosystem);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tsv.tmp");
+            std::fs::write(&tmp, list.to_tsv())?;
+            std::fs::rename(&tmp, &path)?;
+            println!(
+                "{ecosystem}: {} popular names written to {} (used from the next start)",
+                list.names.len(),
+                path.display()
+            );
             Ok(())
         }
         Command::Nsrl(NsrlCommand::Import { common, paths, set }) => {
@@ -505,7 +560,9 @@ async fn serve(config: Config) -> Result<()> {
     if let Some(info) = corpus.info() {
         tracing::info!(generation = %info.generation, entries = info.entries, "reference corpus loaded");
     }
-    let state = state.with_corpus(Arc::new(corpus));
+    let state = state
+        .with_corpus(Arc::new(corpus))
+        .with_popular_lists(refreshed_popular_lists(&config.data_dir)?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -557,4 +614,27 @@ async fn shutdown_signal() {
         _ = terminate.recv() => {}
     }
     tracing::info!("shutdown requested; finishing in-flight requests");
+}
+
+/// Where `packages refresh-popular` keeps an ecosystem's list.
+fn popular_list_path(data_dir: &std::path::Path, ecosystem: packages::Ecosystem) -> std::path::PathBuf {
+    data_dir.join("packages").join(format!("{ecosystem}-popular.tsv"))
+}
+
+/// The popular-name lists refreshed into the data dir; the shipped ones serve the others.
+fn refreshed_popular_lists(data_dir: &std::path::Path) -> Result<Vec<packages::PopularList>> {
+    let mut lists = Vec::new();
+    for ecosystem in packages::Ecosystem::ALL {
+        let path = popular_list_path(data_dir, ecosystem);
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let list = packages::PopularList::parse(ecosystem, &text)
+            .with_context(|| format!("reading {}", path.display()))?;
+        tracing::info!(%ecosystem, names = list.names.len(), path = %path.display(), "popular package names loaded");
+        lists.push(list);
+    }
+    Ok(lists)
 }
