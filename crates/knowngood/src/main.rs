@@ -9,6 +9,7 @@ use model::{Role, SystemClock, Tier};
 use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
+mod advisories;
 mod config;
 mod secrets;
 mod verify;
@@ -51,6 +52,9 @@ enum Command {
     /// Package intelligence data.
     #[command(subcommand)]
     Packages(PackagesCommand),
+    /// OSV advisories attached to SBOM components.
+    #[command(subcommand)]
+    Advisories(AdvisoriesCommand),
     /// Refresh vendor records now, in the foreground (the service does it daily).
     Ingest {
         #[command(flatten)]
@@ -109,6 +113,19 @@ enum NsrlCommand {
         /// The RDS set these files belong to.
         #[arg(long, default_value = "modern", value_parser = ["modern", "android", "ios", "legacy"])]
         set: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdvisoriesCommand {
+    /// Import OSV advisories: JSON documents, directories of them, or an ecosystem's
+    /// `all.zip` as OSV publishes it. npm, PyPI and Go entries are kept; a document already
+    /// imported is replaced unless the stored one was modified later.
+    Import {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
     },
 }
 
@@ -318,6 +335,28 @@ async fn run(cli: Cli) -> Result<()> {
                 "{ecosystem}: {} popular names written to {} (used from the next start)",
                 list.names.len(),
                 path.display()
+            );
+            Ok(())
+        }
+        Command::Advisories(AdvisoriesCommand::Import { common, paths }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let mut rows = Vec::new();
+            let mut skipped = 0u64;
+            for path in &paths {
+                advisories::read(path, &mut rows, &mut skipped)
+                    .with_context(|| format!("reading {}", path.display()))?;
+            }
+            let store = open_store(&config, &secrets).await?;
+            let mut written = 0;
+            for batch in rows.chunks(1000) {
+                written += store.import_advisories(batch, chrono::Utc::now()).await?;
+            }
+            store.close().await;
+            println!(
+                "{} advisories for npm, PyPI or Go read, {written} imported ({} older than the stored ones); {skipped} documents for other ecosystems skipped",
+                rows.len(),
+                rows.len() as u64 - written
             );
             Ok(())
         }
@@ -617,8 +656,13 @@ async fn shutdown_signal() {
 }
 
 /// Where `packages refresh-popular` keeps an ecosystem's list.
-fn popular_list_path(data_dir: &std::path::Path, ecosystem: packages::Ecosystem) -> std::path::PathBuf {
-    data_dir.join("packages").join(format!("{ecosystem}-popular.tsv"))
+fn popular_list_path(
+    data_dir: &std::path::Path,
+    ecosystem: packages::Ecosystem,
+) -> std::path::PathBuf {
+    data_dir
+        .join("packages")
+        .join(format!("{ecosystem}-popular.tsv"))
 }
 
 /// The popular-name lists refreshed into the data dir; the shipped ones serve the others.

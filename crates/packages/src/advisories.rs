@@ -170,7 +170,9 @@ impl Affected {
         if self.versions.iter().any(|v| same(v, version)) {
             return true;
         }
-        self.ranges.iter().any(|events| in_range(e, events, version))
+        self.ranges
+            .iter()
+            .any(|events| in_range(e, events, version))
     }
 }
 
@@ -267,7 +269,8 @@ mod tests {
 
     #[test]
     fn documents_without_supported_packages() {
-        let json = br#"{"id":"DSA-1","affected":[{"package":{"ecosystem":"Debian:11","name":"x"}}]}"#;
+        let json =
+            br#"{"id":"DSA-1","affected":[{"package":{"ecosystem":"Debian:11","name":"x"}}]}"#;
         assert_eq!(parse_osv(json).unwrap(), None);
         assert!(parse_osv(b"[]").is_err());
         assert!(parse_osv(br#"{"id":""}"#).is_err());

@@ -72,7 +72,29 @@ pub trait PackageStore: Send + Sync {
     async fn tracked_packages(&self) -> Result<Vec<TrackedPackage>>;
     /// Change alerts, newest first.
     async fn change_alerts(&self, query: &ChangeQuery) -> Result<Page<ChangeAlert>>;
+    /// Stores advisories in one transaction, each replacing a stored one of its id unless
+    /// that one was modified later; returns how many were written.
+    async fn import_advisories(
+        &self,
+        advisories: &[AdvisoryRow],
+        now: DateTime<Utc>,
+    ) -> Result<u64>;
+    /// The documents of the advisories naming any of the packages (ecosystem, name).
+    async fn advisories_for(&self, packages: &[(String, String)]) -> Result<Vec<String>>;
 }
+
+/// An advisory as stored: the document and the packages it is found by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvisoryRow {
+    pub id: String,
+    /// RFC 3339, as the document says; compared as text.
+    pub modified: String,
+    pub document: String,
+    pub packages: Vec<(String, String)>,
+}
+
+/// Packages per `advisories_for` statement.
+const ADVISORY_BATCH: usize = 200;
 
 fn count(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -292,6 +314,85 @@ macro_rules! packages_backend {
                     items,
                     total: count(total),
                 })
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn import_advisories(&self, rows: &[AdvisoryRow], now: DateTime<Utc>) -> Result<u64> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut written = 0;
+                for a in rows {
+                    let stored: Option<String> =
+                        sqlx::query_scalar("SELECT modified FROM advisories WHERE id = $1")
+                            .bind(&a.id)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                    if stored.is_some_and(|m| m > a.modified) {
+                        continue;
+                    }
+                    sqlx::query("DELETE FROM advisory_packages WHERE advisory_id = $1")
+                        .bind(&a.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    sqlx::query(
+                        "INSERT INTO advisories (id, modified, document, imported_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (id) DO UPDATE SET modified = excluded.modified, \
+                         document = excluded.document, imported_at = excluded.imported_at",
+                    )
+                    .bind(&a.id)
+                    .bind(&a.modified)
+                    .bind(&a.document)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                    for (ecosystem, name) in &a.packages {
+                        sqlx::query(
+                            "INSERT INTO advisory_packages (ecosystem, package_name, advisory_id) \
+                             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        )
+                        .bind(ecosystem)
+                        .bind(name)
+                        .bind(&a.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                    }
+                    written += 1;
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(written)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn advisories_for(&self, packages: &[(String, String)]) -> Result<Vec<String>> {
+                let mut out = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for batch in packages.chunks(ADVISORY_BATCH) {
+                    // ($1, $2) OR ($3, $4) ...: placeholders only, the values are bound.
+                    let filter = (0..batch.len())
+                        .map(|i| format!("(p.ecosystem = ${} AND p.package_name = ${})", 2 * i + 1, 2 * i + 2))
+                        .collect::<Vec<_>>()
+                        .join(" OR ");
+                    let sql = format!(
+                        "SELECT DISTINCT a.id, a.document FROM advisory_packages p \
+                         JOIN advisories a ON a.id = p.advisory_id WHERE {filter}"
+                    );
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for (ecosystem, name) in batch {
+                        query = query.bind(ecosystem).bind(name);
+                    }
+                    let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+                    for r in &rows {
+                        let r: &$row = r;
+                        let id: String = r.try_get("id").map_err(db_error)?;
+                        if seen.insert(id) {
+                            out.push(r.try_get("document").map_err(db_error)?);
+                        }
+                    }
+                }
+                Ok(out)
             }
         }
     };

@@ -273,7 +273,8 @@ pub struct SbomComponent {
     #[schema(value_type = Object)]
     pub hash: serde_json::Value,
     pub name_risk: NameRisk,
-    /// Known advisories affecting this version.
+    /// Imported OSV advisories affecting this version: `id`, `aliases` (CVE ids),
+    /// `summary`, `modified`.
     #[schema(value_type = Vec<Object>)]
     pub advisories: Vec<serde_json::Value>,
 }
@@ -326,6 +327,7 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
         }
     }
 
+    let advisories = Advisories::for_components(&state, &sbom.components).await?;
     let mut summary = SbomSummary::default();
     let mut components = Vec::with_capacity(sbom.components.len());
     for (c, risk) in sbom.components.into_iter().zip(risks) {
@@ -349,6 +351,10 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
             _ => {}
         }
         summary.components += 1;
+        let advisories = advisories.affecting(&c);
+        if !advisories.is_empty() {
+            summary.with_advisories += 1;
+        }
         components.push(SbomComponent {
             name: c.name,
             version: c.version,
@@ -356,7 +362,7 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
             purl: c.purl,
             hash,
             name_risk: risk,
-            advisories: Vec::new(),
+            advisories,
         });
     }
     let report = SbomReport {
@@ -369,6 +375,74 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
     let body = serde_json::to_vec(&report)
         .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// The imported advisories naming any of an SBOM's packages.
+struct Advisories(HashMap<(Ecosystem, String), Vec<Arc<packages::Advisory>>>);
+
+impl Advisories {
+    async fn for_components(
+        state: &AppState,
+        components: &[packages::Component],
+    ) -> Result<Self, Error> {
+        let mut wanted: Vec<(String, String)> = components
+            .iter()
+            .filter_map(|c| {
+                let e = c.analysed_ecosystem()?;
+                Some((e.as_str().to_string(), e.normalize(&c.name).ok()?))
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut by_package: HashMap<(Ecosystem, String), Vec<Arc<packages::Advisory>>> =
+            HashMap::new();
+        if wanted.is_empty() {
+            return Ok(Self(by_package));
+        }
+        for document in state.store.advisories_for(&wanted).await? {
+            // Stored documents were read when imported; one that no longer reads is skipped.
+            let Ok(Some(advisory)) = packages::parse_osv(document.as_bytes()) else {
+                continue;
+            };
+            let advisory = Arc::new(advisory);
+            for a in &advisory.affected {
+                by_package
+                    .entry((a.ecosystem, a.name.clone()))
+                    .or_default()
+                    .push(advisory.clone());
+            }
+        }
+        Ok(Self(by_package))
+    }
+
+    /// The advisories affecting the component's version.
+    fn affecting(&self, c: &packages::Component) -> Vec<serde_json::Value> {
+        let Some(e) = c.analysed_ecosystem() else {
+            return Vec::new();
+        };
+        let Ok(name) = e.normalize(&c.name) else {
+            return Vec::new();
+        };
+        let Some(found) = self.0.get(&(e, name.clone())) else {
+            return Vec::new();
+        };
+        found
+            .iter()
+            .filter(|a| {
+                a.affected
+                    .iter()
+                    .any(|x| x.ecosystem == e && x.name == name && x.affects(&c.version))
+            })
+            .map(|a| {
+                serde_json::json!({
+                    "id": a.id,
+                    "aliases": a.aliases,
+                    "summary": a.summary,
+                    "modified": a.modified,
+                })
+            })
+            .collect()
+    }
 }
 
 fn name_risk(intel: &PackageIntel, tracked: &Tracked, c: &packages::Component) -> NameRisk {

@@ -12,6 +12,7 @@ testkit::backend_tests!(
     typosquat_refusals_name_the_problem,
     sbom_scan_classifies_hashes_names_and_counts,
     sbom_formats_are_detected,
+    sbom_components_carry_imported_advisories,
     sbom_refusals_and_size_limit,
     sbom_scan_writes_nothing,
     watchlist_lifecycle_and_account_scope,
@@ -571,4 +572,85 @@ async fn package_routes_need_teams_and_the_permission(app: TestApp) {
     }
     let r = app.call(Method::GET, WATCH, None, None).await;
     assert_eq!(r.status, 401);
+}
+
+fn osv(
+    id: &str,
+    ecosystem: &str,
+    name: &str,
+    fixed: &str,
+    modified: &str,
+) -> store::packages::AdvisoryRow {
+    let document = json!({
+        "schema_version": "1.6.0", "id": id, "modified": modified, "aliases": [format!("CVE-{id}")],
+        "summary": format!("{name} flaw"),
+        "affected": [{"package": {"ecosystem": ecosystem, "name": name},
+                      "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": fixed}]}]}]
+    })
+    .to_string();
+    let e = packages::Ecosystem::from_osv(ecosystem).unwrap();
+    store::packages::AdvisoryRow {
+        id: id.to_string(),
+        modified: modified.to_string(),
+        document,
+        packages: vec![(e.as_str().to_string(), e.normalize(name).unwrap())],
+    }
+}
+
+async fn sbom_components_carry_imported_advisories(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let now = app.clock.now();
+    let rows = [
+        osv(
+            "PYSEC-1",
+            "PyPI",
+            "Django",
+            "4.2.11",
+            "2024-03-01T00:00:00Z",
+        ),
+        osv(
+            "GHSA-npm-1",
+            "npm",
+            "lodash",
+            "4.17.21",
+            "2024-03-01T00:00:00Z",
+        ),
+        osv(
+            "GO-2024-1",
+            "Go",
+            "golang.org/x/net",
+            "0.23.0",
+            "2024-03-01T00:00:00Z",
+        ),
+    ];
+    assert_eq!(app.store.import_advisories(&rows, now).await.unwrap(), 3);
+    // An older copy of an advisory never replaces a newer one.
+    let stale = osv("PYSEC-1", "PyPI", "Django", "1.0", "2020-01-01T00:00:00Z");
+    assert_eq!(app.store.import_advisories(&[stale], now).await.unwrap(), 0);
+    let body = cyclonedx(json!([
+        {"name": "django", "version": "4.2.10", "purl": "pkg:pypi/django@4.2.10"},
+        {"name": "Django", "version": "4.2.11", "purl": "pkg:pypi/Django@4.2.11"},
+        {"name": "lodash", "version": "4.17.20", "purl": "pkg:npm/lodash@4.17.20"},
+        {"name": "golang.org/x/net", "version": "v0.22.0", "purl": "pkg:golang/golang.org/x/net@v0.22.0"},
+        {"name": "requests", "version": "2.31.0", "purl": "pkg:pypi/requests@2.31.0"}
+    ]));
+    let r = app.post_with(SBOM, &key, body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v = r.json();
+    let comps = v["components"].as_array().unwrap();
+    let ids = |i: usize| -> Vec<String> {
+        comps[i]["advisories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(0), ["PYSEC-1"], "{}", comps[0]);
+    assert_eq!(comps[0]["advisories"][0]["aliases"], json!(["CVE-PYSEC-1"]));
+    assert!(ids(1).is_empty(), "the fixed version: {}", comps[1]);
+    assert_eq!(ids(2), ["GHSA-npm-1"]);
+    assert_eq!(ids(3), ["GO-2024-1"]);
+    assert!(ids(4).is_empty());
+    assert_eq!(v["summary"]["with_advisories"], 3);
 }

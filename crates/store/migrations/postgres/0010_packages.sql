@@ -21,3 +21,18 @@ CREATE TABLE package_registry_status (
 );
 
 CREATE INDEX change_alerts_package ON change_alerts (ecosystem, package_name, observed_at);
+
+-- Imported OSV advisories: the document as published, and the packages it names (one row
+-- per ecosystem and name, as the ecosystem compares names) to find it by.
+CREATE TABLE advisories (
+    id          TEXT PRIMARY KEY,
+    modified    TEXT NOT NULL,
+    document    TEXT NOT NULL,
+    imported_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE advisory_packages (
+    ecosystem    TEXT NOT NULL,
+    package_name TEXT NOT NULL,
+    advisory_id  TEXT NOT NULL REFERENCES advisories (id) ON DELETE CASCADE,
+    PRIMARY KEY (ecosystem, package_name, advisory_id)
+);
