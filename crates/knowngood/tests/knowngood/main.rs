@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod import_records;
+mod packages_cli;
 mod private_data;
 mod readme_tour;
 mod verify_cli;
