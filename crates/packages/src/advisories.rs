@@ -244,7 +244,7 @@ mod tests {
         let d = &a.affected[0];
         assert_eq!(d.name, "django");
         assert!(d.affects("4.2.10"));
-        assert!(d.affects("4.2rc1") == false, "before introduced");
+        assert!(!d.affects("4.2rc1"), "before introduced");
         assert!(!d.affects("4.2.11"));
         assert!(d.affects("5.0b2"));
         assert!(d.affects("5.0.2"));

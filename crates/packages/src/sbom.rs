@@ -571,9 +571,9 @@ impl Purl {
         // unencoded npm scope).
         let at = path
             .char_indices()
-            .filter(|&(i, c)| c == '@' && i > 0 && !path[..i].ends_with('/'))
-            .map(|(i, _)| i)
-            .last();
+            .rev()
+            .find(|&(i, c)| c == '@' && i > 0 && !path[..i].ends_with('/'))
+            .map(|(i, _)| i);
         let (path, version) = match at {
             Some(i) => (&path[..i], Some(decode(&path[i + 1..]))),
             None => (path, None),
