@@ -170,7 +170,9 @@ impl AppState {
     /// Compares package names with these popular-name lists instead of the shipped ones
     /// (per ecosystem; `knowngood packages refresh-popular` writes them).
     pub fn with_popular_lists(mut self, lists: Vec<packages::PopularList>) -> Self {
-        self.packages = Arc::new(routes::packages::PackageIntel::with_lists(lists));
+        if !lists.is_empty() {
+            self.packages = Arc::new(routes::packages::PackageIntel::with_lists(lists));
+        }
         self
     }
 

@@ -41,9 +41,13 @@ pub(crate) fn routes(api: Api) -> Api {
 }
 
 /// The analysis and what it compares with: popular names (shipped or refreshed lists) and
-/// the packages the service tracks, re-read when the records change.
+/// the packages the service tracks, re-read when the records change. The detector's indexes
+/// are built on first use, off the request threads, so starting the service costs nothing;
+/// the one over the shipped lists is shared by every state of the process.
 pub struct PackageIntel {
-    detector: Detector,
+    /// Replacements of the shipped lists, per ecosystem; none means the shipped ones.
+    lists: Vec<PopularList>,
+    detector: tokio::sync::OnceCell<Arc<Detector>>,
     tracked: Mutex<Option<(u64, Arc<Tracked>)>>,
 }
 
@@ -62,32 +66,48 @@ impl Tracked {
 
 impl Default for PackageIntel {
     fn default() -> Self {
-        Self::new(KnownNames::shipped())
+        Self::with_lists(Vec::new())
     }
 }
 
+/// The detector over the shipped lists, built once per process.
+static SHIPPED: tokio::sync::OnceCell<Arc<Detector>> = tokio::sync::OnceCell::const_new();
+
 impl PackageIntel {
-    pub fn new(known: KnownNames) -> Self {
+    /// The shipped lists, with any of `lists` in place of its ecosystem's.
+    pub fn with_lists(lists: Vec<PopularList>) -> Self {
         Self {
-            detector: Detector::new(known),
+            lists,
+            detector: tokio::sync::OnceCell::new(),
             tracked: Mutex::new(None),
         }
     }
 
-    /// The shipped lists, with any of `lists` in place of its ecosystem's.
-    pub fn with_lists(lists: Vec<PopularList>) -> Self {
-        let mut by_ecosystem: HashMap<Ecosystem, PopularList> = Ecosystem::ALL
-            .iter()
-            .map(|&e| (e, PopularList::shipped(e)))
-            .collect();
-        for list in lists {
-            by_ecosystem.insert(list.ecosystem, list);
+    /// The detector, built on first use.
+    pub async fn detector(&self) -> Result<Arc<Detector>, Error> {
+        let build = |lists: Vec<PopularList>| async move {
+            tokio::task::spawn_blocking(move || {
+                let mut by_ecosystem: HashMap<Ecosystem, PopularList> = Ecosystem::ALL
+                    .iter()
+                    .map(|&e| (e, PopularList::shipped(e)))
+                    .collect();
+                for list in lists {
+                    by_ecosystem.insert(list.ecosystem, list);
+                }
+                Arc::new(Detector::new(KnownNames::from_lists(
+                    by_ecosystem.into_values(),
+                )))
+            })
+            .await
+            .map_err(|e| Error::internal(format!("building the name indexes stopped: {e}")))
+        };
+        if self.lists.is_empty() {
+            return SHIPPED.get_or_try_init(|| build(Vec::new())).await.cloned();
         }
-        Self::new(KnownNames::from_lists(by_ecosystem.into_values()))
-    }
-
-    pub fn detector(&self) -> &Detector {
-        &self.detector
+        self.detector
+            .get_or_try_init(|| build(self.lists.clone()))
+            .await
+            .cloned()
     }
 
     async fn tracked(&self, state: &AppState) -> Result<Arc<Tracked>, Error> {
@@ -215,6 +235,7 @@ pub async fn typosquat(
         .map(|(i, p)| ecosystem_at(&p.ecosystem, &format!("packages[{i}].ecosystem")))
         .collect::<Result<Vec<_>, _>>()?;
     let intel = state.packages.clone();
+    let detector = intel.detector().await?;
     let tracked = intel.tracked(&state).await?;
     let mut results = Vec::with_capacity(request.packages.len());
     for (i, (p, &e)) in request.packages.iter().zip(&ecosystems).enumerate() {
@@ -225,8 +246,7 @@ pub async fn typosquat(
                 .iter()
                 .any(|internal| e.normalize(internal).is_ok_and(|m| m == n))
         });
-        let verdict = intel
-            .detector
+        let verdict = detector
             .analyse(e, &p.name, tracked.of(e), internal)
             .map_err(|err| Error::bad_request(format!("packages[{i}].name: {err}")))?;
         results.push(TyposquatResult::new(e.as_str(), p.name.trim(), verdict));
@@ -295,6 +315,7 @@ pub struct NameRisk {
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiResult<Response> {
     let intel = state.packages.clone();
+    let detector = intel.detector().await?;
     let tracked = intel.tracked(&state).await?;
     // Parsing and name analysis are CPU work: off the request threads.
     let analysed = tokio::task::spawn_blocking(move || {
@@ -303,7 +324,7 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
         let risks: Vec<NameRisk> = sbom
             .components
             .iter()
-            .map(|c| name_risk(&intel, &tracked, c))
+            .map(|c| name_risk(&detector, &tracked, c))
             .collect();
         Ok::<_, Error>((sbom, risks))
     })
@@ -445,7 +466,7 @@ impl Advisories {
     }
 }
 
-fn name_risk(intel: &PackageIntel, tracked: &Tracked, c: &packages::Component) -> NameRisk {
+fn name_risk(detector: &Detector, tracked: &Tracked, c: &packages::Component) -> NameRisk {
     let Some(e) = c.analysed_ecosystem() else {
         return NameRisk {
             risk: Risk::Clear.as_str(),
@@ -454,7 +475,7 @@ fn name_risk(intel: &PackageIntel, tracked: &Tracked, c: &packages::Component) -
             reason: format!("names of ecosystem {:?} are not analysed", c.ecosystem),
         };
     };
-    match intel.detector.analyse(e, &c.name, tracked.of(e), false) {
+    match detector.analyse(e, &c.name, tracked.of(e), false) {
         Ok(v) => NameRisk {
             risk: v.risk.as_str(),
             nearest_known: v.nearest_known,
