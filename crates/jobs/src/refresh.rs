@@ -2,7 +2,8 @@
 //! records them through the store. One vendor's failure never blocks the others; a vendor
 //! whose channel cannot be read is retried with backoff; each run's outcome is kept as the
 //! vendor's health (shown on /public/status). A package version whose hash changed raises
-//! a change alert.
+//! a change alert. Packages on any account's watchlist are followed too, and what the
+//! registry said of those it does not know is noted for the watchlist.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -302,6 +303,7 @@ pub async fn refresh_vendors(
             )));
         }
     }
+    let watched = store.watched_packages().await?;
     let mut reports = Vec::new();
     for setup in setups {
         let mut config = setup.config.clone();
@@ -317,6 +319,9 @@ pub async fn refresh_vendors(
                 config.items = items.clone();
             }
         }
+        let ecosystem = package_ecosystem(setup.fetcher.id());
+        let watched_here =
+            ecosystem.map_or_else(Vec::new, |e| follow_watched(e, &watched, &mut config.items));
         let sink = StoreSink {
             store: store.clone(),
             clock: clock.clone(),
@@ -345,10 +350,81 @@ pub async fn refresh_vendors(
                 .record_vendor_run(&report.vendor, error.as_deref(), clock.now())
                 .await?;
         }
+        if let Some(e) = ecosystem
+            && !report.skipped
+        {
+            note_registry_answers(store.as_ref(), e, &watched_here, &report, clock.now()).await?;
+        }
         on_report(&report);
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// The package ecosystem of the fetchers that follow a list of packages.
+fn package_ecosystem(fetcher_id: &str) -> Option<packages::Ecosystem> {
+    match fetcher_id {
+        "npm" => Some(packages::Ecosystem::Npm),
+        "pypi" => Some(packages::Ecosystem::Pypi),
+        "gomod" => Some(packages::Ecosystem::Go),
+        _ => None,
+    }
+}
+
+/// Adds the watched packages of `ecosystem` to the fetcher's list (once each, however the
+/// list spells them) and returns them.
+fn follow_watched(
+    ecosystem: packages::Ecosystem,
+    watched: &[(String, String)],
+    items: &mut Vec<String>,
+) -> Vec<String> {
+    let mut here = Vec::new();
+    for (e, name) in watched {
+        if e != ecosystem.as_str() {
+            continue;
+        }
+        let listed = items
+            .iter()
+            .any(|i| ecosystem.normalize(i).is_ok_and(|n| &n == name));
+        if !listed {
+            items.push(name.clone());
+        }
+        here.push(name.clone());
+    }
+    here
+}
+
+/// Notes, per watched package, whether the registry answered that it knows no such
+/// package (404, or 410 from the Go module proxy); any other outcome clears the note.
+async fn note_registry_answers(
+    store: &dyn Store,
+    ecosystem: packages::Ecosystem,
+    watched: &[String],
+    report: &VendorReport,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    for name in watched {
+        // The package's address as the fetcher asks for it.
+        let path = match ecosystem {
+            packages::Ecosystem::Pypi => format!("/pypi/{name}/json"),
+            packages::Ecosystem::Npm => format!("/{}", name.replace('/', "%2F")),
+            packages::Ecosystem::Go => format!("/{}/@v/list", packages::names::go_escape(name)),
+        };
+        let unknown = report.problems.iter().any(|p| {
+            ["404", "410"]
+                .iter()
+                .any(|code| p.message.contains(&format!("{path} answered HTTP {code}")))
+        });
+        store
+            .set_registry_status(
+                ecosystem.as_str(),
+                name,
+                unknown.then_some("not_found"),
+                now,
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 /// What the vendor's health should say about a run; None when it went well. The text

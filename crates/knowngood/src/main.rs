@@ -9,6 +9,7 @@ use model::{Role, SystemClock, Tier};
 use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
+mod advisories;
 mod config;
 mod secrets;
 mod verify;
@@ -51,6 +52,12 @@ enum Command {
     /// Signing-certificate revocation.
     #[command(subcommand)]
     Revocation(RevocationCommand),
+    /// Package intelligence data.
+    #[command(subcommand)]
+    Packages(PackagesCommand),
+    /// OSV advisories attached to SBOM components.
+    #[command(subcommand)]
+    Advisories(AdvisoriesCommand),
     /// Refresh vendor records now, in the foreground (the service does it daily).
     Ingest {
         #[command(flatten)]
@@ -122,6 +129,35 @@ enum RevocationCommand {
         /// Refetch CRLs (conditionally) even before their nextUpdate.
         #[arg(long)]
         force: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdvisoriesCommand {
+    /// Import OSV advisories: JSON documents, directories of them, or an ecosystem's
+    /// `all.zip` as OSV publishes it. npm, PyPI and Go entries are kept; a document already
+    /// imported is replaced unless the stored one was modified later.
+    Import {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PackagesCommand {
+    /// Replace an ecosystem's popular-name list (what typosquat analysis compares with) from
+    /// a registry listing: a PyPI table with a `rank_…` column, an npm table with a
+    /// `downloads…` column, or a `name<TAB>rank` list. Takes effect at the next start.
+    RefreshPopular {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// npm, pypi or go.
+        #[arg(long)]
+        ecosystem: String,
+        /// The listing (tab-separated, with a header line).
+        file: std::path::PathBuf,
     },
 }
 
@@ -313,6 +349,64 @@ async fn run(cli: Cli) -> Result<()> {
             if !report.errors.is_empty() {
                 bail!("some CRLs could not be used; see above");
             }
+            Ok(())
+        }
+        Command::Packages(PackagesCommand::RefreshPopular {
+            common,
+            ecosystem,
+            file,
+        }) => {
+            let config = Config::resolve(&common, None)?;
+            let ecosystem: packages::Ecosystem =
+                ecosystem.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let mut list = packages::PopularList::parse(ecosystem, &text)?;
+            if list.names.is_empty() {
+                bail!("{} holds no ranked {ecosystem} names", file.display());
+            }
+            list.header.insert(
+                0,
+                format!(
+                    "Popular {ecosystem} names, refreshed {} from {}",
+                    chrono::Utc::now().date_naive(),
+                    file.display()
+                ),
+            );
+            let path = popular_list_path(&config.data_dir, ecosystem);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tsv.tmp");
+            std::fs::write(&tmp, list.to_tsv())?;
+            std::fs::rename(&tmp, &path)?;
+            println!(
+                "{ecosystem}: {} popular names written to {} (used from the next start)",
+                list.names.len(),
+                path.display()
+            );
+            Ok(())
+        }
+        Command::Advisories(AdvisoriesCommand::Import { common, paths }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let mut rows = Vec::new();
+            let mut skipped = 0u64;
+            for path in &paths {
+                advisories::read(path, &mut rows, &mut skipped)
+                    .with_context(|| format!("reading {}", path.display()))?;
+            }
+            let store = open_store(&config, &secrets).await?;
+            let mut written = 0;
+            for batch in rows.chunks(1000) {
+                written += store.import_advisories(batch, chrono::Utc::now()).await?;
+            }
+            store.close().await;
+            println!(
+                "{} advisories for npm, PyPI or Go read, {written} imported ({} older than the stored ones); {skipped} documents for other ecosystems skipped",
+                rows.len(),
+                rows.len() as u64 - written
+            );
             Ok(())
         }
         Command::Nsrl(NsrlCommand::Import { common, paths, set }) => {
@@ -554,7 +648,9 @@ async fn serve(config: Config) -> Result<()> {
     if let Some(info) = corpus.info() {
         tracing::info!(generation = %info.generation, entries = info.entries, "reference corpus loaded");
     }
-    let state = state.with_corpus(Arc::new(corpus));
+    let state = state
+        .with_corpus(Arc::new(corpus))
+        .with_popular_lists(refreshed_popular_lists(&config.data_dir)?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -621,4 +717,32 @@ async fn shutdown_signal() {
         _ = terminate.recv() => {}
     }
     tracing::info!("shutdown requested; finishing in-flight requests");
+}
+
+/// Where `packages refresh-popular` keeps an ecosystem's list.
+fn popular_list_path(
+    data_dir: &std::path::Path,
+    ecosystem: packages::Ecosystem,
+) -> std::path::PathBuf {
+    data_dir
+        .join("packages")
+        .join(format!("{ecosystem}-popular.tsv"))
+}
+
+/// The popular-name lists refreshed into the data dir; the shipped ones serve the others.
+fn refreshed_popular_lists(data_dir: &std::path::Path) -> Result<Vec<packages::PopularList>> {
+    let mut lists = Vec::new();
+    for ecosystem in packages::Ecosystem::ALL {
+        let path = popular_list_path(data_dir, ecosystem);
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let list = packages::PopularList::parse(ecosystem, &text)
+            .with_context(|| format!("reading {}", path.display()))?;
+        tracing::info!(%ecosystem, names = list.names.len(), path = %path.display(), "popular package names loaded");
+        lists.push(list);
+    }
+    Ok(lists)
 }

@@ -13,6 +13,24 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
+/// A body taken as bytes, within the route's size limit (413 above it).
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                Error::PayloadTooLarge("request body is larger than this route accepts".into())
+            } else {
+                Error::bad_request(format!("could not read the request body: {rejection}"))
+            }
+        })?;
+        Ok(Self(bytes))
+    }
+}
+
 /// A JSON body. Any content type is accepted: clients that forget the header get the same
 /// answer as those that send it.
 pub struct JsonBody<T>(pub T);

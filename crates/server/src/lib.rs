@@ -141,6 +141,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     /// Set once the process was told to stop: `/readyz` answers 503 from then on.
     pub draining: Arc<std::sync::atomic::AtomicBool>,
+    /// Package name analysis over the popular-name lists.
+    pub packages: Arc<routes::packages::PackageIntel>,
 }
 
 impl AppState {
@@ -184,12 +186,22 @@ impl AppState {
             runner: Arc::default(),
             metrics: Arc::default(),
             draining: Arc::default(),
+            packages: Arc::default(),
             settings: Arc::new(settings),
         }
     }
 }
 
 impl AppState {
+    /// Compares package names with these popular-name lists instead of the shipped ones
+    /// (per ecosystem; `knowngood packages refresh-popular` writes them).
+    pub fn with_popular_lists(mut self, lists: Vec<packages::PopularList>) -> Self {
+        if !lists.is_empty() {
+            self.packages = Arc::new(routes::packages::PackageIntel::with_lists(lists));
+        }
+        self
+    }
+
     /// Serves `known_file` results from this corpus.
     pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
         self.classifier = self.classifier.with_corpus(Arc::clone(&corpus));

@@ -25,6 +25,7 @@ pub mod downloads;
 mod error;
 mod lease;
 mod migrate;
+pub mod packages;
 pub mod revocations;
 pub mod roots;
 pub mod staff;
@@ -288,6 +289,7 @@ pub trait Store:
     + roots::RootStore
     + downloads::DownloadStore
     + revocations::RevocationStore
+    + packages::PackageStore
     + LeaseStore
     + staff::StaffStore
 {

@@ -44,6 +44,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0009_revocations.sql"),
     },
     Migration {
+        version: 10,
+        sql: include_str!("../migrations/sqlite/0010_packages.sql"),
+    },
+    Migration {
         version: 11,
         sql: include_str!("../migrations/sqlite/0011_staff.sql"),
     },
@@ -89,6 +93,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 9,
         sql: include_str!("../migrations/postgres/0009_revocations.sql"),
+    },
+    Migration {
+        version: 10,
+        sql: include_str!("../migrations/postgres/0010_packages.sql"),
     },
     Migration {
         version: 11,

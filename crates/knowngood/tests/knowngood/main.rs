@@ -4,6 +4,7 @@
 
 mod import_records;
 mod operations;
+mod packages_cli;
 mod private_data;
 mod readme_tour;
 mod verify_cli;

@@ -184,6 +184,12 @@ async fn classify(
     Ok(lookup_json(&LookupResponse { results }))
 }
 
+/// A lookup result as a JSON value that outlives the classification (SBOM components).
+pub(crate) fn lookup_result_owned(verdict: Verdict<'_>) -> serde_json::Value {
+    serde_json::to_value(lookup_result(verdict, false))
+        .unwrap_or_else(|_| serde_json::json!({ "classification": "unknown" }))
+}
+
 fn lookup_result(verdict: Verdict<'_>, historical: bool) -> LookupResult<'_> {
     let classification = verdict.classification().as_str();
     match verdict {

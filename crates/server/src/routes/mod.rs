@@ -8,6 +8,7 @@ use crate::routing::{Api, Rule};
 pub mod admin;
 pub mod feeds;
 pub mod intel;
+pub mod packages;
 pub mod public;
 pub mod revocations;
 pub mod taxii;
@@ -23,6 +24,7 @@ pub fn api() -> Api {
     let api = tokens::routes(api);
     let api = intel::routes(api);
     let api = revocations::routes(api);
+    let api = packages::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
     // The API's own description is public so that tools can read it before holding a key.

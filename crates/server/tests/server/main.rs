@@ -8,6 +8,7 @@ mod api;
 mod corpus_release;
 mod feeds;
 mod operations;
+mod packages;
 mod refresh;
 mod revocation;
 mod staff;

@@ -29,6 +29,7 @@ testkit::backend_tests!(
     a_refresh_feeds_the_public_api,
     a_newer_release_supersedes_the_current_one,
     a_republished_package_raises_a_change_alert,
+    watched_packages_are_tracked_at_the_next_refresh,
     one_failing_vendor_never_blocks_the_others,
 );
 
@@ -1092,4 +1093,69 @@ async fn one_failing_vendor_never_blocks_the_others(app: TestApp) {
         &genuine,
         &format!("{}/npm/lodash/-/lodash-4.17.21.tgz", ch.base),
     );
+}
+
+/// A watched package the refresh does not follow yet is followed from the next refresh
+/// (`pending`, then `tracked`); one the registry does not know is reported `not_found`.
+async fn watched_packages_are_tracked_at_the_next_refresh(app: TestApp) {
+    let auditor = app.account("watchers", Role::Auditor, Tier::Teams).await;
+    let ch = Channels::start().await;
+    let mut options = ch.options(&["npm"]);
+    // The configured list is empty: only the watchlist names packages.
+    options.vendors.get_mut("npm").unwrap().items = Some(Vec::new());
+    let original = tarball("lodash@4.17.21", "");
+    publish_npm(&ch, "4.17.21", &[("4.17.21", &original, sha1(&original))]);
+
+    let watch = async |name: &str| {
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                "/api/v1/intel/packages/watch",
+                &auditor,
+                Some(json!({"ecosystem": "npm", "package_name": name})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.json()
+    };
+    assert_eq!(watch("Lodash").await["tracking"], "pending");
+    assert_eq!(
+        watch("no-such-package-anywhere").await["tracking"],
+        "pending"
+    );
+
+    app.clock.advance(Duration::minutes(1));
+    let reports = refresh(&app, &options).await;
+    assert_eq!(reports["npm"].recorded, 1, "{:#?}", reports["npm"]);
+
+    let list = app
+        .get_with("/api/v1/intel/packages/watch", &auditor)
+        .await
+        .json();
+    let tracking: BTreeMap<&str, &str> = list["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["package_name"].as_str().unwrap(),
+                w["tracking"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tracking,
+        BTreeMap::from([
+            ("lodash", "tracked"),
+            ("no-such-package-anywhere", "not_found")
+        ])
+    );
+    // Its versions are records now.
+    let r = app
+        .get_with(
+            &format!("/api/v1/intel/history?executable={}", q("lodash (npm)")),
+            &auditor,
+        )
+        .await;
+    assert_eq!(r.json()["total"], 1, "{}", r.text);
 }

@@ -1,0 +1,250 @@
+//! Popular package names: the dated lists shipped in `data/` (or a refreshed copy), and the
+//! known-name set the analysis compares against.
+//!
+//! A list file is UTF-8 text: `#` comment lines (source and date), a `name<TAB>rank` header,
+//! then one `name<TAB>rank` line per package, rank 1 the most used. [`PopularList::parse`]
+//! also reads the registries' own listings the lists are built from: a PyPI table with a
+//! `rank_among_…` column, or an npm table with a `downloads_a_month` column.
+
+use std::collections::HashMap;
+
+use crate::names::Ecosystem;
+
+/// The lists shipped with the service.
+pub const SHIPPED_PYPI: &str = include_str!("../data/pypi-popular.tsv");
+pub const SHIPPED_NPM: &str = include_str!("../data/npm-popular.tsv");
+pub const SHIPPED_GO: &str = include_str!("../data/go-popular.tsv");
+
+/// The most names a list keeps (the most popular ones).
+pub const MAX_NAMES: usize = 15_000;
+
+/// One ecosystem's popular names, in rank order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopularList {
+    pub ecosystem: Ecosystem,
+    /// Comment lines (without `# `): where the list comes from and when.
+    pub header: Vec<String>,
+    /// Normalised names, most popular first; ranks are 1-based positions.
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("popular-name list, line {line}: {why}")]
+pub struct ListError {
+    pub line: usize,
+    pub why: String,
+}
+
+impl PopularList {
+    pub fn shipped(ecosystem: Ecosystem) -> Self {
+        let text = match ecosystem {
+            Ecosystem::Pypi => SHIPPED_PYPI,
+            Ecosystem::Npm => SHIPPED_NPM,
+            Ecosystem::Go => SHIPPED_GO,
+        };
+        // The shipped files are checked by a test; a damaged one yields an empty list
+        // rather than a panic.
+        Self::parse(ecosystem, text).unwrap_or(Self {
+            ecosystem,
+            header: Vec::new(),
+            names: Vec::new(),
+        })
+    }
+
+    /// Reads a list in its own format or a registry listing (see the module documentation).
+    /// Names that are not valid for the ecosystem are skipped (registries keep a few legacy
+    /// names); a line without the expected columns is an error.
+    pub fn parse(ecosystem: Ecosystem, text: &str) -> Result<Self, ListError> {
+        let mut header = Vec::new();
+        let mut columns: Option<(usize, usize, bool)> = None; // name, score, higher is better
+        let mut scored: Vec<(String, u64)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line_no = i + 1;
+            if let Some(comment) = line.strip_prefix('#') {
+                header.push(comment.trim().to_string());
+                continue;
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = line.split('\t').collect();
+            let Some((name_col, score_col, higher_better)) = columns else {
+                let find = |pred: &dyn Fn(&str) -> bool| fields.iter().position(|f| pred(f));
+                let name = find(&|f| f == "name" || f == "module").ok_or_else(|| ListError {
+                    line: line_no,
+                    why: "the header names no `name` column".into(),
+                })?;
+                let (score, higher) = if let Some(c) =
+                    find(&|f| f == "rank" || f.starts_with("rank_"))
+                {
+                    (c, false)
+                } else if let Some(c) = find(&|f| f.starts_with("downloads")) {
+                    (c, true)
+                } else {
+                    return Err(ListError {
+                        line: line_no,
+                        why: "the header names neither a `rank` nor a `downloads…` column".into(),
+                    });
+                };
+                columns = Some((name, score, higher));
+                continue;
+            };
+            let (Some(name), Some(score)) = (fields.get(name_col), fields.get(score_col)) else {
+                return Err(ListError {
+                    line: line_no,
+                    why: format!(
+                        "expected at least {} tab-separated fields",
+                        name_col.max(score_col) + 1
+                    ),
+                });
+            };
+            // Registry listings leave the score empty for packages outside the ranking.
+            if score.trim().is_empty() {
+                continue;
+            }
+            let score: u64 = score.trim().parse().map_err(|_| ListError {
+                line: line_no,
+                why: format!("{score:?} is not a whole number"),
+            })?;
+            let Ok(name) = ecosystem.normalize(name) else {
+                continue;
+            };
+            scored.push((
+                name,
+                if higher_better {
+                    u64::MAX - score
+                } else {
+                    score
+                },
+            ));
+        }
+        if columns.is_none() {
+            return Err(ListError {
+                line: 0,
+                why: "no header line (`name<TAB>rank`)".into(),
+            });
+        }
+        scored.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        let mut seen = std::collections::HashSet::new();
+        let names: Vec<String> = scored
+            .into_iter()
+            .filter_map(|(n, _)| seen.insert(n.clone()).then_some(n))
+            .take(MAX_NAMES)
+            .collect();
+        Ok(Self {
+            ecosystem,
+            header,
+            names,
+        })
+    }
+
+    /// The list in its own format, with `header` lines as comments.
+    pub fn to_tsv(&self) -> String {
+        let mut out = String::new();
+        for h in &self.header {
+            out.push_str("# ");
+            out.push_str(h);
+            out.push('\n');
+        }
+        out.push_str("name\trank\n");
+        for (i, n) in self.names.iter().enumerate() {
+            out.push_str(n);
+            out.push('\t');
+            out.push_str(&(i + 1).to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Every known name of the ecosystems: popular names with their rank, and names tracked by
+/// the service (known, without a rank).
+#[derive(Debug, Clone, Default)]
+pub struct KnownNames {
+    ranks: HashMap<Ecosystem, HashMap<String, u32>>,
+    lists: HashMap<Ecosystem, Vec<String>>,
+}
+
+impl KnownNames {
+    /// The shipped lists of every ecosystem.
+    pub fn shipped() -> Self {
+        Self::from_lists(Ecosystem::ALL.iter().map(|e| PopularList::shipped(*e)))
+    }
+
+    pub fn from_lists(lists: impl IntoIterator<Item = PopularList>) -> Self {
+        let mut known = Self::default();
+        for list in lists {
+            let ranks = known.ranks.entry(list.ecosystem).or_default();
+            for (i, name) in list.names.iter().enumerate() {
+                ranks
+                    .entry(name.clone())
+                    .or_insert(u32::try_from(i + 1).unwrap_or(u32::MAX));
+            }
+            known.lists.insert(list.ecosystem, list.names);
+        }
+        known
+    }
+
+    /// The rank of a popular name (1 = most popular); None for names outside the list.
+    pub fn rank(&self, ecosystem: Ecosystem, name: &str) -> Option<u32> {
+        self.ranks.get(&ecosystem)?.get(name).copied()
+    }
+
+    /// Popular names of the ecosystem, most popular first.
+    pub fn popular(&self, ecosystem: Ecosystem) -> &[String] {
+        self.lists.get(&ecosystem).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn len(&self, ecosystem: Ecosystem) -> usize {
+        self.popular(ecosystem).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lists.values().all(Vec::is_empty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_lists_parse_with_their_source() {
+        for e in Ecosystem::ALL {
+            let list = PopularList::parse(
+                e,
+                match e {
+                    Ecosystem::Pypi => SHIPPED_PYPI,
+                    Ecosystem::Npm => SHIPPED_NPM,
+                    Ecosystem::Go => SHIPPED_GO,
+                },
+            )
+            .unwrap();
+            assert!(list.names.len() > 100, "{e}");
+            assert!(list.header.iter().any(|h| h.starts_with("Source:")), "{e}");
+        }
+        let known = KnownNames::shipped();
+        assert_eq!(known.rank(Ecosystem::Pypi, "boto3"), Some(1));
+        assert!(known.rank(Ecosystem::Npm, "lodash").is_some());
+        assert!(
+            known
+                .rank(Ecosystem::Go, "github.com/stretchr/testify")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn registry_listings_are_ranked() {
+        let pypi = "name\tversion\tmonth\trank_among_15000_most_downloaded\tsummary\n\
+                    Requests\t2\t2026-01\t2\tx\nboto3\t1\t2026-01\t1\ty\nobscure\t1\t2020-01\t\tz\n";
+        let list = PopularList::parse(Ecosystem::Pypi, pypi).unwrap();
+        assert_eq!(list.names, ["boto3", "requests"]);
+        let npm = "name\tversion\tdownloads_a_month\tsummary\nlodash\t4\t500\t\nsemver\t7\t900\t\n";
+        let list = PopularList::parse(Ecosystem::Npm, npm).unwrap();
+        assert_eq!(list.names, ["semver", "lodash"]);
+        let again = PopularList::parse(Ecosystem::Npm, &list.to_tsv()).unwrap();
+        assert_eq!(again.names, list.names);
+        assert!(PopularList::parse(Ecosystem::Npm, "just text\n").is_err());
+        assert!(PopularList::parse(Ecosystem::Npm, "name\trank\nx\tnot-a-number\n").is_err());
+    }
+}

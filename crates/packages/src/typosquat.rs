@@ -1,0 +1,945 @@
+//! How a package name relates to the names people mean to install.
+//!
+//! A name is `known` when it is a popular name (shipped lists) or one the service tracks:
+//! a popular name stays `known` even when it is close to another popular name (`attrs` and
+//! `cattrs`), since both are what people install. Any other name is compared with the
+//! *targets*, the most popular names of its ecosystem, through the transformations real
+//! attacks use: separator changes, visually similar characters (`rn`/`m`, `l`/`1`/`I`,
+//! `0`/`o`, Unicode confusables), word reordering, npm scope confusion, added or removed
+//! affixes, Go module owner and host look-alikes, and single edits (omission, repetition,
+//! insertion, transposition, keyboard-adjacent or other substitution), plus two edits for
+//! long names of very popular packages. The rank decides how close is too close: short
+//! names and less popular targets need a closer match, which keeps legitimate neighbours of
+//! popular names from being flagged. Nothing here knows any malicious name.
+
+use std::collections::{HashMap, HashSet};
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
+
+use crate::names::{Ecosystem, NameError};
+use crate::popular::KnownNames;
+
+/// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
+/// to this rank. Longer names and the look-alike checks compare with every listed name.
+pub const SHORT_EDIT_RANK: u32 = 5_000;
+const SHORT_NAME: usize = 6;
+/// Targets of two-edit checks: names up to this rank.
+pub const TWO_EDIT_RANK: u32 = 1_000;
+/// Names shorter than this are never compared by edit distance (too many short names are
+/// one edit apart).
+const MIN_EDIT_LEN: usize = 4;
+/// Two edits only for names at least this long.
+const MIN_TWO_EDIT_LEN: usize = 8;
+/// Affix removal must leave at least this much of a name.
+const MIN_CORE_LEN: usize = 2;
+/// An affix plus an edit only for cores at least this long.
+const MIN_EDITED_CORE_LEN: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Risk {
+    Known,
+    Typosquat,
+    DependencyConfusion,
+    Clear,
+}
+
+impl Risk {
+    pub const ALL: [Risk; 4] = [
+        Risk::Known,
+        Risk::Typosquat,
+        Risk::DependencyConfusion,
+        Risk::Clear,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Known => "known",
+            Risk::Typosquat => "typosquat",
+            Risk::DependencyConfusion => "dependency_confusion",
+            Risk::Clear => "clear",
+        }
+    }
+}
+
+/// The analysis of one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The name as the ecosystem compares it.
+    pub name: String,
+    pub risk: Risk,
+    /// The known name it is close to (typosquat), or the public name an internal one
+    /// collides with (dependency confusion).
+    pub nearest_known: Option<String>,
+    /// Edit distance to `nearest_known`.
+    pub distance: Option<u32>,
+    pub reason: String,
+}
+
+/// Per-ecosystem lookup tables over the target names.
+#[derive(Debug, Default)]
+struct Targets {
+    /// (name, rank), most popular first.
+    names: Vec<(String, u32)>,
+    /// Keys of the look-alike transformations -> index into `names` of the most popular
+    /// target with that key.
+    squashed: HashMap<String, usize>,
+    skeleton: HashMap<String, usize>,
+    words: HashMap<String, usize>,
+    cores: HashMap<String, usize>,
+    /// npm: name part of scoped targets -> their indexes; unscoped names -> index.
+    scoped_by_name: HashMap<String, Vec<usize>>,
+    /// npm: `scope` and `name` of scoped targets run together, separators removed.
+    scope_folded: HashMap<String, usize>,
+    /// Go: the path after host and owner -> indexes.
+    go_by_repo: HashMap<String, Vec<usize>>,
+    /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
+    /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
+    one_edit: HashMap<String, Vec<usize>>,
+    two_edits: HashMap<String, Vec<usize>>,
+}
+
+/// The typosquat and dependency-confusion analysis over a set of known names.
+#[derive(Debug)]
+pub struct Detector {
+    known: KnownNames,
+    targets: HashMap<Ecosystem, Targets>,
+}
+
+impl Detector {
+    pub fn new(known: KnownNames) -> Self {
+        let targets = Ecosystem::ALL
+            .iter()
+            .map(|&e| (e, Targets::build(e, &known)))
+            .collect();
+        Self { known, targets }
+    }
+
+    pub fn known(&self) -> &KnownNames {
+        &self.known
+    }
+
+    /// Analyses `raw` as a name of `ecosystem`. `tracked` holds the normalised names the
+    /// service tracks; `internal` says the caller listed the name as one of its own. A
+    /// string that is no name of the ecosystem is an error, unless it is one after
+    /// replacing look-alike Unicode characters: that is itself the attack.
+    pub fn analyse(
+        &self,
+        ecosystem: Ecosystem,
+        raw: &str,
+        tracked: &HashSet<String>,
+        internal: bool,
+    ) -> Result<Verdict, NameError> {
+        let name = match ecosystem.normalize(raw) {
+            Ok(name) => name,
+            Err(e) => {
+                let plain = unconfuse(raw.trim());
+                if plain == raw.trim() {
+                    return Err(e);
+                }
+                let Ok(name) = ecosystem.normalize(&plain) else {
+                    return Err(e);
+                };
+                let nearest = if self.is_known(ecosystem, &name, tracked) {
+                    Some(name.clone())
+                } else {
+                    self.lookalike(ecosystem, &name, &name)
+                        .and_then(|v| v.nearest_known)
+                };
+                return Ok(Verdict {
+                    distance: nearest.as_deref().map(|n| osa(raw.trim(), n)),
+                    name: raw.trim().to_string(),
+                    risk: Risk::Typosquat,
+                    reason: match &nearest {
+                        Some(n) => format!("Unicode look-alike characters imitate {n}"),
+                        None => "Unicode look-alike characters in place of ASCII ones".into(),
+                    },
+                    nearest_known: nearest,
+                });
+            }
+        };
+        let public = self.is_known(ecosystem, &name, tracked);
+        if internal {
+            return Ok(if public {
+                Verdict {
+                    risk: Risk::DependencyConfusion,
+                    nearest_known: Some(name.clone()),
+                    distance: Some(0),
+                    reason: format!(
+                        "internal name also exists in the public {ecosystem} registry; an install may resolve to the public package"
+                    ),
+                    name,
+                }
+            } else {
+                Verdict {
+                    risk: Risk::Clear,
+                    nearest_known: None,
+                    distance: None,
+                    reason: "internal name not found among known public names".into(),
+                    name,
+                }
+            });
+        }
+        if public {
+            let reason = match self.known.rank(ecosystem, &name) {
+                Some(rank) => format!("popular {ecosystem} package (rank {rank})"),
+                None => "package tracked by the service".to_string(),
+            };
+            return Ok(Verdict {
+                nearest_known: Some(name.clone()),
+                distance: Some(0),
+                risk: Risk::Known,
+                reason,
+                name,
+            });
+        }
+        if ecosystem == Ecosystem::Go
+            && let Some(module) = self.go_within_known(&name, tracked)
+        {
+            return Ok(Verdict {
+                risk: Risk::Known,
+                distance: Some(0),
+                reason: format!("package or major version of the known module {module}"),
+                nearest_known: Some(module),
+                name,
+            });
+        }
+        Ok(self
+            .lookalike(ecosystem, raw.trim(), &name)
+            .unwrap_or(Verdict {
+                risk: Risk::Clear,
+                nearest_known: None,
+                distance: None,
+                reason: "not close to any popular name".into(),
+                name,
+            }))
+    }
+
+    fn is_known(&self, ecosystem: Ecosystem, name: &str, tracked: &HashSet<String>) -> bool {
+        self.known.rank(ecosystem, name).is_some() || tracked.contains(name)
+    }
+
+    /// A package inside a known Go module, or a later major version of one.
+    fn go_within_known(&self, path: &str, tracked: &HashSet<String>) -> Option<String> {
+        let mut prefix = path;
+        while let Some((parent, _)) = prefix.rsplit_once('/') {
+            prefix = parent;
+            if self.is_known(Ecosystem::Go, prefix, tracked) {
+                return Some(prefix.to_string());
+            }
+        }
+        None
+    }
+
+    /// The first look-alike relation to a target, checked from the most telling technique
+    /// to the least.
+    fn lookalike(&self, ecosystem: Ecosystem, raw: &str, name: &str) -> Option<Verdict> {
+        let t = self.targets.get(&ecosystem)?;
+        let verdict = |idx: usize, reason: String| {
+            let target = &t.names[idx].0;
+            Some(Verdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(osa(name, target)),
+                nearest_known: Some(target.clone()),
+                reason,
+            })
+        };
+        let other = |idx: Option<&usize>| idx.copied().filter(|&i| t.names[i].0 != name);
+
+        if let Some(i) = other(t.squashed.get(&squash(name))) {
+            return verdict(
+                i,
+                format!("separator changed or removed ({})", t.names[i].0),
+            );
+        }
+        if ecosystem == Ecosystem::Go
+            && let Some(v) = go_lookalike(t, name)
+        {
+            return Some(v);
+        }
+        if let Some(i) = other(t.skeleton.get(&squash(&skeleton(raw)))) {
+            return verdict(
+                i,
+                format!(
+                    "visually similar characters (rn/m, l/1/I, 0/o) imitate {}",
+                    t.names[i].0
+                ),
+            );
+        }
+        if let Some(key) = words_key(name)
+            && let Some(i) = other(t.words.get(&key))
+            && words(name) != words(&t.names[i].0)
+        {
+            return verdict(i, format!("words of {} reordered", t.names[i].0));
+        }
+        if ecosystem == Ecosystem::Npm
+            && let Some(v) = self.npm_scope(t, name)
+        {
+            return Some(v);
+        }
+        for core in cores(ecosystem, name) {
+            if let Some(i) = other(t.cores.get(&core)) {
+                let target = &t.names[i].0;
+                let how = if name.len() > target.len() {
+                    "added to"
+                } else {
+                    "changed on"
+                };
+                return verdict(i, format!("affix {how} {target}"));
+            }
+        }
+        if let Some(v) = self.edits(t, name) {
+            return Some(v);
+        }
+        // An affix around a misspelt name (`matplatlib-plus`).
+        for core in cores(ecosystem, name) {
+            if core.chars().count() >= MIN_EDITED_CORE_LEN
+                && let Some(v) = self.edits(t, &core)
+                && let Some(target) = v.nearest_known
+            {
+                return Some(Verdict {
+                    name: name.to_string(),
+                    risk: Risk::Typosquat,
+                    distance: Some(osa(name, &target)),
+                    reason: format!("affix added to a misspelling of {target}"),
+                    nearest_known: Some(target),
+                });
+            }
+        }
+        None
+    }
+
+    fn npm_scope(&self, t: &Targets, name: &str) -> Option<Verdict> {
+        let verdict = |idx: usize, reason: String| {
+            let target = &t.names[idx].0;
+            Some(Verdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(osa(name, target)),
+                nearest_known: Some(target.clone()),
+                reason,
+            })
+        };
+        if let Some((scope, bare)) = scoped(name) {
+            let same_name = t.scoped_by_name.get(bare).map_or(&[][..], Vec::as_slice);
+            // `@evil/lodash` for `lodash` (type packages under `@types` are the norm).
+            if scope != "types"
+                && let Some(&i) = same_name.iter().find(|&&i| scoped(&t.names[i].0).is_none())
+                && bare.len() >= MIN_EDIT_LEN
+            {
+                return verdict(
+                    i,
+                    format!("unscoped package {} under the scope @{scope}", t.names[i].0),
+                );
+            }
+            // `@typescript_eslinter/eslint` style: a look-alike of a popular scope.
+            for &i in same_name {
+                if let Some((their_scope, _)) = scoped(&t.names[i].0)
+                    && their_scope != scope
+                    && osa(&squash(their_scope), &squash(scope)) <= 2
+                {
+                    return verdict(i, format!("look-alike scope of {}", t.names[i].0));
+                }
+            }
+        } else {
+            // `scope-name` or `scopename` for `@scope/name`.
+            if let Some(&i) = t.scope_folded.get(&squash(name)) {
+                return verdict(i, format!("scope of {} folded into the name", t.names[i].0));
+            }
+        }
+        None
+    }
+
+    /// The most popular target one edit away (two for long names of very popular ones),
+    /// found through indexes of the targets' deletions (a candidate and a target within
+    /// `k` edits share a string reached by at most `k` deletions from each), then measured.
+    fn edits(&self, t: &Targets, name: &str) -> Option<Verdict> {
+        let len = name.chars().count();
+        if len < MIN_EDIT_LEN {
+            return None;
+        }
+        let consider = |best: &mut Option<(u32, usize)>,
+                        index: &HashMap<String, Vec<usize>>,
+                        max: u32,
+                        keys: &[String]| {
+            for key in keys {
+                for &i in index.get(key).map_or(&[][..], Vec::as_slice) {
+                    if len < SHORT_NAME && t.names[i].1 > SHORT_EDIT_RANK {
+                        continue;
+                    }
+                    let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
+                        continue;
+                    };
+                    if d > 0 && best.is_none_or(|(bd, bi)| (d, i) < (bd, bi)) {
+                        *best = Some((d, i));
+                    }
+                }
+            }
+        };
+        let mut best: Option<(u32, usize)> = None;
+        consider(&mut best, &t.one_edit, 1, &deletions(name, 1));
+        if best.is_none() && len >= MIN_TWO_EDIT_LEN {
+            consider(&mut best, &t.two_edits, 2, &deletions(name, 2));
+        }
+        let (d, i) = best?;
+        let target = &t.names[i].0;
+        Some(Verdict {
+            name: name.to_string(),
+            risk: Risk::Typosquat,
+            distance: Some(d),
+            nearest_known: Some(target.clone()),
+            reason: if d == 1 {
+                format!("{} of {target}", edit_kind(name, target))
+            } else {
+                format!("two edits from {target}")
+            },
+        })
+    }
+}
+
+/// The string and every string made from it by deleting up to `k` characters.
+fn deletions(s: &str, k: usize) -> Vec<String> {
+    let mut out = vec![s.to_string()];
+    let mut frontier = vec![s.chars().collect::<Vec<char>>()];
+    for _ in 0..k {
+        let mut next = Vec::new();
+        for chars in &frontier {
+            for i in 0..chars.len() {
+                let mut shorter = chars.clone();
+                shorter.remove(i);
+                next.push(shorter);
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        out.extend(next.iter().map(|c| c.iter().collect::<String>()));
+        frontier = next;
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+impl Targets {
+    fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
+        let mut t = Targets::default();
+        for (i, name) in known.popular(ecosystem).iter().enumerate() {
+            let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            t.names.push((name.clone(), rank));
+            t.squashed.entry(squash(name)).or_insert(i);
+            t.skeleton.entry(squash(&skeleton(name))).or_insert(i);
+            if let Some(key) = words_key(name) {
+                t.words.entry(key).or_insert(i);
+            }
+            if name.chars().count() >= MIN_CORE_LEN {
+                t.cores.entry(name.clone()).or_insert(i);
+            }
+            for core in cores(ecosystem, name) {
+                t.cores.entry(core).or_insert(i);
+            }
+            let len = name.chars().count();
+            if len >= MIN_EDIT_LEN {
+                for key in deletions(name, 1) {
+                    t.one_edit.entry(key).or_default().push(i);
+                }
+            }
+            if rank <= TWO_EDIT_RANK && len + 2 >= MIN_TWO_EDIT_LEN {
+                for key in deletions(name, 2) {
+                    t.two_edits.entry(key).or_default().push(i);
+                }
+            }
+            match ecosystem {
+                Ecosystem::Npm => {
+                    let bare = scoped(name).map_or(name.as_str(), |(_, b)| b);
+                    t.scoped_by_name
+                        .entry(bare.to_string())
+                        .or_default()
+                        .push(i);
+                    if let Some((scope, bare)) = scoped(name) {
+                        t.scope_folded
+                            .entry(squash(&format!("{scope}{bare}")))
+                            .or_insert(i);
+                    }
+                }
+                Ecosystem::Go => {
+                    if let Some((_, _, repo)) = go_parts(name) {
+                        t.go_by_repo
+                            .entry(strip_major(repo).to_string())
+                            .or_default()
+                            .push(i);
+                    }
+                }
+                Ecosystem::Pypi => {}
+            }
+        }
+        t
+    }
+}
+
+fn scoped(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix('@')?.split_once('/')
+}
+
+/// `host`, `owner`, and the rest of a Go module path.
+fn go_parts(path: &str) -> Option<(&str, &str, &str)> {
+    let mut it = path.splitn(3, '/');
+    let host = it.next()?;
+    let owner = it.next()?;
+    let rest = it.next().unwrap_or("");
+    Some((host, owner, rest))
+}
+
+fn strip_major(repo: &str) -> &str {
+    match repo.rsplit_once('/') {
+        Some((base, v))
+            if v.len() > 1 && v.starts_with('v') && v[1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => repo,
+    }
+}
+
+/// A Go path imitating a popular module: its owner or host altered, or its repository
+/// published under another owner.
+fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
+    let (host, owner, repo) = go_parts(name)?;
+    let repo_key = strip_major(repo);
+    let verdict = |idx: usize, reason: String| {
+        let target = &t.names[idx].0;
+        Some(Verdict {
+            name: name.to_string(),
+            risk: Risk::Typosquat,
+            distance: Some(osa(name, target)),
+            nearest_known: Some(target.clone()),
+            reason,
+        })
+    };
+    // Case variants of the whole path (`Sirupsen` for `sirupsen`).
+    if let Some((i, _)) = t
+        .names
+        .iter()
+        .enumerate()
+        .find(|(_, (n, _))| n != name && n.eq_ignore_ascii_case(name))
+    {
+        return verdict(i, format!("letter case changed from {}", t.names[i].0));
+    }
+    if repo_key.is_empty() {
+        return None;
+    }
+    for &i in t.go_by_repo.get(repo_key).map_or(&[][..], Vec::as_slice) {
+        let Some((t_host, t_owner, _)) = go_parts(&t.names[i].0) else {
+            continue;
+        };
+        if t_host == host && t_owner != owner {
+            let reason = if osa(&t_owner.to_ascii_lowercase(), &owner.to_ascii_lowercase()) <= 2
+                || owner.contains(t_owner)
+            {
+                format!("look-alike owner of {}", t.names[i].0)
+            } else if repo_key.len() >= MIN_EDIT_LEN {
+                format!(
+                    "repository of {} published under another owner",
+                    t.names[i].0
+                )
+            } else {
+                continue;
+            };
+            return verdict(i, reason);
+        }
+        if t_host != host && t_owner == owner && osa(t_host, host) <= 2 {
+            return verdict(i, format!("look-alike host of {}", t.names[i].0));
+        }
+    }
+    None
+}
+
+/// The name without separators.
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.'))
+        .collect()
+}
+
+/// The name as it looks: look-alike letters and digits folded to one form (`I`, `1` -> `l`,
+/// `0` -> `o`, `rn` -> `m`, `vv` -> `w`), Unicode confusables to ASCII, lower case.
+fn skeleton(raw: &str) -> String {
+    let plain = unconfuse(raw);
+    let folded: String = plain
+        .chars()
+        .map(|c| match c {
+            'I' | '1' | '|' => 'l',
+            '0' => 'o',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    folded.replace("rn", "m").replace("vv", "w")
+}
+
+/// Unicode look-alikes replaced by the ASCII letters they imitate; accents dropped.
+fn unconfuse(raw: &str) -> String {
+    raw.nfkd()
+        .filter(|c| !is_combining_mark(*c))
+        .map(|c| match c {
+            'а' | 'α' => 'a',
+            'с' | 'ϲ' => 'c',
+            'ԁ' => 'd',
+            'е' | 'ε' => 'e',
+            'һ' | 'հ' => 'h',
+            'і' | 'ι' | 'ı' => 'i',
+            'ј' => 'j',
+            'κ' | 'к' => 'k',
+            'ӏ' | 'ⅼ' => 'l',
+            'о' | 'ο' | 'օ' => 'o',
+            'р' | 'ρ' => 'p',
+            'ԛ' => 'q',
+            'ѕ' => 's',
+            'τ' | 'т' => 't',
+            'υ' | 'ս' => 'u',
+            'ν' | 'ѵ' => 'v',
+            'ԝ' | 'ω' => 'w',
+            'х' | 'χ' => 'x',
+            'у' | 'γ' => 'y',
+            'А' | 'Α' => 'A',
+            'В' | 'Β' => 'B',
+            'Е' | 'Ε' => 'E',
+            'К' | 'Κ' => 'K',
+            'М' | 'Μ' => 'M',
+            'Н' | 'Η' => 'H',
+            'О' | 'Ο' => 'O',
+            'Р' | 'Ρ' => 'P',
+            'С' => 'C',
+            'Т' | 'Τ' => 'T',
+            'Х' | 'Χ' => 'X',
+            c => c,
+        })
+        .collect()
+}
+
+/// The words of a name, in order.
+fn words(name: &str) -> Vec<&str> {
+    name.split(['-', '_', '.', '/', '@'])
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The words of a multi-word name in sorted order.
+fn words_key(name: &str) -> Option<String> {
+    let mut words = words(name);
+    if words.len() < 2 {
+        return None;
+    }
+    words.sort_unstable();
+    Some(words.join("-"))
+}
+
+const PREFIXES: &[&str] = &[
+    "python3-", "python-", "python", "py3-", "py-", "py", "node-", "node", "js-",
+];
+const SUFFIXES: &[&str] = &[
+    "-python3", "-python", "-py3", "-py", "py", "-nodejs", "-node", "-js", ".js", "js", "-dev",
+    "-ng", "-cli", "cli", "-utils", "-util", "-lib", "-sdk", "-api", "-npm", "npm", "-plus",
+    "-lite", "-pro", "-2", "-3", "2", "3",
+];
+
+/// The name with one affix removed at either end, or both (each at least
+/// [`MIN_CORE_LEN`] long).
+fn cores(ecosystem: Ecosystem, name: &str) -> Vec<String> {
+    if ecosystem == Ecosystem::Go || scoped(name).is_some() {
+        return Vec::new();
+    }
+    let ok = |s: &str| s.chars().count() >= MIN_CORE_LEN;
+    let mut out = Vec::new();
+    let mut heads = vec![name];
+    for p in PREFIXES {
+        if let Some(rest) = name.strip_prefix(p)
+            && ok(rest)
+        {
+            heads.push(rest);
+        }
+    }
+    for head in heads {
+        if head != name {
+            out.push(head.to_string());
+        }
+        for s in SUFFIXES {
+            if let Some(rest) = head.strip_suffix(s)
+                && ok(rest)
+            {
+                out.push(rest.trim_end_matches(['-', '.', '_']).to_string());
+            }
+        }
+    }
+    out.retain(|c| ok(c));
+    out.dedup();
+    out
+}
+
+/// Optimal string alignment distance (edits: insert, delete, substitute, swap neighbours).
+pub fn osa(a: &str, b: &str) -> u32 {
+    osa_bounded(a, b, u32::MAX).unwrap_or(u32::MAX)
+}
+
+/// [`osa`] when at most `max`, else None (stops as soon as the bound is passed).
+fn osa_bounded(a: &str, b: &str, max: u32) -> Option<u32> {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let (n, m) = (a.len(), b.len());
+    if n.abs_diff(m) > max as usize {
+        return None;
+    }
+    let mut prev2 = vec![0u32; m + 1];
+    let mut prev: Vec<u32> = (0..=m as u32).collect();
+    let mut cur = vec![0u32; m + 1];
+    for i in 1..=n {
+        cur[0] = i as u32;
+        let mut row_min = cur[0];
+        for j in 1..=m {
+            let cost = u32::from(a[i - 1] != b[j - 1]);
+            let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(prev2[j - 2] + 1);
+            }
+            cur[j] = v;
+            row_min = row_min.min(v);
+        }
+        if row_min > max {
+            return None;
+        }
+        std::mem::swap(&mut prev2, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    (prev[m] <= max).then_some(prev[m])
+}
+
+/// Names the single edit turning `target` into `name`.
+fn edit_kind(name: &str, target: &str) -> &'static str {
+    let a: Vec<char> = name.chars().collect();
+    let b: Vec<char> = target.chars().collect();
+    let first = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    if a.len() + 1 == b.len() {
+        return "character omitted";
+    }
+    if a.len() == b.len() + 1 {
+        let extra = a[first];
+        let repeated = (first > 0 && a[first - 1] == extra) || a.get(first + 1) == Some(&extra);
+        return if repeated {
+            "character repeated"
+        } else {
+            "character inserted"
+        };
+    }
+    if first + 1 < a.len() && a[first] == b[first + 1] && a[first + 1] == b[first] {
+        return "neighbouring characters swapped";
+    }
+    match (a.get(first), b.get(first)) {
+        (Some(&x), Some(&y)) if keyboard_adjacent(x, y) => {
+            "keyboard-adjacent character substituted"
+        }
+        (Some(&x), Some(&y)) if visually_similar(x, y) => "visually similar character substituted",
+        _ => "character substituted",
+    }
+}
+
+fn visually_similar(a: char, b: char) -> bool {
+    const GROUPS: &[&str] = &["il1|", "o0", "s5", "z2", "b6", "g9q", "uv", "mn"];
+    GROUPS.iter().any(|g| g.contains(a) && g.contains(b))
+}
+
+/// Neighbours on a QWERTY keyboard.
+fn keyboard_adjacent(a: char, b: char) -> bool {
+    const ROWS: [&str; 4] = ["1234567890-", "qwertyuiop", "asdfghjkl", "zxcvbnm"];
+    // Each row's offset to the left edge, in quarter keys.
+    const OFFSET: [i32; 4] = [0, 2, 3, 5];
+    let pos = |c: char| {
+        ROWS.iter().enumerate().find_map(|(r, row)| {
+            row.find(c)
+                .map(|col| (r as i32, col as i32 * 4 + OFFSET[r]))
+        })
+    };
+    match (pos(a), pos(b)) {
+        (Some((ra, xa)), Some((rb, xb))) => {
+            (ra == rb && (xa - xb).abs() == 4) || ((ra - rb).abs() == 1 && (xa - xb).abs() <= 3)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::popular::PopularList;
+
+    fn detector() -> Detector {
+        let list = |e, names: &[&str]| PopularList {
+            ecosystem: e,
+            header: vec![],
+            names: names.iter().map(|s| s.to_string()).collect(),
+        };
+        Detector::new(KnownNames::from_lists([
+            list(
+                Ecosystem::Pypi,
+                &[
+                    "requests",
+                    "attrs",
+                    "cattrs",
+                    "python-dateutil",
+                    "jellyfish",
+                    "colorama",
+                    "matplotlib",
+                    "beautifulsoup4",
+                    "toml",
+                    "tomli",
+                ],
+            ),
+            list(
+                Ecosystem::Npm,
+                &[
+                    "lodash",
+                    "cross-env",
+                    "@typescript-eslint/eslint-plugin",
+                    "react",
+                    "@babel/core",
+                    "mongoose",
+                ],
+            ),
+            list(
+                Ecosystem::Go,
+                &[
+                    "github.com/stretchr/testify",
+                    "github.com/boltdb/bolt",
+                    "github.com/sirupsen/logrus",
+                ],
+            ),
+        ]))
+    }
+
+    fn check(e: Ecosystem, name: &str) -> Verdict {
+        detector().analyse(e, name, &HashSet::new(), false).unwrap()
+    }
+
+    #[test]
+    fn popular_neighbours_are_both_known() {
+        for n in ["attrs", "cattrs", "toml", "tomli"] {
+            assert_eq!(check(Ecosystem::Pypi, n).risk, Risk::Known, "{n}");
+        }
+    }
+
+    #[test]
+    fn techniques_are_named() {
+        let cases = [
+            (Ecosystem::Pypi, "reqeusts", "requests", "swapped"),
+            (Ecosystem::Pypi, "requets", "requests", "omitted"),
+            (Ecosystem::Pypi, "requestss", "requests", "repeated"),
+            (Ecosystem::Pypi, "requesrs", "requests", "keyboard"),
+            (Ecosystem::Pypi, "jeIlyfish", "jellyfish", "visually"),
+            (
+                Ecosystem::Pypi,
+                "python3-dateutil",
+                "python-dateutil",
+                "affix",
+            ),
+            (
+                Ecosystem::Pypi,
+                "dateutil-python",
+                "python-dateutil",
+                "reordered",
+            ),
+            (Ecosystem::Pypi, "colourama", "colorama", "inserted"),
+            (
+                Ecosystem::Pypi,
+                "beautiful-soup4",
+                "beautifulsoup4",
+                "separator",
+            ),
+            (Ecosystem::Pypi, "requests-py", "requests", "affix"),
+            (Ecosystem::Npm, "crossenv", "cross-env", "separator"),
+            (Ecosystem::Npm, "lodash-js", "lodash", "affix"),
+            (Ecosystem::Npm, "@evil/lodash", "lodash", "scope"),
+            (
+                Ecosystem::Npm,
+                "@typescript_eslinter/eslint-plugin",
+                "@typescript-eslint/eslint-plugin",
+                "scope",
+            ),
+            (Ecosystem::Npm, "babel-core", "@babel/core", "scope"),
+            (Ecosystem::Npm, "mongose", "mongoose", "omitted"),
+            (
+                Ecosystem::Go,
+                "github.com/boltdb-go/bolt",
+                "github.com/boltdb/bolt",
+                "owner",
+            ),
+            (
+                Ecosystem::Go,
+                "github.com/Sirupsen/logrus",
+                "github.com/sirupsen/logrus",
+                "case",
+            ),
+            (
+                Ecosystem::Go,
+                "githb.com/stretchr/testify",
+                "github.com/stretchr/testify",
+                "host",
+            ),
+        ];
+        for (e, name, target, technique) in cases {
+            let v = check(e, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target), "{name}: {v:?}");
+            assert!(v.reason.contains(technique), "{name}: {v:?}");
+            assert!(v.distance.is_some_and(|d| d > 0), "{name}");
+        }
+    }
+
+    #[test]
+    fn unicode_confusables_are_typosquats() {
+        let v = check(Ecosystem::Pypi, "rеquests"); // Cyrillic е
+        assert_eq!(v.risk, Risk::Typosquat);
+        assert_eq!(v.nearest_known.as_deref(), Some("requests"));
+        assert!(v.reason.contains("Unicode"));
+        assert!(
+            detector()
+                .analyse(Ecosystem::Pypi, "日本", &HashSet::new(), false)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn unrelated_and_internal_names() {
+        assert_eq!(
+            check(Ecosystem::Pypi, "my-unrelated-tool").risk,
+            Risk::Clear
+        );
+        assert_eq!(
+            check(Ecosystem::Go, "github.com/stretchr/testify/assert").risk,
+            Risk::Known
+        );
+        let d = detector();
+        let v = d
+            .analyse(Ecosystem::Pypi, "requests", &HashSet::new(), true)
+            .unwrap();
+        assert_eq!(v.risk, Risk::DependencyConfusion);
+        let v = d
+            .analyse(Ecosystem::Pypi, "acme-billing", &HashSet::new(), true)
+            .unwrap();
+        assert_eq!(v.risk, Risk::Clear);
+        let tracked: HashSet<String> = ["acme-billing".to_string()].into();
+        let v = d
+            .analyse(Ecosystem::Pypi, "acme-billing", &tracked, false)
+            .unwrap();
+        assert_eq!(v.risk, Risk::Known);
+    }
+
+    #[test]
+    fn osa_distance() {
+        assert_eq!(osa("requests", "reqeusts"), 1);
+        assert_eq!(osa("abc", "abc"), 0);
+        assert_eq!(osa("kitten", "sitting"), 3);
+        assert_eq!(osa_bounded("kitten", "sitting", 2), None);
+    }
+}

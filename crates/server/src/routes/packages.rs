@@ -1,0 +1,714 @@
+//! The package intelligence routes: typosquat and dependency-confusion analysis, SBOM scans,
+//! package watchlists and the change-alert feed. The analysis itself is the `packages`
+//! crate; this module parses requests, supplies the tracked packages and classifies SBOM
+//! hashes with the lookup classifier. A submitted SBOM is parsed in memory and dropped with
+//! the request: nothing of it is written to disk, the database or the logs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use auth::Principal;
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use model::{Error, HashValue, Permission, Tier};
+use packages::{Detector, Ecosystem, KnownNames, PopularList, Risk, Verdict};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
+
+use crate::AppState;
+use crate::api::timestamp;
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::{JsonBody, QueryParams, RawBody};
+use crate::routes::intel::{lookup_result_owned, parse_limit, parse_offset};
+use crate::routing::{Api, Rule};
+
+pub const MAX_TYPOSQUAT_PACKAGES: usize = 200;
+pub const MAX_INTERNAL_NAMES: usize = 1000;
+pub const MAX_SBOM_BYTES: usize = 16 << 20;
+
+/// The package routes and who may call them.
+pub(crate) fn routes(api: Api) -> Api {
+    let rule = Rule::private(Permission::IntelPackages, Tier::Teams);
+    api.route(routes!(typosquat), rule)
+        .route(routes!(sbom), rule.max_body(MAX_SBOM_BYTES))
+        .route(routes!(list_watches), rule)
+        .route(routes!(add_watch), rule)
+        .route(routes!(remove_watch), rule)
+        .route(routes!(changes), rule)
+}
+
+/// The analysis and what it compares with: popular names (shipped or refreshed lists) and
+/// the packages the service tracks, re-read when the records change. The detector's indexes
+/// are built on first use, off the request threads, so starting the service costs nothing;
+/// the one over the shipped lists is shared by every state of the process.
+pub struct PackageIntel {
+    /// Replacements of the shipped lists, per ecosystem; none means the shipped ones.
+    lists: Vec<PopularList>,
+    detector: tokio::sync::OnceCell<Arc<Detector>>,
+    tracked: Mutex<Option<(u64, Arc<Tracked>)>>,
+}
+
+/// Tracked package names per ecosystem, as each ecosystem compares names.
+#[derive(Debug, Default)]
+pub struct Tracked(HashMap<Ecosystem, HashSet<String>>);
+
+impl Tracked {
+    pub fn of(&self, ecosystem: Ecosystem) -> &HashSet<String> {
+        static EMPTY: std::sync::OnceLock<HashSet<String>> = std::sync::OnceLock::new();
+        self.0
+            .get(&ecosystem)
+            .unwrap_or_else(|| EMPTY.get_or_init(HashSet::new))
+    }
+}
+
+impl Default for PackageIntel {
+    fn default() -> Self {
+        Self::with_lists(Vec::new())
+    }
+}
+
+/// The detector over the shipped lists, built once per process.
+static SHIPPED: tokio::sync::OnceCell<Arc<Detector>> = tokio::sync::OnceCell::const_new();
+
+impl PackageIntel {
+    /// The shipped lists, with any of `lists` in place of its ecosystem's.
+    pub fn with_lists(lists: Vec<PopularList>) -> Self {
+        Self {
+            lists,
+            detector: tokio::sync::OnceCell::new(),
+            tracked: Mutex::new(None),
+        }
+    }
+
+    /// The detector, built on first use.
+    pub async fn detector(&self) -> Result<Arc<Detector>, Error> {
+        let build = |lists: Vec<PopularList>| async move {
+            tokio::task::spawn_blocking(move || {
+                let mut by_ecosystem: HashMap<Ecosystem, PopularList> = Ecosystem::ALL
+                    .iter()
+                    .map(|&e| (e, PopularList::shipped(e)))
+                    .collect();
+                for list in lists {
+                    by_ecosystem.insert(list.ecosystem, list);
+                }
+                Arc::new(Detector::new(KnownNames::from_lists(
+                    by_ecosystem.into_values(),
+                )))
+            })
+            .await
+            .map_err(|e| Error::internal(format!("building the name indexes stopped: {e}")))
+        };
+        if self.lists.is_empty() {
+            return SHIPPED.get_or_try_init(|| build(Vec::new())).await.cloned();
+        }
+        self.detector
+            .get_or_try_init(|| build(self.lists.clone()))
+            .await
+            .cloned()
+    }
+
+    async fn tracked(&self, state: &AppState) -> Result<Arc<Tracked>, Error> {
+        let epoch = state.store.records_epoch();
+        if let Some((e, tracked)) = &*self.tracked.lock().unwrap_or_else(|e| e.into_inner())
+            && *e == epoch
+        {
+            return Ok(tracked.clone());
+        }
+        let mut sets: HashMap<Ecosystem, HashSet<String>> = HashMap::new();
+        for p in state.store.tracked_packages().await? {
+            if let Ok(e) = p.ecosystem.parse::<Ecosystem>()
+                && let Ok(name) = e.normalize(&p.package_name)
+            {
+                sets.entry(e).or_default().insert(name);
+            }
+        }
+        let tracked = Arc::new(Tracked(sets));
+        *self.tracked.lock().unwrap_or_else(|e| e.into_inner()) = Some((epoch, tracked.clone()));
+        Ok(tracked)
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TyposquatRequest {
+    /// 1 to 200 packages.
+    pub packages: Vec<PackageRef>,
+    /// Names of the caller's own private packages; one that also exists publicly is
+    /// `dependency_confusion`.
+    #[serde(default)]
+    pub internal_names: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRef {
+    /// npm, pypi or go.
+    pub ecosystem: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TyposquatResult {
+    pub ecosystem: String,
+    /// As submitted.
+    pub name: String,
+    /// As the ecosystem compares names (PEP 503 for PyPI, lower case for npm).
+    pub normalized_name: String,
+    /// known, typosquat, dependency_confusion or clear.
+    pub risk: &'static str,
+    pub nearest_known: Option<String>,
+    /// Edit distance to `nearest_known`.
+    pub distance: Option<u32>,
+    /// The relation found (the technique, for a typosquat).
+    pub reason: String,
+}
+
+impl TyposquatResult {
+    fn new(ecosystem: &str, name: &str, v: Verdict) -> Self {
+        Self {
+            ecosystem: ecosystem.to_string(),
+            name: name.to_string(),
+            normalized_name: v.name,
+            risk: v.risk.as_str(),
+            nearest_known: v.nearest_known,
+            distance: v.distance,
+            reason: v.reason,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TyposquatResponse {
+    pub results: Vec<TyposquatResult>,
+    /// Results per risk: known, typosquat, dependency_confusion, clear.
+    pub summary: BTreeMap<&'static str, u64>,
+}
+
+fn risk_summary(results: &[TyposquatResult]) -> BTreeMap<&'static str, u64> {
+    let mut summary: BTreeMap<&'static str, u64> =
+        Risk::ALL.iter().map(|r| (r.as_str(), 0)).collect();
+    for r in results {
+        *summary.entry(r.risk).or_default() += 1;
+    }
+    summary
+}
+
+fn ecosystem_at(raw: &str, field: &str) -> Result<Ecosystem, Error> {
+    raw.parse::<Ecosystem>()
+        .map_err(|m| Error::bad_request(format!("{field}: {m}")))
+}
+
+/// Typosquat and dependency-confusion analysis of package names (nothing is fetched).
+#[utoipa::path(post, path = "/api/v1/intel/typosquat", tag = "packages",
+    security(("api_key" = [])), request_body = TyposquatRequest,
+    responses((status = 200, body = TyposquatResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn typosquat(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<TyposquatRequest>,
+) -> ApiResult<Json<TyposquatResponse>> {
+    if request.packages.is_empty() {
+        return Err(Error::bad_request("packages must not be empty").into());
+    }
+    if request.packages.len() > MAX_TYPOSQUAT_PACKAGES {
+        return Err(Error::bad_request(format!(
+            "packages holds {} entries; at most {MAX_TYPOSQUAT_PACKAGES} are accepted per request",
+            request.packages.len()
+        ))
+        .into());
+    }
+    if request.internal_names.len() > MAX_INTERNAL_NAMES {
+        return Err(Error::bad_request(format!(
+            "internal_names holds {} entries; at most {MAX_INTERNAL_NAMES} are accepted",
+            request.internal_names.len()
+        ))
+        .into());
+    }
+    // Validate everything before any work.
+    let ecosystems = request
+        .packages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ecosystem_at(&p.ecosystem, &format!("packages[{i}].ecosystem")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let intel = state.packages.clone();
+    let detector = intel.detector().await?;
+    let tracked = intel.tracked(&state).await?;
+    let mut results = Vec::with_capacity(request.packages.len());
+    for (i, (p, &e)) in request.packages.iter().zip(&ecosystems).enumerate() {
+        // Internal names compare as names of the package's ecosystem.
+        let internal = e.normalize(&p.name).is_ok_and(|n| {
+            request
+                .internal_names
+                .iter()
+                .any(|internal| e.normalize(internal).is_ok_and(|m| m == n))
+        });
+        let verdict = detector
+            .analyse(e, &p.name, tracked.of(e), internal)
+            .map_err(|err| Error::bad_request(format!("packages[{i}].name: {err}")))?;
+        results.push(TyposquatResult::new(e.as_str(), p.name.trim(), verdict));
+    }
+    Ok(Json(TyposquatResponse {
+        summary: risk_summary(&results),
+        results,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SbomReport {
+    /// CycloneDX or SPDX.
+    pub format: &'static str,
+    /// The format's version as the document states it.
+    pub spec_version: String,
+    /// json, xml, tag-value or json-ld.
+    pub encoding: &'static str,
+    pub summary: SbomSummary,
+    pub components: Vec<SbomComponent>,
+}
+
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct SbomSummary {
+    pub components: u64,
+    pub hash_known: u64,
+    pub hash_unknown: u64,
+    pub no_hash: u64,
+    pub typosquat: u64,
+    pub dependency_confusion: u64,
+    pub with_advisories: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SbomComponent {
+    pub name: String,
+    pub version: String,
+    /// npm, pypi, go, another package URL type, or unknown.
+    pub ecosystem: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purl: Option<String>,
+    /// The component's digest classified as a lookup classifies it; `no_hash` when the
+    /// SBOM lists none.
+    #[schema(value_type = Object)]
+    pub hash: serde_json::Value,
+    pub name_risk: NameRisk,
+    /// Imported OSV advisories affecting this version: `id`, `aliases` (CVE ids),
+    /// `summary`, `modified`.
+    #[schema(value_type = Vec<Object>)]
+    pub advisories: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NameRisk {
+    pub risk: &'static str,
+    pub nearest_known: Option<String>,
+    pub distance: Option<u32>,
+    pub reason: String,
+}
+
+/// Scan a software bill of materials: each component's hash, name risk and advisories.
+#[utoipa::path(post, path = "/api/v1/intel/sbom", tag = "packages",
+    security(("api_key" = [])),
+    request_body(content = String, description = "CycloneDX (JSON or XML) or SPDX (JSON, tag-value, 3.0 JSON-LD), at most 16 MB", content_type = "application/json"),
+    responses((status = 200, body = SbomReport), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiResult<Response> {
+    let intel = state.packages.clone();
+    let detector = intel.detector().await?;
+    let tracked = intel.tracked(&state).await?;
+    // Parsing and name analysis are CPU work: off the request threads.
+    let analysed = tokio::task::spawn_blocking(move || {
+        let sbom = packages::sbom::parse(&body).map_err(|e| Error::bad_request(e.0))?;
+        drop(body);
+        let risks: Vec<NameRisk> = sbom
+            .components
+            .iter()
+            .map(|c| name_risk(&detector, &tracked, c))
+            .collect();
+        Ok::<_, Error>((sbom, risks))
+    })
+    .await
+    .map_err(|e| Error::internal(format!("SBOM analysis stopped: {e}")))??;
+    let (sbom, risks) = analysed;
+
+    let mut batch: Vec<HashValue> = sbom
+        .components
+        .iter()
+        .filter_map(|c| c.hash.as_deref())
+        .filter_map(|h| HashValue::parse(h).ok())
+        .collect();
+    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    batch.dedup_by(|a, b| a.as_str() == b.as_str());
+    let mut verdicts: HashMap<String, serde_json::Value> = HashMap::new();
+    if !batch.is_empty() {
+        let classified = state.classifier.classify(batch, false).await?;
+        for (hash, verdict) in classified.results() {
+            verdicts.insert(hash.as_str().to_string(), lookup_result_owned(verdict));
+        }
+    }
+
+    let advisories = Advisories::for_components(&state, &sbom.components).await?;
+    let mut summary = SbomSummary::default();
+    let mut components = Vec::with_capacity(sbom.components.len());
+    for (c, risk) in sbom.components.into_iter().zip(risks) {
+        let hash = match c.hash.as_deref().and_then(|h| verdicts.get(h)) {
+            Some(v) => {
+                if v.get("classification").and_then(|c| c.as_str()) == Some("unknown") {
+                    summary.hash_unknown += 1;
+                } else {
+                    summary.hash_known += 1;
+                }
+                v.clone()
+            }
+            None => {
+                summary.no_hash += 1;
+                serde_json::json!({ "classification": "no_hash" })
+            }
+        };
+        match risk.risk {
+            "typosquat" => summary.typosquat += 1,
+            "dependency_confusion" => summary.dependency_confusion += 1,
+            _ => {}
+        }
+        summary.components += 1;
+        let advisories = advisories.affecting(&c);
+        if !advisories.is_empty() {
+            summary.with_advisories += 1;
+        }
+        components.push(SbomComponent {
+            name: c.name,
+            version: c.version,
+            ecosystem: c.ecosystem,
+            purl: c.purl,
+            hash,
+            name_risk: risk,
+            advisories,
+        });
+    }
+    let report = SbomReport {
+        format: sbom.format.as_str(),
+        spec_version: sbom.spec_version,
+        encoding: sbom.encoding,
+        summary,
+        components,
+    };
+    let body = serde_json::to_vec(&report)
+        .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// The imported advisories naming any of an SBOM's packages.
+struct Advisories(HashMap<(Ecosystem, String), Vec<Arc<packages::Advisory>>>);
+
+impl Advisories {
+    async fn for_components(
+        state: &AppState,
+        components: &[packages::Component],
+    ) -> Result<Self, Error> {
+        let mut wanted: Vec<(String, String)> = components
+            .iter()
+            .filter_map(|c| {
+                let e = c.analysed_ecosystem()?;
+                Some((e.as_str().to_string(), e.normalize(&c.name).ok()?))
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut by_package: HashMap<(Ecosystem, String), Vec<Arc<packages::Advisory>>> =
+            HashMap::new();
+        if wanted.is_empty() {
+            return Ok(Self(by_package));
+        }
+        for document in state.store.advisories_for(&wanted).await? {
+            // Stored documents were read when imported; one that no longer reads is skipped.
+            let Ok(Some(advisory)) = packages::parse_osv(document.as_bytes()) else {
+                continue;
+            };
+            let advisory = Arc::new(advisory);
+            for a in &advisory.affected {
+                by_package
+                    .entry((a.ecosystem, a.name.clone()))
+                    .or_default()
+                    .push(advisory.clone());
+            }
+        }
+        Ok(Self(by_package))
+    }
+
+    /// The advisories affecting the component's version.
+    fn affecting(&self, c: &packages::Component) -> Vec<serde_json::Value> {
+        let Some(e) = c.analysed_ecosystem() else {
+            return Vec::new();
+        };
+        let Ok(name) = e.normalize(&c.name) else {
+            return Vec::new();
+        };
+        let Some(found) = self.0.get(&(e, name.clone())) else {
+            return Vec::new();
+        };
+        found
+            .iter()
+            .filter(|a| {
+                a.affected
+                    .iter()
+                    .any(|x| x.ecosystem == e && x.name == name && x.affects(&c.version))
+            })
+            .map(|a| {
+                serde_json::json!({
+                    "id": a.id,
+                    "aliases": a.aliases,
+                    "summary": a.summary,
+                    "modified": a.modified,
+                })
+            })
+            .collect()
+    }
+}
+
+fn name_risk(detector: &Detector, tracked: &Tracked, c: &packages::Component) -> NameRisk {
+    let Some(e) = c.analysed_ecosystem() else {
+        return NameRisk {
+            risk: Risk::Clear.as_str(),
+            nearest_known: None,
+            distance: None,
+            reason: format!("names of ecosystem {:?} are not analysed", c.ecosystem),
+        };
+    };
+    match detector.analyse(e, &c.name, tracked.of(e), false) {
+        Ok(v) => NameRisk {
+            risk: v.risk.as_str(),
+            nearest_known: v.nearest_known,
+            distance: v.distance,
+            reason: v.reason,
+        },
+        Err(err) => NameRisk {
+            risk: Risk::Clear.as_str(),
+            nearest_known: None,
+            distance: None,
+            reason: err.to_string(),
+        },
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WatchRequest {
+    /// npm, pypi or go.
+    pub ecosystem: String,
+    pub package_name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WatchJson {
+    pub id: String,
+    pub ecosystem: String,
+    /// As the ecosystem compares names.
+    pub package_name: String,
+    pub created_at: String,
+    /// tracked (the service holds its versions), pending (tracked from the next refresh)
+    /// or not_found (the registry knows no such package).
+    pub tracking: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WatchList {
+    pub results: Vec<WatchJson>,
+    pub total: u64,
+}
+
+async fn tracking_of(
+    state: &AppState,
+    watches: &[store::packages::PackageWatch],
+) -> Result<Vec<&'static str>, Error> {
+    let tracked = state.packages.tracked(state).await?;
+    let statuses: HashSet<(String, String)> = state
+        .store
+        .registry_statuses()
+        .await?
+        .into_iter()
+        .filter(|(_, _, s)| s == "not_found")
+        .map(|(e, n, _)| (e, n))
+        .collect();
+    Ok(watches
+        .iter()
+        .map(|w| {
+            let in_tracked = w
+                .ecosystem
+                .parse::<Ecosystem>()
+                .is_ok_and(|e| tracked.of(e).contains(&w.package_name));
+            if in_tracked {
+                "tracked"
+            } else if statuses.contains(&(w.ecosystem.clone(), w.package_name.clone())) {
+                "not_found"
+            } else {
+                "pending"
+            }
+        })
+        .collect())
+}
+
+fn watch_json(w: &store::packages::PackageWatch, tracking: &'static str) -> WatchJson {
+    WatchJson {
+        id: w.id.clone(),
+        ecosystem: w.ecosystem.clone(),
+        package_name: w.package_name.clone(),
+        created_at: timestamp(w.created_at),
+        tracking,
+    }
+}
+
+/// The account's package watchlist.
+#[utoipa::path(get, path = "/api/v1/intel/packages/watch", tag = "packages",
+    security(("api_key" = [])),
+    responses((status = 200, body = WatchList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn list_watches(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+) -> ApiResult<Json<WatchList>> {
+    let watches = state.store.watches(&caller.team_id).await?;
+    let tracking = tracking_of(&state, &watches).await?;
+    Ok(Json(WatchList {
+        total: watches.len() as u64,
+        results: watches
+            .iter()
+            .zip(tracking)
+            .map(|(w, t)| watch_json(w, t))
+            .collect(),
+    }))
+}
+
+/// Watch a package; an untracked one is tracked from the next refresh. Watching a package
+/// already on the list returns that watch (200).
+#[utoipa::path(post, path = "/api/v1/intel/packages/watch", tag = "packages",
+    security(("api_key" = [])), request_body = WatchRequest,
+    responses((status = 201, body = WatchJson), (status = 200, description = "Already watched", body = WatchJson),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn add_watch(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    JsonBody(request): JsonBody<WatchRequest>,
+) -> ApiResult<(StatusCode, Json<WatchJson>)> {
+    let ecosystem = ecosystem_at(&request.ecosystem, "ecosystem")?;
+    let name = ecosystem
+        .normalize(&request.package_name)
+        .map_err(|e| Error::bad_request(format!("package_name: {e}")))?;
+    let (watch, created) = state
+        .store
+        .add_watch(
+            &caller.team_id,
+            ecosystem.as_str(),
+            &name,
+            state.clock.now(),
+        )
+        .await?;
+    let tracking = tracking_of(&state, std::slice::from_ref(&watch)).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(watch_json(&watch, tracking[0]))))
+}
+
+/// Stop watching a package.
+#[utoipa::path(delete, path = "/api/v1/intel/packages/watch/{id}", tag = "packages",
+    security(("api_key" = [])),
+    params(("id" = String, Path, description = "Id of the watch")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn remove_watch(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    if state.store.remove_watch(&caller.team_id, &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound("no watch with that id on this account".into()).into())
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ChangeParams {
+    /// true: only packages on the caller's watchlist.
+    watched: Option<String>,
+    /// npm, pypi or go.
+    ecosystem: Option<String>,
+    /// 1 to 200, default 50.
+    limit: Option<String>,
+    /// 0 or more, default 0.
+    offset: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeAlertJson {
+    pub id: String,
+    pub ecosystem: String,
+    pub package_name: String,
+    pub version: String,
+    pub previous_sha256: String,
+    pub latest_sha256: String,
+    pub observed_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeFeed {
+    pub results: Vec<ChangeAlertJson>,
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+/// Change alerts: published package versions whose artifact hash changed, newest first.
+#[utoipa::path(get, path = "/api/v1/intel/packages/changes", tag = "packages",
+    security(("api_key" = [])), params(ChangeParams),
+    responses((status = 200, body = ChangeFeed), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn changes(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    QueryParams(params): QueryParams<ChangeParams>,
+) -> ApiResult<Json<ChangeFeed>> {
+    let watched_only = match params.watched.as_deref().map(str::trim) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(Error::bad_request(format!(
+                "watched must be true or false (got {other:?})"
+            ))
+            .into());
+        }
+    };
+    let ecosystem = params
+        .ecosystem
+        .as_deref()
+        .map(|e| ecosystem_at(e, "ecosystem"))
+        .transpose()?;
+    let query = store::packages::ChangeQuery {
+        team_id: caller.team_id.clone(),
+        watched_only,
+        ecosystem: ecosystem.map(|e| e.as_str().to_string()),
+        limit: parse_limit(params.limit.as_deref())?,
+        offset: parse_offset(params.offset.as_deref())?,
+    };
+    let page = state.store.change_alerts(&query).await?;
+    Ok(Json(ChangeFeed {
+        results: page
+            .items
+            .into_iter()
+            .map(|a| ChangeAlertJson {
+                id: a.id,
+                ecosystem: a.ecosystem,
+                package_name: a.package_name,
+                version: a.version,
+                previous_sha256: a.previous_sha256,
+                latest_sha256: a.latest_sha256,
+                observed_at: timestamp(a.observed_at),
+            })
+            .collect(),
+        total: page.total,
+        limit: query.limit,
+        offset: query.offset,
+    }))
+}
