@@ -625,6 +625,7 @@ mod tests {
             tier: Tier::Enterprise,
             credential: Credential::ApiKey,
             impersonation: None,
+            session: None,
         }
     }
 

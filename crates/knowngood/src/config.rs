@@ -53,6 +53,10 @@ pub struct FileConfig {
     pub extra_ca_file: Option<PathBuf>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
+    /// The console's public origin (e.g. `https://knowngood.example`): passkeys are bound
+    /// to its host, and cookies are `Secure` when it is https. `KNOWNGOOD_CONSOLE_ORIGIN`
+    /// wins. Default `http://localhost` on any port (local use only).
+    pub console_origin: Option<String>,
     #[serde(default)]
     pub limits: LimitSettings,
     #[serde(default)]
@@ -280,6 +284,12 @@ impl Config {
                 },
             },
             connections: file.connections.resolve()?,
+            relying_party: relying_party(
+                std::env::var("KNOWNGOOD_CONSOLE_ORIGIN")
+                    .ok()
+                    .or(file.console_origin)
+                    .as_deref(),
+            )?,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -304,6 +314,26 @@ impl Config {
             secrets,
         })
     }
+}
+
+/// The WebAuthn relying party of the console's origin: its host is the relying-party id.
+fn relying_party(origin: Option<&str>) -> Result<auth::mfa::RelyingParty> {
+    let Some(origin) = origin else {
+        return Ok(auth::mfa::RelyingParty::default());
+    };
+    let url = url::Url::parse(origin)
+        .with_context(|| format!("console_origin {origin:?} is not a URL"))?;
+    let host = url
+        .host_str()
+        .with_context(|| format!("console_origin {origin:?} has no host"))?;
+    if !matches!(url.scheme(), "https" | "http") {
+        anyhow::bail!("console_origin {origin:?} must be http(s)");
+    }
+    Ok(auth::mfa::RelyingParty {
+        id: host.to_string(),
+        origin: url.clone(),
+        any_port: false,
+    })
 }
 
 /// Creates the data dir for this user only (0700), or warns when an existing one is open

@@ -24,6 +24,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
 pub mod connections;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod guard;
@@ -92,6 +93,8 @@ pub struct Settings {
     pub jobs: jobs::JobSettings,
     /// Timeouts and caps on client connections.
     pub connections: ConnectionLimits,
+    /// The relying party (domain and console origin) passkeys are bound to.
+    pub relying_party: auth::mfa::RelyingParty,
 }
 
 impl Default for Settings {
@@ -103,6 +106,7 @@ impl Default for Settings {
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),
+            relying_party: auth::mfa::RelyingParty::default(),
         }
     }
 }
@@ -114,6 +118,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     /// Key, grant and account administration; every admin route goes through it.
     pub admin: Arc<Admin>,
+    /// Second factors: TOTP, recovery codes, passkeys.
+    pub mfa: Arc<auth::mfa::Mfa>,
     pub usage: Arc<Usage>,
     pub limiter: Arc<Limiter>,
     /// Refused credentials: counts and their own limits.
@@ -152,7 +158,14 @@ impl AppState {
             settings.jobs.clone(),
             log_key.clone(),
         );
+        let mfa = Arc::new(auth::mfa::Mfa::new(
+            store.clone(),
+            credentials.hasher().clone(),
+            &settings.relying_party,
+            clock.clone(),
+        ));
         Self {
+            mfa,
             classifier: lookup::Classifier::new(store.clone()),
             admin: Arc::new(Admin::new(
                 store.clone(),
@@ -195,6 +208,7 @@ pub fn router(state: AppState) -> Router {
     let body_read_timeout = state.settings.connections.body_read_timeout;
     routes::api()
         .into_router(&state)
+        .merge(console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(|_| {

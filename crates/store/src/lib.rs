@@ -27,6 +27,7 @@ mod lease;
 mod migrate;
 pub mod roots;
 pub mod staff;
+pub mod users;
 
 pub use backend::{PgStore, SqliteStore};
 pub use error::StoreError;
@@ -288,6 +289,7 @@ pub trait Store:
     + downloads::DownloadStore
     + LeaseStore
     + staff::StaffStore
+    + users::UserStore
 {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;

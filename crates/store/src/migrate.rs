@@ -43,6 +43,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 11,
         sql: include_str!("../migrations/sqlite/0011_staff.sql"),
     },
+    Migration {
+        version: 13,
+        sql: include_str!("../migrations/sqlite/0013_users.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -81,6 +85,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 11,
         sql: include_str!("../migrations/postgres/0011_staff.sql"),
+    },
+    Migration {
+        version: 13,
+        sql: include_str!("../migrations/postgres/0013_users.sql"),
     },
 ];
 
