@@ -236,7 +236,7 @@ impl Mfa {
     /// A new set of codes; the old set stops working.
     pub async fn recovery_generate(&self, subject: &str) -> Result<Vec<String>, Error> {
         let codes: Vec<String> = (0..RECOVERY_CODES).map(|_| recovery_code()).collect();
-        let hashes: Vec<String> = codes.iter().map(|c| self.recovery_hash(subject, c)).collect();
+        let hashes: Vec<String> = codes.iter().map(|c| self.recovery_hash(c)).collect();
         self.store.replace_recovery_codes(subject, &hashes).await?;
         Ok(codes)
     }
@@ -244,7 +244,7 @@ impl Mfa {
     /// Uses a code once; the codes left.
     pub async fn recovery_use(&self, subject: &str, code: &str) -> Result<u64, Error> {
         self.refuse_if_locked(subject).await?;
-        let hash = self.recovery_hash(subject, code);
+        let hash = self.recovery_hash(code);
         match self
             .store
             .use_recovery_code(subject, &hash, self.clock.now())
@@ -258,14 +258,16 @@ impl Mfa {
         }
     }
 
-    fn recovery_hash(&self, subject: &str, code: &str) -> String {
+    /// The HMAC of a code, normalised (case, hyphens and spaces do not count). Not bound to
+    /// the subject, so the codes follow a reissued key.
+    fn recovery_hash(&self, code: &str) -> String {
         let normal: String = code
             .trim()
             .chars()
             .filter(|c| *c != '-' && !c.is_whitespace())
             .flat_map(char::to_uppercase)
             .collect();
-        self.hasher.hash(&format!("recovery:{subject}:{normal}"))
+        self.hasher.hash(&format!("recovery:{normal}"))
     }
 
     // ----- budget -----

@@ -176,6 +176,10 @@ pub trait UserStore: Send + Sync {
     async fn take_ceremony(&self, ceremony_id: &str, now: DateTime<Utc>)
     -> Result<Option<Ceremony>>;
 
+    /// Hands every second factor of `from` to `to` (a reissued key keeps its holder's
+    /// passkeys, TOTP and recovery codes), in one transaction.
+    async fn move_second_factors(&self, from: &str, to: &str) -> Result<()>;
+
     /// When the subject is locked out after too many wrong codes, until when.
     async fn mfa_locked_until(
         &self,
@@ -719,6 +723,24 @@ macro_rules! users_backend {
                     })
                 })
                 .transpose()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn move_second_factors(&self, from: &str, to: &str) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                for table in [
+                    "UPDATE mfa_totp SET subject = $2 WHERE subject = $1",
+                    "UPDATE mfa_recovery_codes SET subject = $2 WHERE subject = $1",
+                    "UPDATE mfa_passkeys SET subject = $2 WHERE subject = $1",
+                ] {
+                    sqlx::query(table)
+                        .bind(from)
+                        .bind(to)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
