@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::Duration;
-use model::{Clock as _, Role, Tier};
+use model::{Clock as _, Role, TenantKind, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
 use testkit::{Resp, TestApp};
@@ -22,6 +22,7 @@ testkit::backend_tests!(
     passkeys_register_and_sign_in,
     switch_moves_between_accounts,
     raw_keys_never_need_a_second_factor,
+    staff_impersonate_a_user_with_their_membership_role,
 );
 
 const STATUS: &str = "/api/v1/admin/mfa/status";
@@ -551,4 +552,65 @@ async fn raw_keys_never_need_a_second_factor(app: TestApp) {
     // A key token cannot sign out (it is not a session).
     let r = bearer(&app, Method::POST, "/api/v1/auth/sign-out", &token, None).await;
     r.assert_error(400, "bad request");
+}
+
+async fn staff_impersonate_a_user_with_their_membership_role(app: TestApp) {
+    let owner = app
+        .tenant("platform", TenantKind::Platform, Role::PlatformOwner, Tier::Enterprise)
+        .await
+        .1;
+    let staff = app.token(&owner).await;
+    let acme = admin(&app, "acme").await;
+    admin(&app, "globex").await;
+    let code = invite(&app, &acme, "auditor").await;
+    redeem(&app, &code).await;
+    let user_id = app
+        .text_rows("SELECT user_id FROM users", &[])
+        .await
+        .remove(0)
+        .remove(0);
+    let impersonate = |body: Value| {
+        let app = &app;
+        let staff = staff.clone();
+        async move {
+            bearer(app, Method::POST, "/api/v1/admin/impersonate", &staff, Some(body)).await
+        }
+    };
+    // One account: the user's own role there, named in imp_uid.
+    let r = impersonate(json!({"user_id": user_id, "mode": "view"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let token = r.json()["token"].as_str().unwrap().to_string();
+    let c = claims(&token);
+    assert_eq!(c["sub"], "acme");
+    assert_eq!(c["role"], "auditor");
+    assert_eq!(c["imp_uid"], user_id.as_str());
+    let r = bearer(&app, Method::GET, "/api/v1/intel/stats", &token, None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    // Several accounts: account_id is needed (400), and must be one of theirs (404).
+    app.exec(
+        "INSERT INTO memberships (user_id, team_id, role, created_at) \
+         VALUES ($1, 'globex', 'analyst', '2026-01-01T00:00:00Z')",
+        &[&user_id],
+    )
+    .await;
+    let r = impersonate(json!({"user_id": user_id, "mode": "view"})).await;
+    r.assert_error(400, "bad request");
+    let r = impersonate(json!({"user_id": user_id, "account_id": "initech", "mode": "view"})).await;
+    r.assert_error(404, "not found");
+    let r = impersonate(json!({"user_id": user_id, "account_id": "globex", "mode": "manage"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(claims(r.json()["token"].as_str().unwrap())["role"], "analyst");
+
+    // Unknown user 404; a user with a membership in the platform tenant is staff: 403.
+    let r = impersonate(json!({"user_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2", "mode": "view"})).await;
+    r.assert_error(404, "not found");
+    app.exec(
+        "INSERT INTO memberships (user_id, team_id, role, created_at) \
+         VALUES ($1, 'platform', 'analyst', '2026-01-01T00:00:00Z')",
+        &[&user_id],
+    )
+    .await;
+    let r = impersonate(json!({"user_id": user_id, "account_id": "acme", "mode": "view"})).await;
+    r.assert_error(403, "forbidden");
 }
