@@ -5,6 +5,7 @@
 
 mod access_control;
 mod api;
+mod console;
 mod corpus_release;
 mod mfa;
 mod refresh;
