@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use model::{Clock, Error, Permission, Role, TenantKind, Tier};
 use chrono::{DateTime, Utc};
+use model::{Clock, Error, Permission, Role, TenantKind, Tier};
 use store::staff::ImpersonationSession;
 use store::users::Session;
 use store::{KeyPrincipal, Store};
@@ -452,7 +452,9 @@ impl Credentials {
 
     /// Signs a session out: its tokens stop working at once.
     pub async fn sign_out(&self, session_id: &str) -> Result<bool, Error> {
-        self.store.revoke_session(session_id, self.clock.now()).await
+        self.store
+            .revoke_session(session_id, self.clock.now())
+            .await
     }
 
     /// A fresh 15-minute token for the principal; for a session principal, a token of the
@@ -476,10 +478,10 @@ impl Credentials {
                 .session
                 .as_ref()
                 .map_or(now + TOKEN_TTL_SECS, |s| s.expires_at.timestamp()),
-            jti: p
-                .session
-                .as_ref()
-                .map_or_else(|| hex::encode(rand::random::<[u8; 16]>()), |s| s.session_id.clone()),
+            jti: p.session.as_ref().map_or_else(
+                || hex::encode(rand::random::<[u8; 16]>()),
+                |s| s.session_id.clone(),
+            ),
             key_id: p.key_id.clone(),
             act: None,
             imp_mode: None,

@@ -464,7 +464,9 @@ impl Mfa {
             .take_ceremony(&challenge, self.clock.now())
             .await?
             .filter(|c| c.kind == "authenticate")
-            .ok_or_else(|| Error::Unauthorized("no sign-in in progress for this challenge".into()))?;
+            .ok_or_else(|| {
+                Error::Unauthorized("no sign-in in progress for this challenge".into())
+            })?;
         let credential_id = URL_SAFE_NO_PAD.encode(assertion.get_credential_id());
         let row = self
             .store
@@ -589,7 +591,11 @@ impl Mfa {
         let mut sealed = STANDARD.decode(sealed).map_err(|_| bad())?;
         let plain = self
             .seed_key
-            .open_in_place(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut sealed)
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::empty(),
+                &mut sealed,
+            )
             .map_err(|_| bad())?;
         Ok(plain.to_vec())
     }
@@ -651,10 +657,12 @@ pub fn totp_at(seed: &[u8], at: i64) -> String {
 /// The step (current, or one either side for clock drift) whose code is `code`.
 fn matching_step(seed: &[u8], code: &str, now: i64) -> Option<i64> {
     let current = now.div_euclid(TOTP_STEP_SECS);
-    [current, current - 1, current + 1].into_iter().find(|&step| {
-        let expected = hotp(seed, u64::try_from(step).unwrap_or(0), TOTP_DIGITS);
-        subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), code.as_bytes()).into()
-    })
+    [current, current - 1, current + 1]
+        .into_iter()
+        .find(|&step| {
+            let expected = hotp(seed, u64::try_from(step).unwrap_or(0), TOTP_DIGITS);
+            subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), code.as_bytes()).into()
+        })
 }
 
 /// RFC 4648 base32, no padding (what authenticator apps read).
@@ -735,7 +743,10 @@ mod tests {
     fn codes_of_the_neighbouring_steps_match_and_others_do_not() {
         let seed = b"12345678901234567890";
         let now = 1_111_111_111;
-        assert_eq!(matching_step(seed, &totp_at(seed, now), now), Some(now / 30));
+        assert_eq!(
+            matching_step(seed, &totp_at(seed, now), now),
+            Some(now / 30)
+        );
         assert_eq!(
             matching_step(seed, &totp_at(seed, now - 30), now),
             Some(now / 30 - 1)
@@ -746,7 +757,10 @@ mod tests {
     #[test]
     fn base32_matches_rfc4648() {
         assert_eq!(base32(b"foobar"), "MZXW6YTBOI");
-        assert_eq!(base32(b"12345678901234567890"), "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ");
+        assert_eq!(
+            base32(b"12345678901234567890"),
+            "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"
+        );
     }
 
     #[test]

@@ -160,11 +160,17 @@ impl Admin {
                 .iter()
                 .find(|m| m.team_id == account)
                 .ok_or_else(|| {
-                    Error::NotFound(format!("user {user_id} is not a member of account {account:?}"))
+                    Error::NotFound(format!(
+                        "user {user_id} is not a member of account {account:?}"
+                    ))
                 })?,
             None => match memberships.as_slice() {
                 [only] => only,
-                [] => return Err(Error::NotFound(format!("user {user_id} belongs to no account"))),
+                [] => {
+                    return Err(Error::NotFound(format!(
+                        "user {user_id} belongs to no account"
+                    )));
+                }
                 _ => {
                     return Err(Error::bad_request(format!(
                         "user {user_id} belongs to several accounts; name one with account_id"

@@ -50,8 +50,8 @@ impl Admin {
                 .await?
                 .ok_or_else(|| Error::NotFound(format!("no account {team:?}")))?;
             actor.can_give(role, &team, tenant.kind)?;
-            let code = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .encode(rand::random::<[u8; 24]>());
+            let code =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 24]>());
             let now = self.now();
             let invite = NewInvite {
                 invite_id: format!("inv_{}", hex::encode(rand::random::<[u8; 8]>())),
@@ -81,7 +81,9 @@ impl Admin {
     pub async fn redeem_invite(&self, code: &str) -> Result<(String, DateTime<Utc>), Error> {
         let code = code.trim();
         if code.is_empty() || code.len() > 128 {
-            return Err(Error::bad_request("code must be the invite code you were given"));
+            return Err(Error::bad_request(
+                "code must be the invite code you were given",
+            ));
         }
         let hash = invite_hash(self.credentials().hasher(), code);
         let user_id = uuid::Uuid::new_v4().to_string();

@@ -167,14 +167,21 @@ pub trait UserStore: Send + Sync {
     /// The subject whose passkeys carry this WebAuthn user handle.
     async fn subject_of_user_handle(&self, user_handle: &str) -> Result<Option<String>>;
     /// Stores the credential after a sign-in (its counter moved).
-    async fn touch_passkey(&self, passkey_id: &str, passkey: &str, now: DateTime<Utc>)
-    -> Result<()>;
+    async fn touch_passkey(
+        &self,
+        passkey_id: &str,
+        passkey: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
     async fn delete_passkey(&self, subject: &str, passkey_id: &str) -> Result<bool>;
 
     async fn put_ceremony(&self, ceremony: &Ceremony) -> Result<()>;
     /// Takes a ceremony out (it is finished once): None when unknown or expired.
-    async fn take_ceremony(&self, ceremony_id: &str, now: DateTime<Utc>)
-    -> Result<Option<Ceremony>>;
+    async fn take_ceremony(
+        &self,
+        ceremony_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Ceremony>>;
 
     /// Hands every second factor of `from` to `to` (a reissued key keeps its holder's
     /// passkeys, TOTP and recovery codes), in one transaction.

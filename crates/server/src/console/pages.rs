@@ -1,5 +1,9 @@
 //! The console's pages and form handlers.
 
+// The helpers' `Err` is the page's early answer (a redirect or a refusal), built once per
+// request and returned as is; boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 
 use auth::Principal;
@@ -24,7 +28,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/sign-in", get(sign_in_page).post(sign_in))
         .route("/console/second-factor", get(second_factor_page))
         .route("/console/second-factor/totp", post(second_factor_totp))
-        .route("/console/second-factor/recovery", post(second_factor_recovery))
+        .route(
+            "/console/second-factor/recovery",
+            post(second_factor_recovery),
+        )
         .route("/console/invite", get(invite_page).post(redeem_invite))
         .route("/console/sign-out", post(sign_out))
         .route("/console/account", get(account))
@@ -32,10 +39,19 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/account/totp/verify", post(totp_verify))
         .route("/console/account/totp/disable", post(totp_disable))
         .route("/console/account/recovery", post(recovery_generate))
-        .route("/console/account/passkeys/{id}/delete", post(passkey_delete))
+        .route(
+            "/console/account/passkeys/{id}/delete",
+            post(passkey_delete),
+        )
         .route("/console/account/reissue", post(reissue))
-        .route("/console/passkey/register/begin", post(passkey_register_begin))
-        .route("/console/passkey/register/complete", post(passkey_register_complete))
+        .route(
+            "/console/passkey/register/begin",
+            post(passkey_register_begin),
+        )
+        .route(
+            "/console/passkey/register/complete",
+            post(passkey_register_complete),
+        )
         .route("/console/passkey/sign-in", post(passkey_sign_in))
         .route("/console/lookup", get(lookup_page).post(lookup))
         .route("/console/history", get(history))
@@ -204,9 +220,10 @@ fn refused(state: &AppState, ctx: &Ctx, e: &Error) -> Response {
 
 fn with_session_cookie(state: &AppState, mut response: Response, token: &str) -> Response {
     let max_age = auth::credentials::SESSION_TTL_SECS;
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, set_cookie(state, SESSION_COOKIE, token, max_age));
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(state, SESSION_COOKIE, token, max_age),
+    );
     response
 }
 
@@ -225,7 +242,10 @@ async fn dashboard(
     Query(q): Query<Fields>,
 ) -> Response {
     let ctx = ctx(&state, &headers).await;
-    let search = q.get("q").map(|s| s.trim().to_lowercase()).unwrap_or_default();
+    let search = q
+        .get("q")
+        .map(|s| s.trim().to_lowercase())
+        .unwrap_or_default();
     let platform = q.get("platform").cloned().unwrap_or_default();
     let records = match state.store.current_records(None).await {
         Ok(r) => r,
@@ -312,7 +332,11 @@ async fn dashboard(
         search = esc(q.get("q").map(String::as_str).unwrap_or_default()),
         shown = matching.len().min(200),
         total = matching.len(),
-        more = if matching.len() > 200 { " (first 200 shown)" } else { "" },
+        more = if matching.len() > 200 {
+            " (first 200 shown)"
+        } else {
+            ""
+        },
     );
     page(&state, &ctx, StatusCode::OK, "Dashboard", &body)
 }
@@ -378,8 +402,14 @@ async fn sign_in(
         };
     }
     // A first sign-in: a session that reaches only Account until a factor is enrolled.
-    match state.credentials.key_session(&principal.key_id, false).await {
-        Ok((token, _)) => with_session_cookie(&state, see_other("/console/account?enrol=1"), &token),
+    match state
+        .credentials
+        .key_session(&principal.key_id, false)
+        .await
+    {
+        Ok((token, _)) => {
+            with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
+        }
         Err(e) => refused(&state, &ctx, &e),
     }
 }
@@ -437,7 +467,12 @@ async fn second_factor_recovery(
     second_factor(state, headers, form, true).await
 }
 
-async fn second_factor(state: AppState, headers: HeaderMap, form: Fields, recovery: bool) -> Response {
+async fn second_factor(
+    state: AppState,
+    headers: HeaderMap,
+    form: Fields,
+    recovery: bool,
+) -> Response {
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
@@ -519,13 +554,18 @@ async fn redeem_invite(
     let ctx = ctx(&state, &headers).await;
     let code = form.get("code").map(String::as_str).unwrap_or_default();
     match state.admin.redeem_invite(code).await {
-        Ok((token, _)) => with_session_cookie(&state, see_other("/console/account?enrol=1"), &token),
+        Ok((token, _)) => {
+            with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
+        }
         Err(Error::Internal(d)) => refused(&state, &ctx, &Error::Internal(d)),
         Err(_) => invite_form(
             &state,
             &ctx,
             StatusCode::UNAUTHORIZED,
-            &message("error", "That invite code is not valid, has expired or was used."),
+            &message(
+                "error",
+                "That invite code is not valid, has expired or was used.",
+            ),
         ),
     }
 }
@@ -563,7 +603,10 @@ async fn account(
     if let Some(left) = q.get("recovery_left") {
         notes.push_str(&message(
             "warn",
-            &format!("You signed in with a recovery code; {} left.", left.parse::<u64>().unwrap_or(0)),
+            &format!(
+                "You signed in with a recovery code; {} left.",
+                left.parse::<u64>().unwrap_or(0)
+            ),
         ));
     }
     account_page(&state, &ctx, principal, StatusCode::OK, &notes).await
@@ -638,7 +681,11 @@ async fn account_page(
 <form method="post" action="/console/account/recovery">{csrf}<button type="submit">Generate new recovery codes</button></form></section>"#,
         mfa.recovery_codes_remaining
     ));
-    if principal.session.as_ref().is_some_and(|s| s.user_id.is_none()) {
+    if principal
+        .session
+        .as_ref()
+        .is_some_and(|s| s.user_id.is_none())
+    {
         body.push_str(&format!(
             r#"<section aria-labelledby="reissue" class="card"><h2 id="reissue">Your API key</h2>
 <p>Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key.</p>
@@ -680,7 +727,11 @@ async fn totp_enroll(
         Err(r) => return r,
     };
     let label = format!("{}@{}", principal.key_id, principal.team_id);
-    let enrollment = match state.mfa.totp_enroll(&principal.mfa_subject(), &label).await {
+    let enrollment = match state
+        .mfa
+        .totp_enroll(&principal.mfa_subject(), &label)
+        .await
+    {
         Ok(e) => e,
         Err(e) => return refused(&state, &ctx, &e),
     };
@@ -697,7 +748,13 @@ async fn totp_enroll(
         secret = esc(&enrollment.secret),
         csrf = csrf_field(&ctx),
     );
-    page(&state, &ctx, StatusCode::OK, "Set up an authenticator app", &body)
+    page(
+        &state,
+        &ctx,
+        StatusCode::OK,
+        "Set up an authenticator app",
+        &body,
+    )
 }
 
 async fn totp_verify(
@@ -725,7 +782,10 @@ async fn totp_verify(
                 &ctx,
                 &principal,
                 StatusCode::BAD_REQUEST,
-                &message("error", &format!("The code was not accepted ({e}). Start the set-up again.")),
+                &message(
+                    "error",
+                    &format!("The code was not accepted ({e}). Start the set-up again."),
+                ),
             )
             .await
         }
@@ -794,7 +854,11 @@ async fn passkey_delete(
         Ok(v) => v,
         Err(r) => return r,
     };
-    match state.store.delete_passkey(&principal.mfa_subject(), &id).await {
+    match state
+        .store
+        .delete_passkey(&principal.mfa_subject(), &id)
+        .await
+    {
         Ok(_) => see_other("/console/account"),
         Err(e) => refused(&state, &ctx, &e),
     }
@@ -809,7 +873,11 @@ async fn reissue(
         Ok(v) => v,
         Err(r) => return r,
     };
-    if principal.session.as_ref().is_some_and(|s| s.user_id.is_some()) {
+    if principal
+        .session
+        .as_ref()
+        .is_some_and(|s| s.user_id.is_some())
+    {
         return refused(
             &state,
             &ctx,
@@ -899,8 +967,10 @@ async fn passkey_register_complete(
             if let Err(e) = mark_session_mfa(&state, principal).await {
                 return json_error(&e);
             }
-            Json(serde_json::json!({"passkey_id": row.passkey_id, "display_name": row.display_name}))
-                .into_response()
+            Json(
+                serde_json::json!({"passkey_id": row.passkey_id, "display_name": row.display_name}),
+            )
+            .into_response()
         }
         Err(e) => json_error(&e),
     }
@@ -956,7 +1026,13 @@ async fn lookup_page(State(state): State<AppState>, headers: HeaderMap) -> Respo
     lookup_form(&state, &ctx, StatusCode::OK, "", "")
 }
 
-fn lookup_form(state: &AppState, ctx: &Ctx, status: StatusCode, hashes: &str, results: &str) -> Response {
+fn lookup_form(
+    state: &AppState,
+    ctx: &Ctx,
+    status: StatusCode,
+    hashes: &str,
+    results: &str,
+) -> Response {
     let body = format!(
         r#"<form method="post" action="/console/lookup" class="card" data-lookup-form>{csrf}
 <label for="hashes">Hashes (MD5, SHA-1 or SHA-256; one per line, up to 100)</label>
@@ -1002,7 +1078,13 @@ async fn lookup(
             );
         }
         Err(e) => {
-            return lookup_form(&state, &ctx, StatusCode::BAD_REQUEST, &raw, &message("error", &e.to_string()));
+            return lookup_form(
+                &state,
+                &ctx,
+                StatusCode::BAD_REQUEST,
+                &raw,
+                &message("error", &e.to_string()),
+            );
         }
     };
     batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
@@ -1050,7 +1132,10 @@ async fn history(
     if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelHistory), Tier::Basic) {
         return r;
     }
-    let executable = q.get("executable").map(|s| s.trim().to_string()).unwrap_or_default();
+    let executable = q
+        .get("executable")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     let mut results = String::new();
     if !executable.is_empty() {
         let query = store::HistoryQuery {
@@ -1107,9 +1192,20 @@ async fn usage(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let rows: String = summary
         .by_endpoint
         .iter()
-        .map(|(endpoint, n)| format!("<tr><td><code>{}</code></td><td>{n}</td></tr>", esc(endpoint)))
+        .map(|(endpoint, n)| {
+            format!(
+                "<tr><td><code>{}</code></td><td>{n}</td></tr>",
+                esc(endpoint)
+            )
+        })
         .collect();
-    let max = summary.daily.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let max = summary
+        .daily
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let bar_width = 10;
     let bars: String = summary
         .daily
@@ -1173,7 +1269,11 @@ async fn keys_page(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) 
                 esc(&k.info.label),
                 k.info.role.as_str(),
                 esc(&grants.join(", ")),
-                if k.info.revoked_at.is_some() { "revoked" } else { "active" }
+                if k.info.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                }
             )
         })
         .collect();
@@ -1208,14 +1308,25 @@ async fn create_invite(
         Ok(invite) => {
             let note = format!(
                 r#"{}<p>Invite code for {}: <code class="secret" data-invite-code>{}</code> (valid until {}).</p>"#,
-                message("warn", "Hand this code over now: it is shown only this once."),
+                message(
+                    "warn",
+                    "Hand this code over now: it is shown only this once."
+                ),
                 esc(get("display_name")),
                 esc(&invite.code),
                 invite.expires_at.format("%Y-%m-%d %H:%M UTC")
             );
             keys_page(&state, &ctx, StatusCode::CREATED, &note).await
         }
-        Err(e) => keys_page(&state, &ctx, StatusCode::BAD_REQUEST, &message("error", &e.to_string())).await,
+        Err(e) => {
+            keys_page(
+                &state,
+                &ctx,
+                StatusCode::BAD_REQUEST,
+                &message("error", &e.to_string()),
+            )
+            .await
+        }
     }
 }
 
@@ -1225,7 +1336,10 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
-            (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600")),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=3600"),
+            ),
         ],
         body,
     )
@@ -1240,9 +1354,15 @@ async fn script() -> Response {
 }
 
 async fn md5_script() -> Response {
-    asset("text/javascript; charset=utf-8", include_str!("static/md5.js"))
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("static/md5.js"),
+    )
 }
 
 async fn style() -> Response {
-    asset("text/css; charset=utf-8", include_str!("static/console.css"))
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("static/console.css"),
+    )
 }

@@ -136,10 +136,9 @@ pub async fn sign_out(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
 ) -> ApiResult<StatusCode> {
-    let session = actor
-        .session
-        .as_ref()
-        .ok_or_else(|| Error::bad_request("not a session token: keys are revoked, not signed out"))?;
+    let session = actor.session.as_ref().ok_or_else(|| {
+        Error::bad_request("not a session token: keys are revoked, not signed out")
+    })?;
     state.credentials.sign_out(&session.session_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -30,20 +30,40 @@ fn set_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn value(cookie: &str) -> String {
-    cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_string()
+    cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_string()
 }
 
 async fn pages_carry_a_strict_policy_and_no_inline_script(app: TestApp) {
     let http = client();
     for path in ["/console/", "/console/sign-in", "/console/invite"] {
-        let r = http.get(format!("{}{path}", app.base)).send().await.unwrap();
+        let r = http
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200, "{path}");
-        let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
-        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe"), "{csp}");
+        let csp = r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+            "{csp}"
+        );
         assert!(csp.contains("frame-ancestors 'none'"));
         assert_eq!(r.headers()["x-frame-options"], "DENY");
         let csrf = set_cookie(r.headers(), "kg_csrf").expect("a CSRF cookie");
-        assert!(csrf.contains("HttpOnly") && csrf.contains("SameSite=Strict"), "{csrf}");
+        assert!(
+            csrf.contains("HttpOnly") && csrf.contains("SameSite=Strict"),
+            "{csrf}"
+        );
         // The default origin is plain http on loopback: no Secure flag there.
         assert!(!csrf.contains("Secure"));
         let html = r.text().await.unwrap();
@@ -55,10 +75,24 @@ async fn pages_carry_a_strict_policy_and_no_inline_script(app: TestApp) {
         .send()
         .await
         .unwrap();
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
-    assert!(r.text().await.unwrap().contains("navigator.credentials.create"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("navigator.credentials.create")
+    );
     // Pages behind sign-in send the browser to it.
-    let r = http.get(format!("{}/console/account", app.base)).send().await.unwrap();
+    let r = http
+        .get(format!("{}/console/account", app.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/console/sign-in");
 }
@@ -66,7 +100,11 @@ async fn pages_carry_a_strict_policy_and_no_inline_script(app: TestApp) {
 async fn forms_need_the_csrf_token_and_sign_out_revokes(app: TestApp) {
     let key = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
     let http = client();
-    let r = http.get(format!("{}/console/sign-in", app.base)).send().await.unwrap();
+    let r = http
+        .get(format!("{}/console/sign-in", app.base))
+        .send()
+        .await
+        .unwrap();
     let csrf = value(&set_cookie(r.headers(), "kg_csrf").unwrap());
 
     // No token, or one that does not match the cookie: 403 and no session.
@@ -117,9 +155,18 @@ async fn forms_need_the_csrf_token_and_sign_out_revokes(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(r.status(), 303);
-    assert!(set_cookie(r.headers(), "kg_session").unwrap().contains("Max-Age=0"));
+    assert!(
+        set_cookie(r.headers(), "kg_session")
+            .unwrap()
+            .contains("Max-Age=0")
+    );
     let r = app
-        .call_bearer(reqwest::Method::GET, "/api/v1/admin/mfa/status", &token, None)
+        .call_bearer(
+            reqwest::Method::GET,
+            "/api/v1/admin/mfa/status",
+            &token,
+            None,
+        )
         .await;
     r.assert_error(401, "unauthorized");
 }

@@ -32,7 +32,13 @@ fn claims(token: &str) -> Value {
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(raw).expect("base64url")).expect("JSON")
 }
 
-async fn bearer(app: &TestApp, method: Method, path: &str, token: &str, body: Option<Value>) -> Resp {
+async fn bearer(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Resp {
     app.call_bearer(method, path, token, body.map(|b| b.to_string().into()))
         .await
 }
@@ -91,12 +97,29 @@ fn code_now(app: &TestApp, secret: &str) -> String {
 
 /// Enrols TOTP with `token` (bearer) and returns the secret.
 async fn enrol_totp(app: &TestApp, token: &str) -> String {
-    let r = bearer(app, Method::POST, "/api/v1/admin/mfa/totp/enroll", token, None).await;
+    let r = bearer(
+        app,
+        Method::POST,
+        "/api/v1/admin/mfa/totp/enroll",
+        token,
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let e = r.json();
     let secret = e["secret"].as_str().unwrap().to_string();
-    assert!(e["otpauth_url"].as_str().unwrap().starts_with("otpauth://totp/"));
-    assert!(e["otpauth_url"].as_str().unwrap().contains(&format!("secret={secret}")));
+    assert!(
+        e["otpauth_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("otpauth://totp/")
+    );
+    assert!(
+        e["otpauth_url"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("secret={secret}"))
+    );
     assert!(e["qr_code_svg"].as_str().unwrap().contains("<svg"));
     let r = bearer(
         app,
@@ -157,15 +180,30 @@ async fn invites_follow_the_grant_rules(app: TestApp) {
     let admin_key = admin(&app, "acme").await;
     let body = |role: &str| Some(json!({"role": role, "display_name": "B", "contact": "b@x"}));
     let r = app
-        .send(Method::POST, "/api/v1/admin/invites", &admin_key, body("account_admin"))
+        .send(
+            Method::POST,
+            "/api/v1/admin/invites",
+            &admin_key,
+            body("account_admin"),
+        )
         .await;
     r.assert_error(403, "forbidden");
     let r = app
-        .send(Method::POST, "/api/v1/admin/invites", &admin_key, body("platform_admin"))
+        .send(
+            Method::POST,
+            "/api/v1/admin/invites",
+            &admin_key,
+            body("platform_admin"),
+        )
         .await;
     r.assert_error(403, "forbidden");
     let r = app
-        .send(Method::POST, "/api/v1/admin/invites", &admin_key, body("responder"))
+        .send(
+            Method::POST,
+            "/api/v1/admin/invites",
+            &admin_key,
+            body("responder"),
+        )
         .await;
     r.assert_error(400, "bad request");
     let r = app
@@ -180,21 +218,38 @@ async fn invites_follow_the_grant_rules(app: TestApp) {
     // An analyst cannot invite at all.
     let analyst = app.account("viewer-team", Role::Analyst, Tier::Teams).await;
     let r = app
-        .send(Method::POST, "/api/v1/admin/invites", &analyst, body("analyst"))
+        .send(
+            Method::POST,
+            "/api/v1/admin/invites",
+            &analyst,
+            body("analyst"),
+        )
         .await;
     r.assert_error(403, "forbidden");
     // An invited analyst cannot invite either (they hold no tenant:manage).
     let code = invite(&app, &admin_key, "analyst").await;
-    let token = redeem(&app, &code).await.json()["token"].as_str().unwrap().to_string();
+    let token = redeem(&app, &code).await.json()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     enrol_totp(&app, &token).await;
-    let r = bearer(&app, Method::POST, "/api/v1/admin/invites", &token, body("analyst")).await;
+    let r = bearer(
+        &app,
+        Method::POST,
+        "/api/v1/admin/invites",
+        &token,
+        body("analyst"),
+    )
+    .await;
     r.assert_error(403, "forbidden");
 }
 
 async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
     let key = admin(&app, "acme").await;
     // With a raw key (no session) the factor is the key's own.
-    let r = app.send(Method::POST, "/api/v1/admin/mfa/totp/enroll", &key, None).await;
+    let r = app
+        .send(Method::POST, "/api/v1/admin/mfa/totp/enroll", &key, None)
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let secret = r.json()["secret"].as_str().unwrap().to_string();
     // Nothing is enabled before a first code.
@@ -202,7 +257,12 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
     assert_eq!(r.json()["totp_enabled"], false);
     let code = code_now(&app, &secret);
     let r = app
-        .send(Method::POST, "/api/v1/admin/mfa/totp/verify", &key, Some(json!({"code": code})))
+        .send(
+            Method::POST,
+            "/api/v1/admin/mfa/totp/verify",
+            &key,
+            Some(json!({"code": code})),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     // The seed is stored encrypted, never in clear.
@@ -210,7 +270,9 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
     assert_eq!(stored.len(), 1);
     assert!(!stored[0][0].contains(&secret));
     // A second enrolment while enabled is refused.
-    let r = app.send(Method::POST, "/api/v1/admin/mfa/totp/enroll", &key, None).await;
+    let r = app
+        .send(Method::POST, "/api/v1/admin/mfa/totp/enroll", &key, None)
+        .await;
     r.assert_error(409, "conflict");
 
     // The same code again (same step) is a replay.
@@ -218,11 +280,18 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
         let app = &app;
         let key = key.clone();
         async move {
-            app.send(Method::POST, "/api/v1/admin/auth/totp", &key, Some(json!({"code": code})))
-                .await
+            app.send(
+                Method::POST,
+                "/api/v1/admin/auth/totp",
+                &key,
+                Some(json!({"code": code})),
+            )
+            .await
         }
     };
-    sign_in(code.clone()).await.assert_error(401, "unauthorized");
+    sign_in(code.clone())
+        .await
+        .assert_error(401, "unauthorized");
     app.clock.advance(Duration::seconds(30));
     let r = sign_in(code_now(&app, &secret)).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -245,16 +314,27 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
     // Five wrong codes lock the key out; even the right code is refused then; audited.
     app.clock.advance(Duration::seconds(30));
     let right = code_now(&app, &secret);
-    let wrong = if right == "000000" { "111111" } else { "000000" };
+    let wrong = if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
     for _ in 0..4 {
-        sign_in(wrong.to_string()).await.assert_error(401, "unauthorized");
+        sign_in(wrong.to_string())
+            .await
+            .assert_error(401, "unauthorized");
     }
     let r = sign_in(wrong.to_string()).await;
     r.assert_error(429, "rate limit exceeded");
     assert!(r.headers.get("retry-after").is_some());
-    sign_in(right.clone()).await.assert_error(429, "rate limit exceeded");
+    sign_in(right.clone())
+        .await
+        .assert_error(429, "rate limit exceeded");
     let audit = app
-        .text_rows("SELECT action FROM audit_log WHERE action = 'mfa.lockout'", &[])
+        .text_rows(
+            "SELECT action FROM audit_log WHERE action = 'mfa.lockout'",
+            &[],
+        )
         .await;
     assert_eq!(audit.len(), 1);
     let r = app.get_with(STATUS, &key).await;
@@ -267,7 +347,12 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
     // Disabling needs a current (unused) code.
     app.clock.advance(Duration::seconds(30));
     let r = app
-        .send(Method::DELETE, "/api/v1/admin/mfa/totp", &key, Some(json!({"code": "12"})))
+        .send(
+            Method::DELETE,
+            "/api/v1/admin/mfa/totp",
+            &key,
+            Some(json!({"code": "12"})),
+        )
         .await;
     r.assert_error(400, "bad request");
     let r = app
@@ -280,13 +365,21 @@ async fn totp_sign_in_refuses_replay_and_locks_out(app: TestApp) {
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["disabled"], true);
-    assert_eq!(app.get_with(STATUS, &key).await.json()["totp_enabled"], false);
+    assert_eq!(
+        app.get_with(STATUS, &key).await.json()["totp_enabled"],
+        false
+    );
 }
 
 async fn recovery_codes_are_single_use(app: TestApp) {
     let key = admin(&app, "acme").await;
     let r = app
-        .send(Method::POST, "/api/v1/admin/mfa/recovery/generate", &key, None)
+        .send(
+            Method::POST,
+            "/api/v1/admin/mfa/recovery/generate",
+            &key,
+            None,
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.headers["x-recovery-codes-remaining"], "10");
@@ -303,18 +396,29 @@ async fn recovery_codes_are_single_use(app: TestApp) {
     for code in &codes {
         let groups: Vec<&str> = code.split('-').collect();
         assert_eq!(groups.len(), 3, "{code}");
-        assert!(groups.iter().all(|g| g.len() == 4 && g.chars().all(|c| c.is_ascii_alphanumeric())));
+        assert!(
+            groups
+                .iter()
+                .all(|g| g.len() == 4 && g.chars().all(|c| c.is_ascii_alphanumeric()))
+        );
     }
     // Only hashes are stored.
-    let stored = app.text_rows("SELECT code_hash FROM mfa_recovery_codes", &[]).await;
+    let stored = app
+        .text_rows("SELECT code_hash FROM mfa_recovery_codes", &[])
+        .await;
     assert!(stored.iter().all(|r| !codes.contains(&r[0])));
 
     let use_code = |code: String| {
         let app = &app;
         let key = key.clone();
         async move {
-            app.send(Method::POST, "/api/v1/admin/auth/recovery", &key, Some(json!({"code": code})))
-                .await
+            app.send(
+                Method::POST,
+                "/api/v1/admin/auth/recovery",
+                &key,
+                Some(json!({"code": code})),
+            )
+            .await
         }
     };
     let r = use_code(codes[0].clone()).await;
@@ -326,21 +430,36 @@ async fn recovery_codes_are_single_use(app: TestApp) {
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.headers["x-recovery-codes-remaining"], "8");
     // Used codes are refused.
-    use_code(codes[0].clone()).await.assert_error(401, "unauthorized");
+    use_code(codes[0].clone())
+        .await
+        .assert_error(401, "unauthorized");
 
     // A new set cancels the old one.
     let r = app
-        .send(Method::POST, "/api/v1/admin/mfa/recovery/generate", &key, None)
+        .send(
+            Method::POST,
+            "/api/v1/admin/mfa/recovery/generate",
+            &key,
+            None,
+        )
         .await;
     assert_eq!(r.status, 200);
-    use_code(codes[2].clone()).await.assert_error(401, "unauthorized");
-    assert_eq!(app.get_with(STATUS, &key).await.json()["recovery_codes_remaining"], 10);
+    use_code(codes[2].clone())
+        .await
+        .assert_error(401, "unauthorized");
+    assert_eq!(
+        app.get_with(STATUS, &key).await.json()["recovery_codes_remaining"],
+        10
+    );
 }
 
 async fn passkeys_register_and_sign_in(app: TestApp) {
     let origin = url::Url::parse("http://localhost").unwrap();
     let code = invite(&app, &admin(&app, "acme").await, "auditor").await;
-    let token = redeem(&app, &code).await.json()["token"].as_str().unwrap().to_string();
+    let token = redeem(&app, &code).await.json()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let r = bearer(
         &app,
@@ -386,7 +505,14 @@ async fn passkeys_register_and_sign_in(app: TestApp) {
     let status = bearer(&app, Method::GET, STATUS, &token, None).await.json();
     assert_eq!(status["passkeys"], 1);
     let handle = status["user_handle"].as_str().unwrap().to_string();
-    let r = bearer(&app, Method::GET, "/api/v1/admin/mfa/passkeys", &token, None).await;
+    let r = bearer(
+        &app,
+        Method::GET,
+        "/api/v1/admin/mfa/passkeys",
+        &token,
+        None,
+    )
+    .await;
     assert_eq!(r.json()["total"], 1);
     assert_eq!(r.json()["results"][0]["passkey_id"], passkey_id);
 
@@ -435,9 +561,13 @@ async fn passkeys_register_and_sign_in(app: TestApp) {
 
     // An assertion whose counter is behind the stored one (a cloned authenticator) is
     // refused: the stored counter is moved ahead of the authenticator's.
-    let stored = app.text_rows("SELECT passkey_id, passkey FROM mfa_passkeys", &[]).await;
+    let stored = app
+        .text_rows("SELECT passkey_id, passkey FROM mfa_passkeys", &[])
+        .await;
     let mut passkey_json: Value = serde_json::from_str(&stored[0][1]).unwrap();
-    let counter = passkey_json["cred"]["counter"].as_u64().expect("stored counter");
+    let counter = passkey_json["cred"]["counter"]
+        .as_u64()
+        .expect("stored counter");
     assert!(counter >= 1, "the sign-in stored the moved counter");
     passkey_json["cred"]["counter"] = json!(counter + 100);
     app.exec(
@@ -462,7 +592,11 @@ async fn passkeys_register_and_sign_in(app: TestApp) {
             Method::POST,
             "/api/v1/admin/auth/passkey/begin",
             None,
-            Some(json!({"user_handle": "AAAAAAAAAAAAAAAAAAAAAA"}).to_string().into()),
+            Some(
+                json!({"user_handle": "AAAAAAAAAAAAAAAAAAAAAA"})
+                    .to_string()
+                    .into(),
+            ),
         )
         .await;
     r.assert_error(404, "not found");
@@ -490,7 +624,10 @@ async fn switch_moves_between_accounts(app: TestApp) {
     let acme = admin(&app, "acme").await;
     let globex = admin(&app, "globex").await;
     let code = invite(&app, &acme, "analyst").await;
-    let token = redeem(&app, &code).await.json()["token"].as_str().unwrap().to_string();
+    let token = redeem(&app, &code).await.json()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let user_id = app
         .text_rows("SELECT user_id FROM users", &[])
         .await
@@ -532,7 +669,12 @@ async fn switch_moves_between_accounts(app: TestApp) {
     .await;
     r.assert_error(403, "forbidden");
     let r = app
-        .send(Method::POST, "/api/v1/auth/switch", &globex, Some(json!({"account_id": "acme"})))
+        .send(
+            Method::POST,
+            "/api/v1/auth/switch",
+            &globex,
+            Some(json!({"account_id": "acme"})),
+        )
         .await;
     r.assert_error(400, "bad request");
 }
@@ -556,7 +698,12 @@ async fn raw_keys_never_need_a_second_factor(app: TestApp) {
 
 async fn staff_impersonate_a_user_with_their_membership_role(app: TestApp) {
     let owner = app
-        .tenant("platform", TenantKind::Platform, Role::PlatformOwner, Tier::Enterprise)
+        .tenant(
+            "platform",
+            TenantKind::Platform,
+            Role::PlatformOwner,
+            Tier::Enterprise,
+        )
         .await
         .1;
     let staff = app.token(&owner).await;
@@ -573,7 +720,14 @@ async fn staff_impersonate_a_user_with_their_membership_role(app: TestApp) {
         let app = &app;
         let staff = staff.clone();
         async move {
-            bearer(app, Method::POST, "/api/v1/admin/impersonate", &staff, Some(body)).await
+            bearer(
+                app,
+                Method::POST,
+                "/api/v1/admin/impersonate",
+                &staff,
+                Some(body),
+            )
+            .await
         }
     };
     // One account: the user's own role there, named in imp_uid.
@@ -598,12 +752,17 @@ async fn staff_impersonate_a_user_with_their_membership_role(app: TestApp) {
     r.assert_error(400, "bad request");
     let r = impersonate(json!({"user_id": user_id, "account_id": "initech", "mode": "view"})).await;
     r.assert_error(404, "not found");
-    let r = impersonate(json!({"user_id": user_id, "account_id": "globex", "mode": "manage"})).await;
+    let r =
+        impersonate(json!({"user_id": user_id, "account_id": "globex", "mode": "manage"})).await;
     assert_eq!(r.status, 201, "{}", r.text);
-    assert_eq!(claims(r.json()["token"].as_str().unwrap())["role"], "analyst");
+    assert_eq!(
+        claims(r.json()["token"].as_str().unwrap())["role"],
+        "analyst"
+    );
 
     // Unknown user 404; a user with a membership in the platform tenant is staff: 403.
-    let r = impersonate(json!({"user_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2", "mode": "view"})).await;
+    let r = impersonate(json!({"user_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2", "mode": "view"}))
+        .await;
     r.assert_error(404, "not found");
     app.exec(
         "INSERT INTO memberships (user_id, team_id, role, created_at) \
