@@ -468,6 +468,17 @@ mod tests {
     }
 
     #[test]
+    fn the_console_origin_names_the_relying_party() {
+        let rp = relying_party(Some("https://kg.example.org")).unwrap();
+        assert_eq!(rp.id, "kg.example.org");
+        assert_eq!(rp.origin.as_str(), "https://kg.example.org/");
+        assert!(!rp.any_port);
+        assert_eq!(relying_party(None).unwrap().id, "localhost");
+        assert!(relying_party(Some("kg.example.org")).is_err());
+        assert!(relying_party(Some("ftp://kg.example.org")).is_err());
+    }
+
+    #[test]
     fn the_release_url_checks_quarterly_unless_told_otherwise() {
         let file =
             parsed("corpus_release_url = \"https://mirror.example/rds/RDS_modern_minimal.zip\"\n");

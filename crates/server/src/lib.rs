@@ -276,6 +276,10 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
+                // Ended sessions are kept a day (their tokens keep answering "signed out").
+                if let Err(e) = state.store.prune_sessions(now - chrono::Duration::days(1)).await {
+                    tracing::warn!(error = %e, "pruning ended sessions failed");
+                }
                 // Runs go on in their own tasks.
                 drop(state.runner.start_due(&state.jobs, now).await);
             }

@@ -138,6 +138,8 @@ pub trait UserStore: Send + Sync {
     async fn create_session(&self, session: &Session) -> Result<()>;
     async fn session(&self, session_id: &str) -> Result<Option<Session>>;
     async fn set_session_mfa(&self, session_id: &str) -> Result<()>;
+    /// Forgets sessions that ended (expired or signed out) before `before`; how many.
+    async fn prune_sessions(&self, before: DateTime<Utc>) -> Result<u64>;
     /// Signs out; false when unknown or already revoked.
     async fn revoke_session(&self, session_id: &str, now: DateTime<Utc>) -> Result<bool>;
 
@@ -454,6 +456,18 @@ macro_rules! users_backend {
                     .await
                     .map_err(db_error)?;
                 Ok(())
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn prune_sessions(&self, before: DateTime<Utc>) -> Result<u64> {
+                let done = sqlx::query(
+                    "DELETE FROM sessions WHERE expires_at < $1 OR revoked_at < $1",
+                )
+                .bind(before.trunc_subsecs(6))
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(done.rows_affected())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

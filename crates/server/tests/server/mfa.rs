@@ -174,6 +174,16 @@ async fn invite_then_mfa_required_until_enrolled(app: TestApp) {
     let code = invite(&app, &admin_key, "auditor").await;
     app.clock.advance(Duration::days(8));
     redeem(&app, &code).await.assert_error(401, "unauthorized");
+
+    // Ended sessions are pruned after a day.
+    let pruned = app
+        .store
+        .prune_sessions(app.clock.now() - Duration::days(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    let r = bearer(&app, Method::GET, STATUS, &token, None).await;
+    r.assert_error(401, "unauthorized");
 }
 
 async fn invites_follow_the_grant_rules(app: TestApp) {
