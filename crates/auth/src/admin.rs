@@ -267,6 +267,13 @@ impl Admin {
                     now,
                 )
                 .await?;
+            // The holder's second factors follow the key to its replacement.
+            self.store
+                .move_second_factors(
+                    &crate::key_subject(key_id),
+                    &crate::key_subject(&issued.key_id),
+                )
+                .await?;
             Ok(NewKey {
                 key_id: issued.key_id,
                 key: issued.key,
@@ -625,6 +632,7 @@ mod tests {
             tier: Tier::Enterprise,
             credential: Credential::ApiKey,
             impersonation: None,
+            session: None,
         }
     }
 

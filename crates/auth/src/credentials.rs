@@ -11,13 +11,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use chrono::{DateTime, Utc};
 use model::{Clock, Error, Permission, Role, TenantKind, Tier};
 use store::staff::ImpersonationSession;
+use store::users::Session;
 use store::{KeyPrincipal, Store};
 
 use crate::grants::{Grant, effective_roles};
 use crate::jwt::{Claims, ISSUER, JwtKeys, TOKEN_TTL_SECS};
-use crate::{Credential, Impersonation, KeyHasher, Principal, parse_key};
+use crate::{Credential, Impersonation, KeyHasher, Principal, SessionInfo, parse_key};
+
+/// Lifetime of console and invited-user sessions.
+pub const SESSION_TTL_SECS: i64 = 12 * 3600;
+
+/// The `key_id` of a user's principal (rate limits and audit name the user).
+pub fn user_key_id(user_id: &str) -> String {
+    format!("user:{user_id}")
+}
 
 struct CachedKey {
     key: KeyPrincipal,
@@ -133,6 +143,7 @@ impl Credentials {
             tier: entry.key.tier,
             credential,
             impersonation: None,
+            session: None,
         })
     }
 
@@ -161,6 +172,9 @@ impl Credentials {
     /// roles as they are now, so expired or revoked grants stop counting at once.
     pub async fn from_bearer(&self, token: &str) -> Result<Principal, Error> {
         let claims = self.jwt.verify(token, self.clock.now())?;
+        if claims.mfa.is_some() {
+            return self.in_session(&claims).await;
+        }
         let entry = match self.cached_by_id(&claims.key_id) {
             Some(entry) => entry,
             None => {
@@ -231,6 +245,7 @@ impl Credentials {
                 mode: session.mode,
                 user_id: session.user_id,
             }),
+            session: None,
         })
     }
 
@@ -260,7 +275,190 @@ impl Credentials {
         })
     }
 
-    /// A fresh 15-minute token for the principal.
+    /// The cached (or freshly loaded) key with this id.
+    async fn key_entry(&self, key_id: &str) -> Result<Arc<CachedKey>, Error> {
+        if let Some(entry) = self.cached_by_id(key_id) {
+            return Ok(entry);
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let stored = self
+            .store
+            .key_by_id(key_id)
+            .await?
+            .ok_or_else(|| Error::Unauthorized("invalid token: unknown key".into()))?;
+        self.load(stored, generation).await
+    }
+
+    /// The principal of a console or invited-user session token: the session must be open
+    /// (not signed out, not expired); a user must still be active and a member of the
+    /// account; a key must still be valid. Read on every request, so signing out ends the
+    /// session at once on every replica.
+    async fn in_session(&self, claims: &Claims) -> Result<Principal, Error> {
+        let ended = |why: &str| Error::Unauthorized(format!("session {why}"));
+        let session = self
+            .store
+            .session(&claims.jti)
+            .await?
+            .ok_or_else(|| ended("unknown"))?;
+        if session.revoked_at.is_some() {
+            return Err(ended("has been signed out"));
+        }
+        if self.clock.now() >= session.expires_at {
+            return Err(ended("has expired"));
+        }
+        if session.team_id != claims.sub {
+            return Err(ended("does not match its token"));
+        }
+        let info = SessionInfo {
+            session_id: session.session_id.clone(),
+            subject: session.subject.clone(),
+            user_id: session.user_id.clone(),
+            mfa: session.mfa,
+            expires_at: session.expires_at,
+        };
+        if let Some(user_id) = &session.user_id {
+            let (user, memberships) = self
+                .store
+                .user_with_memberships(user_id)
+                .await?
+                .ok_or_else(|| ended("ended: the user is gone"))?;
+            if user.status != "active" {
+                return Err(ended("ended: the user is disabled"));
+            }
+            let membership = memberships
+                .into_iter()
+                .find(|m| m.team_id == session.team_id)
+                .ok_or_else(|| ended("ended: the user left the account"))?;
+            if membership.suspended {
+                return Err(Error::Unauthorized("the account is suspended".into()));
+            }
+            return Ok(Principal {
+                key_id: user_key_id(user_id),
+                team_id: membership.team_id,
+                tenant_kind: membership.tenant_kind,
+                role: membership.role,
+                roles: vec![membership.role],
+                tier: membership.tier,
+                credential: Credential::Jwt,
+                impersonation: None,
+                session: Some(info),
+            });
+        }
+        let key_id = session
+            .key_id
+            .as_deref()
+            .ok_or_else(|| ended("names no key"))?;
+        let entry = self.key_entry(key_id).await?;
+        let mut principal = self.principal(&entry, Credential::Jwt)?;
+        principal.session = Some(info);
+        Ok(principal)
+    }
+
+    /// Opens a console session for a key (after its second factor when `mfa`): the token
+    /// and when it expires.
+    pub async fn key_session(
+        &self,
+        key_id: &str,
+        mfa: bool,
+    ) -> Result<(String, DateTime<Utc>), Error> {
+        let entry = self.key_entry(key_id).await?;
+        let principal = self.principal(&entry, Credential::Jwt)?;
+        let session = Session {
+            session_id: hex::encode(rand::random::<[u8; 16]>()),
+            subject: crate::key_subject(key_id),
+            key_id: Some(key_id.to_string()),
+            user_id: None,
+            team_id: principal.team_id.clone(),
+            mfa,
+            created_at: self.clock.now(),
+            expires_at: self.clock.now() + chrono::Duration::seconds(SESSION_TTL_SECS),
+            revoked_at: None,
+        };
+        self.open_session(principal, session).await
+    }
+
+    /// Opens a session for a user in `team_id` (required when they belong to several
+    /// accounts; their only account otherwise).
+    pub async fn user_session(
+        &self,
+        user_id: &str,
+        team_id: Option<&str>,
+        mfa: bool,
+    ) -> Result<(String, DateTime<Utc>), Error> {
+        let (user, memberships) = self
+            .store
+            .user_with_memberships(user_id)
+            .await?
+            .ok_or_else(|| Error::Unauthorized("unknown user".into()))?;
+        if user.status != "active" {
+            return Err(Error::Unauthorized("the user is disabled".into()));
+        }
+        let membership = match team_id {
+            Some(team) => memberships
+                .into_iter()
+                .find(|m| m.team_id == team)
+                .ok_or_else(|| Error::Forbidden(format!("not a member of account {team}")))?,
+            None => memberships
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Forbidden("the user belongs to no account".into()))?,
+        };
+        if membership.suspended {
+            return Err(Error::Forbidden(format!(
+                "account {} is suspended",
+                membership.team_id
+            )));
+        }
+        let principal = Principal {
+            key_id: user_key_id(user_id),
+            team_id: membership.team_id.clone(),
+            tenant_kind: membership.tenant_kind,
+            role: membership.role,
+            roles: vec![membership.role],
+            tier: membership.tier,
+            credential: Credential::Jwt,
+            impersonation: None,
+            session: None,
+        };
+        let session = Session {
+            session_id: hex::encode(rand::random::<[u8; 16]>()),
+            subject: format!("user:{user_id}"),
+            key_id: None,
+            user_id: Some(user_id.to_string()),
+            team_id: membership.team_id,
+            mfa,
+            created_at: self.clock.now(),
+            expires_at: self.clock.now() + chrono::Duration::seconds(SESSION_TTL_SECS),
+            revoked_at: None,
+        };
+        self.open_session(principal, session).await
+    }
+
+    async fn open_session(
+        &self,
+        mut principal: Principal,
+        session: Session,
+    ) -> Result<(String, DateTime<Utc>), Error> {
+        self.store.create_session(&session).await?;
+        principal.session = Some(SessionInfo {
+            session_id: session.session_id.clone(),
+            subject: session.subject.clone(),
+            user_id: session.user_id.clone(),
+            mfa: session.mfa,
+            expires_at: session.expires_at,
+        });
+        Ok((self.issue_token(&principal)?, session.expires_at))
+    }
+
+    /// Signs a session out: its tokens stop working at once.
+    pub async fn sign_out(&self, session_id: &str) -> Result<bool, Error> {
+        self.store
+            .revoke_session(session_id, self.clock.now())
+            .await
+    }
+
+    /// A fresh 15-minute token for the principal; for a session principal, a token of the
+    /// same session (valid until the session expires).
     pub fn issue_token(&self, p: &Principal) -> Result<String, Error> {
         let now = self.clock.now().timestamp();
         let roles: Vec<String> = p
@@ -276,13 +474,19 @@ impl Credentials {
             tier: p.tier.as_str().into(),
             iat: now,
             nbf: now,
-            exp: now + TOKEN_TTL_SECS,
-            jti: hex::encode(rand::random::<[u8; 16]>()),
+            exp: p
+                .session
+                .as_ref()
+                .map_or(now + TOKEN_TTL_SECS, |s| s.expires_at.timestamp()),
+            jti: p.session.as_ref().map_or_else(
+                || hex::encode(rand::random::<[u8; 16]>()),
+                |s| s.session_id.clone(),
+            ),
             key_id: p.key_id.clone(),
             act: None,
             imp_mode: None,
             imp_uid: None,
-            mfa: None,
+            mfa: p.session.as_ref().map(|s| s.mfa),
         })
     }
 }

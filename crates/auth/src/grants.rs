@@ -190,6 +190,7 @@ mod tests {
             tier: Tier::Enterprise,
             credential: crate::Credential::ApiKey,
             impersonation: None,
+            session: None,
         }
     }
 

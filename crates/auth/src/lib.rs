@@ -13,8 +13,10 @@ pub mod credentials;
 pub mod grants;
 pub mod jwt;
 pub mod limits;
+pub mod mfa;
 pub mod staff;
 pub mod usage;
+pub mod users;
 
 pub use grants::Grant;
 
@@ -69,6 +71,15 @@ impl KeyHasher {
             .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
         mac.update(key.as_bytes());
         hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// A 32-byte key for another purpose (`label`), derived from the secret.
+    pub fn derive(&self, label: &str) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        mac.update(b"derive:");
+        mac.update(label.as_bytes());
+        mac.finalize().into_bytes().into()
     }
 
     /// Issues a new key for a team: 32 random bytes, base64url without padding.
@@ -138,6 +149,37 @@ pub struct Principal {
     pub credential: Credential,
     /// Set when staff act as this account: `key_id` is then the staff member's key.
     pub impersonation: Option<Impersonation>,
+    /// Set for console and invited-user sessions (not for raw keys or key tokens).
+    pub session: Option<SessionInfo>,
+}
+
+/// The sign-in session behind a console or invited-user principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session (its token's `jti`).
+    pub session_id: String,
+    /// Whose second factors count: `key:<key_id>` or `user:<uuid>`.
+    pub subject: String,
+    /// The invited user signed in, if any (`key_id` is then `user:<uuid>`).
+    pub user_id: Option<String>,
+    /// The session passed or enrolled a second factor.
+    pub mfa: bool,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Principal {
+    /// Whose second factors this principal enrols and uses.
+    pub fn mfa_subject(&self) -> String {
+        match &self.session {
+            Some(s) => s.subject.clone(),
+            None => key_subject(&self.key_id),
+        }
+    }
+}
+
+/// The second-factor subject of a key.
+pub fn key_subject(key_id: &str) -> String {
+    format!("key:{key_id}")
 }
 
 /// A staff impersonation session behind a principal.
@@ -234,6 +276,7 @@ mod tests {
             tier: Tier::Basic,
             credential: Credential::ApiKey,
             impersonation: None,
+            session: None,
         };
         assert!(
             p.authorize(Some(Permission::IntelLookup), Tier::Basic)

@@ -79,14 +79,18 @@ impl Admin {
                     "impersonation needs a staff JWT: exchange a platform key at /api/v1/auth/token".into(),
                 ));
             }
-            let team = match target {
-                ImpersonationTarget::Tenant(team) => team,
-                ImpersonationTarget::User { user_id, .. } => {
+            let (team, role, user_id) = match target {
+                ImpersonationTarget::Tenant(team) => (team.clone(), Role::AccountAdmin, None),
+                ImpersonationTarget::User {
+                    user_id,
+                    account_id,
+                } => {
                     check_uuid("user_id", user_id)?;
-                    // Accounts have no users besides their keys in this deployment.
-                    return Err(Error::NotFound(format!("no user {user_id}")));
+                    let (team, role) = self.user_membership(user_id, account_id.as_deref()).await?;
+                    (team, role, Some(user_id.clone()))
                 }
             };
+            let team = &team;
             crate::validate_team_id(team)?;
             if *team == actor.team_id {
                 return Err(Error::Forbidden("you cannot impersonate your own team".into()));
@@ -112,9 +116,9 @@ impl Admin {
                 actor_key_id: actor.key_id.clone(),
                 actor_team_id: actor.team_id.clone(),
                 team_id: team.clone(),
-                user_id: None,
+                user_id,
                 mode,
-                role: Role::AccountAdmin,
+                role,
                 started_at: now,
                 expires_at: now + Duration::minutes(IMPERSONATION_TTL_MINUTES),
                 ended_at: None,
@@ -128,6 +132,53 @@ impl Admin {
             })
         })
         .await
+    }
+
+    /// The account and role a user-scope session assumes: the user's real membership, in
+    /// `account_id` when given (required when they belong to several accounts). A user with
+    /// a membership in the platform tenant is staff and is never impersonated.
+    async fn user_membership(
+        &self,
+        user_id: &str,
+        account_id: Option<&str>,
+    ) -> Result<(String, Role), Error> {
+        let (_, memberships) = self
+            .store()
+            .user_with_memberships(user_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("no user {user_id}")))?;
+        if memberships
+            .iter()
+            .any(|m| m.tenant_kind == TenantKind::Platform || m.role.is_platform())
+        {
+            return Err(Error::Forbidden(format!(
+                "user {user_id} is staff; staff are never impersonated"
+            )));
+        }
+        let membership = match account_id {
+            Some(account) => memberships
+                .iter()
+                .find(|m| m.team_id == account)
+                .ok_or_else(|| {
+                    Error::NotFound(format!(
+                        "user {user_id} is not a member of account {account:?}"
+                    ))
+                })?,
+            None => match memberships.as_slice() {
+                [only] => only,
+                [] => {
+                    return Err(Error::NotFound(format!(
+                        "user {user_id} belongs to no account"
+                    )));
+                }
+                _ => {
+                    return Err(Error::bad_request(format!(
+                        "user {user_id} belongs to several accounts; name one with account_id"
+                    )));
+                }
+            },
+        };
+        Ok((membership.team_id.clone(), membership.role))
     }
 
     /// Ends the caller's own impersonation session; its token stops working at once.

@@ -60,6 +60,10 @@ pub struct FileConfig {
     pub extra_ca_file: Option<PathBuf>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
+    /// The console's public origin (e.g. `https://knowngood.example`): passkeys are bound
+    /// to its host, and cookies are `Secure` when it is https. `KNOWNGOOD_CONSOLE_ORIGIN`
+    /// wins. Default `http://localhost` on any port (local use only).
+    pub console_origin: Option<String>,
     #[serde(default)]
     pub limits: LimitSettings,
     #[serde(default)]
@@ -349,6 +353,12 @@ impl Config {
             },
             connections: file.connections.resolve()?,
             public_base_url,
+            relying_party: relying_party(
+                std::env::var("KNOWNGOOD_CONSOLE_ORIGIN")
+                    .ok()
+                    .or(file.console_origin)
+                    .as_deref(),
+            )?,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -394,6 +404,26 @@ fn public_base_url(configured: Option<String>, listen: SocketAddr) -> Result<Str
         );
     }
     Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// The WebAuthn relying party of the console's origin: its host is the relying-party id.
+fn relying_party(origin: Option<&str>) -> Result<auth::mfa::RelyingParty> {
+    let Some(origin) = origin else {
+        return Ok(auth::mfa::RelyingParty::default());
+    };
+    let url = url::Url::parse(origin)
+        .with_context(|| format!("console_origin {origin:?} is not a URL"))?;
+    let host = url
+        .host_str()
+        .with_context(|| format!("console_origin {origin:?} has no host"))?;
+    if !matches!(url.scheme(), "https" | "http") {
+        anyhow::bail!("console_origin {origin:?} must be http(s)");
+    }
+    Ok(auth::mfa::RelyingParty {
+        id: host.to_string(),
+        origin: url.clone(),
+        any_port: false,
+    })
 }
 
 /// Creates the data dir for this user only (0700), or warns when an existing one is open
@@ -567,6 +597,17 @@ mod tests {
             .revocation
             .resolve();
         assert!(zero.is_err());
+    }
+
+    #[test]
+    fn the_console_origin_names_the_relying_party() {
+        let rp = relying_party(Some("https://kg.example.org")).unwrap();
+        assert_eq!(rp.id, "kg.example.org");
+        assert_eq!(rp.origin.as_str(), "https://kg.example.org/");
+        assert!(!rp.any_port);
+        assert_eq!(relying_party(None).unwrap().id, "localhost");
+        assert!(relying_party(Some("kg.example.org")).is_err());
+        assert!(relying_party(Some("ftp://kg.example.org")).is_err());
     }
 
     #[test]

@@ -133,6 +133,11 @@ async fn authorized(
             .usage
             .record(&principal.team_id, &spec.endpoint_name(), now);
     }
+    // A console or invited-user session that has not passed a second factor reaches only
+    // the enrolment and switch routes; raw keys and key tokens are never asked for one.
+    if spec.rule.second_factor && principal.session.as_ref().is_some_and(|s| !s.mfa) {
+        return Err(Error::MfaRequired.into());
+    }
     principal.authorize(permission, min_tier)?;
     request.extensions_mut().insert(principal);
     Ok(next.run(request).await)

@@ -24,6 +24,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
 pub mod connections;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod guard;
@@ -96,6 +97,8 @@ pub struct Settings {
     pub jobs: jobs::JobSettings,
     /// Timeouts and caps on client connections.
     pub connections: ConnectionLimits,
+    /// The relying party (domain and console origin) passkeys are bound to.
+    pub relying_party: auth::mfa::RelyingParty,
 }
 
 impl Default for Settings {
@@ -108,6 +111,7 @@ impl Default for Settings {
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),
+            relying_party: auth::mfa::RelyingParty::default(),
         }
     }
 }
@@ -119,6 +123,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     /// Key, grant and account administration; every admin route goes through it.
     pub admin: Arc<Admin>,
+    /// Second factors: TOTP, recovery codes, passkeys.
+    pub mfa: Arc<auth::mfa::Mfa>,
     pub usage: Arc<Usage>,
     pub limiter: Arc<Limiter>,
     /// Refused credentials: counts and their own limits.
@@ -163,7 +169,14 @@ impl AppState {
             settings.jobs.clone(),
             log_key.clone(),
         );
+        let mfa = Arc::new(auth::mfa::Mfa::new(
+            store.clone(),
+            credentials.hasher().clone(),
+            &settings.relying_party,
+            clock.clone(),
+        ));
         Self {
+            mfa,
             classifier: lookup::Classifier::new(store.clone()),
             admin: Arc::new(Admin::new(
                 store.clone(),
@@ -218,6 +231,7 @@ pub fn router(state: AppState) -> Router {
     let body_read_timeout = state.settings.connections.body_read_timeout;
     routes::api()
         .into_router(&state)
+        .merge(console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(|_| {
@@ -285,6 +299,10 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
+                // Ended sessions are kept a day (their tokens keep answering "signed out").
+                if let Err(e) = state.store.prune_sessions(now - chrono::Duration::days(1)).await {
+                    tracing::warn!(error = %e, "pruning ended sessions failed");
+                }
                 // Runs go on in their own tasks.
                 drop(state.runner.start_due(&state.jobs, now).await);
             }

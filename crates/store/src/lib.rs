@@ -29,6 +29,7 @@ pub mod packages;
 pub mod revocations;
 pub mod roots;
 pub mod staff;
+pub mod users;
 
 pub use backend::{PgStore, SqliteStore};
 pub use error::StoreError;
@@ -292,6 +293,7 @@ pub trait Store:
     + packages::PackageStore
     + LeaseStore
     + staff::StaffStore
+    + users::UserStore
 {
     /// Distinct records whose HMAC failed verification since start.
     fn integrity_failures(&self) -> u64;

@@ -55,6 +55,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 12,
         sql: include_str!("../migrations/sqlite/0012_feeds.sql"),
     },
+    Migration {
+        version: 13,
+        sql: include_str!("../migrations/sqlite/0013_users.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -105,6 +109,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 12,
         sql: include_str!("../migrations/postgres/0012_feeds.sql"),
+    },
+    Migration {
+        version: 13,
+        sql: include_str!("../migrations/postgres/0013_users.sql"),
     },
 ];
 

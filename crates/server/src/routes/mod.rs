@@ -8,12 +8,14 @@ use crate::routing::{Api, Rule};
 pub mod admin;
 pub mod feeds;
 pub mod intel;
+pub mod mfa;
 pub mod packages;
 pub mod public;
 pub mod revocations;
 pub mod taxii;
 pub mod tokens;
 pub mod transparency;
+pub mod users;
 
 /// Every route of the API, registered with its rule.
 pub fn api() -> Api {
@@ -27,6 +29,8 @@ pub fn api() -> Api {
     let api = packages::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
+    let api = users::routes(api);
+    let api = mfa::routes(api);
     // The API's own description is public so that tools can read it before holding a key.
     api.route(routes!(crate::openapi::openapi_json), Rule::public())
         .route(routes!(crate::openapi::docs_page), Rule::public())

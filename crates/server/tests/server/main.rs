@@ -5,8 +5,10 @@
 
 mod access_control;
 mod api;
+mod console;
 mod corpus_release;
 mod feeds;
+mod mfa;
 mod operations;
 mod packages;
 mod refresh;

@@ -1,0 +1,1368 @@
+//! The console's pages and form handlers.
+
+// The helpers' `Err` is the page's early answer (a redirect or a refusal), built once per
+// request and returned as is; boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashMap;
+
+use auth::Principal;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use model::{Error, HashValue, Permission, Tier};
+use subtle::ConstantTimeEq;
+
+use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
+use crate::AppState;
+use crate::routes::mfa::PENDING_COOKIE;
+
+type Fields = HashMap<String, String>;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/console", get(|| async { see_other("/console/") }))
+        .route("/console/", get(dashboard))
+        .route("/console/sign-in", get(sign_in_page).post(sign_in))
+        .route("/console/second-factor", get(second_factor_page))
+        .route("/console/second-factor/totp", post(second_factor_totp))
+        .route(
+            "/console/second-factor/recovery",
+            post(second_factor_recovery),
+        )
+        .route("/console/invite", get(invite_page).post(redeem_invite))
+        .route("/console/sign-out", post(sign_out))
+        .route("/console/account", get(account))
+        .route("/console/account/totp/enroll", post(totp_enroll))
+        .route("/console/account/totp/verify", post(totp_verify))
+        .route("/console/account/totp/disable", post(totp_disable))
+        .route("/console/account/recovery", post(recovery_generate))
+        .route(
+            "/console/account/passkeys/{id}/delete",
+            post(passkey_delete),
+        )
+        .route("/console/account/reissue", post(reissue))
+        .route(
+            "/console/passkey/register/begin",
+            post(passkey_register_begin),
+        )
+        .route(
+            "/console/passkey/register/complete",
+            post(passkey_register_complete),
+        )
+        .route("/console/passkey/sign-in", post(passkey_sign_in))
+        .route("/console/lookup", get(lookup_page).post(lookup))
+        .route("/console/history", get(history))
+        .route("/console/usage", get(usage))
+        .route("/console/keys", get(keys))
+        .route("/console/keys/invite", post(create_invite))
+        .route("/console/static/console.js", get(script))
+        .route("/console/static/md5.js", get(md5_script))
+        .route("/console/static/console.css", get(style))
+}
+
+// ----- plumbing -----
+
+/// What every page knows about the request: the signed-in principal (if any) and the CSRF
+/// token (a new one is set when the browser has none).
+struct Ctx {
+    principal: Option<Principal>,
+    csrf: String,
+    new_csrf: bool,
+}
+
+async fn ctx(state: &AppState, headers: &HeaderMap) -> Ctx {
+    let principal = match cookie(headers, SESSION_COOKIE) {
+        Some(token) => state.credentials.from_bearer(&token).await.ok(),
+        None => None,
+    };
+    let (csrf, new_csrf) = match cookie(headers, CSRF_COOKIE) {
+        Some(token) if token.len() >= 32 => (token, false),
+        _ => (hex::encode(rand::random::<[u8; 24]>()), true),
+    };
+    Ctx {
+        principal: principal.filter(|p| p.session.is_some()),
+        csrf,
+        new_csrf,
+    }
+}
+
+/// The form's CSRF token must equal the cookie's.
+fn check_csrf(headers: &HeaderMap, sent: Option<&str>) -> Result<(), Response> {
+    let cookie = cookie(headers, CSRF_COOKIE).unwrap_or_default();
+    let sent = sent.unwrap_or_default();
+    if cookie.len() >= 32 && bool::from(cookie.as_bytes().ct_eq(sent.as_bytes())) {
+        Ok(())
+    } else {
+        Err((
+            StatusCode::FORBIDDEN,
+            "the form's security token does not match; reload the page and try again",
+        )
+            .into_response())
+    }
+}
+
+fn csrf_field(ctx: &Ctx) -> String {
+    format!(
+        r#"<input type="hidden" name="csrf" value="{}">"#,
+        esc(&ctx.csrf)
+    )
+}
+
+/// A page inside the layout, with the CSRF cookie when it is new.
+fn page(state: &AppState, ctx: &Ctx, status: StatusCode, title: &str, body: &str) -> Response {
+    let nav = nav(ctx);
+    let html = format!(
+        r##"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="csrf-token" content="{csrf}">
+<title>{title} · knowngood</title>
+<link rel="stylesheet" href="/console/static/console.css">
+<script src="/console/static/md5.js" defer></script>
+<script src="/console/static/console.js" defer></script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header><a class="brand" href="/console/">knowngood</a>{nav}</header>
+<main id="main">
+<h1>{title}</h1>
+{body}
+</main>
+</body>
+</html>"##,
+        csrf = esc(&ctx.csrf),
+        title = esc(title),
+    );
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        html,
+    )
+        .into_response();
+    if ctx.new_csrf {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            set_cookie(state, CSRF_COOKIE, &ctx.csrf, 12 * 3600),
+        );
+    }
+    response
+}
+
+fn nav(ctx: &Ctx) -> String {
+    let mut links = vec![("/console/", "Dashboard")];
+    let form = match &ctx.principal {
+        Some(p) => {
+            links.extend([
+                ("/console/lookup", "Lookup"),
+                ("/console/history", "History"),
+                ("/console/usage", "Usage"),
+            ]);
+            if p.has(Permission::TenantManage) {
+                links.push(("/console/keys", "Keys"));
+            }
+            links.push(("/console/account", "Account"));
+            format!(
+                r#"<form method="post" action="/console/sign-out" class="inline">{}<button type="submit">Sign out</button></form>
+<span class="who">{} · {}</span>"#,
+                csrf_field(ctx),
+                esc(&p.team_id),
+                esc(p.role.as_str())
+            )
+        }
+        None => {
+            links.push(("/console/sign-in", "Sign in"));
+            String::new()
+        }
+    };
+    let items: String = links
+        .iter()
+        .map(|(href, label)| format!(r#"<li><a href="{href}">{label}</a></li>"#))
+        .collect();
+    format!(r#"<nav aria-label="Main"><ul>{items}</ul>{form}</nav>"#)
+}
+
+fn message(kind: &str, text: &str) -> String {
+    format!(
+        r#"<p class="msg {kind}" role="{role}">{}</p>"#,
+        esc(text),
+        role = if kind == "error" { "alert" } else { "status" }
+    )
+}
+
+/// The signed-in principal, or the way to the sign-in page. With `need_mfa`, a session
+/// that has not passed a second factor is sent to Account to enrol one.
+fn signed_in(ctx: &Ctx, need_mfa: bool) -> Result<&Principal, Response> {
+    let Some(principal) = &ctx.principal else {
+        return Err(see_other("/console/sign-in"));
+    };
+    if need_mfa && principal.session.as_ref().is_some_and(|s| !s.mfa) {
+        return Err(see_other("/console/account?enrol=1"));
+    }
+    Ok(principal)
+}
+
+fn refused(state: &AppState, ctx: &Ctx, e: &Error) -> Response {
+    let (status, _) = crate::error::status_and_code(e);
+    let text = match e {
+        Error::Internal(detail) => {
+            tracing::error!(%detail, "console: internal error");
+            "Something went wrong on our side.".to_string()
+        }
+        other => other.to_string(),
+    };
+    page(state, ctx, status, "Not allowed", &message("error", &text))
+}
+
+fn with_session_cookie(state: &AppState, mut response: Response, token: &str) -> Response {
+    let max_age = auth::credentials::SESSION_TTL_SECS;
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(state, SESSION_COOKIE, token, max_age),
+    );
+    response
+}
+
+fn clear_cookie(state: &AppState, mut response: Response, name: &str) -> Response {
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, set_cookie(state, name, "", 0));
+    response
+}
+
+// ----- public pages -----
+
+async fn dashboard(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Fields>,
+) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    let search = q
+        .get("q")
+        .map(|s| s.trim().to_lowercase())
+        .unwrap_or_default();
+    let platform = q.get("platform").cloned().unwrap_or_default();
+    let records = match state.store.current_records(None).await {
+        Ok(r) => r,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    let matching: Vec<_> = records
+        .iter()
+        .filter(|r| r.integrity_ok)
+        .filter(|r| {
+            search.is_empty()
+                || r.record.executable_name.to_lowercase().contains(&search)
+                || r.record.vendor.to_lowercase().contains(&search)
+        })
+        .filter(|r| platform.is_empty() || r.record.platform.as_str() == platform)
+        .collect();
+    let rows: String = matching
+        .iter()
+        .take(200)
+        .map(|r| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td class=\"hash\">{}</td></tr>",
+                esc(&r.record.executable_name),
+                esc(&r.record.version),
+                esc(&r.record.vendor),
+                r.record.platform.as_str(),
+                r.record.arch.as_str(),
+                esc(&r.record.hash_sha256)
+            )
+        })
+        .collect();
+    let options: String = ["", "windows", "linux", "darwin", "android", "universal"]
+        .iter()
+        .map(|p| {
+            format!(
+                r#"<option value="{p}"{}>{}</option>"#,
+                if *p == platform { " selected" } else { "" },
+                if p.is_empty() { "any platform" } else { p }
+            )
+        })
+        .collect();
+    let health = state.store.vendor_health().await.unwrap_or_default();
+    let health_rows: String = health
+        .iter()
+        .map(|v| {
+            let ok = v.last_success_at.is_some()
+                && v.last_error_at.is_none_or(|e| Some(e) < v.last_success_at);
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&v.vendor),
+                if ok { "ok" } else { "failing" },
+                v.last_success_at
+                    .map_or("never".into(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
+                v.records
+            )
+        })
+        .collect();
+    let root = match state.store.recent_roots(1).await {
+        Ok(roots) => roots.into_iter().next(),
+        Err(_) => None,
+    };
+    let root_html = match root {
+        Some(r) => format!(
+            r#"<dl><dt>Day</dt><dd>{}</dd><dt>Merkle root</dt><dd class="hash">{}</dd><dt>Entries</dt><dd>{}</dd><dt>Previous root</dt><dd class="hash">{}</dd></dl>"#,
+            r.log_date,
+            esc(&r.merkle_root),
+            r.entry_count,
+            esc(&r.prev_root)
+        ),
+        None => "<p>No root has been published yet.</p>".into(),
+    };
+    let body = format!(
+        r#"<section aria-labelledby="feed"><h2 id="feed">Today's feed</h2>
+<form method="get" action="/console/" class="filters" role="search">
+<label for="q">Search executables or vendors</label><input id="q" name="q" value="{search}">
+<label for="platform">Platform</label><select id="platform" name="platform">{options}</select>
+<button type="submit">Filter</button></form>
+<p>{shown} of {total} current records{more}.</p>
+<div class="scroll"><table><thead><tr><th scope="col">Executable</th><th scope="col">Version</th><th scope="col">Vendor</th><th scope="col">Platform</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>
+</section>
+<section aria-labelledby="health"><h2 id="health">Vendor health</h2>
+<div class="scroll"><table><thead><tr><th scope="col">Vendor</th><th scope="col">State</th><th scope="col">Last success (UTC)</th><th scope="col">Records</th></tr></thead><tbody>{health_rows}</tbody></table></div></section>
+<section aria-labelledby="root"><h2 id="root">Transparency log</h2>{root_html}
+<p>To verify: fetch <code>/public/transparency/&lt;day&gt;</code> and the key at <code>/public/transparency/key</code>, check the Ed25519 signature over the signed message, and check that <code>prev_root</code> equals the previous day's root. <code>knowngood verify</code> does all of it; an inclusion proof for one hash is at <code>/public/transparency/&lt;day&gt;/proof?sha256=&lt;hex&gt;</code>.</p></section>"#,
+        search = esc(q.get("q").map(String::as_str).unwrap_or_default()),
+        shown = matching.len().min(200),
+        total = matching.len(),
+        more = if matching.len() > 200 {
+            " (first 200 shown)"
+        } else {
+            ""
+        },
+    );
+    page(&state, &ctx, StatusCode::OK, "Dashboard", &body)
+}
+
+async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    sign_in_form(&state, &ctx, StatusCode::OK, "")
+}
+
+fn sign_in_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
+    let body = format!(
+        r#"{note}<form method="post" action="/console/sign-in" class="card">{csrf}
+<label for="key">API key</label>
+<input id="key" name="key" type="password" autocomplete="off" required aria-describedby="key-help">
+<p id="key-help" class="help">The key you use for the API (<code>TEAM.SECRET</code>). You will be asked for your passkey or authenticator code next.</p>
+<button type="submit">Sign in</button></form>
+<div class="card"><h2>Passkey</h2><p>Signed in with a passkey before? Use it directly.</p>
+<button type="button" data-action="passkey-sign-in">Sign in with a passkey</button>
+<p class="msg" role="status" data-passkey-status></p></div>
+<p>Invited by your account admin? <a href="/console/invite">Redeem your invite code</a>.</p>"#,
+        csrf = csrf_field(ctx),
+    );
+    page(state, ctx, status, "Sign in", &body)
+}
+
+async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let key = form.get("key").map(|k| k.trim()).unwrap_or_default();
+    let principal = match state.credentials.from_api_key(key).await {
+        Ok(p) => p,
+        Err(_) => {
+            return sign_in_form(
+                &state,
+                &ctx,
+                StatusCode::UNAUTHORIZED,
+                &message("error", "That key is not valid."),
+            );
+        }
+    };
+    let subject = principal.mfa_subject();
+    let enrolled = match state.mfa.enrolled(&subject).await {
+        Ok(e) => e,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    if enrolled {
+        return match state.mfa.start_pending(&subject).await {
+            Ok(pending) => {
+                let mut r = see_other("/console/second-factor");
+                r.headers_mut().append(
+                    header::SET_COOKIE,
+                    set_cookie(&state, PENDING_COOKIE, &pending, 300),
+                );
+                r
+            }
+            Err(e) => refused(&state, &ctx, &e),
+        };
+    }
+    // A first sign-in: a session that reaches only Account until a factor is enrolled.
+    match state
+        .credentials
+        .key_session(&principal.key_id, false)
+        .await
+    {
+        Ok((token, _)) => {
+            with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
+        }
+        Err(e) => refused(&state, &ctx, &e),
+    }
+}
+
+async fn second_factor_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    second_factor_form(&state, &ctx, &headers, StatusCode::OK, "").await
+}
+
+async fn second_factor_form(
+    state: &AppState,
+    ctx: &Ctx,
+    headers: &HeaderMap,
+    status: StatusCode,
+    note: &str,
+) -> Response {
+    let pending = match cookie(headers, PENDING_COOKIE) {
+        Some(p) => state.mfa.pending_subject(&p).await.ok().flatten(),
+        None => None,
+    };
+    if pending.is_none() {
+        return see_other("/console/sign-in");
+    }
+    let csrf = csrf_field(ctx);
+    let body = format!(
+        r#"{note}<form method="post" action="/console/second-factor/totp" class="card">{csrf}
+<h2>Authenticator app</h2>
+<label for="code">6-digit code</label>
+<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
+<button type="submit">Continue</button></form>
+<div class="card"><h2>Passkey</h2><button type="button" data-action="passkey-sign-in">Use a passkey</button>
+<p class="msg" role="status" data-passkey-status></p></div>
+<form method="post" action="/console/second-factor/recovery" class="card">{csrf}
+<h2>Recovery code</h2>
+<label for="recovery">Recovery code</label>
+<input id="recovery" name="code" autocomplete="off" placeholder="XXXX-XXXX-XXXX" required>
+<button type="submit">Use recovery code</button></form>"#
+    );
+    page(state, ctx, status, "Second factor", &body)
+}
+
+async fn second_factor_totp(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    second_factor(state, headers, form, false).await
+}
+
+async fn second_factor_recovery(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    second_factor(state, headers, form, true).await
+}
+
+async fn second_factor(
+    state: AppState,
+    headers: HeaderMap,
+    form: Fields,
+    recovery: bool,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let Some(pending) = cookie(&headers, PENDING_COOKIE) else {
+        return see_other("/console/sign-in");
+    };
+    let Ok(Some(subject)) = state.mfa.pending_subject(&pending).await else {
+        return see_other("/console/sign-in");
+    };
+    let code = form.get("code").map(String::as_str).unwrap_or_default();
+    let checked = if recovery {
+        state.mfa.recovery_use(&subject, code).await.map(Some)
+    } else {
+        state.mfa.totp_sign_in(&subject, code).await.map(|()| None)
+    };
+    let left = match checked {
+        Ok(left) => left,
+        Err(e) => {
+            let text = match e {
+                Error::RateLimited { retry_after_secs } => format!(
+                    "Too many wrong codes. Try again in {} minutes.",
+                    retry_after_secs.div_ceil(60)
+                ),
+                Error::Internal(_) | Error::Unavailable(_) => return refused(&state, &ctx, &e),
+                _ => "That code is not valid (or was already used).".into(),
+            };
+            return second_factor_form(
+                &state,
+                &ctx,
+                &headers,
+                StatusCode::UNAUTHORIZED,
+                &message("error", &text),
+            )
+            .await;
+        }
+    };
+    let issued = crate::routes::mfa::session_for_subject(&state, &subject).await;
+    let (token, _) = match issued {
+        Ok(t) => t,
+        Err(e) => return refused(&state, &ctx, &e.0),
+    };
+    if let Err(e) = state.mfa.end_pending(&pending).await {
+        tracing::warn!(error = %e, "could not close a pending sign-in");
+    }
+    let to = match left {
+        Some(left) => format!("/console/account?recovery_left={left}"),
+        None => "/console/account".into(),
+    };
+    let response = with_session_cookie(&state, see_other(&to), &token);
+    clear_cookie(&state, response, PENDING_COOKIE)
+}
+
+async fn invite_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    invite_form(&state, &ctx, StatusCode::OK, "")
+}
+
+fn invite_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
+    let body = format!(
+        r#"{note}<form method="post" action="/console/invite" class="card">{csrf}
+<label for="code">Invite code</label>
+<input id="code" name="code" autocomplete="off" required>
+<p class="help">You will set up a passkey or authenticator app next.</p>
+<button type="submit">Join</button></form>"#,
+        csrf = csrf_field(ctx)
+    );
+    page(state, ctx, status, "Redeem an invite", &body)
+}
+
+async fn redeem_invite(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let code = form.get("code").map(String::as_str).unwrap_or_default();
+    match state.admin.redeem_invite(code).await {
+        Ok((token, _)) => {
+            with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
+        }
+        Err(Error::Internal(d)) => refused(&state, &ctx, &Error::Internal(d)),
+        Err(_) => invite_form(
+            &state,
+            &ctx,
+            StatusCode::UNAUTHORIZED,
+            &message(
+                "error",
+                "That invite code is not valid, has expired or was used.",
+            ),
+        ),
+    }
+}
+
+async fn sign_out(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    if let Some(session) = ctx.principal.as_ref().and_then(|p| p.session.as_ref())
+        && let Err(e) = state.credentials.sign_out(&session.session_id).await
+    {
+        return refused(&state, &ctx, &e);
+    }
+    clear_cookie(&state, see_other("/console/sign-in"), SESSION_COOKIE)
+}
+
+// ----- account -----
+
+async fn account(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Fields>,
+) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    let principal = match signed_in(&ctx, false) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let mut notes = String::new();
+    if let Some(left) = q.get("recovery_left") {
+        notes.push_str(&message(
+            "warn",
+            &format!(
+                "You signed in with a recovery code; {} left.",
+                left.parse::<u64>().unwrap_or(0)
+            ),
+        ));
+    }
+    account_page(&state, &ctx, principal, StatusCode::OK, &notes).await
+}
+
+async fn account_page(
+    state: &AppState,
+    ctx: &Ctx,
+    principal: &Principal,
+    status: StatusCode,
+    notes: &str,
+) -> Response {
+    let subject = principal.mfa_subject();
+    let mfa = match state.mfa.status(&subject).await {
+        Ok(s) => s,
+        Err(e) => return refused(state, ctx, &e),
+    };
+    let passkeys = state.store.passkeys(&subject).await.unwrap_or_default();
+    let session_mfa = principal.session.as_ref().is_some_and(|s| s.mfa);
+    let csrf = csrf_field(ctx);
+    let mut body = String::from(notes);
+    if !session_mfa {
+        body.push_str(&message(
+            "warn",
+            "Set up a passkey or an authenticator app to continue: the other pages open once you have one.",
+        ));
+    }
+    body.push_str(&format!(
+        r#"<section aria-labelledby="who"><h2 id="who">Signed in as</h2><dl><dt>Account</dt><dd>{}</dd><dt>Role</dt><dd>{}</dd><dt>Tier</dt><dd>{}</dd></dl></section>"#,
+        esc(&principal.team_id),
+        esc(principal.role.as_str()),
+        principal.tier.as_str()
+    ));
+    let rows: String = passkeys
+        .iter()
+        .map(|p| {
+            format!(
+                r#"<li>{name} <span class="help">added {added}</span>
+<form method="post" action="/console/account/passkeys/{id}/delete" class="inline">{csrf}<button type="submit" aria-label="Remove passkey {name}">Remove</button></form></li>"#,
+                name = esc(&p.display_name),
+                added = p.created_at.format("%Y-%m-%d"),
+                id = esc(&p.passkey_id),
+            )
+        })
+        .collect();
+    body.push_str(&format!(
+        r#"<section aria-labelledby="passkeys" class="card"><h2 id="passkeys">Passkeys</h2>
+<ul data-passkey-list>{rows}</ul>
+<label for="passkey-name">Name for a new passkey</label>
+<input id="passkey-name" value="Passkey" data-passkey-name>
+<button type="button" data-action="passkey-register">Add a passkey</button>
+<p class="msg" role="status" data-passkey-status></p></section>"#
+    ));
+    let totp = if mfa.totp_enabled {
+        format!(
+            r#"<p>Authenticator app: <strong>on</strong>.</p>
+<form method="post" action="/console/account/totp/disable">{csrf}<label for="disable-code">Current code to turn it off</label>
+<input id="disable-code" name="code" inputmode="numeric" autocomplete="one-time-code" required><button type="submit">Turn off</button></form>"#
+        )
+    } else {
+        format!(
+            r#"<p>Authenticator app: <strong>off</strong>.</p>
+<form method="post" action="/console/account/totp/enroll">{csrf}<button type="submit">Set up an authenticator app</button></form>"#
+        )
+    };
+    body.push_str(&format!(
+        r#"<section aria-labelledby="totp" class="card"><h2 id="totp">Authenticator app (TOTP)</h2>{totp}</section>"#
+    ));
+    body.push_str(&format!(
+        r#"<section aria-labelledby="recovery" class="card"><h2 id="recovery">Recovery codes</h2>
+<p><span data-recovery-left>{}</span> unused recovery codes.</p>
+<form method="post" action="/console/account/recovery">{csrf}<button type="submit">Generate new recovery codes</button></form></section>"#,
+        mfa.recovery_codes_remaining
+    ));
+    if principal
+        .session
+        .as_ref()
+        .is_some_and(|s| s.user_id.is_none())
+    {
+        body.push_str(&format!(
+            r#"<section aria-labelledby="reissue" class="card"><h2 id="reissue">Your API key</h2>
+<p>Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key.</p>
+<form method="post" action="/console/account/reissue">{csrf}<button type="submit" class="danger">Reissue my key</button></form></section>"#
+        ));
+    }
+    page(state, ctx, status, "Account", &body)
+}
+
+/// The principal of a form post: CSRF checked, signed in, with MFA when `need_mfa`.
+async fn form_principal(
+    state: &AppState,
+    headers: &HeaderMap,
+    form: &Fields,
+    need_mfa: bool,
+) -> Result<(Ctx, Principal), Response> {
+    check_csrf(headers, form.get("csrf").map(String::as_str))?;
+    let ctx = ctx(state, headers).await;
+    let principal = signed_in(&ctx, need_mfa)?.clone();
+    Ok((ctx, principal))
+}
+
+async fn mark_session_mfa(state: &AppState, principal: &Principal) -> Result<(), Error> {
+    if let Some(s) = &principal.session
+        && !s.mfa
+    {
+        state.store.set_session_mfa(&s.session_id).await?;
+    }
+    Ok(())
+}
+
+async fn totp_enroll(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, false).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let label = format!("{}@{}", principal.key_id, principal.team_id);
+    let enrollment = match state
+        .mfa
+        .totp_enroll(&principal.mfa_subject(), &label)
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    let body = format!(
+        r#"<p>Scan the code with your authenticator app, or type the secret in. Then enter the 6-digit code it shows.</p>
+<figure class="qr" aria-label="QR code of the authenticator secret">{svg}</figure>
+<p>Secret: <code data-totp-secret>{secret}</code></p>
+<form method="post" action="/console/account/totp/verify" class="card">{csrf}
+<label for="code">Code from the app</label>
+<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
+<button type="submit">Turn on</button></form>"#,
+        // The QR code is our own SVG markup (qrcode's renderer: rects and a path only).
+        svg = enrollment.qr_code_svg,
+        secret = esc(&enrollment.secret),
+        csrf = csrf_field(&ctx),
+    );
+    page(
+        &state,
+        &ctx,
+        StatusCode::OK,
+        "Set up an authenticator app",
+        &body,
+    )
+}
+
+async fn totp_verify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, false).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let code = form.get("code").map(String::as_str).unwrap_or_default();
+    let result = state.mfa.totp_verify(&principal.mfa_subject(), code).await;
+    match result {
+        Ok(()) => {
+            if let Err(e) = mark_session_mfa(&state, &principal).await {
+                return refused(&state, &ctx, &e);
+            }
+            see_other("/console/account")
+        }
+        Err(e @ (Error::Internal(_) | Error::Unavailable(_))) => refused(&state, &ctx, &e),
+        Err(e) => {
+            account_page(
+                &state,
+                &ctx,
+                &principal,
+                StatusCode::BAD_REQUEST,
+                &message(
+                    "error",
+                    &format!("The code was not accepted ({e}). Start the set-up again."),
+                ),
+            )
+            .await
+        }
+    }
+}
+
+async fn totp_disable(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let code = form.get("code").map(String::as_str).unwrap_or_default();
+    match state.mfa.totp_disable(&principal.mfa_subject(), code).await {
+        Ok(()) => see_other("/console/account"),
+        Err(e) => {
+            account_page(
+                &state,
+                &ctx,
+                &principal,
+                StatusCode::BAD_REQUEST,
+                &message("error", &format!("Not turned off: {e}")),
+            )
+            .await
+        }
+    }
+}
+
+async fn recovery_generate(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let codes = match state.mfa.recovery_generate(&principal.mfa_subject()).await {
+        Ok(c) => c,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    let items: String = codes
+        .iter()
+        .map(|c| format!("<li><code>{}</code></li>", esc(c)))
+        .collect();
+    let body = format!(
+        r#"{}<ol class="codes" data-recovery-codes>{items}</ol><p><a href="/console/account">Back to Account</a></p>"#,
+        message(
+            "warn",
+            "Store these codes somewhere safe: each works once, they are shown only now, and these replace any earlier codes."
+        )
+    );
+    page(&state, &ctx, StatusCode::OK, "Recovery codes", &body)
+}
+
+async fn passkey_delete(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    match state
+        .store
+        .delete_passkey(&principal.mfa_subject(), &id)
+        .await
+    {
+        Ok(_) => see_other("/console/account"),
+        Err(e) => refused(&state, &ctx, &e),
+    }
+}
+
+async fn reissue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if principal
+        .session
+        .as_ref()
+        .is_some_and(|s| s.user_id.is_some())
+    {
+        return refused(
+            &state,
+            &ctx,
+            &Error::bad_request("you signed in as a user, not with a key"),
+        );
+    }
+    let new = match state.admin.reissue_key(&principal, &principal.key_id).await {
+        Ok(k) => k,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    // The old key is revoked, and the session with it.
+    let body = format!(
+        r#"{}<p>Your new key:</p><p><code class="secret" data-new-key>{}</code></p>
+<p>The old key stopped working just now. <a href="/console/sign-in">Sign in again</a> with the new key.</p>"#,
+        message("warn", "Copy the new key now: it is shown only this once."),
+        esc(&new.key)
+    );
+    let ctx = Ctx {
+        principal: None,
+        ..ctx
+    };
+    let response = page(&state, &ctx, StatusCode::OK, "Key reissued", &body);
+    clear_cookie(&state, response, SESSION_COOKIE)
+}
+
+// ----- passkeys (JSON for the console's script) -----
+
+fn json_error(e: &Error) -> Response {
+    crate::error::ApiError(e.clone()).into_response()
+}
+
+fn check_csrf_header(headers: &HeaderMap) -> Result<(), Response> {
+    let sent = headers.get("x-csrf-token").and_then(|v| v.to_str().ok());
+    check_csrf(headers, sent)
+}
+
+#[derive(serde::Deserialize)]
+struct RegisterBegin {
+    display_name: String,
+}
+
+async fn passkey_register_begin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<RegisterBegin>,
+) -> Response {
+    if let Err(r) = check_csrf_header(&headers) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let Some(principal) = &ctx.principal else {
+        return json_error(&Error::Unauthorized("sign in first".into()));
+    };
+    let name = body.display_name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return json_error(&Error::bad_request("display_name must be 1-100 characters"));
+    }
+    let user_name = format!("{}@{}", principal.key_id, principal.team_id);
+    match state
+        .mfa
+        .passkey_register_begin(&principal.mfa_subject(), &user_name, name)
+        .await
+    {
+        Ok(options) => Json(options).into_response(),
+        Err(e) => json_error(&e),
+    }
+}
+
+async fn passkey_register_complete(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(credential): Json<serde_json::Value>,
+) -> Response {
+    if let Err(r) = check_csrf_header(&headers) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let Some(principal) = &ctx.principal else {
+        return json_error(&Error::Unauthorized("sign in first".into()));
+    };
+    match state
+        .mfa
+        .passkey_register_complete(&principal.mfa_subject(), credential)
+        .await
+    {
+        Ok(row) => {
+            if let Err(e) = mark_session_mfa(&state, principal).await {
+                return json_error(&e);
+            }
+            Json(
+                serde_json::json!({"passkey_id": row.passkey_id, "display_name": row.display_name}),
+            )
+            .into_response()
+        }
+        Err(e) => json_error(&e),
+    }
+}
+
+async fn passkey_sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(assertion): Json<serde_json::Value>,
+) -> Response {
+    if let Err(r) = check_csrf_header(&headers) {
+        return r;
+    }
+    let subject = match state.mfa.passkey_sign_in_complete(assertion).await {
+        Ok(s) => s,
+        Err(e) => return json_error(&e),
+    };
+    let (token, _) = match crate::routes::mfa::session_for_subject(&state, &subject).await {
+        Ok(t) => t,
+        Err(e) => return json_error(&e.0),
+    };
+    if let Some(pending) = cookie(&headers, PENDING_COOKIE)
+        && let Err(e) = state.mfa.end_pending(&pending).await
+    {
+        tracing::warn!(error = %e, "could not close a pending sign-in");
+    }
+    let response = Json(serde_json::json!({"redirect": "/console/account"})).into_response();
+    let response = with_session_cookie(&state, response, &token);
+    clear_cookie(&state, response, PENDING_COOKIE)
+}
+
+// ----- intel pages -----
+
+/// The principal of a page that needs `permission` on `tier` and a passed second factor.
+fn allowed<'a>(
+    state: &AppState,
+    ctx: &'a Ctx,
+    permission: Option<Permission>,
+    tier: Tier,
+) -> Result<&'a Principal, Response> {
+    let principal = signed_in(ctx, true)?;
+    principal
+        .authorize(permission, tier)
+        .map_err(|e| refused(state, ctx, &e))?;
+    Ok(principal)
+}
+
+async fn lookup_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
+        return r;
+    }
+    lookup_form(&state, &ctx, StatusCode::OK, "", "")
+}
+
+fn lookup_form(
+    state: &AppState,
+    ctx: &Ctx,
+    status: StatusCode,
+    hashes: &str,
+    results: &str,
+) -> Response {
+    let body = format!(
+        r#"<form method="post" action="/console/lookup" class="card" data-lookup-form>{csrf}
+<label for="hashes">Hashes (MD5, SHA-1 or SHA-256; one per line, up to 100)</label>
+<textarea id="hashes" name="hashes" rows="6" data-lookup-hashes>{hashes}</textarea>
+<div class="drop" data-drop tabindex="0" role="button" aria-describedby="drop-help">Drop a file here, or choose one:
+<label for="file" class="sr-only">File to hash</label><input id="file" type="file" data-file></div>
+<p id="drop-help" class="help">The file is hashed in your browser (SHA-256, SHA-1, MD5) and never leaves it; only the hashes are looked up.</p>
+<p class="msg" role="status" data-file-status></p>
+<button type="submit">Look up</button></form>{results}"#,
+        csrf = csrf_field(ctx),
+        hashes = esc(hashes),
+    );
+    page(state, ctx, status, "Lookup", &body)
+}
+
+async fn lookup(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
+        return r;
+    }
+    let raw = form.get("hashes").cloned().unwrap_or_default();
+    let parsed: Result<Vec<HashValue>, Error> = raw
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|s| !s.is_empty())
+        .map(HashValue::parse)
+        .collect();
+    let mut batch = match parsed {
+        Ok(b) if !b.is_empty() && b.len() <= 100 => b,
+        Ok(_) => {
+            return lookup_form(
+                &state,
+                &ctx,
+                StatusCode::BAD_REQUEST,
+                &raw,
+                &message("error", "Enter between 1 and 100 hashes."),
+            );
+        }
+        Err(e) => {
+            return lookup_form(
+                &state,
+                &ctx,
+                StatusCode::BAD_REQUEST,
+                &raw,
+                &message("error", &e.to_string()),
+            );
+        }
+    };
+    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    batch.dedup_by(|a, b| a.as_str() == b.as_str());
+    let classified = match state.classifier.classify(batch, false).await {
+        Ok(c) => c,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    let rows: String = classified
+        .results()
+        .into_iter()
+        .map(|(hash, verdict)| {
+            let class = verdict.classification().as_str();
+            let detail = match &verdict {
+                lookup::Verdict::VendorRelease(m) => format!(
+                    "{} {} ({}, {})",
+                    esc(m.executable_name),
+                    esc(m.version),
+                    esc(m.vendor),
+                    m.platform.as_str()
+                ),
+                lookup::Verdict::File(e) => {
+                    format!("{} ({}, {})", esc(e.file_name), esc(e.product_name), esc(e.source))
+                }
+                lookup::Verdict::Unknown => "found in no source".into(),
+            };
+            format!(
+                r#"<tr><td class="hash">{}</td><td><span class="badge {class}" data-classification>{class}</span></td><td>{detail}</td></tr>"#,
+                esc(hash.as_str())
+            )
+        })
+        .collect();
+    let results = format!(
+        r#"<section aria-labelledby="results"><h2 id="results">Results</h2><div class="scroll"><table><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></div></section>"#
+    );
+    lookup_form(&state, &ctx, StatusCode::OK, &raw, &results)
+}
+
+async fn history(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Fields>,
+) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelHistory), Tier::Basic) {
+        return r;
+    }
+    let executable = q
+        .get("executable")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let mut results = String::new();
+    if !executable.is_empty() {
+        let query = store::HistoryQuery {
+            executable: executable.clone(),
+            limit: 200,
+            ..store::HistoryQuery::default()
+        };
+        match state.store.history(&query).await {
+            Ok(page) => {
+                let rows: String = page
+                    .items
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "<tr><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"hash\">{}</td></tr>",
+                            esc(&r.record.version),
+                            r.record.platform.as_str(),
+                            r.record.arch.as_str(),
+                            r.valid_from.format("%Y-%m-%d %H:%M"),
+                            r.valid_until.map_or("now".into(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
+                            r.status.as_str(),
+                            esc(&r.record.hash_sha256)
+                        )
+                    })
+                    .collect();
+                results = format!(
+                    r#"<p>{} versions of {}.</p><div class="scroll"><table><thead><tr><th scope="col">Version</th><th scope="col">Platform</th><th scope="col">Valid from (UTC)</th><th scope="col">Valid until</th><th scope="col">Status</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
+                    page.total,
+                    esc(&executable)
+                );
+            }
+            Err(e) => return refused(&state, &ctx, &e),
+        }
+    }
+    let body = format!(
+        r#"<form method="get" action="/console/history" class="card" role="search">
+<label for="executable">Executable name</label><input id="executable" name="executable" value="{}" required>
+<button type="submit">Show history</button></form>{results}"#,
+        esc(&executable)
+    );
+    page(&state, &ctx, StatusCode::OK, "History", &body)
+}
+
+async fn usage(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    let principal = match allowed(&state, &ctx, None, Tier::Free) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let summary = match state.admin.usage(principal).await {
+        Ok(s) => s,
+        Err(e) => return refused(&state, &ctx, &e),
+    };
+    let rows: String = summary
+        .by_endpoint
+        .iter()
+        .map(|(endpoint, n)| {
+            format!(
+                "<tr><td><code>{}</code></td><td>{n}</td></tr>",
+                esc(endpoint)
+            )
+        })
+        .collect();
+    let max = summary
+        .daily
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bar_width = 10;
+    let bars: String = summary
+        .daily
+        .iter()
+        .enumerate()
+        .map(|(i, (day, n))| {
+            let h = (*n as f64 / max as f64 * 100.0).round();
+            format!(
+                r#"<rect x="{x}" y="{y}" width="8" height="{h}"><title>{day}: {n}</title></rect>"#,
+                x = i * bar_width,
+                y = 100.0 - h,
+            )
+        })
+        .collect();
+    let quota = summary
+        .quota
+        .map_or("unlimited".to_string(), |q| q.to_string());
+    let body = format!(
+        r#"<dl><dt>Month</dt><dd>{month}</dd><dt>Requests</dt><dd data-usage-total>{total}</dd><dt>Monthly quota ({tier})</dt><dd>{quota}</dd></dl>
+<h2>Last 30 days</h2>
+<svg class="chart" viewBox="0 0 {w} 100" role="img" aria-label="Requests per day over the last 30 days, at most {max} a day">{bars}</svg>
+<h2>By endpoint</h2><div class="scroll"><table><thead><tr><th scope="col">Endpoint</th><th scope="col">Requests</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
+        month = summary.month,
+        total = summary.total,
+        tier = summary.tier.as_str(),
+        w = summary.daily.len() * bar_width,
+    );
+    page(&state, &ctx, StatusCode::OK, "Usage", &body)
+}
+
+async fn keys(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    keys_page(&state, &ctx, StatusCode::OK, "").await
+}
+
+async fn keys_page(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
+    let principal = match allowed(state, ctx, Some(Permission::TenantManage), Tier::Teams) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let keys = match state.admin.list_keys(principal, None).await {
+        Ok(k) => k,
+        Err(e) => return refused(state, ctx, &e),
+    };
+    let rows: String = keys
+        .iter()
+        .map(|k| {
+            let grants: Vec<String> = k
+                .info
+                .grants
+                .iter()
+                .filter(|g| k.grant_active(g))
+                .map(|g| match g.expires_at {
+                    Some(at) => format!("{} until {}", g.role.as_str(), at.format("%Y-%m-%d")),
+                    None => g.role.as_str().to_string(),
+                })
+                .collect();
+            format!(
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&k.info.key_id),
+                esc(&k.info.label),
+                k.info.role.as_str(),
+                esc(&grants.join(", ")),
+                if k.info.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                }
+            )
+        })
+        .collect();
+    let body = format!(
+        r#"{note}<div class="scroll"><table><thead><tr><th scope="col">Key</th><th scope="col">Label</th><th scope="col">Role</th><th scope="col">Grants</th><th scope="col">State</th></tr></thead><tbody>{rows}</tbody></table></div>
+<section aria-labelledby="invite" class="card"><h2 id="invite">Invite a person</h2>
+<form method="post" action="/console/keys/invite">{csrf}
+<label for="role">Role</label><select id="role" name="role"><option value="analyst">analyst (Viewer)</option><option value="auditor">auditor (Analyst)</option></select>
+<label for="display_name">Name</label><input id="display_name" name="display_name" required>
+<label for="contact">Contact</label><input id="contact" name="contact" required>
+<button type="submit">Create invite code</button></form></section>"#,
+        csrf = csrf_field(ctx)
+    );
+    page(state, ctx, status, "Keys and invites", &body)
+}
+
+async fn create_invite(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
+    match state
+        .admin
+        .invite(&principal, get("role"), get("display_name"), get("contact"))
+        .await
+    {
+        Ok(invite) => {
+            let note = format!(
+                r#"{}<p>Invite code for {}: <code class="secret" data-invite-code>{}</code> (valid until {}).</p>"#,
+                message(
+                    "warn",
+                    "Hand this code over now: it is shown only this once."
+                ),
+                esc(get("display_name")),
+                esc(&invite.code),
+                invite.expires_at.format("%Y-%m-%d %H:%M UTC")
+            );
+            keys_page(&state, &ctx, StatusCode::CREATED, &note).await
+        }
+        Err(e) => {
+            keys_page(
+                &state,
+                &ctx,
+                StatusCode::BAD_REQUEST,
+                &message("error", &e.to_string()),
+            )
+            .await
+        }
+    }
+}
+
+// ----- static files -----
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=3600"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("static/console.js"),
+    )
+}
+
+async fn md5_script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("static/md5.js"),
+    )
+}
+
+async fn style() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("static/console.css"),
+    )
+}

@@ -1,0 +1,131 @@
+// The console's only script: WebAuthn ceremonies (register a passkey, sign in with one)
+// and hashing a dropped file in the browser. Served by the binary; no build step.
+"use strict";
+(function () {
+  const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
+
+  const fromB64url = (s) => {
+    const b64 = s.replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(b64 + "===".slice((b64.length + 3) % 4));
+    return Uint8Array.from(bin, (c) => c.charCodeAt(0)).buffer;
+  };
+  const toB64url = (buf) => {
+    let bin = "";
+    new Uint8Array(buf).forEach((b) => { bin += String.fromCharCode(b); });
+    return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  };
+
+  async function post(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.message || data.error || response.statusText);
+    return data;
+  }
+
+  function status(text) {
+    document.querySelectorAll("[data-passkey-status]").forEach((el) => { el.textContent = text; });
+  }
+
+  async function registerPasskey() {
+    const nameField = document.querySelector("[data-passkey-name]");
+    const name = (nameField && nameField.value.trim()) || "Passkey";
+    status("Waiting for your authenticator…");
+    const options = await post("/console/passkey/register/begin", { display_name: name });
+    const pk = options.publicKey;
+    pk.challenge = fromB64url(pk.challenge);
+    pk.user.id = fromB64url(pk.user.id);
+    (pk.excludeCredentials || []).forEach((c) => { c.id = fromB64url(c.id); });
+    const cred = await navigator.credentials.create({ publicKey: pk });
+    await post("/console/passkey/register/complete", {
+      id: cred.id,
+      rawId: toB64url(cred.rawId),
+      type: cred.type,
+      response: {
+        attestationObject: toB64url(cred.response.attestationObject),
+        clientDataJSON: toB64url(cred.response.clientDataJSON),
+      },
+      extensions: cred.getClientExtensionResults(),
+    });
+    status("Passkey added.");
+    window.location.reload();
+  }
+
+  async function signInWithPasskey() {
+    status("Waiting for your authenticator…");
+    const response = await fetch("/api/v1/admin/auth/passkey/begin", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    const options = await response.json();
+    if (!response.ok) throw new Error(options.message || options.error);
+    const pk = options.publicKey;
+    pk.challenge = fromB64url(pk.challenge);
+    (pk.allowCredentials || []).forEach((c) => { c.id = fromB64url(c.id); });
+    const cred = await navigator.credentials.get({ publicKey: pk });
+    const result = await post("/console/passkey/sign-in", {
+      id: cred.id,
+      rawId: toB64url(cred.rawId),
+      type: cred.type,
+      response: {
+        authenticatorData: toB64url(cred.response.authenticatorData),
+        clientDataJSON: toB64url(cred.response.clientDataJSON),
+        signature: toB64url(cred.response.signature),
+        userHandle: cred.response.userHandle ? toB64url(cred.response.userHandle) : null,
+      },
+      extensions: cred.getClientExtensionResults(),
+    });
+    window.location.assign(result.redirect);
+  }
+
+  const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+
+  async function hashFile(file) {
+    const form = document.querySelector("[data-lookup-form]");
+    const out = document.querySelector("[data-file-status]");
+    out.textContent = "Hashing " + file.name + " in your browser…";
+    const data = await file.arrayBuffer();
+    const [sha256, sha1] = await Promise.all([
+      crypto.subtle.digest("SHA-256", data),
+      crypto.subtle.digest("SHA-1", data),
+    ]);
+    const hashes = [hex(sha256), hex(sha1), window.knowngoodMd5(data)];
+    document.querySelector("[data-lookup-hashes]").value = hashes.join("\n");
+    out.textContent = file.name + " hashed; looking up its hashes.";
+    form.submit();
+  }
+
+  function wire() {
+    document.querySelectorAll('[data-action="passkey-register"]').forEach((button) => {
+      button.addEventListener("click", () => registerPasskey().catch((e) => status("Passkey not added: " + e.message)));
+    });
+    document.querySelectorAll('[data-action="passkey-sign-in"]').forEach((button) => {
+      button.addEventListener("click", () => signInWithPasskey().catch((e) => status("Passkey sign-in failed: " + e.message)));
+    });
+    const drop = document.querySelector("[data-drop]");
+    const input = document.querySelector("[data-file]");
+    if (input) {
+      input.addEventListener("change", () => { if (input.files[0]) hashFile(input.files[0]); });
+    }
+    if (drop) {
+      drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+      drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+      drop.addEventListener("drop", (e) => {
+        e.preventDefault();
+        drop.classList.remove("over");
+        if (e.dataTransfer.files[0]) hashFile(e.dataTransfer.files[0]);
+      });
+      drop.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); }
+      });
+    }
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire);
+  else wire();
+})();

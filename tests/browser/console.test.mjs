@@ -1,0 +1,329 @@
+// The web console in headless Chromium, one user journey per test, in order (they share
+// the seeded server that run.sh starts). Each page is photographed at desktop and phone
+// width into $KG_SCREENSHOTS.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, createHmac } from "node:crypto";
+import { mkdirSync, readFileSync } from "node:fs";
+import { chromium } from "playwright-core";
+
+const BASE = process.env.KG_CONSOLE;
+const SHOTS = process.env.KG_SCREENSHOTS;
+let adminKey = process.env.KG_ADMIN_KEY;
+let browser;
+let totpSecret;
+let recoveryCodes;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.KG_CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+// ----- helpers -----
+
+function base32Decode(text) {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  let bits = 0, value = 0;
+  const out = [];
+  for (const c of text) {
+    value = (value << 5) | alphabet.indexOf(c);
+    bits += 5;
+    if (bits >= 8) { bits -= 8; out.push((value >>> bits) & 0xff); }
+  }
+  return Buffer.from(out);
+}
+
+const nowStep = () => Math.floor(Date.now() / 1000 / 30);
+const lastStep = new Map();
+
+/** The RFC 6238 code of time step `step`. */
+function codeAt(secret, step) {
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(step));
+  const mac = createHmac("sha1", base32Decode(secret)).update(counter).digest();
+  const at = mac[19] & 0x0f;
+  const n = (mac.readUInt32BE(at) & 0x7fffffff) % 1_000_000;
+  return String(n).padStart(6, "0");
+}
+
+/**
+ * A code the server has not accepted yet: each step's code works once, and the server
+ * takes the current step or one either side of it, so wait when the next unused step is
+ * still too far ahead.
+ */
+async function freshCode(secret) {
+  const step = Math.max((lastStep.get(secret) ?? 0) + 1, nowStep() - 1);
+  while (step > nowStep() + 1) await new Promise((r) => setTimeout(r, 500));
+  lastStep.set(secret, step);
+  return codeAt(secret, step);
+}
+
+async function newPage() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => assert.fail(`script error on ${page.url()}: ${e.message}`));
+  return page;
+}
+
+/** Desktop and 390 px screenshots of the page as it is. */
+async function shoot(page, name) {
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.screenshot({ path: `${SHOTS}/${name}-desktop.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: `${SHOTS}/${name}-phone.png`, fullPage: true });
+  // Nothing may overflow a phone's width.
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `${name} overflows 390 px by ${overflow} px`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+async function signInWithKey(page, key) {
+  await page.goto(`${BASE}/console/sign-in`);
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
+}
+
+async function signOut(page) {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForURL(`${BASE}/console/sign-in`);
+}
+
+async function enrolTotp(page) {
+  await page.getByRole("button", { name: "Set up an authenticator app" }).click();
+  await page.waitForURL(`${BASE}/console/account/totp/enroll`);
+  assert.ok(await page.locator("figure.qr svg").count(), "the QR code is inline SVG");
+  const secret = (await page.locator("[data-totp-secret]").textContent()).trim();
+  await shoot(page, "totp-enrol");
+  await page.getByLabel("Code from the app").fill(await freshCode(secret));
+  await page.getByRole("button", { name: "Turn on" }).click();
+  await page.waitForURL(`${BASE}/console/account`);
+  assert.match(await page.textContent("main"), /Authenticator app: on/);
+  return secret;
+}
+
+// ----- journeys -----
+
+test("the public dashboard shows the feed, vendor health and today's root", async () => {
+  const page = await newPage();
+  const response = await page.goto(`${BASE}/console/`);
+  const headers = response.headers();
+  assert.match(headers["content-security-policy"], /script-src 'self'/);
+  assert.doesNotMatch(headers["content-security-policy"], /unsafe-inline/);
+  assert.equal(headers["x-frame-options"], "DENY");
+  assert.match(await page.textContent("main"), /sample-tool\.exe/);
+  assert.match(await page.textContent("main"), /Merkle root/);
+  await page.getByLabel("Search executables or vendors").fill("no-such-tool");
+  await page.getByRole("button", { name: "Filter" }).click();
+  assert.match(await page.textContent("main"), /0 of 0 current records/);
+  await shoot(page, "dashboard");
+  await page.goto(`${BASE}/console/sign-in`);
+  await shoot(page, "sign-in");
+  await page.context().close();
+});
+
+test("a first sign-in with a key goes to Account, enrols TOTP, then signs in with it", async () => {
+  const page = await newPage();
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(/\/console\/account/);
+  const cookies = await page.context().cookies();
+  const session = cookies.find((c) => c.name === "kg_session");
+  assert.ok(session.httpOnly, "the session cookie is HttpOnly");
+  assert.equal(session.sameSite, "Strict");
+  assert.match(await page.textContent("main"), /Set up a passkey or an authenticator app/);
+  // Other pages wait for the second factor.
+  await page.goto(`${BASE}/console/lookup`);
+  assert.match(page.url(), /\/console\/account/);
+  await shoot(page, "account-first-sign-in");
+  totpSecret = await enrolTotp(page);
+  await shoot(page, "account");
+
+  await signOut(page);
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await shoot(page, "second-factor");
+  await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(`${BASE}/console/account`);
+  // Signed in with a second factor: Lookup opens.
+  await page.goto(`${BASE}/console/lookup`);
+  assert.equal(page.url(), `${BASE}/console/lookup`);
+  await page.context().close();
+});
+
+test("recovery codes: generated once, one used at sign-in, the count drops", async () => {
+  const page = await newPage();
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  // A code already used is refused.
+  await page.getByLabel("6-digit code").fill(codeAt(totpSecret, lastStep.get(totpSecret)));
+  await page.getByRole("button", { name: "Continue" }).click();
+  assert.match(await page.textContent("main"), /not valid/);
+  await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(`${BASE}/console/account`);
+  await page.getByRole("button", { name: "Generate new recovery codes" }).click();
+  recoveryCodes = await page.locator("[data-recovery-codes] code").allTextContents();
+  assert.equal(recoveryCodes.length, 10);
+  recoveryCodes.forEach((c) => assert.match(c, /^[A-Z0-9]{4}-[A-Z0-9]{4}-[A-Z0-9]{4}$/));
+  await shoot(page, "recovery-codes");
+  await page.goto(`${BASE}/console/account`);
+  assert.equal((await page.locator("[data-recovery-left]").textContent()).trim(), "10");
+
+  await signOut(page);
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[0]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.waitForURL(/\/console\/account/);
+  assert.match(await page.textContent("main"), /recovery code; 9 left/);
+  assert.equal((await page.locator("[data-recovery-left]").textContent()).trim(), "9");
+  await page.context().close();
+});
+
+test("a passkey registered with the virtual authenticator signs in", async () => {
+  const page = await newPage();
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: {
+      protocol: "ctap2", transport: "internal", hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+    },
+  });
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[1]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.waitForURL(/\/console\/account/);
+
+  await page.getByLabel("Name for a new passkey").fill("Test laptop");
+  await Promise.all([
+    page.waitForEvent("load"),
+    page.getByRole("button", { name: "Add a passkey" }).click(),
+  ]);
+  assert.match(await page.locator("[data-passkey-list]").textContent(), /Test laptop/);
+  await shoot(page, "account-with-passkey");
+
+  await signOut(page);
+  await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+  await page.waitForURL(`${BASE}/console/account`);
+  assert.match(await page.textContent("header"), /console-teams/);
+  await page.context().close();
+});
+
+test("an invited user is held at MFA_REQUIRED until they enrol", async () => {
+  const admin = await newPage();
+  await signInWithKey(admin, adminKey);
+  await admin.waitForURL(`${BASE}/console/second-factor`);
+  await admin.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[2]);
+  await admin.getByRole("button", { name: "Use recovery code" }).click();
+  await admin.goto(`${BASE}/console/keys`);
+  await admin.getByLabel("Role").selectOption("analyst");
+  await admin.getByLabel("Name", { exact: true }).fill("Grace");
+  await admin.getByLabel("Contact").fill("grace@example.org");
+  await admin.getByRole("button", { name: "Create invite code" }).click();
+  const code = (await admin.locator("[data-invite-code]").textContent()).trim();
+  await shoot(admin, "keys");
+  await admin.context().close();
+
+  const page = await newPage();
+  await page.goto(`${BASE}/console/invite`);
+  await shoot(page, "invite");
+  await page.getByLabel("Invite code").fill(code);
+  await page.getByRole("button", { name: "Join" }).click();
+  await page.waitForURL(/\/console\/account/);
+  assert.match(await page.textContent("main"), /Set up a passkey or an authenticator app/);
+  // The API answers the same session MFA_REQUIRED (the console's own fetch carries no
+  // bearer token, so ask the API with the session's cookie value as the token).
+  const token = (await page.context().cookies()).find((c) => c.name === "kg_session").value;
+  const refused = await page.request.get(`${BASE}/api/v1/intel/stats`, {
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  assert.equal(refused.status(), 403);
+  assert.equal((await refused.json()).error, "MFA_REQUIRED");
+  await page.goto(`${BASE}/console/history`);
+  assert.match(page.url(), /\/console\/account/);
+
+  await enrolTotp(page);
+  const allowed = await page.request.get(`${BASE}/api/v1/intel/stats`, {
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  assert.equal(allowed.status(), 200);
+  await page.goto(`${BASE}/console/history?executable=sample-tool.exe`);
+  assert.match(await page.textContent("main"), /1 versions of sample-tool\.exe/);
+  await shoot(page, "history");
+  await page.goto(`${BASE}/console/usage`);
+  assert.ok(await page.locator("svg.chart").count());
+  await shoot(page, "usage");
+  await page.context().close();
+});
+
+test("a dropped file is hashed in the browser and classified", async () => {
+  const page = await newPage();
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[3]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.goto(`${BASE}/console/lookup`);
+  const bytes = readFileSync(process.env.KG_SAMPLE);
+  // Blocks any upload of the file itself: only the form with its hashes may be posted.
+  let uploaded = false;
+  page.on("request", (r) => {
+    if ((r.postData() || "").includes("knowngood console test file")) uploaded = true;
+  });
+  await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith("/console/lookup") && r.request().method() === "POST"),
+    page.evaluate((data) => {
+      const file = new File([new Uint8Array(data)], "sample-tool.exe");
+      const transfer = new DataTransfer();
+      transfer.items.add(file);
+      document.querySelector("[data-drop]").dispatchEvent(
+        new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+    }, [...bytes]),
+  ]);
+  await page.locator("[data-classification]").first().waitFor();
+  assert.equal(uploaded, false, "the file itself never leaves the browser");
+  const sha256 = createHash("sha256").update(bytes).digest("hex");
+  const md5 = createHash("md5").update(bytes).digest("hex");
+  const submitted = await page.locator("[data-lookup-hashes]").inputValue();
+  assert.ok(submitted.includes(sha256) && submitted.includes(md5), "SHA-256 and MD5 computed in the page");
+  const classes = await page.locator("[data-classification]").allTextContents();
+  assert.deepEqual(classes, ["known_vendor_release", "known_vendor_release", "known_vendor_release"]);
+  await shoot(page, "lookup");
+  await page.context().close();
+});
+
+test("a reissued key is shown once and the old key is refused", async () => {
+  const page = await newPage();
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[4]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.waitForURL(/\/console\/account/);
+  await page.getByRole("button", { name: "Reissue my key" }).click();
+  const newKey = (await page.locator("[data-new-key]").textContent()).trim();
+  assert.notEqual(newKey, adminKey);
+  await shoot(page, "key-reissued");
+  await signInWithKey(page, adminKey);
+  assert.match(await page.textContent("main"), /That key is not valid/);
+  const oldApi = await page.request.get(`${BASE}/api/v1/intel/stats`, { headers: { "X-API-Key": adminKey } });
+  assert.equal(oldApi.status(), 401);
+  // The second factors moved to the new key.
+  await signInWithKey(page, newKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[5]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.waitForURL(/\/console\/account/);
+  assert.match(await page.textContent("main"), /4 left/);
+  adminKey = newKey;
+  await page.context().close();
+});
