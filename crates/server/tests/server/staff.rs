@@ -944,7 +944,8 @@ async fn every_administrative_action_is_audited(app: TestApp) {
     let owner_id = app.key_id(&owner).await;
     let (liaison_id, liaison) = staff(&app, &owner, Role::ClientLiaison).await;
     let liaison_token = app.token(&liaison).await;
-    app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+    let acme = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+    let acme_id = app.key_id(&acme).await;
     let (target_id, _) = staff(&app, &owner, Role::Analyst).await;
     let vendor = app.get_with("/api/v1/admin/vendors", &owner).await.json()["vendors"][0]["vendor"]
         .as_str()
@@ -1085,6 +1086,15 @@ async fn every_administrative_action_is_audited(app: TestApp) {
             Caller::Key(&owner),
             "key.revoke",
             &owner_id,
+        ),
+        (
+            Method::POST,
+            "/api/v1/admin/invites",
+            "/api/v1/admin/invites".into(),
+            Some(json!({"role": "analyst", "display_name": "Ann", "contact": "ann@example.org"})),
+            Caller::Key(&acme),
+            "user.invite",
+            &acme_id,
         ),
         (
             Method::POST,
