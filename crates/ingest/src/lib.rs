@@ -45,6 +45,7 @@ pub mod fetch;
 pub mod formats;
 pub mod hasher;
 pub mod http;
+pub mod members;
 pub mod pipeline;
 pub mod vendors;
 
@@ -55,7 +56,13 @@ pub use fetch::{
     Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, VendorConfig,
     default_client,
 };
-pub use hasher::{Digests, HasherError, PublishedHashError, TripleHasher, verify_published};
+pub use hasher::{
+    Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,
+};
+pub use members::{
+    ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,
+    MemberScan, ScannedArchive, download_archive, scan_archive,
+};
 pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
 pub use pipeline::{
     DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,

@@ -700,6 +700,13 @@ async fn fdroid_takes_every_abi_split_of_the_newest_version() {
                            "manifest": manifest}),
         )
     };
+    let nameless = |file: &str, code: u64| {
+        (
+            h64(file),
+            json!({"added": 1_732_000_000_000_u64, "file": {"name": format!("/{file}"), "sha256": h64(file), "size": 1},
+                   "manifest": {"versionCode": code, "nativecode": ["arm64-v8a"]}}),
+        )
+    };
     let app = |versions: Vec<(String, serde_json::Value)>| {
         json!({"metadata": {"name": {"en-US": "App"}, "lastUpdated": 1_732_000_000_000_u64},
                "versions": versions.into_iter().collect::<serde_json::Map<_, _>>()})
@@ -716,6 +723,10 @@ async fn fdroid_takes_every_abi_split_of_the_newest_version() {
                 version("org.videolan.vlc_13060104.apk", "3.6.0", 13_060_104, &["arm64-v8a"]),
                 version("org.videolan.vlc_13060105.apk", "3.6.0", 13_060_105, &["x86_64"]),
                 version("org.videolan.vlc_13050404.apk", "3.5.4", 13_050_404, &["arm64-v8a"]),
+                // The index may omit versionName (it is optional in index-v2); such an entry
+                // is skipped, never fatal to the app or the index.
+                nameless("org.videolan.vlc_13070001.apk", 13_070_001),
+                (h64("odd"), json!({"added": 1, "file": 42, "manifest": null})),
             ]),
         }
     });
@@ -968,7 +979,8 @@ async fn go_modules_are_read_from_the_proxy_and_downloaded() {
     let site = Site::new()
         .file(
             "/golang.org/x/text/@v/list",
-            "v0.3.8\nv0.20.0\nv0.21.0\nv0.22.0-rc.1\n",
+            // Lines may carry fields after the version (a timestamp).
+            "v0.3.8\nv0.20.0 2024-11-05T10:00:00Z\nv0.21.0 2024-12-04T17:23:31Z\nv0.22.0-rc.1\n",
         )
         .file(
             "/golang.org/x/text/@v/v0.21.0.info",
@@ -1012,6 +1024,27 @@ async fn go_modules_are_read_from_the_proxy_and_downloaded() {
     );
     assert_eq!(toml.hash_sha256, sha256(&toml_zip));
     assert_eq!(sink.audits.lock().unwrap().len(), 2);
+}
+
+/// A channel that still answers but whose format changed so that nothing matches is a
+/// discovery failure, never a run with nothing to record.
+#[tokio::test]
+async fn a_channel_that_lists_nothing_is_a_discovery_failure() {
+    let doc = json!([
+        {"version": "go1.23.4", "stable": true, "files": [
+            {"filename": "go1.23.4.src.tar.gz", "os": "", "arch": "", "version": "go1.23.4",
+             "sha256": h64("src"), "size": 1, "kind": "source"}]},
+    ]);
+    let site = Site::new().file("/dl/", doc.to_string());
+    let (report, sink) = run("go", &site).await;
+    assert_eq!((report.discovered, report.recorded, report.errors), (0, 0, 1));
+    assert_eq!(report.problems[0].kind, ProblemKind::Discovery);
+    assert!(
+        report.problems[0].message.contains("listed no artifact"),
+        "{:?}",
+        report.problems
+    );
+    assert!(sink.records.lock().unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -239,6 +239,8 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
             .map(|v| VendorStatus {
                 status: match (v.last_success_at, v.last_error_at) {
                     (_, Some(err)) if v.last_success_at.is_none_or(|ok| err > ok) => "failing",
+                    // One run both recorded and met a problem (part of the channel gone).
+                    (Some(ok), Some(err)) if err == ok => "degraded",
                     (Some(_), _) => "ok",
                     _ => "unknown",
                 },
@@ -258,7 +260,11 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
     let integrity_failures = state.store.integrity_failures();
     let overall = if !database_ok {
         "down"
-    } else if integrity_failures > 0 || vendors.iter().any(|v| v.status == "failing") {
+    } else if integrity_failures > 0
+        || vendors
+            .iter()
+            .any(|v| v.status == "failing" || v.status == "degraded")
+    {
         "degraded"
     } else {
         "ok"
