@@ -8,5 +8,6 @@ mod vendor_support;
 
 mod authenticode;
 mod download;
+mod members;
 mod stream_memory;
 mod vendors;
