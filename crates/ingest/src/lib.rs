@@ -46,6 +46,7 @@ pub mod formats;
 pub mod hasher;
 pub mod http;
 pub mod members;
+pub mod openpgp;
 pub mod pipeline;
 pub mod vendors;
 

@@ -3,7 +3,7 @@
 //! An archive is downloaded once and streamed: the async side hashes the archive itself (to
 //! check the vendor's published hash) and hands the same bytes to a scanning thread, which
 //! decodes the container as it arrives (zip: local headers, stored or deflate, with or without
-//! data descriptors; tar: plain, gzip, xz, bzip2 or zstd) and hashes each regular member whose
+//! data descriptors; tar: plain, gzip, xz, bzip2 or zstd; a `.deb`'s `data.tar.*`) and hashes each regular member whose
 //! first bytes say a host runs or loads it (PE, ELF, Mach-O, a `#!` script). Nothing is
 //! written to disk; memory stays at a few buffers whatever the archive's size. Members are
 //! only returned once the whole archive has been read, so the caller checks the archive's
@@ -85,6 +85,8 @@ pub enum Compression {
 pub enum ArchiveFormat {
     Zip,
     Tar(Compression),
+    /// A Debian package: an `ar` archive whose `data.tar.*` member holds the files.
+    Deb,
 }
 
 impl ArchiveFormat {
@@ -93,7 +95,9 @@ impl ArchiveFormat {
     pub fn from_name(name: &str) -> Option<Self> {
         let name = name.to_ascii_lowercase();
         let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
-        if ends(&[".zip", ".whl", ".nupkg"]) {
+        if ends(&[".deb"]) {
+            Some(Self::Deb)
+        } else if ends(&[".zip", ".whl", ".nupkg"]) {
             Some(Self::Zip)
         } else if ends(&[".tar"]) {
             Some(Self::Tar(Compression::None))
@@ -217,24 +221,11 @@ pub fn scan_archive(
         scan: MemberScan::default(),
         decoded: 0,
     };
+    let reader = BufReader::with_capacity(CHUNK, reader);
     let (name, result) = match format {
-        ArchiveFormat::Zip => ("zip", scanner.zip(BufReader::with_capacity(CHUNK, reader))),
-        ArchiveFormat::Tar(c) => {
-            let reader = BufReader::with_capacity(CHUNK, reader);
-            let result = match c {
-                Compression::None => scanner.tar(reader),
-                Compression::Gzip => scanner.tar(flate2::bufread::MultiGzDecoder::new(reader)),
-                Compression::Xz => scanner.tar(liblzma::bufread::XzDecoder::new_multi_decoder(
-                    reader,
-                )),
-                Compression::Bzip2 => scanner.tar(bzip2::bufread::MultiBzDecoder::new(reader)),
-                Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(reader) {
-                    Ok(d) => scanner.tar(d),
-                    Err(e) => Err(Stop::Io(e)),
-                },
-            };
-            ("tar", result)
-        }
+        ArchiveFormat::Zip => ("zip", scanner.zip(reader)),
+        ArchiveFormat::Tar(c) => ("tar", scanner.compressed_tar(reader, c)),
+        ArchiveFormat::Deb => ("deb", scanner.deb(reader)),
     };
     let mut scan = scanner.scan;
     match result {
@@ -354,6 +345,63 @@ impl Scanner<'_> {
             )));
         }
         Ok(filled)
+    }
+
+    fn compressed_tar(&mut self, reader: impl BufRead, c: Compression) -> Result<(), Stop> {
+        match c {
+            Compression::None => self.tar(reader),
+            Compression::Gzip => self.tar(flate2::bufread::MultiGzDecoder::new(reader)),
+            Compression::Xz => self.tar(liblzma::bufread::XzDecoder::new_multi_decoder(reader)),
+            Compression::Bzip2 => self.tar(bzip2::bufread::MultiBzDecoder::new(reader)),
+            Compression::Zstd => self.tar(zstd::stream::read::Decoder::with_buffer(reader)?),
+        }
+    }
+
+    /// A `.deb` (deb(5)): `!<arch>` and 60-byte `ar` headers; `debian-binary`,
+    /// `control.tar.*`, then `data.tar.*` (gz, xz, zst, bz2 or plain), whose files are the
+    /// members. Nothing after it is read.
+    fn deb(&mut self, mut r: impl BufRead) -> Result<(), Stop> {
+        let invalid = |why: String| Stop::Io(io::Error::new(io::ErrorKind::InvalidData, why));
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic)?;
+        if &magic != b"!<arch>\n" {
+            return Err(invalid("no ar signature".into()));
+        }
+        loop {
+            let mut header = [0u8; 60];
+            match r.read_exact(&mut header) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(invalid("no data.tar member".into()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if &header[58..60] != b"`\n" {
+                return Err(invalid("bad ar header".into()));
+            }
+            let name = String::from_utf8_lossy(&header[..16]);
+            let name = name.trim_end().trim_end_matches('/');
+            let size: u64 = std::str::from_utf8(&header[48..58])
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| invalid("bad ar member size".into()))?;
+            let compression = match name {
+                "data.tar" => Some(Compression::None),
+                "data.tar.gz" => Some(Compression::Gzip),
+                "data.tar.xz" => Some(Compression::Xz),
+                "data.tar.zst" => Some(Compression::Zstd),
+                "data.tar.bz2" => Some(Compression::Bzip2),
+                _ => None,
+            };
+            let mut member = (&mut r).take(size);
+            if let Some(c) = compression {
+                return self.compressed_tar(member, c);
+            }
+            io::copy(&mut member, &mut io::sink())?;
+            if size % 2 == 1 {
+                r.read_exact(&mut [0u8; 1])?;
+            }
+        }
     }
 
     fn tar(&mut self, reader: impl Read) -> Result<(), Stop> {
@@ -637,6 +685,10 @@ mod tests {
         assert_eq!(
             ArchiveFormat::from_name("firefox-133.0.tar.XZ"),
             Some(ArchiveFormat::Tar(Compression::Xz))
+        );
+        assert_eq!(
+            ArchiveFormat::from_name("coreutils_9.1-1_amd64.deb"),
+            Some(ArchiveFormat::Deb)
         );
         assert_eq!(ArchiveFormat::from_name("putty.exe"), None);
         assert_eq!(ArchiveFormat::from_name("a.msi"), None);

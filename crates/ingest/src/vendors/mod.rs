@@ -2,6 +2,7 @@
 //! vendor with its official configuration.
 
 pub mod android;
+pub mod debian;
 pub mod fdroid;
 pub mod gomod;
 pub mod npm;
@@ -12,6 +13,7 @@ use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
 
 pub use android::AndroidPlatformTools;
+pub use debian::Debian;
 pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
@@ -36,7 +38,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 6] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 7] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -46,6 +48,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(PyPi), PyPi::default_config()),
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
+        (Box::new(Debian::new()), Debian::default_config()),
     ];
     out.extend(
         code.into_iter()
