@@ -265,7 +265,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 firsts.push(first);
             }
             let first = &scan.members[0].digests;
-            if firsts != [&first.sha256, &first.sha1, &first.md5] {
+            if firsts != [first.sha256.as_str(), first.sha1.as_str(), first.md5.as_str()] {
                 return Err("digests differ from the tools'".into());
             }
             sum = sum.min(tool_time);

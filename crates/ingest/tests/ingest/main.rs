@@ -7,6 +7,7 @@ mod common;
 mod vendor_support;
 
 mod authenticode;
+mod debian;
 mod download;
 mod members;
 mod stream_memory;
