@@ -132,7 +132,11 @@ fn run_tool(tool: &str, paths: &[PathBuf]) -> Result<(Duration, String), Box<dyn
         return Err(format!("{tool} failed").into());
     }
     let text = String::from_utf8(out.stdout)?;
-    let first = text.split_whitespace().next().unwrap_or_default().to_owned();
+    let first = text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     Ok((t, first))
 }
 
@@ -265,7 +269,13 @@ fn main() -> Result<(), Box<dyn Error>> {
                 firsts.push(first);
             }
             let first = &scan.members[0].digests;
-            if firsts != [first.sha256.as_str(), first.sha1.as_str(), first.md5.as_str()] {
+            if firsts
+                != [
+                    first.sha256.as_str(),
+                    first.sha1.as_str(),
+                    first.md5.as_str(),
+                ]
+            {
                 return Err("digests differ from the tools'".into());
             }
             sum = sum.min(tool_time);

@@ -60,11 +60,11 @@ pub use fetch::{
 pub use hasher::{
     Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,
 };
+pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
 pub use members::{
     ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,
     MemberScan, ScannedArchive, download_archive, scan_archive,
 };
-pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
 pub use pipeline::{
     DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,
     ingest_vendor,

@@ -181,7 +181,10 @@ pub struct MemberScan {
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
     #[error("the archive is not a readable {format}: {reason}")]
-    Unreadable { format: &'static str, reason: String },
+    Unreadable {
+        format: &'static str,
+        reason: String,
+    },
     #[error(transparent)]
     Hasher(#[from] HasherError),
 }
@@ -697,8 +700,14 @@ mod tests {
     #[test]
     fn kinds_come_from_magic() {
         let all = MemberKinds::ALL;
-        assert_eq!(ExecutableKind::detect(b"MZ\x90\x00", all), Some(ExecutableKind::Pe));
-        assert_eq!(ExecutableKind::detect(b"\x7fELF\x02", all), Some(ExecutableKind::Elf));
+        assert_eq!(
+            ExecutableKind::detect(b"MZ\x90\x00", all),
+            Some(ExecutableKind::Pe)
+        );
+        assert_eq!(
+            ExecutableKind::detect(b"\x7fELF\x02", all),
+            Some(ExecutableKind::Elf)
+        );
         assert_eq!(
             ExecutableKind::detect(&[0xcf, 0xfa, 0xed, 0xfe, 7, 0, 0, 1], all),
             Some(ExecutableKind::MachO)
@@ -712,7 +721,10 @@ mod tests {
             ExecutableKind::detect(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 52], all),
             None
         );
-        assert_eq!(ExecutableKind::detect(b"#!/bin/sh\n", all), Some(ExecutableKind::Script));
+        assert_eq!(
+            ExecutableKind::detect(b"#!/bin/sh\n", all),
+            Some(ExecutableKind::Script)
+        );
         assert_eq!(ExecutableKind::detect(b"{\"name\"", all), None);
         let no_scripts = MemberKinds {
             script: false,

@@ -220,7 +220,10 @@ impl Debian {
         arch: Arch,
     ) -> Result<Vec<Artifact>, FetchError> {
         let bytes = ctx.get_bytes(url, None).await?;
-        let digest = hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &bytes));
+        let digest = hex::encode(aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA256,
+            &bytes,
+        ));
         if digest != entry.sha256 || bytes.len() as u64 != entry.size {
             return Err(FetchError::malformed(
                 url,
@@ -260,7 +263,10 @@ impl Debian {
                 p.get("Filename"),
                 p.get("SHA256").and_then(|h| hex_digest(h, 64)),
             ) else {
-                ctx.note(FetchError::malformed(url, format!("{name}: incomplete stanza")));
+                ctx.note(FetchError::malformed(
+                    url,
+                    format!("{name}: incomplete stanza"),
+                ));
                 continue;
             };
             let arch = if p.get("Architecture") == Some(&"all") {

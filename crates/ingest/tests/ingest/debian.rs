@@ -11,9 +11,7 @@ use ingest::vendors::Debian;
 use ingest::{FetchContext, ProblemKind, VendorReport, ingest_vendor};
 use model::Arch::{Amd64, Arm64};
 use model::Platform::Linux;
-use pgp::composed::{
-    CleartextSignedMessage, KeyType, SecretKeyParamsBuilder, SignedSecretKey,
-};
+use pgp::composed::{CleartextSignedMessage, KeyType, SecretKeyParamsBuilder, SignedSecretKey};
 use pgp::types::Password;
 
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, md5, sha1, sha256};
@@ -147,7 +145,13 @@ fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
         let path = format!("pool/main/c/coreutils/coreutils_9.7-3_{arch}.deb");
         let old_path = format!("pool/main/c/coreutils/coreutils_9.1-1_{arch}.deb");
         let packages = [
-            stanza("bash", "5.2.37-2", arch, "pool/main/b/bash/bash.deb", b"bash"),
+            stanza(
+                "bash",
+                "5.2.37-2",
+                arch,
+                "pool/main/b/bash/bash.deb",
+                b"bash",
+            ),
             stanza("coreutils", "9.1-1", arch, &old_path, b"old"),
             stanza("coreutils", "9.7-3", arch, &path, &current),
         ]
@@ -161,7 +165,10 @@ fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
         if tamper == Tamper::Index && arch == "amd64" {
             index = xz(packages.replace("9.7-3", "9.7-4").as_bytes());
         }
-        site.file(&format!("/dists/stable/main/binary-{arch}/Packages.xz"), index);
+        site.file(
+            &format!("/dists/stable/main/binary-{arch}/Packages.xz"),
+            index,
+        );
         let served = if tamper == Tamper::Deb && arch == "amd64" {
             let mut evil = current.clone();
             evil.extend_from_slice(b"implant");
@@ -222,7 +229,10 @@ async fn debian_follows_the_signed_chain_to_the_files_in_each_package() {
         report.problems
     );
     // Per arch: the newest coreutils .deb and its one executable.
-    assert_eq!((report.discovered, report.recorded, report.members), (2, 4, 2));
+    assert_eq!(
+        (report.discovered, report.recorded, report.members),
+        (2, 4, 2)
+    );
     for (arch, model_arch) in [("amd64", Amd64), ("arm64", Arm64)] {
         let deb = sink.get(&format!("coreutils_9.7-3_{arch}.deb"), Linux, model_arch);
         assert_eq!(deb.vendor, "Debian");
@@ -232,14 +242,19 @@ async fn debian_follows_the_signed_chain_to_the_files_in_each_package() {
         let ls = sink.get("usr/bin/ls", Linux, model_arch);
         let elf = ls_binary(arch);
         assert_eq!(
-            (ls.hash_sha256.clone(), ls.hash_sha1.clone(), ls.hash_md5.clone()),
+            (
+                ls.hash_sha256.clone(),
+                ls.hash_sha1.clone(),
+                ls.hash_md5.clone()
+            ),
             (sha256(&elf), Some(sha1(&elf)), Some(md5(&elf)))
         );
         assert_eq!(ls.version, "9.7-3");
         assert!(ls.download_verified);
         assert!(
-            ls.source_url
-                .ends_with(&format!("/pool/main/c/coreutils/coreutils_9.7-3_{arch}.deb#usr/bin/ls")),
+            ls.source_url.ends_with(&format!(
+                "/pool/main/c/coreutils/coreutils_9.7-3_{arch}.deb#usr/bin/ls"
+            )),
             "{}",
             ls.source_url
         );

@@ -24,7 +24,10 @@ fn files(root: &str) -> Vec<(String, Vec<u8>)> {
     vec![
         (format!("{root}/node.exe"), exe),
         (format!("{root}/README.md"), b"# Node.js\n".repeat(100)),
-        (format!("{root}/npx"), b"#!/usr/bin/env node\nrequire('npx')\n".to_vec()),
+        (
+            format!("{root}/npx"),
+            b"#!/usr/bin/env node\nrequire('npx')\n".to_vec(),
+        ),
         (format!("{root}/lib/libnode.so"), so),
         // Same name as the first, elsewhere: a distinct member.
         (
@@ -138,8 +141,8 @@ fn zip_members_are_found_with_and_without_data_descriptors() {
     let files = files("node-v20.11.0-win-x64");
     for streamed in [false, true] {
         let zip = zip_of(&files, streamed);
-        let scan = scan_archive(zip.as_slice(), ArchiveFormat::Zip, &MemberLimits::default())
-            .unwrap();
+        let scan =
+            scan_archive(zip.as_slice(), ArchiveFormat::Zip, &MemberLimits::default()).unwrap();
         assert_members(&scan, &files, "");
         assert_eq!(scan.entries, files.len() + 1, "the directory is an entry");
         let kinds: Vec<ExecutableKind> = scan.members.iter().map(|m| m.kind).collect();
@@ -158,8 +161,12 @@ fn tar_members_are_found_in_every_compression() {
         Compression::Zstd,
     ] {
         let tar = tar_of(&files, c);
-        let scan =
-            scan_archive(tar.as_slice(), ArchiveFormat::Tar(c), &MemberLimits::default()).unwrap();
+        let scan = scan_archive(
+            tar.as_slice(),
+            ArchiveFormat::Tar(c),
+            &MemberLimits::default(),
+        )
+        .unwrap();
         assert_members(&scan, &files, "");
     }
 }
@@ -184,8 +191,12 @@ fn caps_stop_the_scan_and_keep_what_was_read() {
     };
     let tar = tar_of(&bomb, Compression::Gzip);
     assert!(tar.len() < 1 << 20, "a small archive");
-    let scan =
-        scan_archive(tar.as_slice(), ArchiveFormat::Tar(Compression::Gzip), &small).unwrap();
+    let scan = scan_archive(
+        tar.as_slice(),
+        ArchiveFormat::Tar(Compression::Gzip),
+        &small,
+    )
+    .unwrap();
     assert!(scan.stopped.as_deref().unwrap().contains("decoded"));
 
     // A member over the size cap is read past, the rest recorded.
@@ -323,7 +334,11 @@ async fn a_tampered_archive_gives_no_member_and_reports_a_mismatch() {
         .iter()
         .map(|(_, r)| r.executable_name.clone())
         .collect();
-    assert_eq!(names, ["node-v20.11.0-win-x64.zip"], "only the published hash");
+    assert_eq!(
+        names,
+        ["node-v20.11.0-win-x64.zip"],
+        "only the published hash"
+    );
 }
 
 /// npm publishes a SHA-1 of the tarball: the download is checked against it, then the
@@ -335,7 +350,10 @@ async fn members_of_a_downloaded_tarball_follow_its_checked_sha1() {
             "package/cli.js".to_owned(),
             b"#!/usr/bin/env node\nconsole.log('moo')\n".to_vec(),
         ),
-        ("package/index.js".to_owned(), b"module.exports = 1\n".to_vec()),
+        (
+            "package/index.js".to_owned(),
+            b"module.exports = 1\n".to_vec(),
+        ),
         ("package/package.json".to_owned(), b"{}".to_vec()),
     ];
     let tgz = tar_of(&files, Compression::Gzip);

@@ -1134,7 +1134,10 @@ async fn a_vanished_item_leaves_the_vendor_degraded(app: TestApp) {
         &format!("{root}/v1.0.0.info"),
         json!({"Version": "v1.0.0", "Time": "2025-03-01T17:23:31Z"}).to_string(),
     );
-    ch.file(&format!("{root}/v1.0.0.zip"), module_zip("golang.org/x/gone@v1.0.0"));
+    ch.file(
+        &format!("{root}/v1.0.0.zip"),
+        module_zip("golang.org/x/gone@v1.0.0"),
+    );
     app.clock.advance(Duration::minutes(1));
     let reports = refresh(&app, &options).await;
     assert_eq!(reports["gomod"].errors, 0, "{:#?}", reports["gomod"]);
