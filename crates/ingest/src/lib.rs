@@ -38,6 +38,7 @@
 //! | `gomod` | go | `proxy.golang.org/<module>/@v/{list,<v>.info,<v>.zip}`, configured modules | none | always |
 //! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
 //! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
+//! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |
 //! | `debian` | Debian | `deb.debian.org/debian/dists/stable/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
 //!
 //! Archives (zip, tarballs, `.deb`) are also read for the executables inside them

@@ -2,6 +2,7 @@
 //! vendor with its official configuration.
 
 pub mod android;
+pub mod arch;
 pub mod debian;
 pub mod fdroid;
 pub mod gomod;
@@ -13,6 +14,7 @@ use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
 
 pub use android::AndroidPlatformTools;
+pub use arch::ArchLinux;
 pub use debian::Debian;
 pub use fdroid::FDroid;
 pub use gomod::GoModules;
@@ -38,7 +40,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 7] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 8] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -49,6 +51,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
+        (Box::new(ArchLinux), ArchLinux::default_config()),
     ];
     out.extend(
         code.into_iter()

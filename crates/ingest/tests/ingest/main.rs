@@ -6,6 +6,7 @@
 mod common;
 mod vendor_support;
 
+mod archlinux;
 mod authenticode;
 mod debian;
 mod download;
