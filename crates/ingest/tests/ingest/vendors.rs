@@ -689,7 +689,15 @@ async fn notepadpp_records_two_releases_oldest_first() {
 #[tokio::test]
 async fn github_release_channels_map_their_assets() {
     use model::Platform;
-    let channels: &[(&str, &str, &str, &[(&str, Platform, model::Arch)], &[&str])] = &[
+    /// Channel id, repository, tag, assets mapped (name, platform, arch), assets ignored.
+    type Channel<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [(&'a str, Platform, model::Arch)],
+        &'a [&'a str],
+    );
+    let channels: &[Channel] = &[
         (
             "git-windows",
             "git-for-windows/git",
