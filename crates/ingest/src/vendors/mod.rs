@@ -74,7 +74,9 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        assert!(all.len() >= 15);
+        // Thirty-nine vendor channels and two distributions.
+        assert_eq!(all.len(), 41);
+        assert!(ids.iter().any(|i| i == "debian") && ids.iter().any(|i| i == "archlinux"));
         for v in &all {
             assert!(
                 v.config.base_url.starts_with("https://"),
