@@ -145,7 +145,39 @@ pub enum SidecarFiles {
 
 /// Every catalog vendor.
 pub static CATALOG: &[CatalogEntry] = &[
-    GO, NODEJS, FIREFOX, PUTTY, VSCODE, KUBECTL, TERRAFORM, VLC, SEVEN_ZIP, NOTEPADPP,
+    GO,
+    NODEJS,
+    FIREFOX,
+    PUTTY,
+    VSCODE,
+    KUBECTL,
+    TERRAFORM,
+    VLC,
+    SEVEN_ZIP,
+    NOTEPADPP,
+    GIT_WINDOWS,
+    POWERSHELL,
+    WINDOWS_TERMINAL,
+    KEEPASSXC,
+    DOCKER_COMPOSE,
+    OBS_STUDIO,
+    GH,
+    RCLONE,
+    SYNCTHING,
+    JQ,
+    RIPGREP,
+    MINIKUBE,
+    RESTIC,
+    K9S,
+    VELOCIRAPTOR,
+    NEOVIM,
+    AGE,
+    CHAINSAW,
+    HAYABUSA,
+    VAULT,
+    PACKER,
+    CONSUL,
+    NOMAD,
 ];
 
 // https://go.dev/dl/?mode=json&include=all: [{version: "go1.23.4", stable, files: [{filename,
@@ -914,6 +946,472 @@ impl CatalogFetcher {
         Ok(out)
     }
 }
+
+// https://api.github.com/repos/git-for-windows/git/releases: GitHub release assets with `digest`.
+const GIT_WINDOWS: CatalogEntry = CatalogEntry {
+    id: "git-windows",
+    vendor: "Git for Windows",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "git-for-windows/git",
+    },
+    rules: &[
+        rule("Git-*-64-bit.exe", Windows, Amd64),
+        rule("Git-*-arm64.exe", Windows, Arm64),
+        rule("MinGit-*-64-bit.zip", Windows, Amd64),
+        rule("MinGit-*-arm64.zip", Windows, Arm64),
+        rule("PortableGit-*-64-bit.7z.exe", Windows, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/PowerShell/PowerShell/releases: GitHub release assets with `digest`.
+const POWERSHELL: CatalogEntry = CatalogEntry {
+    id: "powershell",
+    vendor: "Microsoft PowerShell",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "PowerShell/PowerShell",
+    },
+    rules: &[
+        rule("PowerShell-*-win-x64.msi", Windows, Amd64),
+        rule("PowerShell-*-win-x64.zip", Windows, Amd64),
+        rule("PowerShell-*-win-arm64.zip", Windows, Arm64),
+        rule("powershell-*-linux-x64.tar.gz", Linux, Amd64),
+        rule("powershell-*-linux-arm64.tar.gz", Linux, Arm64),
+        rule("powershell-*-osx-arm64.pkg", Darwin, Arm64),
+        rule("powershell-*-osx-x64.pkg", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/microsoft/terminal/releases: GitHub release assets with `digest`.
+const WINDOWS_TERMINAL: CatalogEntry = CatalogEntry {
+    id: "windows-terminal",
+    vendor: "Microsoft Windows Terminal",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "microsoft/terminal",
+    },
+    rules: &[
+        rule(
+            "Microsoft.WindowsTerminal_*_8wekyb3d8bbwe.msixbundle",
+            Windows,
+            Universal,
+        ),
+        rule("Microsoft.WindowsTerminal_*_x64.zip", Windows, Amd64),
+        rule("Microsoft.WindowsTerminal_*_arm64.zip", Windows, Arm64),
+        rule("Microsoft.WindowsTerminal_*_x86.zip", Windows, X86),
+    ],
+};
+
+// https://api.github.com/repos/keepassxreboot/keepassxc/releases: GitHub release assets with `digest`.
+const KEEPASSXC: CatalogEntry = CatalogEntry {
+    id: "keepassxc",
+    vendor: "KeePassXC",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "keepassxreboot/keepassxc",
+    },
+    rules: &[
+        rule("KeePassXC-*-Win64.msi", Windows, Amd64),
+        rule("KeePassXC-*-Win64.zip", Windows, Amd64),
+        rule("KeePassXC-*-x86_64.AppImage", Linux, Amd64),
+        rule("KeePassXC-*-arm64.dmg", Darwin, Arm64),
+        rule("KeePassXC-*-x86_64.dmg", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/docker/compose/releases: GitHub release assets with `digest`.
+const DOCKER_COMPOSE: CatalogEntry = CatalogEntry {
+    id: "docker-compose",
+    vendor: "Docker",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "docker/compose",
+    },
+    rules: &[
+        rule("docker-compose-windows-x86_64.exe", Windows, Amd64),
+        rule("docker-compose-windows-aarch64.exe", Windows, Arm64),
+        rule("docker-compose-linux-x86_64", Linux, Amd64),
+        rule("docker-compose-linux-aarch64", Linux, Arm64),
+        rule("docker-compose-darwin-x86_64", Darwin, Amd64),
+        rule("docker-compose-darwin-aarch64", Darwin, Arm64),
+    ],
+};
+
+// https://api.github.com/repos/obsproject/obs-studio/releases: GitHub release assets with `digest`.
+const OBS_STUDIO: CatalogEntry = CatalogEntry {
+    id: "obs-studio",
+    vendor: "OBS Project",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "obsproject/obs-studio",
+    },
+    rules: &[
+        rule("OBS-Studio-*-Windows-Installer.exe", Windows, Amd64),
+        rule("OBS-Studio-*-Windows.zip", Windows, Amd64),
+        rule("OBS-Studio-*-macOS-Apple.dmg", Darwin, Arm64),
+        rule("OBS-Studio-*-macOS-Intel.dmg", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/cli/cli/releases: GitHub release assets with `digest`.
+const GH: CatalogEntry = CatalogEntry {
+    id: "gh",
+    vendor: "GitHub CLI",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases { repo: "cli/cli" },
+    rules: &[
+        rule("gh_*_windows_amd64.msi", Windows, Amd64),
+        rule("gh_*_windows_amd64.zip", Windows, Amd64),
+        rule("gh_*_windows_arm64.zip", Windows, Arm64),
+        rule("gh_*_linux_amd64.tar.gz", Linux, Amd64),
+        rule("gh_*_linux_arm64.tar.gz", Linux, Arm64),
+        rule("gh_*_macOS_arm64.zip", Darwin, Arm64),
+        rule("gh_*_macOS_amd64.zip", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/rclone/rclone/releases: GitHub release assets with `digest`.
+const RCLONE: CatalogEntry = CatalogEntry {
+    id: "rclone",
+    vendor: "Rclone",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "rclone/rclone",
+    },
+    rules: &[
+        rule("rclone-v*-windows-amd64.zip", Windows, Amd64),
+        rule("rclone-v*-windows-arm64.zip", Windows, Arm64),
+        rule("rclone-v*-linux-amd64.zip", Linux, Amd64),
+        rule("rclone-v*-linux-arm64.zip", Linux, Arm64),
+        rule("rclone-v*-osx-arm64.zip", Darwin, Arm64),
+        rule("rclone-v*-osx-amd64.zip", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/syncthing/syncthing/releases: GitHub release assets with `digest`.
+const SYNCTHING: CatalogEntry = CatalogEntry {
+    id: "syncthing",
+    vendor: "Syncthing",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "syncthing/syncthing",
+    },
+    rules: &[
+        rule("syncthing-windows-amd64-v*.zip", Windows, Amd64),
+        rule("syncthing-windows-arm64-v*.zip", Windows, Arm64),
+        rule("syncthing-linux-amd64-v*.tar.gz", Linux, Amd64),
+        rule("syncthing-linux-arm64-v*.tar.gz", Linux, Arm64),
+        rule("syncthing-macos-universal-v*.zip", Darwin, Universal),
+    ],
+};
+
+// https://api.github.com/repos/jqlang/jq/releases: GitHub release assets with `digest`.
+const JQ: CatalogEntry = CatalogEntry {
+    id: "jq",
+    vendor: "jq",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases { repo: "jqlang/jq" },
+    rules: &[
+        rule("jq-windows-amd64.exe", Windows, Amd64),
+        rule("jq-linux-amd64", Linux, Amd64),
+        rule("jq-linux-arm64", Linux, Arm64),
+        rule("jq-macos-arm64", Darwin, Arm64),
+        rule("jq-macos-amd64", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/BurntSushi/ripgrep/releases: GitHub release assets with `digest`.
+const RIPGREP: CatalogEntry = CatalogEntry {
+    id: "ripgrep",
+    vendor: "ripgrep",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "BurntSushi/ripgrep",
+    },
+    rules: &[
+        rule("ripgrep-*-x86_64-pc-windows-msvc.zip", Windows, Amd64),
+        rule("ripgrep-*-aarch64-pc-windows-msvc.zip", Windows, Arm64),
+        rule("ripgrep-*-x86_64-unknown-linux-musl.tar.gz", Linux, Amd64),
+        rule("ripgrep-*-aarch64-unknown-linux-gnu.tar.gz", Linux, Arm64),
+        rule("ripgrep-*-aarch64-apple-darwin.tar.gz", Darwin, Arm64),
+        rule("ripgrep-*-x86_64-apple-darwin.tar.gz", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/kubernetes/minikube/releases: GitHub release assets with `digest`.
+const MINIKUBE: CatalogEntry = CatalogEntry {
+    id: "minikube",
+    vendor: "Kubernetes minikube",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "kubernetes/minikube",
+    },
+    rules: &[
+        rule("minikube-installer.exe", Windows, Amd64),
+        rule("minikube-windows-amd64.exe", Windows, Amd64),
+        rule("minikube-linux-amd64", Linux, Amd64),
+        rule("minikube-linux-arm64", Linux, Arm64),
+        rule("minikube-darwin-arm64", Darwin, Arm64),
+        rule("minikube-darwin-amd64", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/restic/restic/releases: GitHub release assets with `digest`.
+const RESTIC: CatalogEntry = CatalogEntry {
+    id: "restic",
+    vendor: "restic",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "restic/restic",
+    },
+    rules: &[
+        rule("restic_*_windows_amd64.zip", Windows, Amd64),
+        rule("restic_*_windows_386.zip", Windows, X86),
+        rule("restic_*_linux_amd64.bz2", Linux, Amd64),
+        rule("restic_*_linux_arm64.bz2", Linux, Arm64),
+        rule("restic_*_darwin_arm64.bz2", Darwin, Arm64),
+        rule("restic_*_darwin_amd64.bz2", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/derailed/k9s/releases: GitHub release assets with `digest`.
+const K9S: CatalogEntry = CatalogEntry {
+    id: "k9s",
+    vendor: "k9s",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "derailed/k9s",
+    },
+    rules: &[
+        rule("k9s_Windows_amd64.zip", Windows, Amd64),
+        rule("k9s_Windows_arm64.zip", Windows, Arm64),
+        rule("k9s_Linux_amd64.tar.gz", Linux, Amd64),
+        rule("k9s_Linux_arm64.tar.gz", Linux, Arm64),
+        rule("k9s_Darwin_arm64.tar.gz", Darwin, Arm64),
+        rule("k9s_Darwin_amd64.tar.gz", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/Velocidex/velociraptor/releases: GitHub release assets with `digest`.
+const VELOCIRAPTOR: CatalogEntry = CatalogEntry {
+    id: "velociraptor",
+    vendor: "Velocidex",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "Velocidex/velociraptor",
+    },
+    rules: &[
+        rule("velociraptor-v*-windows-amd64.exe", Windows, Amd64),
+        rule("velociraptor-v*-windows-amd64.msi", Windows, Amd64),
+        rule("velociraptor-v*-windows-386.exe", Windows, X86),
+        rule("velociraptor-v*-linux-amd64", Linux, Amd64),
+        rule("velociraptor-v*-linux-arm64", Linux, Arm64),
+        rule("velociraptor-v*-darwin-arm64", Darwin, Arm64),
+        rule("velociraptor-v*-darwin-amd64", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/neovim/neovim/releases: GitHub release assets with `digest`.
+const NEOVIM: CatalogEntry = CatalogEntry {
+    id: "neovim",
+    vendor: "Neovim",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "neovim/neovim",
+    },
+    rules: &[
+        rule("nvim-win64.msi", Windows, Amd64),
+        rule("nvim-win64.zip", Windows, Amd64),
+        rule("nvim-linux64.tar.gz", Linux, Amd64),
+        rule("nvim-linux-x86_64.tar.gz", Linux, Amd64),
+        rule("nvim-linux-arm64.tar.gz", Linux, Arm64),
+        rule("nvim-macos-arm64.tar.gz", Darwin, Arm64),
+        rule("nvim-macos-x86_64.tar.gz", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/FiloSottile/age/releases: GitHub release assets with `digest`.
+const AGE: CatalogEntry = CatalogEntry {
+    id: "age",
+    vendor: "age",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "FiloSottile/age",
+    },
+    rules: &[
+        rule("age-v*-windows-amd64.zip", Windows, Amd64),
+        rule("age-v*-linux-amd64.tar.gz", Linux, Amd64),
+        rule("age-v*-linux-arm64.tar.gz", Linux, Arm64),
+        rule("age-v*-darwin-arm64.tar.gz", Darwin, Arm64),
+        rule("age-v*-darwin-amd64.tar.gz", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/WithSecureLabs/chainsaw/releases: GitHub release assets with `digest`.
+const CHAINSAW: CatalogEntry = CatalogEntry {
+    id: "chainsaw",
+    vendor: "WithSecure",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "WithSecureLabs/chainsaw",
+    },
+    rules: &[
+        rule("chainsaw_x86_64-pc-windows-msvc.zip", Windows, Amd64),
+        rule("chainsaw_x86_64-unknown-linux-gnu.tar.gz", Linux, Amd64),
+        rule("chainsaw_aarch64-apple-darwin.tar.gz", Darwin, Arm64),
+        rule("chainsaw_x86_64-apple-darwin.tar.gz", Darwin, Amd64),
+    ],
+};
+
+// https://api.github.com/repos/Yamato-Security/hayabusa/releases: GitHub release assets with `digest`.
+const HAYABUSA: CatalogEntry = CatalogEntry {
+    id: "hayabusa",
+    vendor: "Yamato Security",
+    base_url: "https://api.github.com",
+    files_url: None,
+    source: Source::GithubReleases {
+        repo: "Yamato-Security/hayabusa",
+    },
+    rules: &[
+        rule("hayabusa-*-win-x64.zip", Windows, Amd64),
+        rule("hayabusa-*-win-aarch64.zip", Windows, Arm64),
+        rule("hayabusa-*-lin-x64-gnu.zip", Linux, Amd64),
+        rule("hayabusa-*-lin-aarch64-gnu.zip", Linux, Arm64),
+        rule("hayabusa-*-mac-arm.zip", Darwin, Arm64),
+        rule("hayabusa-*-mac-intel.zip", Darwin, Amd64),
+    ],
+};
+
+// Like Terraform: api.releases.hashicorp.com/v1/releases/vault, then vault_<v>_SHA256SUMS.
+const VAULT: CatalogEntry = CatalogEntry {
+    id: "vault",
+    vendor: "HashiCorp",
+    base_url: "https://api.releases.hashicorp.com",
+    files_url: Some("https://releases.hashicorp.com"),
+    source: Source::ChecksumFiles(ChecksumFiles {
+        releases: Releases::JsonArray {
+            url: "{base}/v1/releases/vault?limit=20",
+            version: "version",
+            skip_if: Some("is_prerelease"),
+        },
+        sha256: "{files}/vault/{version}/vault_{version}_SHA256SUMS",
+        sha1: None,
+        md5: None,
+        file_url: "{files}/vault/{version}/{name}",
+    }),
+    rules: &[
+        rule("vault_*_windows_amd64.zip", Windows, Amd64),
+        rule("vault_*_windows_386.zip", Windows, X86),
+        rule("vault_*_linux_amd64.zip", Linux, Amd64),
+        rule("vault_*_linux_arm64.zip", Linux, Arm64),
+        rule("vault_*_linux_arm.zip", Linux, Arm),
+        rule("vault_*_darwin_amd64.zip", Darwin, Amd64),
+        rule("vault_*_darwin_arm64.zip", Darwin, Arm64),
+    ],
+};
+
+// Like Terraform: api.releases.hashicorp.com/v1/releases/packer, then packer_<v>_SHA256SUMS.
+const PACKER: CatalogEntry = CatalogEntry {
+    id: "packer",
+    vendor: "HashiCorp",
+    base_url: "https://api.releases.hashicorp.com",
+    files_url: Some("https://releases.hashicorp.com"),
+    source: Source::ChecksumFiles(ChecksumFiles {
+        releases: Releases::JsonArray {
+            url: "{base}/v1/releases/packer?limit=20",
+            version: "version",
+            skip_if: Some("is_prerelease"),
+        },
+        sha256: "{files}/packer/{version}/packer_{version}_SHA256SUMS",
+        sha1: None,
+        md5: None,
+        file_url: "{files}/packer/{version}/{name}",
+    }),
+    rules: &[
+        rule("packer_*_windows_amd64.zip", Windows, Amd64),
+        rule("packer_*_windows_386.zip", Windows, X86),
+        rule("packer_*_linux_amd64.zip", Linux, Amd64),
+        rule("packer_*_linux_arm64.zip", Linux, Arm64),
+        rule("packer_*_linux_arm.zip", Linux, Arm),
+        rule("packer_*_darwin_amd64.zip", Darwin, Amd64),
+        rule("packer_*_darwin_arm64.zip", Darwin, Arm64),
+    ],
+};
+
+// Like Terraform: api.releases.hashicorp.com/v1/releases/consul, then consul_<v>_SHA256SUMS.
+const CONSUL: CatalogEntry = CatalogEntry {
+    id: "consul",
+    vendor: "HashiCorp",
+    base_url: "https://api.releases.hashicorp.com",
+    files_url: Some("https://releases.hashicorp.com"),
+    source: Source::ChecksumFiles(ChecksumFiles {
+        releases: Releases::JsonArray {
+            url: "{base}/v1/releases/consul?limit=20",
+            version: "version",
+            skip_if: Some("is_prerelease"),
+        },
+        sha256: "{files}/consul/{version}/consul_{version}_SHA256SUMS",
+        sha1: None,
+        md5: None,
+        file_url: "{files}/consul/{version}/{name}",
+    }),
+    rules: &[
+        rule("consul_*_windows_amd64.zip", Windows, Amd64),
+        rule("consul_*_windows_386.zip", Windows, X86),
+        rule("consul_*_linux_amd64.zip", Linux, Amd64),
+        rule("consul_*_linux_arm64.zip", Linux, Arm64),
+        rule("consul_*_linux_arm.zip", Linux, Arm),
+        rule("consul_*_darwin_amd64.zip", Darwin, Amd64),
+        rule("consul_*_darwin_arm64.zip", Darwin, Arm64),
+    ],
+};
+
+// Like Terraform: api.releases.hashicorp.com/v1/releases/nomad, then nomad_<v>_SHA256SUMS.
+const NOMAD: CatalogEntry = CatalogEntry {
+    id: "nomad",
+    vendor: "HashiCorp",
+    base_url: "https://api.releases.hashicorp.com",
+    files_url: Some("https://releases.hashicorp.com"),
+    source: Source::ChecksumFiles(ChecksumFiles {
+        releases: Releases::JsonArray {
+            url: "{base}/v1/releases/nomad?limit=20",
+            version: "version",
+            skip_if: Some("is_prerelease"),
+        },
+        sha256: "{files}/nomad/{version}/nomad_{version}_SHA256SUMS",
+        sha1: None,
+        md5: None,
+        file_url: "{files}/nomad/{version}/{name}",
+    }),
+    rules: &[
+        rule("nomad_*_windows_amd64.zip", Windows, Amd64),
+        rule("nomad_*_windows_386.zip", Windows, X86),
+        rule("nomad_*_linux_amd64.zip", Linux, Amd64),
+        rule("nomad_*_linux_arm64.zip", Linux, Arm64),
+        rule("nomad_*_linux_arm.zip", Linux, Arm),
+        rule("nomad_*_darwin_amd64.zip", Darwin, Amd64),
+        rule("nomad_*_darwin_arm64.zip", Darwin, Arm64),
+    ],
+};
 
 /// The merged checksum files of one release: file name -> published hashes.
 async fn read_sums(

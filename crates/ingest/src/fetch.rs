@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use crate::download::DownloadLimits;
 use crate::http::{OutboundError, OutboundSettings};
+use crate::members::MemberLimits;
 
 /// Hashes a vendor publishes for one file, as lowercase hex. `None` where the channel
 /// publishes nothing for that algorithm.
@@ -81,8 +82,11 @@ pub struct FetchLimits {
     pub max_document_bytes: u64,
     /// Time allowed for one manifest request, body included.
     pub request_timeout: Duration,
-    /// Bounds on artifact downloads (when no SHA-256 is published).
+    /// Bounds on artifact downloads (when no SHA-256 is published, and archives read for
+    /// their members).
     pub download: DownloadLimits,
+    /// Whether and within what bounds the files inside archives are recorded.
+    pub members: MemberLimits,
 }
 
 impl Default for FetchLimits {
@@ -92,6 +96,7 @@ impl Default for FetchLimits {
             max_document_bytes: 256 << 20,
             request_timeout: Duration::from_secs(120),
             download: DownloadLimits::default(),
+            members: MemberLimits::default(),
         }
     }
 }

@@ -293,6 +293,98 @@ impl TripleHasher {
     }
 }
 
+/// What a [`MemberHasher`] thread receives: bytes of the current file, or the end of it
+/// with where to send that file's digest.
+enum MemberMsg {
+    Data(Bytes),
+    End(std::sync::mpsc::SyncSender<String>),
+}
+
+/// SHA-256, SHA-1 and MD5 of many files in turn (the members of an archive), on three
+/// threads kept for the whole archive, so a small file costs no thread start. Feed a file
+/// with [`update`](Self::update), end it with [`finish_file`](Self::finish_file), repeat.
+/// For plain threads only (it blocks while a hash thread is behind).
+pub struct MemberHasher {
+    workers: Vec<(
+        &'static str,
+        std::sync::mpsc::SyncSender<MemberMsg>,
+        JoinHandle<()>,
+    )>,
+}
+
+impl MemberHasher {
+    pub fn new() -> Result<Self, HasherError> {
+        let fresh: [fn() -> State; 3] = [
+            || State::Sha256(digest::Context::new(&digest::SHA256)),
+            || State::Sha1(digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY)),
+            || State::Md5(Md5::new()),
+        ];
+        let mut workers = Vec::with_capacity(3);
+        for make in fresh {
+            let name = make().name();
+            let (tx, rx) = std::sync::mpsc::sync_channel::<MemberMsg>(CHANNEL_PIECES);
+            let handle = std::thread::Builder::new()
+                .name(format!("member-{name}"))
+                .spawn(move || {
+                    let mut state = make();
+                    while let Ok(msg) = rx.recv() {
+                        match msg {
+                            MemberMsg::Data(chunk) => state.update(&chunk),
+                            MemberMsg::End(reply) => {
+                                let done = std::mem::replace(&mut state, make());
+                                // The caller gone means the archive was abandoned.
+                                let _ = reply.send(done.finish());
+                            }
+                        }
+                    }
+                })?;
+            workers.push((name, tx, handle));
+        }
+        Ok(Self { workers })
+    }
+
+    /// Adds the next bytes of the current file. `chunk` is shared, not copied.
+    pub fn update(&mut self, chunk: Bytes) -> Result<(), HasherError> {
+        for (name, tx, _) in &self.workers {
+            tx.send(MemberMsg::Data(chunk.clone()))
+                .map_err(|_| HasherError::WorkerFailed(name))?;
+        }
+        Ok(())
+    }
+
+    /// Ends the current file and returns its digests; the threads start on the next one.
+    pub fn finish_file(&mut self) -> Result<Digests, HasherError> {
+        let mut replies = Vec::with_capacity(3);
+        for (name, tx, _) in &self.workers {
+            let (reply_tx, reply_rx) = std::sync::mpsc::sync_channel(1);
+            tx.send(MemberMsg::End(reply_tx))
+                .map_err(|_| HasherError::WorkerFailed(name))?;
+            replies.push((*name, reply_rx));
+        }
+        let mut out = replies
+            .into_iter()
+            .map(|(name, rx)| rx.recv().map_err(|_| HasherError::WorkerFailed(name)));
+        let mut next = || {
+            out.next()
+                .unwrap_or(Err(HasherError::WorkerFailed("member")))
+        };
+        Ok(Digests {
+            sha256: next()?,
+            sha1: next()?,
+            md5: next()?,
+        })
+    }
+}
+
+impl Drop for MemberHasher {
+    fn drop(&mut self) {
+        for (_, tx, handle) in std::mem::take(&mut self.workers) {
+            drop(tx);
+            let _ = handle.join();
+        }
+    }
+}
+
 /// A vendor-published hash that disagrees with the bytes the service downloaded.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PublishedHashError {

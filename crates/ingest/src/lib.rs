@@ -12,6 +12,8 @@
 //!   built-in roots plus an optional extra CA bundle, proxies from the environment).
 //! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
 //!   download, never written to disk, with the Authenticode signer of PE files.
+//! - [`members`]: the files inside zip, tar and `.deb` archives, decoded and hashed while the
+//!   archive streams; [`openpgp`]: signed `InRelease` files of distributions.
 //!
 //! Vendors, their channels, and what each publishes (versions are always read from the
 //! channel, never configured):
@@ -34,6 +36,13 @@
 //! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages | SHA-256, MD5 | no |
 //! | `npm` | npm | `registry.npmjs.org/<name>`, configured packages | SHA-1 | always (SHA-1 checked) |
 //! | `gomod` | go | `proxy.golang.org/<module>/@v/{list,<v>.info,<v>.zip}`, configured modules | none | always |
+//! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
+//! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
+//! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |
+//! | `debian` | Debian | `deb.debian.org/debian/dists/stable/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
+//!
+//! Archives (zip, tarballs, `.deb`) are also read for the executables inside them
+//! ([`members`]), after the archive's published hashes are checked.
 //!
 //! Packages (PyPI, npm, Go modules) are recorded as `name (ecosystem)` on
 //! universal/universal, with the ecosystem as vendor.
@@ -45,6 +54,8 @@ pub mod fetch;
 pub mod formats;
 pub mod hasher;
 pub mod http;
+pub mod members;
+pub mod openpgp;
 pub mod pipeline;
 pub mod vendors;
 
@@ -55,8 +66,14 @@ pub use fetch::{
     Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, VendorConfig,
     default_client,
 };
-pub use hasher::{Digests, HasherError, PublishedHashError, TripleHasher, verify_published};
+pub use hasher::{
+    Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,
+};
 pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
+pub use members::{
+    ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,
+    MemberScan, ScannedArchive, download_archive, scan_archive,
+};
 pub use pipeline::{
     DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,
     ingest_vendor,

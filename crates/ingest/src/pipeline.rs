@@ -5,15 +5,23 @@
 //! hash the vendor did publish is checked against the result, and a mismatch rejects the
 //! artifact: the download or the channel may have been tampered with. One failing artifact
 //! never stops the others; the [`VendorReport`] counts what happened.
+//!
+//! An artifact that is an archive (zip, tar in its usual compressions) is also read for the
+//! files inside it that a host runs or loads ([`crate::members`]): when it is first recorded
+//! (or downloaded anyway) it is streamed once, every hash the vendor published for it is
+//! checked against the bytes, and only then is each member recorded, named by its path
+//! inside the archive, with `<archive URL>#<member path>` as source URL, the archive's
+//! version, platform and arch, and the signer of a signed PE.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use model::{Clock, NewRecord};
 
-use crate::download::download_and_hash;
+use crate::download::{Downloaded, download_and_hash};
 use crate::fetch::{Artifact, FetchContext, Fetcher};
-use crate::formats::compare_versions;
+use crate::formats::{compare_versions, encode_path, file_name};
 use crate::hasher::{PublishedHashError, verify_published};
+use crate::members::{ArchiveFormat, MemberError, MemberScan, download_archive};
 
 /// A download the service made: the binary was hashed in memory and never stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +70,9 @@ pub enum ProblemKind {
     HashMismatch,
     Record,
     Audit,
+    /// The files inside an archive could not all be read (a cap, an undecodable entry).
+    /// The archive itself stands; this does not make the vendor fail.
+    Archive,
 }
 
 impl ProblemKind {
@@ -73,6 +84,7 @@ impl ProblemKind {
             Self::HashMismatch => "hash_mismatch",
             Self::Record => "record",
             Self::Audit => "audit",
+            Self::Archive => "archive",
         }
     }
 }
@@ -106,6 +118,11 @@ pub struct VendorReport {
     pub mismatches: usize,
     /// Discovery, download and store failures.
     pub errors: usize,
+    /// Files inside archives recorded (new or already known); counted in `recorded` and
+    /// `unchanged` too.
+    pub members: usize,
+    /// Archives whose members could not all be read.
+    pub archive_problems: usize,
     pub problems: Vec<Problem>,
 }
 
@@ -122,6 +139,7 @@ impl VendorReport {
                 self.mismatches += 1;
             }
             ProblemKind::InvalidArtifact => self.rejected += 1,
+            ProblemKind::Archive => self.archive_problems += 1,
             _ => self.errors += 1,
         }
         self.problems.push(Problem {
@@ -176,6 +194,13 @@ pub async fn ingest_vendor(
             return report;
         }
     };
+    if artifacts.is_empty() {
+        // A channel that answered but listed nothing has most likely changed its format;
+        // that is a failure to read it, never a vendor with nothing to record.
+        let message = "the channel answered but listed no artifact; its format may have changed";
+        report.problem(ProblemKind::Discovery, None, message.into());
+        return report;
+    }
     report.discovered = artifacts.len();
     // Oldest first: the newest version of a family is recorded last and stays current.
     artifacts.sort_by(|a, b| compare_versions(&a.version, &b.version));
@@ -211,6 +236,12 @@ async fn ingest_artifact(
     clock: &dyn Clock,
     report: &mut VendorReport,
 ) {
+    let archive = ctx
+        .limits
+        .members
+        .enabled
+        .then(|| ArchiveFormat::from_name(file_name(&a.url)))
+        .flatten();
     if let Some(sha256) = &a.published.sha256 {
         let record = NewRecord {
             hash_sha256: sha256.clone(),
@@ -218,27 +249,42 @@ async fn ingest_artifact(
             hash_md5: a.published.md5.clone(),
             ..new_record(a)
         };
-        store(sink, record, &a.url, report).await;
+        let outcome = store(sink, record, &a.url, report).await;
+        // An archive seen for the first time is read once for the files inside it.
+        if let (Some(format), Some(outcome)) = (archive, outcome)
+            && outcome.inserted
+            && let Some((downloaded, scan)) = fetch_archive(a, format, ctx, clock, report).await
+        {
+            audit(sink, &downloaded, a, outcome.id, report).await;
+            record_members(a, scan, sink, report).await;
+        }
         return;
     }
 
-    let downloaded = match download_and_hash(&ctx.client, &a.url, &ctx.limits.download, clock).await
-    {
-        Ok(d) => d,
-        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e)),
-    };
-    report.downloaded += 1;
-    for published in [&a.published.sha1, &a.published.md5] {
-        match verify_published(published.as_deref(), &downloaded.digests) {
-            Ok(()) => {}
-            Err(e @ PublishedHashError::Mismatch { .. }) => {
-                return report.problem(ProblemKind::HashMismatch, Some(&a.url), e.to_string());
+    let (downloaded, scan) = match archive {
+        Some(format) => match fetch_archive(a, format, ctx, clock, report).await {
+            Some((downloaded, scan)) => (downloaded, Some(scan)),
+            None => return,
+        },
+        None => {
+            let downloaded =
+                match download_and_hash(&ctx.client, &a.url, &ctx.limits.download, clock).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        return report.problem(
+                            ProblemKind::Download,
+                            Some(&a.url),
+                            error_chain(&e),
+                        );
+                    }
+                };
+            report.downloaded += 1;
+            if !published_match(a, &downloaded, report) {
+                return;
             }
-            Err(e @ PublishedHashError::Invalid(_)) => {
-                return report.problem(ProblemKind::InvalidArtifact, Some(&a.url), e.to_string());
-            }
+            (downloaded, None)
         }
-    }
+    };
     if let Some(e) = &downloaded.pe_signer_error {
         // The hashes stand; only the signer fields stay empty.
         tracing::warn!(url = %a.url, error = %e, "Authenticode signer unreadable");
@@ -259,19 +305,140 @@ async fn ingest_artifact(
     let Some(outcome) = store(sink, record_data, &a.url, report).await else {
         return;
     };
+    audit(sink, &downloaded, a, outcome.id.clone(), report).await;
+    if let Some(primary) = signer {
+        signers_seen(sink, &outcome.id, primary, &a.url, report).await;
+    }
+    if let Some(scan) = scan {
+        record_members(a, scan, sink, report).await;
+    }
+}
+
+/// Every hash the vendor published for `a` agrees with the downloaded bytes; otherwise the
+/// problem is reported and the artifact (with anything inside it) is refused.
+fn published_match(a: &Artifact, downloaded: &Downloaded, report: &mut VendorReport) -> bool {
+    let published = [&a.published.sha256, &a.published.sha1, &a.published.md5];
+    for published in published {
+        match verify_published(published.as_deref(), &downloaded.digests) {
+            Ok(()) => {}
+            Err(e @ PublishedHashError::Mismatch { .. }) => {
+                report.problem(ProblemKind::HashMismatch, Some(&a.url), e.to_string());
+                return false;
+            }
+            Err(e @ PublishedHashError::Invalid(_)) => {
+                report.problem(ProblemKind::InvalidArtifact, Some(&a.url), e.to_string());
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Downloads an archive, hashing it and scanning its members in one pass; `None` when the
+/// download failed or the bytes disagree with a published hash (reported either way).
+async fn fetch_archive(
+    a: &Artifact,
+    format: ArchiveFormat,
+    ctx: &FetchContext,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) -> Option<(Downloaded, Result<MemberScan, MemberError>)> {
+    let limits = &ctx.limits;
+    let scanned = match download_archive(
+        &ctx.client,
+        &a.url,
+        format,
+        &limits.download,
+        &limits.members,
+        clock,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e));
+            return None;
+        }
+    };
+    report.downloaded += 1;
+    let downloaded = Downloaded {
+        digests: scanned.digests,
+        size_bytes: scanned.size_bytes,
+        downloaded_at: scanned.downloaded_at,
+        pe_signer: None,
+        pe_signer_error: None,
+    };
+    published_match(a, &downloaded, report).then_some((downloaded, scanned.scan))
+}
+
+async fn audit(
+    sink: &dyn RecordSink,
+    downloaded: &Downloaded,
+    a: &Artifact,
+    record_id: String,
+    report: &mut VendorReport,
+) {
     let audit = DownloadAudit {
         downloaded_at: downloaded.downloaded_at,
         url: a.url.clone(),
         size_bytes: downloaded.size_bytes,
-        record_id: outcome.id.clone(),
+        record_id,
     };
     if let Err(e) = sink.download_audited(audit).await {
         report.problem(ProblemKind::Audit, Some(&a.url), error_chain(&e));
     }
-    if let Some(primary) = signer {
-        for cert in std::iter::once(primary).chain(primary.nested.iter()) {
-            if let Err(e) = sink.signer_seen(&outcome.id, cert).await {
-                report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e));
+}
+
+async fn signers_seen(
+    sink: &dyn RecordSink,
+    record_id: &str,
+    primary: &crate::SignerInfo,
+    url: &str,
+    report: &mut VendorReport,
+) {
+    for cert in std::iter::once(primary).chain(primary.nested.iter()) {
+        if let Err(e) = sink.signer_seen(record_id, cert).await {
+            report.problem(ProblemKind::Record, Some(url), error_chain(&e));
+        }
+    }
+}
+
+/// Records the members of an archive whose published hashes were checked.
+async fn record_members(
+    a: &Artifact,
+    scan: Result<MemberScan, MemberError>,
+    sink: &dyn RecordSink,
+    report: &mut VendorReport,
+) {
+    let scan = match scan {
+        Ok(scan) => scan,
+        Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),
+    };
+    if let Some(why) = &scan.stopped {
+        let message = format!("members read only up to a stop: {why}");
+        report.problem(ProblemKind::Archive, Some(&a.url), message);
+    }
+    for member in scan.members {
+        let path = member.path.trim_start_matches("./").trim_start_matches('/');
+        let url = format!("{}#{}", a.url, encode_path(path));
+        let signer = member.pe_signer.as_ref();
+        let record = NewRecord {
+            executable_name: path.to_owned(),
+            hash_sha256: member.digests.sha256.clone(),
+            hash_sha1: Some(member.digests.sha1.clone()),
+            hash_md5: Some(member.digests.md5.clone()),
+            source_url: url.clone(),
+            download_verified: true,
+            sig_signer: signer.map(|s| s.sig_signer.clone()),
+            sig_issuer: signer.map(|s| s.sig_issuer.clone()),
+            sig_serial: signer.map(|s| s.sig_serial.clone()),
+            sig_thumbprint: signer.map(|s| s.sig_thumbprint.clone()),
+            ..new_record(a)
+        };
+        if let Some(outcome) = store(sink, record, &url, report).await {
+            report.members += 1;
+            if let Some(primary) = signer {
+                signers_seen(sink, &outcome.id, primary, &url, report).await;
             }
         }
     }

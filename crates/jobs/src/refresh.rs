@@ -345,9 +345,15 @@ pub async fn refresh_vendors(
             wait *= 2;
         }
         if !report.skipped {
+            let now = clock.now();
             let error = health_error(&report);
+            if error.is_some() && is_partial(&report) {
+                // Recorded what it could: a success and an error at the same instant, which
+                // the status page shows as degraded rather than failing.
+                store.record_vendor_run(&report.vendor, None, now).await?;
+            }
             store
-                .record_vendor_run(&report.vendor, error.as_deref(), clock.now())
+                .record_vendor_run(&report.vendor, error.as_deref(), now)
                 .await?;
         }
         if let Some(e) = ecosystem
@@ -425,6 +431,18 @@ async fn note_registry_answers(
             .await?;
     }
     Ok(())
+}
+
+/// A run that read part of its channel (one target or one listed item gone) and recorded
+/// the rest, with no hash mismatch: the vendor is degraded, not failing.
+fn is_partial(report: &VendorReport) -> bool {
+    report.discovered > 0
+        && report.mismatches == 0
+        && report.recorded + report.unchanged > 0
+        && report
+            .problems
+            .iter()
+            .all(|p| p.kind == ProblemKind::Discovery)
 }
 
 /// What the vendor's health should say about a run; None when it went well. The text

@@ -72,6 +72,8 @@ pub struct FileConfig {
     pub revocation: RevocationSettings,
     #[serde(default)]
     pub connections: ConnectionSettings,
+    #[serde(default)]
+    pub archive_members: ArchiveMemberSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
     pub vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
@@ -129,6 +131,51 @@ impl RevocationSettings {
 fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
     chrono::NaiveTime::parse_from_str(text.trim(), "%H:%M")
         .with_context(|| format!("schedule.{field} must be HH:MM (UTC), got {text:?}"))
+}
+
+/// Files inside archives: `[archive_members] enabled, kinds, max_members`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveMemberSettings {
+    pub enabled: Option<bool>,
+    /// Which files are recorded: any of `pe`, `elf`, `macho`, `script` (all by default).
+    pub kinds: Option<Vec<String>>,
+    pub max_members: Option<usize>,
+}
+
+impl ArchiveMemberSettings {
+    fn resolve(&self) -> Result<ingest::MemberLimits> {
+        let defaults = ingest::MemberLimits::default();
+        let kinds = match &self.kinds {
+            None => defaults.kinds,
+            Some(names) => {
+                let mut kinds = ingest::MemberKinds {
+                    pe: false,
+                    elf: false,
+                    macho: false,
+                    script: false,
+                };
+                for name in names {
+                    match name.as_str() {
+                        "pe" => kinds.pe = true,
+                        "elf" => kinds.elf = true,
+                        "macho" => kinds.macho = true,
+                        "script" => kinds.script = true,
+                        other => anyhow::bail!(
+                            "archive_members.kinds: unknown kind {other:?} (pe, elf, macho, script)"
+                        ),
+                    }
+                }
+                kinds
+            }
+        };
+        Ok(ingest::MemberLimits {
+            enabled: self.enabled.unwrap_or(defaults.enabled),
+            kinds,
+            max_members: self.max_members.unwrap_or(defaults.max_members),
+            ..defaults
+        })
+    }
 }
 
 /// Per-minute limits; unset values keep the documented defaults (docs/api.md).
@@ -347,6 +394,10 @@ impl Config {
                 refresh: jobs::refresh::RefreshOptions {
                     vendors: file.vendors,
                     outbound,
+                    limits: ingest::FetchLimits {
+                        members: file.archive_members.resolve()?,
+                        ..ingest::FetchLimits::default()
+                    },
                     ..Default::default()
                 },
                 revocation: file.revocation.resolve()?,
@@ -608,6 +659,22 @@ mod tests {
         assert_eq!(relying_party(None).unwrap().id, "localhost");
         assert!(relying_party(Some("kg.example.org")).is_err());
         assert!(relying_party(Some("ftp://kg.example.org")).is_err());
+    }
+
+    #[test]
+    fn archive_members_are_configurable() {
+        let all = parsed("").archive_members.resolve().unwrap();
+        assert!(all.enabled && all.kinds.script && all.kinds.pe);
+        let some = parsed("[archive_members]\nkinds = [\"pe\", \"elf\"]\nmax_members = 10\n")
+            .archive_members
+            .resolve()
+            .unwrap();
+        assert!(some.kinds.pe && some.kinds.elf && !some.kinds.script && !some.kinds.macho);
+        assert_eq!(some.max_members, 10);
+        let off = parsed("[archive_members]\nenabled = false\n");
+        assert!(!off.archive_members.resolve().unwrap().enabled);
+        let bad = parsed("[archive_members]\nkinds = [\"dll\"]\n");
+        assert!(bad.archive_members.resolve().is_err());
     }
 
     #[test]

@@ -58,6 +58,7 @@ const DISTRIBUTIONS: &[&str] = &[
     "almalinux",
     "suse",
     "opensuse",
+    "arch linux",
 ];
 
 /// Compares digit strings of any length numerically.

@@ -353,7 +353,8 @@ pub struct Components {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VendorStatus {
     pub vendor: String,
-    /// ok, failing (last run failed) or unknown (never run).
+    /// ok, degraded (the last run recorded what it could read but part of the channel was
+    /// gone), failing (last run failed) or unknown (never run).
     pub status: &'static str,
     pub last_success_at: Option<String>,
     pub last_error_at: Option<String>,

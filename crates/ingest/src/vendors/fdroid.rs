@@ -3,7 +3,9 @@
 //! `https://f-droid.org/repo/index-v2.json`: `packages.<app id>.versions.<key>` with
 //! `file: {name: "/org.fdroid.fdroid_1021050.apk", sha256, size}` (name relative to the repo)
 //! and `manifest: {versionName, versionCode, nativecode: [ABIs]}`. An app often ships one APK
-//! per ABI under the same versionName, each with its own versionCode.
+//! per ABI under the same versionName, each with its own versionCode. Some versions carry no
+//! `versionName` (the field is optional in the index); those are skipped, as is any version
+//! entry that does not parse, so one odd entry never costs the rest of the index.
 
 use std::collections::BTreeMap;
 
@@ -33,8 +35,9 @@ struct Index {
 
 #[derive(Deserialize)]
 struct App {
+    /// Parsed one by one (see [`Version::parse`]).
     #[serde(default)]
-    versions: BTreeMap<String, Version>,
+    versions: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -52,10 +55,20 @@ struct File {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Manifest {
-    version_name: String,
+    version_name: Option<String>,
+    #[serde(default)]
     version_code: u64,
     #[serde(default)]
     nativecode: Vec<String>,
+}
+
+impl Version {
+    /// A version entry with what a record needs (a file and a versionName), or `None`.
+    fn parse(value: &serde_json::Value) -> Option<(Self, String)> {
+        let v = Version::deserialize(value).ok()?;
+        let name = v.manifest.version_name.clone()?;
+        Some((v, name))
+    }
 }
 
 /// The arch of an APK from the ABIs it carries: none (pure Java/Kotlin) or several (a fat
@@ -95,10 +108,12 @@ impl Fetcher for FDroid {
                 ));
                 continue;
             };
+            let versions: Vec<(Version, String)> =
+                app.versions.values().filter_map(Version::parse).collect();
             // Newest versionNames by their highest versionCode; every ABI split of each.
             let mut top: BTreeMap<&str, u64> = BTreeMap::new();
-            for v in app.versions.values() {
-                let code = top.entry(v.manifest.version_name.as_str()).or_default();
+            for (v, name) in &versions {
+                let code = top.entry(name.as_str()).or_default();
                 *code = (*code).max(v.manifest.version_code);
             }
             let mut names: Vec<(&str, u64)> = top.into_iter().collect();
@@ -109,8 +124,8 @@ impl Fetcher for FDroid {
                 .take(ctx.limits.max_versions)
                 .map(|&(n, _)| n)
                 .collect();
-            for v in app.versions.values() {
-                let name = v.manifest.version_name.as_str();
+            for (v, name) in &versions {
+                let name = name.as_str();
                 if !keep.contains(&name) || !valid_version(name) {
                     continue;
                 }

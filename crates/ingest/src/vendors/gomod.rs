@@ -1,6 +1,7 @@
 //! Go modules from the module proxy, for a configured list of module paths.
 //!
-//! `https://proxy.golang.org/<module>/@v/list` lists versions one per line,
+//! `https://proxy.golang.org/<module>/@v/list` lists versions one per line (a line may carry
+//! more fields after the version, as some proxies add a timestamp; only the first is read),
 //! `@v/<version>.info` is `{"Version": "v0.21.0", "Time": "…"}` and `@v/<version>.zip` is the
 //! module zip (`go help goproxy`). Upper-case letters in paths are escaped as `!` + lower
 //! case. Nothing is published for the zip itself (sum.golang.org's `h1:` is a hash over the
@@ -75,7 +76,7 @@ impl GoModules {
         let list = ctx.get_text(&list_url).await?;
         let all: Vec<&str> = list
             .lines()
-            .map(str::trim)
+            .filter_map(|line| line.split_whitespace().next())
             .filter(|v| v.starts_with('v') && valid_version(v))
             .collect();
         // Releases only, unless the module has nothing but pre-releases.

@@ -2,6 +2,8 @@
 //! vendor with its official configuration.
 
 pub mod android;
+pub mod arch;
+pub mod debian;
 pub mod fdroid;
 pub mod gomod;
 pub mod npm;
@@ -12,6 +14,8 @@ use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
 
 pub use android::AndroidPlatformTools;
+pub use arch::ArchLinux;
+pub use debian::Debian;
 pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
@@ -36,7 +40,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 6] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 8] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -46,6 +50,8 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(PyPi), PyPi::default_config()),
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
+        (Box::new(Debian::new()), Debian::default_config()),
+        (Box::new(ArchLinux), ArchLinux::default_config()),
     ];
     out.extend(
         code.into_iter()
@@ -68,7 +74,9 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        assert!(all.len() >= 15);
+        // Thirty-nine vendor channels and two distributions.
+        assert_eq!(all.len(), 41);
+        assert!(ids.iter().any(|i| i == "debian") && ids.iter().any(|i| i == "archlinux"));
         for v in &all {
             assert!(
                 v.config.base_url.starts_with("https://"),

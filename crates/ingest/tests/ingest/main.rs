@@ -6,7 +6,10 @@
 mod common;
 mod vendor_support;
 
+mod archlinux;
 mod authenticode;
+mod debian;
 mod download;
+mod members;
 mod stream_memory;
 mod vendors;

@@ -115,6 +115,11 @@ pub fn limits() -> FetchLimits {
             total_timeout: Duration::from_secs(10),
             max_signature_bytes: 1 << 20,
         },
+        // Tests that read archive members turn this on.
+        members: ingest::MemberLimits {
+            enabled: false,
+            ..Default::default()
+        },
     }
 }
 

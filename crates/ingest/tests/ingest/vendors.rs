@@ -683,6 +683,392 @@ async fn notepadpp_records_two_releases_oldest_first() {
 }
 
 // ---------------------------------------------------------------------------------------
+// More GitHub release channels, each in the GitHub releases API format: every asset a rule
+// maps is recorded with its platform and arch; checksums, signatures and sources are not.
+
+#[tokio::test]
+async fn github_release_channels_map_their_assets() {
+    use model::Platform;
+    /// Channel id, repository, tag, assets mapped (name, platform, arch), assets ignored.
+    type Channel<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [(&'a str, Platform, model::Arch)],
+        &'a [&'a str],
+    );
+    let channels: &[Channel] = &[
+        (
+            "git-windows",
+            "git-for-windows/git",
+            "v2.47.1.windows.1",
+            &[
+                ("Git-2.47.1-64-bit.exe", Windows, Amd64),
+                ("Git-2.47.1-arm64.exe", Windows, Arm64),
+                ("MinGit-2.47.1-64-bit.zip", Windows, Amd64),
+                ("MinGit-2.47.1-arm64.zip", Windows, Arm64),
+                ("PortableGit-2.47.1-64-bit.7z.exe", Windows, Amd64),
+            ],
+            &["sha-256.txt", "Git-2.47.1-64-bit.tar.bz2"],
+        ),
+        (
+            "powershell",
+            "PowerShell/PowerShell",
+            "v7.4.6",
+            &[
+                ("PowerShell-7.4.6-win-x64.msi", Windows, Amd64),
+                ("PowerShell-7.4.6-win-x64.zip", Windows, Amd64),
+                ("PowerShell-7.4.6-win-arm64.zip", Windows, Arm64),
+                ("powershell-7.4.6-linux-x64.tar.gz", Linux, Amd64),
+                ("powershell-7.4.6-linux-arm64.tar.gz", Linux, Arm64),
+                ("powershell-7.4.6-osx-arm64.pkg", Darwin, Arm64),
+                ("powershell-7.4.6-osx-x64.pkg", Darwin, Amd64),
+            ],
+            &["hashes.sha256", "powershell-7.4.6-linux-musl-x64.tar.gz"],
+        ),
+        (
+            "windows-terminal",
+            "microsoft/terminal",
+            "v1.21.3231.0",
+            &[
+                (
+                    "Microsoft.WindowsTerminal_1.21.3231.0_8wekyb3d8bbwe.msixbundle",
+                    Windows,
+                    Universal,
+                ),
+                (
+                    "Microsoft.WindowsTerminal_1.21.3231.0_x64.zip",
+                    Windows,
+                    Amd64,
+                ),
+                (
+                    "Microsoft.WindowsTerminal_1.21.3231.0_arm64.zip",
+                    Windows,
+                    Arm64,
+                ),
+                (
+                    "Microsoft.WindowsTerminal_1.21.3231.0_x86.zip",
+                    Windows,
+                    X86,
+                ),
+            ],
+            &[
+                "Microsoft.WindowsTerminal_1.21.3231.0_8wekyb3d8bbwe.msixbundle_Windows10_PreinstallKit.zip",
+            ],
+        ),
+        (
+            "keepassxc",
+            "keepassxreboot/keepassxc",
+            "2.7.9",
+            &[
+                ("KeePassXC-2.7.9-Win64.msi", Windows, Amd64),
+                ("KeePassXC-2.7.9-Win64.zip", Windows, Amd64),
+                ("KeePassXC-2.7.9-x86_64.AppImage", Linux, Amd64),
+                ("KeePassXC-2.7.9-arm64.dmg", Darwin, Arm64),
+                ("KeePassXC-2.7.9-x86_64.dmg", Darwin, Amd64),
+            ],
+            &[
+                "KeePassXC-2.7.9-Win64.msi.DIGEST",
+                "keepassxc-2.7.9-src.tar.xz",
+            ],
+        ),
+        (
+            "docker-compose",
+            "docker/compose",
+            "v2.31.0",
+            &[
+                ("docker-compose-windows-x86_64.exe", Windows, Amd64),
+                ("docker-compose-windows-aarch64.exe", Windows, Arm64),
+                ("docker-compose-linux-x86_64", Linux, Amd64),
+                ("docker-compose-linux-aarch64", Linux, Arm64),
+                ("docker-compose-darwin-x86_64", Darwin, Amd64),
+                ("docker-compose-darwin-aarch64", Darwin, Arm64),
+            ],
+            &["checksums.txt", "docker-compose-linux-x86_64.sha256"],
+        ),
+        (
+            "obs-studio",
+            "obsproject/obs-studio",
+            "31.0.0",
+            &[
+                ("OBS-Studio-31.0.0-Windows-Installer.exe", Windows, Amd64),
+                ("OBS-Studio-31.0.0-Windows.zip", Windows, Amd64),
+                ("OBS-Studio-31.0.0-macOS-Apple.dmg", Darwin, Arm64),
+                ("OBS-Studio-31.0.0-macOS-Intel.dmg", Darwin, Amd64),
+            ],
+            &["OBS-Studio-31.0.0-Sources.tar.gz"],
+        ),
+        (
+            "gh",
+            "cli/cli",
+            "v2.63.2",
+            &[
+                ("gh_2.63.2_windows_amd64.msi", Windows, Amd64),
+                ("gh_2.63.2_windows_amd64.zip", Windows, Amd64),
+                ("gh_2.63.2_windows_arm64.zip", Windows, Arm64),
+                ("gh_2.63.2_linux_amd64.tar.gz", Linux, Amd64),
+                ("gh_2.63.2_linux_arm64.tar.gz", Linux, Arm64),
+                ("gh_2.63.2_macOS_arm64.zip", Darwin, Arm64),
+                ("gh_2.63.2_macOS_amd64.zip", Darwin, Amd64),
+            ],
+            &["gh_2.63.2_checksums.txt", "gh_2.63.2_linux_386.deb"],
+        ),
+        (
+            "rclone",
+            "rclone/rclone",
+            "v1.68.2",
+            &[
+                ("rclone-v1.68.2-windows-amd64.zip", Windows, Amd64),
+                ("rclone-v1.68.2-windows-arm64.zip", Windows, Arm64),
+                ("rclone-v1.68.2-linux-amd64.zip", Linux, Amd64),
+                ("rclone-v1.68.2-linux-arm64.zip", Linux, Arm64),
+                ("rclone-v1.68.2-osx-arm64.zip", Darwin, Arm64),
+                ("rclone-v1.68.2-osx-amd64.zip", Darwin, Amd64),
+            ],
+            &["SHA256SUMS", "rclone-v1.68.2-linux-amd64.deb"],
+        ),
+        (
+            "syncthing",
+            "syncthing/syncthing",
+            "v1.28.1",
+            &[
+                ("syncthing-windows-amd64-v1.28.1.zip", Windows, Amd64),
+                ("syncthing-windows-arm64-v1.28.1.zip", Windows, Arm64),
+                ("syncthing-linux-amd64-v1.28.1.tar.gz", Linux, Amd64),
+                ("syncthing-linux-arm64-v1.28.1.tar.gz", Linux, Arm64),
+                ("syncthing-macos-universal-v1.28.1.zip", Darwin, Universal),
+            ],
+            &["sha256sum.txt.asc", "syncthing-source-v1.28.1.tar.gz"],
+        ),
+        (
+            "jq",
+            "jqlang/jq",
+            "jq-1.7.1",
+            &[
+                ("jq-windows-amd64.exe", Windows, Amd64),
+                ("jq-linux-amd64", Linux, Amd64),
+                ("jq-linux-arm64", Linux, Arm64),
+                ("jq-macos-arm64", Darwin, Arm64),
+                ("jq-macos-amd64", Darwin, Amd64),
+            ],
+            &["jq-1.7.1.tar.gz", "sha256sum.txt"],
+        ),
+        (
+            "ripgrep",
+            "BurntSushi/ripgrep",
+            "14.1.1",
+            &[
+                ("ripgrep-14.1.1-x86_64-pc-windows-msvc.zip", Windows, Amd64),
+                ("ripgrep-14.1.1-aarch64-pc-windows-msvc.zip", Windows, Arm64),
+                (
+                    "ripgrep-14.1.1-x86_64-unknown-linux-musl.tar.gz",
+                    Linux,
+                    Amd64,
+                ),
+                (
+                    "ripgrep-14.1.1-aarch64-unknown-linux-gnu.tar.gz",
+                    Linux,
+                    Arm64,
+                ),
+                ("ripgrep-14.1.1-aarch64-apple-darwin.tar.gz", Darwin, Arm64),
+                ("ripgrep-14.1.1-x86_64-apple-darwin.tar.gz", Darwin, Amd64),
+            ],
+            &[
+                "ripgrep-14.1.1-x86_64-pc-windows-msvc.zip.sha256",
+                "ripgrep_14.1.1-1_amd64.deb",
+            ],
+        ),
+        (
+            "minikube",
+            "kubernetes/minikube",
+            "v1.34.0",
+            &[
+                ("minikube-installer.exe", Windows, Amd64),
+                ("minikube-windows-amd64.exe", Windows, Amd64),
+                ("minikube-linux-amd64", Linux, Amd64),
+                ("minikube-linux-arm64", Linux, Arm64),
+                ("minikube-darwin-arm64", Darwin, Arm64),
+                ("minikube-darwin-amd64", Darwin, Amd64),
+            ],
+            &["minikube-linux-amd64.sha256", "minikube-1.34.0.tar.gz"],
+        ),
+        (
+            "restic",
+            "restic/restic",
+            "v0.17.3",
+            &[
+                ("restic_0.17.3_windows_amd64.zip", Windows, Amd64),
+                ("restic_0.17.3_windows_386.zip", Windows, X86),
+                ("restic_0.17.3_linux_amd64.bz2", Linux, Amd64),
+                ("restic_0.17.3_linux_arm64.bz2", Linux, Arm64),
+                ("restic_0.17.3_darwin_arm64.bz2", Darwin, Arm64),
+                ("restic_0.17.3_darwin_amd64.bz2", Darwin, Amd64),
+            ],
+            &["SHA256SUMS", "restic-0.17.3.tar.gz"],
+        ),
+        (
+            "k9s",
+            "derailed/k9s",
+            "v0.32.7",
+            &[
+                ("k9s_Windows_amd64.zip", Windows, Amd64),
+                ("k9s_Windows_arm64.zip", Windows, Arm64),
+                ("k9s_Linux_amd64.tar.gz", Linux, Amd64),
+                ("k9s_Linux_arm64.tar.gz", Linux, Arm64),
+                ("k9s_Darwin_arm64.tar.gz", Darwin, Arm64),
+                ("k9s_Darwin_amd64.tar.gz", Darwin, Amd64),
+            ],
+            &["checksums.sha256", "k9s_linux_amd64.deb"],
+        ),
+        (
+            "velociraptor",
+            "Velocidex/velociraptor",
+            "v0.73.3",
+            &[
+                ("velociraptor-v0.73.3-windows-amd64.exe", Windows, Amd64),
+                ("velociraptor-v0.73.3-windows-amd64.msi", Windows, Amd64),
+                ("velociraptor-v0.73.3-windows-386.exe", Windows, X86),
+                ("velociraptor-v0.73.3-linux-amd64", Linux, Amd64),
+                ("velociraptor-v0.73.3-linux-arm64", Linux, Arm64),
+                ("velociraptor-v0.73.3-darwin-arm64", Darwin, Arm64),
+                ("velociraptor-v0.73.3-darwin-amd64", Darwin, Amd64),
+            ],
+            &[
+                "velociraptor-v0.73.3-linux-amd64.sig",
+                "velociraptor-v0.73.3-linux-amd64-musl",
+            ],
+        ),
+        (
+            "neovim",
+            "neovim/neovim",
+            "v0.10.2",
+            &[
+                ("nvim-win64.msi", Windows, Amd64),
+                ("nvim-win64.zip", Windows, Amd64),
+                ("nvim-linux64.tar.gz", Linux, Amd64),
+                ("nvim-linux-x86_64.tar.gz", Linux, Amd64),
+                ("nvim-linux-arm64.tar.gz", Linux, Arm64),
+                ("nvim-macos-arm64.tar.gz", Darwin, Arm64),
+                ("nvim-macos-x86_64.tar.gz", Darwin, Amd64),
+            ],
+            &["nvim-win64.zip.sha256sum", "nvim.appimage.zsync"],
+        ),
+        (
+            "age",
+            "FiloSottile/age",
+            "v1.2.1",
+            &[
+                ("age-v1.2.1-windows-amd64.zip", Windows, Amd64),
+                ("age-v1.2.1-linux-amd64.tar.gz", Linux, Amd64),
+                ("age-v1.2.1-linux-arm64.tar.gz", Linux, Arm64),
+                ("age-v1.2.1-darwin-arm64.tar.gz", Darwin, Arm64),
+                ("age-v1.2.1-darwin-amd64.tar.gz", Darwin, Amd64),
+            ],
+            &["age-v1.2.1-linux-amd64.tar.gz.proof"],
+        ),
+        (
+            "chainsaw",
+            "WithSecureLabs/chainsaw",
+            "v2.10.1",
+            &[
+                ("chainsaw_x86_64-pc-windows-msvc.zip", Windows, Amd64),
+                ("chainsaw_x86_64-unknown-linux-gnu.tar.gz", Linux, Amd64),
+                ("chainsaw_aarch64-apple-darwin.tar.gz", Darwin, Arm64),
+                ("chainsaw_x86_64-apple-darwin.tar.gz", Darwin, Amd64),
+            ],
+            &["chainsaw_all_platforms+rules.zip"],
+        ),
+        (
+            "hayabusa",
+            "Yamato-Security/hayabusa",
+            "v2.18.0",
+            &[
+                ("hayabusa-2.18.0-win-x64.zip", Windows, Amd64),
+                ("hayabusa-2.18.0-win-aarch64.zip", Windows, Arm64),
+                ("hayabusa-2.18.0-lin-x64-gnu.zip", Linux, Amd64),
+                ("hayabusa-2.18.0-lin-aarch64-gnu.zip", Linux, Arm64),
+                ("hayabusa-2.18.0-mac-arm.zip", Darwin, Arm64),
+                ("hayabusa-2.18.0-mac-intel.zip", Darwin, Amd64),
+            ],
+            &["hayabusa-2.18.0-all-platforms.zip"],
+        ),
+    ];
+    for &(id, repo, tag, mapped, ignored) in channels {
+        let mut assets: Vec<(&str, Option<String>)> =
+            mapped.iter().map(|(n, _, _)| (*n, digest(n))).collect();
+        assets.extend(ignored.iter().map(|n| (*n, digest(n))));
+        let releases = json!([gh_release(repo, tag, false, &assets)]);
+        let site = Site::new().file(&format!("/repos/{repo}/releases"), releases.to_string());
+        let (report, sink) = run(id, &site).await;
+        assert_clean(&report);
+        assert_eq!(
+            report.recorded,
+            mapped.len(),
+            "{id}: {:#?}",
+            sink.records.lock().unwrap()
+        );
+        for (name, platform, arch) in mapped {
+            let r = sink.get(name, *platform, *arch);
+            assert_eq!(r.hash_sha256, h64(name), "{id}");
+            assert_eq!(r.version, tag.trim_start_matches('v'), "{id}");
+        }
+    }
+}
+
+/// HashiCorp's other products share Terraform's release API and SHA256SUMS layout.
+#[tokio::test]
+async fn hashicorp_products_read_their_release_sums() {
+    for (product, version) in [
+        ("vault", "2.0.0"),
+        ("packer", "1.11.2"),
+        ("consul", "1.20.1"),
+        ("nomad", "1.9.3"),
+    ] {
+        let api = json!([
+            {"builds": [], "is_prerelease": true, "name": product, "version": format!("{version}-rc1")},
+            {"builds": [{"arch": "amd64", "os": "linux",
+                         "url": format!("{{BASE}}/{product}/{version}/{product}_{version}_linux_amd64.zip")}],
+             "is_prerelease": false, "license_class": "oss", "name": product,
+             "timestamp_created": "2024-11-27T15:45:00.000Z",
+             "url_shasums": format!("{{BASE}}/{product}/{version}/{product}_{version}_SHA256SUMS"),
+             "version": version},
+        ]);
+        let platforms = [
+            "darwin_arm64",
+            "linux_amd64",
+            "linux_arm64",
+            "windows_amd64",
+            "freebsd_amd64",
+        ];
+        let sums: String = platforms
+            .iter()
+            .map(|p| format!("{}  {product}_{version}_{p}.zip\n", h64(p)))
+            .collect();
+        let site = Site::new()
+            .file(&format!("/v1/releases/{product}"), api.to_string())
+            .file(
+                &format!("/{product}/{version}/{product}_{version}_SHA256SUMS"),
+                sums,
+            );
+        let (report, sink) = run(product, &site).await;
+        assert_clean(&report);
+        assert_eq!(report.recorded, 4, "{product}");
+        let linux = sink.get(
+            &format!("{product}_{version}_linux_amd64.zip"),
+            Linux,
+            Amd64,
+        );
+        assert_eq!(linux.hash_sha256, h64("linux_amd64"));
+        assert_eq!(linux.vendor, "HashiCorp");
+        sink.get(
+            &format!("{product}_{version}_darwin_arm64.zip"),
+            Darwin,
+            Arm64,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // F-Droid: repo/index-v2.json
 
 #[tokio::test]
@@ -698,6 +1084,13 @@ async fn fdroid_takes_every_abi_split_of_the_newest_version() {
             h64(file),
             json!({"added": 1_732_000_000_000_u64, "file": {"name": format!("/{file}"), "sha256": h64(file), "size": 12_537_183},
                            "manifest": manifest}),
+        )
+    };
+    let nameless = |file: &str, code: u64| {
+        (
+            h64(file),
+            json!({"added": 1_732_000_000_000_u64, "file": {"name": format!("/{file}"), "sha256": h64(file), "size": 1},
+                   "manifest": {"versionCode": code, "nativecode": ["arm64-v8a"]}}),
         )
     };
     let app = |versions: Vec<(String, serde_json::Value)>| {
@@ -716,6 +1109,10 @@ async fn fdroid_takes_every_abi_split_of_the_newest_version() {
                 version("org.videolan.vlc_13060104.apk", "3.6.0", 13_060_104, &["arm64-v8a"]),
                 version("org.videolan.vlc_13060105.apk", "3.6.0", 13_060_105, &["x86_64"]),
                 version("org.videolan.vlc_13050404.apk", "3.5.4", 13_050_404, &["arm64-v8a"]),
+                // The index may omit versionName (it is optional in index-v2); such an entry
+                // is skipped, never fatal to the app or the index.
+                nameless("org.videolan.vlc_13070001.apk", 13_070_001),
+                (h64("odd"), json!({"added": 1, "file": 42, "manifest": null})),
             ]),
         }
     });
@@ -968,7 +1365,8 @@ async fn go_modules_are_read_from_the_proxy_and_downloaded() {
     let site = Site::new()
         .file(
             "/golang.org/x/text/@v/list",
-            "v0.3.8\nv0.20.0\nv0.21.0\nv0.22.0-rc.1\n",
+            // Lines may carry fields after the version (a timestamp).
+            "v0.3.8\nv0.20.0 2024-11-05T10:00:00Z\nv0.21.0 2024-12-04T17:23:31Z\nv0.22.0-rc.1\n",
         )
         .file(
             "/golang.org/x/text/@v/v0.21.0.info",
@@ -1012,6 +1410,30 @@ async fn go_modules_are_read_from_the_proxy_and_downloaded() {
     );
     assert_eq!(toml.hash_sha256, sha256(&toml_zip));
     assert_eq!(sink.audits.lock().unwrap().len(), 2);
+}
+
+/// A channel that still answers but whose format changed so that nothing matches is a
+/// discovery failure, never a run with nothing to record.
+#[tokio::test]
+async fn a_channel_that_lists_nothing_is_a_discovery_failure() {
+    let doc = json!([
+        {"version": "go1.23.4", "stable": true, "files": [
+            {"filename": "go1.23.4.src.tar.gz", "os": "", "arch": "", "version": "go1.23.4",
+             "sha256": h64("src"), "size": 1, "kind": "source"}]},
+    ]);
+    let site = Site::new().file("/dl/", doc.to_string());
+    let (report, sink) = run("go", &site).await;
+    assert_eq!(
+        (report.discovered, report.recorded, report.errors),
+        (0, 0, 1)
+    );
+    assert_eq!(report.problems[0].kind, ProblemKind::Discovery);
+    assert!(
+        report.problems[0].message.contains("listed no artifact"),
+        "{:?}",
+        report.problems
+    );
+    assert!(sink.records.lock().unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -288,6 +288,8 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
             .map(|v| VendorStatus {
                 status: match (v.last_success_at, v.last_error_at) {
                     (_, Some(err)) if v.last_success_at.is_none_or(|ok| err > ok) => "failing",
+                    // One run both recorded and met a problem (part of the channel gone).
+                    (Some(ok), Some(err)) if err == ok => "degraded",
                     (Some(_), _) => "ok",
                     _ => "unknown",
                 },
@@ -336,7 +338,9 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
     let overall = if !database_ok {
         "down"
     } else if integrity_failures > 0
-        || vendors.iter().any(|v| v.status == "failing")
+        || vendors
+            .iter()
+            .any(|v| v.status == "failing" || v.status == "degraded")
         || crls.iter().any(|c| c.status == "failing")
     {
         "degraded"

@@ -31,6 +31,7 @@ testkit::backend_tests!(
     a_republished_package_raises_a_change_alert,
     watched_packages_are_tracked_at_the_next_refresh,
     one_failing_vendor_never_blocks_the_others,
+    a_vanished_item_leaves_the_vendor_degraded,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -129,6 +130,10 @@ impl Channels {
                     connect_timeout: StdDuration::from_secs(5),
                     total_timeout: StdDuration::from_secs(10),
                     max_signature_bytes: 1 << 20,
+                },
+                members: ingest::MemberLimits {
+                    enabled: false,
+                    ..Default::default()
                 },
             },
             attempts: 1,
@@ -1158,4 +1163,51 @@ async fn watched_packages_are_tracked_at_the_next_refresh(app: TestApp) {
         )
         .await;
     assert_eq!(r.json()["total"], 1, "{}", r.text);
+}
+
+/// One followed item of a multi-item channel disappearing: the rest is recorded and the
+/// vendor shows degraded (not failing) until a run reads everything again.
+async fn a_vanished_item_leaves_the_vendor_degraded(app: TestApp) {
+    let ch = Channels::start().await;
+    publish_gomod(
+        &ch,
+        &["v0.21.0"],
+        "v0.21.0",
+        &module_zip("golang.org/x/text@v0.21.0"),
+    );
+    let mut options = ch.options(&["gomod"]);
+    if let Some(gomod) = options.vendors.get_mut("gomod") {
+        gomod.items = Some(vec!["golang.org/x/text".into(), "golang.org/x/gone".into()]);
+    }
+    let reports = refresh(&app, &options).await;
+    let gomod = &reports["gomod"];
+    assert_eq!((gomod.recorded, gomod.errors), (1, 1), "{gomod:#?}");
+
+    let (status, vendors) = vendor_status(&app).await;
+    assert_eq!(status["status"], "degraded", "{status:#}");
+    let go = &vendors["go"];
+    assert_eq!(
+        (&go["status"], &go["records"]),
+        (&json!("degraded"), &json!(1)),
+        "{go:#}"
+    );
+    assert_eq!(go["last_success_at"], go["last_error_at"]);
+
+    // The item is back: healthy again.
+    let root = "/gomod/golang.org/x/gone/@v";
+    ch.file(&format!("{root}/list"), "v1.0.0\n");
+    ch.file(
+        &format!("{root}/v1.0.0.info"),
+        json!({"Version": "v1.0.0", "Time": "2025-03-01T17:23:31Z"}).to_string(),
+    );
+    ch.file(
+        &format!("{root}/v1.0.0.zip"),
+        module_zip("golang.org/x/gone@v1.0.0"),
+    );
+    app.clock.advance(Duration::minutes(1));
+    let reports = refresh(&app, &options).await;
+    assert_eq!(reports["gomod"].errors, 0, "{:#?}", reports["gomod"]);
+    let (status, vendors) = vendor_status(&app).await;
+    assert_eq!(vendors["go"]["status"], "ok", "{status:#}");
+    assert_eq!(vendors["go"]["records"], 2);
 }

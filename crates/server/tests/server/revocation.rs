@@ -59,6 +59,7 @@ fn kubectl_only(base: &str) -> RefreshOptions {
                 total_timeout: StdDuration::from_secs(10),
                 max_signature_bytes: 1 << 20,
             },
+            ..FetchLimits::default()
         },
         attempts: 1,
         backoff: StdDuration::from_millis(10),

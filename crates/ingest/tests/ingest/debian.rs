@@ -1,0 +1,309 @@
+//! Debian's signed chain over loopback: an `InRelease` cleartext-signed with an OpenPGP key
+//! made here (standing in for the archive key), `Packages.xz` indexes whose SHA-256 and size
+//! the signed `Release` lists, and `.deb` packages (ar: `debian-binary`, `control.tar.gz`,
+//! `data.tar.xz`) whose SHA-256 the index lists. Layout and fields follow
+//! <https://wiki.debian.org/DebianRepository/Format> and deb(5); the Release fields are those
+//! of `deb.debian.org/debian/dists/stable/InRelease`.
+
+use std::io::Write;
+
+use ingest::vendors::Debian;
+use ingest::{FetchContext, ProblemKind, VendorReport, ingest_vendor};
+use model::Arch::{Amd64, Arm64};
+use model::Platform::Linux;
+use pgp::composed::{CleartextSignedMessage, KeyType, SecretKeyParamsBuilder, SignedSecretKey};
+use pgp::types::Password;
+
+use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, md5, sha1, sha256};
+
+/// A signing key made for this test, and its public key armored.
+fn archive_key() -> (SignedSecretKey, String) {
+    let mut rng = rand08::thread_rng();
+    let params = SecretKeyParamsBuilder::default()
+        .key_type(KeyType::Ed25519Legacy)
+        .can_certify(true)
+        .can_sign(true)
+        .primary_user_id("Test Archive Automatic Signing Key <ftpmaster@example.org>".into())
+        .build()
+        .unwrap();
+    let secret = params
+        .generate(&mut rng)
+        .unwrap()
+        .sign(&mut rng, &Password::empty())
+        .unwrap();
+    let public = secret
+        .signed_public_key()
+        .to_armored_string(None.into())
+        .unwrap();
+    (secret, public)
+}
+
+fn sign(key: &SignedSecretKey, text: &str) -> String {
+    let mut rng = rand08::thread_rng();
+    CleartextSignedMessage::sign(&mut rng, text, &**key, &Password::empty())
+        .unwrap()
+        .to_armored_string(None.into())
+        .unwrap()
+}
+
+fn xz(data: &[u8]) -> Vec<u8> {
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_size(0);
+    dir.set_mode(0o755);
+    b.append_data(&mut dir, "./usr/bin/", std::io::empty())
+        .unwrap();
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o755);
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// An `ar` archive (the `.deb` container): global header, 60-byte member headers, even
+/// padding.
+fn ar(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut out = b"!<arch>\n".to_vec();
+    for (name, data) in members {
+        let header = format!(
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+            name,
+            1_700_000_000,
+            0,
+            0,
+            "100644",
+            data.len()
+        );
+        assert_eq!(header.len(), 60);
+        out.extend(header.bytes());
+        out.extend(data);
+        if data.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The ELF `ls` of a package for `arch`.
+fn ls_binary(arch: &str) -> Vec<u8> {
+    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    elf.extend(format!("coreutils ls for {arch} ").repeat(2_000).bytes());
+    elf
+}
+
+fn deb(arch: &str) -> Vec<u8> {
+    let ls = ls_binary(arch);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar(&[("./control", b"Package: coreutils\n")]))
+        .unwrap();
+    let control = gz.finish().unwrap();
+    let data = xz(&tar(&[
+        ("./usr/bin/ls", &ls),
+        ("./usr/share/doc/coreutils/copyright", b"GPL-3+\n"),
+    ]));
+    ar(&[
+        ("debian-binary", b"2.0\n".to_vec()),
+        ("control.tar.gz", control),
+        ("data.tar.xz", data),
+    ])
+}
+
+fn stanza(name: &str, version: &str, arch: &str, filename: &str, body: &[u8]) -> String {
+    format!(
+        "Package: {name}\nVersion: {version}\nInstalled-Size: 6000\nMaintainer: Michael Stone <mstone@debian.org>\n\
+         Architecture: {arch}\nMulti-Arch: foreign\nEssential: yes\nDescription: GNU core utilities\n\
+         Description-md5: 71ce3b9b9fb9d5b3e1e5b3ab3a2e8d4e\nTag: interface::commandline,\n implemented-in::c\n\
+         Section: utils\nPriority: required\nFilename: {filename}\nSize: {}\nMD5sum: {}\nSHA256: {}\n",
+        body.len(),
+        md5(body),
+        sha256(body)
+    )
+}
+
+struct Archive {
+    site: Site,
+    debs: Vec<(String, Vec<u8>)>,
+}
+
+/// The repository: `InRelease` over the two indexes, each listing an old and the current
+/// coreutils plus a package not followed. `tamper` changes what is served after signing.
+fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
+    let site = Site::new();
+    let mut sums = String::new();
+    let mut debs = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let current = deb(arch);
+        let path = format!("pool/main/c/coreutils/coreutils_9.7-3_{arch}.deb");
+        let old_path = format!("pool/main/c/coreutils/coreutils_9.1-1_{arch}.deb");
+        let packages = [
+            stanza(
+                "bash",
+                "5.2.37-2",
+                arch,
+                "pool/main/b/bash/bash.deb",
+                b"bash",
+            ),
+            stanza("coreutils", "9.1-1", arch, &old_path, b"old"),
+            stanza("coreutils", "9.7-3", arch, &path, &current),
+        ]
+        .join("\n");
+        let mut index = xz(packages.as_bytes());
+        sums.push_str(&format!(
+            " {} {} main/binary-{arch}/Packages.xz\n",
+            sha256(&index),
+            index.len()
+        ));
+        if tamper == Tamper::Index && arch == "amd64" {
+            index = xz(packages.replace("9.7-3", "9.7-4").as_bytes());
+        }
+        site.file(
+            &format!("/dists/stable/main/binary-{arch}/Packages.xz"),
+            index,
+        );
+        let served = if tamper == Tamper::Deb && arch == "amd64" {
+            let mut evil = current.clone();
+            evil.extend_from_slice(b"implant");
+            evil
+        } else {
+            current.clone()
+        };
+        site.file(&format!("/{path}"), served);
+        debs.push((arch.to_owned(), current));
+    }
+    let release = format!(
+        "Origin: Debian\nLabel: Debian\nSuite: stable\nVersion: 13.2\nCodename: trixie\n\
+         Changelogs: https://metadata.ftp-master.debian.org/changelogs/@CHANGEPATH@_changelog\n\
+         Date: Sat, 08 Nov 2025 09:00:00 UTC\nAcquire-By-Hash: yes\nNo-Support-for-Architecture-all: Packages\n\
+         Architectures: all amd64 arm64 armel armhf i386 ppc64el riscv64 s390x\n\
+         Components: main contrib non-free-firmware non-free\nDescription: Debian 13.2 Released 08 November 2025\n\
+         MD5Sum:\n 00000000000000000000000000000000 1 main/binary-amd64/Release\nSHA256:\n{sums}"
+    );
+    let mut signed = sign(key, &release);
+    match tamper {
+        Tamper::Signature => signed = signed.replace("Version: 13.2", "Version: 13.3"),
+        Tamper::OtherKey => signed = sign(&archive_key().0, &release),
+        _ => {}
+    }
+    site.file("/dists/stable/InRelease", signed);
+    Archive { site, debs }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tamper {
+    Nothing,
+    Signature,
+    OtherKey,
+    Index,
+    Deb,
+}
+
+async fn run(public: &str, site: &Site) -> (VendorReport, MemorySink) {
+    let base = site.serve().await;
+    let mut config = config_for("debian", &base);
+    config.items = vec!["coreutils".into()];
+    let mut limits = limits();
+    limits.members.enabled = true;
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits);
+    let sink = MemorySink::default();
+    let report = ingest_vendor(&Debian::with_keys(&[public]), &ctx, &sink, &clock()).await;
+    (report, sink)
+}
+
+#[tokio::test]
+async fn debian_follows_the_signed_chain_to_the_files_in_each_package() {
+    let (key, public) = archive_key();
+    let repo = archive(&key, Tamper::Nothing);
+    let (report, sink) = run(&public, &repo.site).await;
+    assert!(
+        report.errors == 0 && report.rejected == 0,
+        "{:#?}",
+        report.problems
+    );
+    // Per arch: the newest coreutils .deb and its one executable.
+    assert_eq!(
+        (report.discovered, report.recorded, report.members),
+        (2, 4, 2)
+    );
+    for (arch, model_arch) in [("amd64", Amd64), ("arm64", Arm64)] {
+        let deb = sink.get(&format!("coreutils_9.7-3_{arch}.deb"), Linux, model_arch);
+        assert_eq!(deb.vendor, "Debian");
+        assert_eq!(deb.version, "9.7-3");
+        let served = &repo.debs.iter().find(|(a, _)| a == arch).unwrap().1;
+        assert_eq!(deb.hash_sha256, sha256(served));
+        let ls = sink.get("usr/bin/ls", Linux, model_arch);
+        let elf = ls_binary(arch);
+        assert_eq!(
+            (
+                ls.hash_sha256.clone(),
+                ls.hash_sha1.clone(),
+                ls.hash_md5.clone()
+            ),
+            (sha256(&elf), Some(sha1(&elf)), Some(md5(&elf)))
+        );
+        assert_eq!(ls.version, "9.7-3");
+        assert!(ls.download_verified);
+        assert!(
+            ls.source_url.ends_with(&format!(
+                "/pool/main/c/coreutils/coreutils_9.7-3_{arch}.deb#usr/bin/ls"
+            )),
+            "{}",
+            ls.source_url
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_inrelease_whose_signature_fails_records_nothing() {
+    let (key, public) = archive_key();
+    for tamper in [Tamper::Signature, Tamper::OtherKey] {
+        let repo = archive(&key, tamper);
+        let (report, sink) = run(&public, &repo.site).await;
+        assert_eq!((report.discovered, report.errors), (0, 1), "{report:#?}");
+        assert_eq!(report.problems[0].kind, ProblemKind::Discovery);
+        assert!(
+            report.problems[0].message.contains("no signature verifies"),
+            "{:?}",
+            report.problems
+        );
+        assert!(sink.records.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_tampered_index_or_package_is_refused() {
+    let (key, public) = archive_key();
+    // An index that is not the one the signed Release lists: that architecture gives nothing.
+    let repo = archive(&key, Tamper::Index);
+    let (report, sink) = run(&public, &repo.site).await;
+    assert_eq!((report.discovered, report.errors), (1, 1), "{report:#?}");
+    assert!(report.problems[0].message.contains("possible tampering"));
+    assert!(
+        sink.records
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(_, r)| r.arch == Arm64)
+    );
+
+    // A .deb whose bytes disagree with the index: refused, nothing inside it recorded.
+    let repo = archive(&key, Tamper::Deb);
+    let (report, sink) = run(&public, &repo.site).await;
+    assert_eq!((report.mismatches, report.members), (1, 1), "{report:#?}");
+    assert!(
+        sink.records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, r)| r.executable_name == "usr/bin/ls")
+            .all(|(_, r)| r.arch == Arm64)
+    );
+}
