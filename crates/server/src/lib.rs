@@ -92,6 +92,8 @@ pub struct Settings {
     pub jobs: jobs::JobSettings,
     /// Timeouts and caps on client connections.
     pub connections: ConnectionLimits,
+    /// Where the hashlookup-compatible routes are served: starts and ends with `/`.
+    pub hashlookup_prefix: String,
 }
 
 impl Default for Settings {
@@ -103,6 +105,7 @@ impl Default for Settings {
             quotas: Quotas::default(),
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),
+            hashlookup_prefix: routes::hashlookup::DECLARED_PREFIX.to_owned(),
         }
     }
 }
@@ -190,10 +193,12 @@ impl AppState {
 
 /// The whole application: every registered route behind its own rule, plus the JSON
 /// answers for unknown routes and methods, over-large request heads and slow bodies, a
-/// last-resort panic guard, and the headers every answer carries.
+/// last-resort panic guard, and the headers every answer carries. Doubled slashes under the
+/// hashlookup prefix are collapsed before routing.
 pub fn router(state: AppState) -> Router {
     let body_read_timeout = state.settings.connections.body_read_timeout;
-    routes::api()
+    let prefix: Arc<str> = state.settings.hashlookup_prefix.as_str().into();
+    let app = routes::api()
         .into_router(&state)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -207,7 +212,13 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(headers::head_limits))
         .layer(axum::middleware::from_fn(request_log::request_span))
         .layer(axum::middleware::from_fn(headers::security_headers))
-        .with_state(state)
+        .with_state(state);
+    Router::new().fallback_service(tower::ServiceExt::map_request(
+        app,
+        move |request: axum::extract::Request| {
+            routes::hashlookup::collapse_slashes(request, &prefix)
+        },
+    ))
 }
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other
