@@ -6,6 +6,7 @@
 mod access_control;
 mod api;
 mod corpus_release;
+mod hashlookup;
 mod refresh;
 mod staff;
 mod transparency;
