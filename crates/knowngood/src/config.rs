@@ -53,6 +53,9 @@ pub struct FileConfig {
     pub extra_ca_file: Option<PathBuf>,
     #[serde(default)]
     pub trusted_proxies: Vec<IpAddr>,
+    /// Where the hashlookup-compatible routes are served, default `/hashlookup/`;
+    /// `KNOWNGOOD_HASHLOOKUP_PREFIX` wins.
+    pub hashlookup_prefix: Option<String>,
     #[serde(default)]
     pub limits: LimitSettings,
     #[serde(default)]
@@ -75,6 +78,30 @@ pub struct ScheduleSettings {
     /// Transparency root, default `02:30`; with the refresh on, never before the day's
     /// refresh has ended.
     pub translog_publish: Option<String>,
+}
+
+/// The hashlookup prefix as a path that starts and ends with `/`, one or more plain
+/// segments (letters, digits, `-`, `_`, `.`), and not under `/api/` or `/public/`.
+fn hashlookup_prefix(raw: Option<String>) -> Result<String> {
+    let Some(raw) = raw else {
+        return Ok(server::routes::hashlookup::DECLARED_PREFIX.to_owned());
+    };
+    let trimmed = raw.trim().trim_matches('/');
+    let plain = |seg: &str| {
+        !seg.is_empty()
+            && seg != "."
+            && seg != ".."
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    let first = trimmed.split('/').next().unwrap_or_default();
+    if !trimmed.split('/').all(plain) || matches!(first, "api" | "public") {
+        anyhow::bail!(
+            "hashlookup_prefix must be a path of plain segments outside /api/ and /public/ (got {raw:?})"
+        );
+    }
+    Ok(format!("/{trimmed}/"))
 }
 
 fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
@@ -280,6 +307,11 @@ impl Config {
                 },
             },
             connections: file.connections.resolve()?,
+            hashlookup_prefix: hashlookup_prefix(
+                std::env::var("KNOWNGOOD_HASHLOOKUP_PREFIX")
+                    .ok()
+                    .or(file.hashlookup_prefix),
+            )?,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;

@@ -9,7 +9,9 @@ use model::{Role, SystemClock, Tier};
 use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
+mod client;
 mod config;
+mod scan;
 mod secrets;
 mod verify;
 
@@ -59,6 +61,41 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Classify hashes against a server: a table, or the answers as JSON. The key comes
+    /// from KNOWNGOOD_API_KEY or --key-file, never from a flag.
+    Lookup {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print the server's answers as JSON.
+        #[arg(long)]
+        json: bool,
+        /// SHA-256, SHA-1 or MD5 values; `-` reads them from standard input.
+        #[arg(required = true)]
+        hashes: Vec<String>,
+    },
+    /// Hash every file under the paths (SHA-256, SHA-1, MD5 in one pass) and classify them:
+    /// vendor releases (superseded builds flagged), known files, unknowns. Unreadable and
+    /// special files are reported, never fatal.
+    #[command(after_help = "Exit status:\n  \
+        0  scanned\n  \
+        1  an error (the server could not be asked, bad usage of the key)\n  \
+        2  bad usage\n  \
+        4  --fail-on-unknown and at least one file is unknown")]
+    Scan {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table, jsonl or csv.
+        #[arg(long, value_enum, default_value_t = scan::Format::Table)]
+        format: scan::Format,
+        /// Exit 4 when any file is unknown.
+        #[arg(long)]
+        fail_on_unknown: bool,
+        /// Files hashed at once [default: the number of CPUs].
+        #[arg(long)]
+        jobs: Option<usize>,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+    },
     /// Check, independently of the server's own claims, that a SHA-256 is in a day's
     /// signed transparency root (and that the daily roots chain).
     #[command(after_help = "Exit status:\n  \
@@ -91,6 +128,17 @@ enum Command {
         #[arg(long = "trust-key")]
         trust_key: Vec<String>,
     },
+}
+
+/// Where the server is and where the key is read from.
+#[derive(Debug, clap::Args)]
+struct ClientArgs {
+    /// Base URL of a knowngood server.
+    #[arg(long, env = "KNOWNGOOD_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// Read the API key from this file (first line) instead of KNOWNGOOD_API_KEY.
+    #[arg(long)]
+    key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -172,6 +220,10 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(unknown) = e.downcast_ref::<scan::UnknownFiles>() {
+                eprintln!("{unknown}");
+                return std::process::ExitCode::from(scan::EXIT_UNKNOWN);
+            }
             if let Some(pending) = e.downcast_ref::<verify::NotYetIncluded>() {
                 eprintln!("{pending}");
                 return std::process::ExitCode::from(verify::EXIT_NOT_YET_INCLUDED);
@@ -308,6 +360,31 @@ async fn run(cli: Cli) -> Result<()> {
                 root.log_date, root.entry_count, root.merkle_root, root.prev_root
             );
             Ok(())
+        }
+        Command::Lookup {
+            client,
+            json,
+            hashes,
+        } => client::run_lookup(&client.server, client.key_file.as_deref(), json, &hashes).await,
+        Command::Scan {
+            client,
+            format,
+            fail_on_unknown,
+            jobs,
+            paths,
+        } => {
+            let jobs = jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+            });
+            scan::run(scan::ScanArgs {
+                paths,
+                server: client.server,
+                key_file: client.key_file,
+                format,
+                fail_on_unknown,
+                jobs,
+            })
+            .await
         }
         Command::Verify {
             server,

@@ -5,4 +5,5 @@
 mod import_records;
 mod private_data;
 mod readme_tour;
+mod scan_cli;
 mod verify_cli;
