@@ -34,6 +34,7 @@ use thiserror::Error;
 pub mod bloom;
 
 pub use bloom::BloomFilter;
+pub use ed25519_dalek as ed25519;
 
 /// What the manifest signature covers, before the manifest's bytes.
 pub const MANIFEST_CONTEXT: &[u8] = b"knowngood-offline-bundle-manifest-v1\n";
@@ -44,6 +45,9 @@ pub const MANIFEST: &str = "manifest.json";
 pub const SIGNATURE: &str = "manifest.sig";
 pub const FEED: &str = "feed.jsonl";
 pub const ROOT: &str = "root.json";
+/// The log's public key, for a user who has not pinned one: trusting it is trusting the
+/// bundle's source, which `--trust-key` avoids.
+pub const KEY: &str = "key.json";
 
 #[derive(Debug, Error)]
 pub enum BundleError {
@@ -221,6 +225,14 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         ROOT.to_owned(),
         serde_json::to_vec_pretty(&root).map_err(|e| invalid(e.to_string()))?,
     );
+    let public = serde_json::json!({
+        "key_id": key_id,
+        "public_key": B64.encode(key.verifying_key().to_bytes()),
+    });
+    files.insert(
+        KEY.to_owned(),
+        serde_json::to_vec_pretty(&public).map_err(|e| invalid(e.to_string()))?,
+    );
     let manifest = Manifest {
         format: FORMAT,
         dataset_date: inputs.now.date_naive().format("%Y-%m-%d").to_string(),
@@ -303,6 +315,13 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, BundleError> {
         .try_into()
         .map_err(|_| invalid("the public key is not 32 bytes"))?;
     VerifyingKey::from_bytes(&bytes).map_err(|_| invalid("the public key is not an Ed25519 key"))
+}
+
+/// The public key the bundle carries (see [`KEY`]).
+pub fn bundled_key(dir: &Path) -> Result<VerifyingKey, BundleError> {
+    let doc: serde_json::Value = serde_json::from_slice(&read(dir, KEY)?)
+        .map_err(|e| invalid(format!("{KEY}: {e}")))?;
+    parse_public_key(doc["public_key"].as_str().unwrap_or_default())
 }
 
 /// Checks the bundle in `dir` against the log's public key: the manifest signature,

@@ -11,6 +11,7 @@ use tracing_subscriber::EnvFilter;
 
 mod client;
 mod config;
+mod offline;
 mod scan;
 mod secrets;
 mod verify;
@@ -47,6 +48,9 @@ enum Command {
     /// The transparency log.
     #[command(subcommand)]
     Translog(TranslogCommand),
+    /// The signed offline bundle.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
     /// The NSRL reference corpus.
     #[command(subcommand)]
     Nsrl(NsrlCommand),
@@ -93,6 +97,12 @@ enum Command {
         /// Files hashed at once [default: the number of CPUs].
         #[arg(long)]
         jobs: Option<usize>,
+        /// Classify with this offline bundle (verified first) instead of a server.
+        #[arg(long)]
+        offline: Option<std::path::PathBuf>,
+        /// With --offline: trust only this log public key (base64); repeatable.
+        #[arg(long = "trust-key", requires = "offline")]
+        trust_key: Vec<String>,
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
     },
@@ -110,8 +120,12 @@ enum Command {
         #[arg(long)]
         server: Option<String>,
         /// SHA-256 of the file.
-        #[arg(long)]
-        sha256: String,
+        #[arg(long, required_unless_present = "bundle")]
+        sha256: Option<String>,
+        /// Verify an offline bundle directory instead: its signed manifest, every file,
+        /// the day's root signature, and the root rebuilt from its feed list.
+        #[arg(long, conflicts_with_all = ["sha256", "server", "offline", "save", "date"])]
+        bundle: Option<std::path::PathBuf>,
         /// Day of the root [default: the latest published].
         #[arg(long)]
         date: Option<String>,
@@ -139,6 +153,17 @@ struct ClientArgs {
     /// Read the API key from this file (first line) instead of KNOWNGOOD_API_KEY.
     #[arg(long)]
     key_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum BundleCommand {
+    /// Write the signed offline bundle (filters over the current vendor records and the
+    /// reference corpus, the latest day's feed list and root, the signed manifest) into DIR.
+    Export {
+        #[command(flatten)]
+        common: CommonArgs,
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -361,6 +386,20 @@ async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Bundle(BundleCommand::Export { common, dir }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let store = open_store(&config, &secrets).await?;
+            let key = jobs::LogKey::new(&secrets.log_ed25519);
+            let corpus_root = config.data_dir.join("corpus");
+            let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
+                .await?
+                .context("opening the reference corpus")?;
+            let outcome = offline::export(store.as_ref(), &key, corpus.current(), &dir).await;
+            store.close().await;
+            println!("{}", outcome?);
+            Ok(())
+        }
         Command::Lookup {
             client,
             json,
@@ -371,6 +410,8 @@ async fn run(cli: Cli) -> Result<()> {
             format,
             fail_on_unknown,
             jobs,
+            offline,
+            trust_key,
             paths,
         } => {
             let jobs = jobs.unwrap_or_else(|| {
@@ -383,8 +424,17 @@ async fn run(cli: Cli) -> Result<()> {
                 format,
                 fail_on_unknown,
                 jobs,
+                offline,
+                trust_keys: trust_key,
             })
             .await
+        }
+        Command::Verify {
+            bundle: Some(dir), trust_key, ..
+        } => {
+            let verified = offline::verify_bundle(&dir, &trust_key)?;
+            println!("{}", offline::describe(&verified));
+            Ok(())
         }
         Command::Verify {
             server,
@@ -394,10 +444,11 @@ async fn run(cli: Cli) -> Result<()> {
             save,
             offline,
             trust_key,
+            bundle: None,
         } => {
             verify::run(verify::VerifyArgs {
                 server,
-                sha256,
+                sha256: sha256.unwrap_or_default(),
                 date,
                 chain,
                 save,

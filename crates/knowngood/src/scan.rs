@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use crate::client::{ApiClient, Classified, api_key, printable};
@@ -52,6 +52,9 @@ pub struct ScanArgs {
     pub format: Format,
     pub fail_on_unknown: bool,
     pub jobs: usize,
+    /// Classify with this bundle instead of the server.
+    pub offline: Option<PathBuf>,
+    pub trust_keys: Vec<String>,
 }
 
 /// What the walk found at a path.
@@ -151,6 +154,18 @@ impl Summary {
 }
 
 pub async fn run(args: ScanArgs) -> Result<()> {
+    // A bundle that does not verify is refused before anything is read.
+    if let Some(dir) = &args.offline {
+        let verified = crate::offline::verify_bundle(dir, &args.trust_keys)
+            .with_context(|| format!("the bundle {} is refused", dir.display()))?;
+        let found = walk(&args.paths);
+        let jobs = args.jobs.max(1);
+        let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs)).await?;
+        for row in &mut rows {
+            classify_offline(row, &verified);
+        }
+        return report(&rows, &args);
+    }
     let key = api_key(args.key_file.as_deref())?;
     let mut client = ApiClient::new(&args.server, key)?;
     let found = walk(&args.paths);
@@ -168,12 +183,48 @@ pub async fn run(args: ScanArgs) -> Result<()> {
             apply(row, answer);
         }
     }
-    let summary = Summary::of(&rows);
-    print(&rows, &summary, args.format)?;
+    report(&rows, &args)
+}
+
+fn report(rows: &[Row], args: &ScanArgs) -> Result<()> {
+    let summary = Summary::of(rows);
+    print(rows, &summary, args.format)?;
     if args.fail_on_unknown && summary.unknown > 0 {
         return Err(UnknownFiles(summary.unknown).into());
     }
     Ok(())
+}
+
+/// Classifies a hashed file from a verified bundle: the day's feed list by SHA-256
+/// (exact, with names), else the filters by SHA-256, SHA-1 then MD5 (`source` says a
+/// filter answered: a false positive is possible at the manifest's rate). Superseded
+/// builds cannot be told offline.
+pub fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
+    use bundle::OfflineVerdict;
+    let digests = [&row.sha256, &row.sha1, &row.md5];
+    let mut verdict = OfflineVerdict::Unknown;
+    for digest in digests.into_iter().flatten() {
+        verdict = bundle.classify(digest);
+        if verdict != OfflineVerdict::Unknown {
+            break;
+        }
+    }
+    match verdict {
+        OfflineVerdict::Feed(r) => {
+            row.status = "known_vendor_release";
+            row.executable_name = Some(r.executable_name.clone());
+            row.version = Some(r.version.clone());
+        }
+        OfflineVerdict::VendorFilter => {
+            row.status = "known_vendor_release";
+            row.source = Some("bundle vendor filter".into());
+        }
+        OfflineVerdict::CorpusFilter => {
+            row.status = "known_file";
+            row.source = Some("bundle corpus filter".into());
+        }
+        OfflineVerdict::Unknown => {}
+    }
 }
 
 /// Fills a hashed file's row from the server's answer.

@@ -51,6 +51,8 @@ struct Fixture {
     key: String,
     dir: tempfile::TempDir,
     _corpus: tempfile::TempDir,
+    /// Holds the database: dropping it removes it.
+    _scratch: Scratch,
     unknown_sha256: String,
 }
 
@@ -123,6 +125,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
         key,
         dir,
         _corpus: corpus_dir,
+        _scratch: scratch,
         unknown_sha256: digests(&unknown).sha256,
     })
 }
