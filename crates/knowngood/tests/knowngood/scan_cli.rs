@@ -357,3 +357,128 @@ async fn lookup_takes_arguments_or_stdin() {
     assert_eq!(run.code, Some(1));
     assert!(run.stderr.contains("xyz"), "{}", run.stderr);
 }
+
+/// Runs the binary synchronously with no server settings from the environment.
+fn offline_run(args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("KNOWNGOOD_API_KEY")
+        .env_remove("KNOWNGOOD_DATABASE_URL")
+        .env_remove("KNOWNGOOD_CONFIG")
+        .env_remove("KNOWNGOOD_DATA_DIR")
+        .env_remove("KNOWNGOOD_HMAC_SECRET")
+        .env_remove("KNOWNGOOD_LOG_SIGNING_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn offline_bundle_exports_verifies_and_scans_with_no_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let data_s = data.to_str().unwrap().to_owned();
+    let vendor_file = b"putty 0.82 build".to_vec();
+    let corpus_file = b"a file every Windows install has".to_vec();
+    let (v, c) = (digests(&vendor_file), digests(&corpus_file));
+
+    // A vendor record, the day's root, and a reference corpus, through the CLI.
+    let records = tmp.path().join("records.jsonl");
+    let line = serde_json::json!({
+        "vendor": "PuTTY", "executable_name": "putty.exe", "version": "0.82",
+        "platform": "windows", "arch": "amd64", "hash_sha256": v.sha256,
+        "hash_sha1": v.sha1, "hash_md5": v.md5,
+        "source_url": "https://the.earth.li/putty.exe", "download_verified": true,
+        "sig_signer": null, "sig_issuer": null, "sig_serial": null, "sig_thumbprint": null,
+    });
+    std::fs::write(&records, format!("{line}\n")).unwrap();
+    let r = offline_run(&["admin", "import-records", "--data-dir", &data_s, records.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // No root yet: the export says what to do.
+    let out = tmp.path().join("bundle");
+    let out_s = out.to_str().unwrap().to_owned();
+    let r = offline_run(&["bundle", "export", "--data-dir", &data_s, &out_s]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("translog publish"), "{}", r.stderr);
+    let r = offline_run(&["translog", "publish", "--data-dir", &data_s]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let db = tmp.path().join("modern_minimal.db");
+    corpus::synth::write_rows(
+        &db,
+        corpus::Layout::Minimal,
+        &[corpus::synth::FileRow {
+            sha256: c.sha256.clone(),
+            sha1: c.sha1.clone(),
+            md5: c.md5.clone(),
+            file_name: "kernel32.dll".into(),
+            file_size: corpus_file.len() as i64,
+            package_id: 1,
+        }],
+        &[corpus::synth::Package {
+            package_id: 1,
+            name: "Windows".into(),
+            version: "11".into(),
+        }],
+    )
+    .unwrap();
+    let r = offline_run(&["nsrl", "import", "--data-dir", &data_s, db.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = offline_run(&["bundle", "export", "--data-dir", &data_s, &out_s]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for name in [
+        "manifest.json", "manifest.sig", "feed.jsonl", "root.json", "key.json",
+        "vendor-sha256.bloom", "vendor-sha1.bloom", "vendor-md5.bloom",
+        "corpus-sha256.bloom", "corpus-sha1.bloom", "corpus-md5.bloom",
+    ] {
+        assert!(out.join(name).is_file(), "{name}");
+    }
+    let key: Value =
+        serde_json::from_slice(&std::fs::read(out.join("key.json")).unwrap()).unwrap();
+    let key = key["public_key"].as_str().unwrap().to_owned();
+
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", &key]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("bundle verified"), "{}", r.stdout);
+    // Another key is refused.
+    let other = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", other]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+
+    // Scan offline: vendor from the feed list, corpus from the filter, unknown.
+    let files = tmp.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("putty.exe"), &vendor_file).unwrap();
+    std::fs::write(files.join("kernel32.dll"), &corpus_file).unwrap();
+    std::fs::write(files.join("mystery.bin"), b"nobody knows").unwrap();
+    let scan = |bundle: &str| {
+        offline_run(&[
+            "scan", "--offline", bundle, "--trust-key", &key, "--format", "jsonl",
+            files.to_str().unwrap(),
+        ])
+    };
+    let r = scan(&out_s);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let rows: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(row(&rows, &files, "putty.exe")["status"], "known_vendor_release");
+    assert_eq!(row(&rows, &files, "putty.exe")["version"], "0.82");
+    assert_eq!(row(&rows, &files, "kernel32.dll")["status"], "known_file");
+    assert_eq!(row(&rows, &files, "mystery.bin")["status"], "unknown");
+
+    // A tampered bundle is refused before any file is classified.
+    let feed = out.join("feed.jsonl");
+    let text = std::fs::read_to_string(&feed).unwrap();
+    std::fs::write(&feed, text.replace("0.82", "0.99")).unwrap();
+    let r = scan(&out_s);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", &key]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("feed.jsonl"), "{}", r.stderr);
+}
