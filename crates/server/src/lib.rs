@@ -124,6 +124,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
     pub stats_cache: Arc<routes::intel::StatsCache>,
+    /// The offline bundle, built on demand and kept until its inputs change.
+    pub bundle_cache: Arc<routes::bundle::BundleCache>,
     pub log_key: Arc<LogKey>,
     pub trees: Arc<routes::transparency::TreeCache>,
     pub settings: Arc<Settings>,
@@ -171,6 +173,7 @@ impl AppState {
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
             stats_cache: Arc::default(),
+            bundle_cache: Arc::default(),
             log_key,
             trees: Arc::default(),
             corpus: None,

@@ -6,6 +6,7 @@ use utoipa_axum::routes;
 use crate::routing::{Api, Rule};
 
 pub mod admin;
+pub mod bundle;
 pub mod hashlookup;
 pub mod intel;
 pub mod public;
@@ -21,6 +22,7 @@ pub fn api() -> Api {
     let api = admin::routes(api);
     let api = transparency::routes(api);
     let api = hashlookup::routes(api);
+    let api = bundle::routes(api);
     // The API's own description is public so that tools can read it before holding a key.
     api.route(routes!(crate::openapi::openapi_json), Rule::public())
         .route(routes!(crate::openapi::docs_page), Rule::public())

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod access_control;
+mod bundle;
 mod api;
 mod corpus_release;
 mod hashlookup;
