@@ -194,6 +194,19 @@ async fn path_key_is_the_one_credential(app: TestApp) {
     let free = app.account("free-team", Role::Analyst, Tier::Free).await;
     let r = get(&app, &format!("{}lookup/sha1/{hash}", root(&free))).await;
     assert_eq!(r.status, 403, "{}", r.text);
+    // Every kind of bad key in the path is a 401 that never echoes it.
+    let secret = key.split_once('.').unwrap().1.to_string();
+    for (bad, why) in [
+        ("nope".to_string(), "no dot"),
+        (format!("{key}x"), "secret altered"),
+        (key.to_uppercase(), "uppercased"),
+        (format!("someone-else.{secret}"), "another team's name"),
+        ("%C3%A9t%C3%A9.abc".to_string(), "non-ASCII"),
+    ] {
+        let r = get(&app, &format!("/hashlookup/k/{bad}/lookup/sha1/{hash}")).await;
+        assert_eq!(r.status, 401, "{why}: {}", r.text);
+        assert!(!r.text.contains(&secret), "{why}: the answer never echoes a key");
+    }
     // A header credential besides the path key is refused, not preferred.
     let r = app
         .call(
