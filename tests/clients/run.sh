@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests)
+# Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests,
+# PyHashlookup, MISP's hashlookup expansion module, flor)
 # against a real, freshly seeded `knowngood serve`.
 #
 #   KNOWNGOOD_BIN=target/debug/knowngood bash tests/clients/run.sh [pytest args...]

@@ -121,7 +121,8 @@ pub async fn public_file(
 ) -> ApiResult<Response> {
     if is_corpus_part(&file) {
         return Err(Error::NotFound(format!(
-            "{file} is in the reference-corpus part: GET /api/v1/intel/bundle/{file} with a key"
+            "{} is in the reference-corpus part: GET /api/v1/intel/bundle/<file> with a key",
+            model::shown(&file)
         ))
         .into());
     }
@@ -147,7 +148,8 @@ pub async fn corpus_file(
 ) -> ApiResult<Response> {
     if !is_corpus_part(&file) {
         return Err(Error::NotFound(format!(
-            "{file} is in the public part: GET /public/bundle/{file}"
+            "{} is in the public part: GET /public/bundle/<file>",
+            model::shown(&file)
         ))
         .into());
     }

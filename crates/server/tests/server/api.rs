@@ -1692,9 +1692,11 @@ async fn auth_roles_and_tiers(app: TestApp) {
     app.record(putty("0.82", Arch::Amd64, 2)).await;
 
     // The basic-tier intel routes: every customer role holds their permissions.
+    // (The corpus filters of the bundle need a published root and a corpus: bundle.rs.)
     let intel: Vec<&RouteSpec> = authenticated_routes()
         .filter(|r| {
             r.path.starts_with("/api/v1/intel/")
+                && r.path != "/api/v1/intel/bundle/{file}"
                 && matches!(
                     r.access,
                     Access::Authenticated {
