@@ -145,7 +145,10 @@ fn main() {
     let tree = dir.join("tree");
     let bundle_dir = dir.join("bundle");
 
-    println!("generating {files} files, {mib} MiB, under {}", tree.display());
+    println!(
+        "generating {files} files, {mib} MiB, under {}",
+        tree.display()
+    );
     let paths = generate(&tree, files, mib);
     // Into the page cache, and the SHA-256s of a few for the bundle's feed.
     let mut known = Vec::new();
@@ -183,7 +186,11 @@ fn main() {
             .stderr(Stdio::piped())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
     let gb = (mib as f64) * 1.048_576 / 1000.0;
     println!(
@@ -191,19 +198,21 @@ fn main() {
         gb * 1000.0 / md5sum,
         gb * 1000.0 / scan
     );
-    println!(
-        "ratio md5sum / scan = {:.2} (goal >= 0.85)",
-        md5sum / scan
-    );
+    println!("ratio md5sum / scan = {:.2} (goal >= 0.85)", md5sum / scan);
     std::fs::remove_dir_all(&dir).unwrap();
 
     // Per-hash offline classification.
     let offline_dir = tempfile::tempdir().unwrap();
     let known: Vec<String> = (0..10_000u32)
-        .map(|i| hex::encode(sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(i.to_le_bytes()))))
+        .map(|i| {
+            hex::encode(sha2::Digest::finalize(
+                <sha2::Sha256 as sha2::Digest>::new_with_prefix(i.to_le_bytes()),
+            ))
+        })
         .collect();
     let key = write_bundle(offline_dir.path(), &known);
-    let verified = bundle::verify_dir(offline_dir.path(), &bundle::parse_public_key(&key).unwrap()).unwrap();
+    let verified =
+        bundle::verify_dir(offline_dir.path(), &bundle::parse_public_key(&key).unwrap()).unwrap();
     let queries: Vec<String> = (0..1_000_000u32)
         .map(|i| {
             if i % 2 == 0 {
@@ -254,12 +263,23 @@ fn server_rate(bin: &Path, queries: &[String]) -> f64 {
             .env("RUST_LOG", "warn")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     kg(&["admin", "bootstrap"]);
     let key = kg(&[
-        "admin", "create-account", "--team", "bench", "--tier", "enterprise", "--role", "analyst",
+        "admin",
+        "create-account",
+        "--team",
+        "bench",
+        "--tier",
+        "enterprise",
+        "--role",
+        "analyst",
     ]);
     let mut server = Command::new(bin)
         .args(["serve", "--data-dir"])
@@ -279,7 +299,12 @@ fn server_rate(bin: &Path, queries: &[String]) -> f64 {
     let rate = rt.block_on(async {
         let client = reqwest::Client::new();
         for _ in 0..100 {
-            if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            if client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

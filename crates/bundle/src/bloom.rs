@@ -43,9 +43,9 @@ pub struct BloomFilter {
 
 /// FNV-1, 64 bits.
 pub fn fnv1_64(value: &[u8]) -> u64 {
-    value.iter().fold(FNV_OFFSET, |h, &b| {
-        h.wrapping_mul(FNV_PRIME) ^ u64::from(b)
-    })
+    value
+        .iter()
+        .fold(FNV_OFFSET, |h, &b| h.wrapping_mul(FNV_PRIME) ^ u64::from(b))
 }
 
 impl BloomFilter {
@@ -139,7 +139,13 @@ impl BloomFilter {
         if flags & 0xff != 1 {
             return Err(BloomError::Version(flags & 0xff));
         }
-        let (capacity, p, k, m, count) = (word(1)?, f64::from_bits(word(2)?), word(3)?, word(4)?, word(5)?);
+        let (capacity, p, k, m, count) = (
+            word(1)?,
+            f64::from_bits(word(2)?),
+            word(3)?,
+            word(4)?,
+            word(5)?,
+        );
         if k == 0 || k > 64 || m == 0 || m > (bytes.len() as u64).saturating_mul(8) {
             return Err(BloomError::Dimensions { k, m });
         }

@@ -163,7 +163,10 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
     let vendor: [(&str, Vec<Vec<u8>>); 3] = [
         (
             "vendor-sha256",
-            verified.iter().filter_map(|r| decode(&r.hash_sha256)).collect(),
+            verified
+                .iter()
+                .filter_map(|r| decode(&r.hash_sha256))
+                .collect(),
         ),
         (
             "vendor-sha1",
@@ -236,7 +239,9 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
     let manifest = Manifest {
         format: FORMAT,
         dataset_date: inputs.now.date_naive().format("%Y-%m-%d").to_string(),
-        created_at: inputs.now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        created_at: inputs
+            .now
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         log_date: root.log_date.clone(),
         merkle_root: root.merkle_root.clone(),
         entry_count: root.entry_count,
@@ -319,8 +324,8 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, BundleError> {
 
 /// The public key the bundle carries (see [`KEY`]).
 pub fn bundled_key(dir: &Path) -> Result<VerifyingKey, BundleError> {
-    let doc: serde_json::Value = serde_json::from_slice(&read(dir, KEY)?)
-        .map_err(|e| invalid(format!("{KEY}: {e}")))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&read(dir, KEY)?).map_err(|e| invalid(format!("{KEY}: {e}")))?;
     parse_public_key(doc["public_key"].as_str().unwrap_or_default())
 }
 
@@ -341,15 +346,20 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
         &Signature::from_bytes(&sig_bytes),
     )
     .map_err(|_| failed("the manifest signature does not verify with the log key"))?;
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|e| invalid(format!("{MANIFEST}: {e}")))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&manifest_bytes).map_err(|e| invalid(format!("{MANIFEST}: {e}")))?;
     if manifest.format != FORMAT {
-        return Err(invalid(format!("bundle format {} is not {FORMAT}", manifest.format)));
+        return Err(invalid(format!(
+            "bundle format {} is not {FORMAT}",
+            manifest.format
+        )));
     }
     let mut contents = BTreeMap::new();
     for (name, entry) in &manifest.files {
         if name.contains('/') || name.starts_with('.') {
-            return Err(failed(format!("the manifest names a file outside the bundle: {name}")));
+            return Err(failed(format!(
+                "the manifest names a file outside the bundle: {name}"
+            )));
         }
         // The reference-corpus filters are a separate, authenticated download: a bundle
         // may come without them. Any that is present must be the one signed.
@@ -357,16 +367,22 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
             continue;
         }
         let bytes = read(dir, name)?;
-        if bytes.len() as u64 != entry.bytes || hex::encode(Sha256::digest(&bytes)) != entry.sha256 {
-            return Err(failed(format!("{name} is not the file the manifest signed")));
+        if bytes.len() as u64 != entry.bytes || hex::encode(Sha256::digest(&bytes)) != entry.sha256
+        {
+            return Err(failed(format!(
+                "{name} is not the file the manifest signed"
+            )));
         }
         contents.insert(name.clone(), bytes);
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if (name.ends_with(".bloom") || name == FEED) && !manifest.files.contains_key(&name) {
-            return Err(failed(format!("{name} is not listed in the signed manifest")));
+            return Err(failed(format!(
+                "{name} is not listed in the signed manifest"
+            )));
         }
     }
     // The root: signed by the same key, and the one the manifest names.
@@ -427,8 +443,8 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
     let mut filters = BTreeMap::new();
     for (name, bytes) in &contents {
         if let Some(stem) = name.strip_suffix(".bloom") {
-            let filter = BloomFilter::from_bytes(bytes)
-                .map_err(|e| invalid(format!("{name}: {e}")))?;
+            let filter =
+                BloomFilter::from_bytes(bytes).map_err(|e| invalid(format!("{name}: {e}")))?;
             filters.insert(stem.to_owned(), filter);
         }
     }
@@ -461,7 +477,11 @@ pub enum OfflineVerdict<'a> {
 impl Verified {
     /// Classifies a lowercase hex digest of 32, 40 or 64 characters.
     pub fn classify(&self, digest_hex: &str) -> OfflineVerdict<'_> {
-        if let Some(r) = self.by_sha256.get(digest_hex).and_then(|&i| self.feed.get(i)) {
+        if let Some(r) = self
+            .by_sha256
+            .get(digest_hex)
+            .and_then(|&i| self.feed.get(i))
+        {
             return OfflineVerdict::Feed(r);
         }
         let algo = match digest_hex.len() {
@@ -549,7 +569,10 @@ mod tests {
             now: Utc::now(),
         };
         let dir = tempfile::tempdir().unwrap();
-        build(&inputs, &key, "k1").unwrap().write(dir.path()).unwrap();
+        build(&inputs, &key, "k1")
+            .unwrap()
+            .write(dir.path())
+            .unwrap();
         (dir, key.verifying_key())
     }
 
@@ -559,7 +582,9 @@ mod tests {
         let v = verify_dir(dir.path(), &key).unwrap();
         assert_eq!(v.feed.len(), 3);
         let sha = hex::encode([2u8; 32]);
-        assert!(matches!(v.classify(&sha), OfflineVerdict::Feed(r) if r.executable_name == "b.exe"));
+        assert!(
+            matches!(v.classify(&sha), OfflineVerdict::Feed(r) if r.executable_name == "b.exe")
+        );
         assert_eq!(v.classify(&hex::encode([9u8; 32])), OfflineVerdict::Unknown);
     }
 
@@ -567,22 +592,34 @@ mod tests {
     fn any_change_or_another_key_fails() {
         let (dir, key) = bundle_dir();
         let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
-        assert!(matches!(verify_dir(dir.path(), &other), Err(BundleError::Verification(_))));
+        assert!(matches!(
+            verify_dir(dir.path(), &other),
+            Err(BundleError::Verification(_))
+        ));
         // A feed record changed: the file no longer matches the manifest.
         let feed = dir.path().join(FEED);
         let text = std::fs::read_to_string(&feed).unwrap();
         std::fs::write(&feed, text.replace("b.exe", "evil.exe")).unwrap();
-        assert!(matches!(verify_dir(dir.path(), &key), Err(BundleError::Verification(_))));
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
         std::fs::write(&feed, text).unwrap();
         verify_dir(dir.path(), &key).unwrap();
         // An extra filter that the manifest does not list.
         std::fs::write(dir.path().join("extra.bloom"), b"x").unwrap();
-        assert!(matches!(verify_dir(dir.path(), &key), Err(BundleError::Verification(_))));
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
         std::fs::remove_file(dir.path().join("extra.bloom")).unwrap();
         // The manifest edited.
         let manifest = dir.path().join(MANIFEST);
         let text = std::fs::read_to_string(&manifest).unwrap();
         std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\":1")).unwrap();
-        assert!(matches!(verify_dir(dir.path(), &key), Err(BundleError::Verification(_))));
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
     }
 }

@@ -444,7 +444,10 @@ mod tests {
 /// callers that hash many files at once (`knowngood scan`), where parallelism comes from
 /// hashing several files side by side rather than three threads per file. Each piece read
 /// is fed to the three algorithms in cache-sized slices, so it is read from memory once.
-pub fn digest_reader(reader: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<(Digests, u64)> {
+pub fn digest_reader(
+    reader: &mut impl std::io::Read,
+    buf: &mut [u8],
+) -> std::io::Result<(Digests, u64)> {
     /// Fits in L1/L2 with room to spare: the second and third algorithms find it cached.
     const SLICE: usize = 32 * 1024;
     let mut states = [

@@ -188,10 +188,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// Server text without control characters, short enough for one line.
 pub fn printable(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control())
-        .take(500)
-        .collect()
+    text.chars().filter(|c| !c.is_control()).take(500).collect()
 }
 
 /// Reads hashes from the arguments, or from standard input for `-` (whitespace separated).
@@ -219,16 +216,28 @@ pub fn hashes_from(args: &[String]) -> Result<Vec<String>> {
 }
 
 /// `knowngood lookup`: a table (hash, classification, detail) or the answers as JSON.
-pub async fn run_lookup(server: &str, key_file: Option<&Path>, json: bool, args: &[String]) -> Result<()> {
+pub async fn run_lookup(
+    server: &str,
+    key_file: Option<&Path>,
+    json: bool,
+    args: &[String],
+) -> Result<()> {
     let hashes = hashes_from(args)?;
     let mut client = ApiClient::new(server, api_key(key_file)?)?;
     let results = client.lookup(&hashes, |_| {}).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "results": results }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "results": results }))?
+        );
         return Ok(());
     }
     for (hash, answer) in &results {
-        println!("{hash}  {:<20}  {}", answer.classification, printable(&answer.detail()));
+        println!(
+            "{hash}  {:<20}  {}",
+            answer.classification,
+            printable(&answer.detail())
+        );
     }
     Ok(())
 }

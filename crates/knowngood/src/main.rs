@@ -148,7 +148,11 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ClientArgs {
     /// Base URL of a knowngood server.
-    #[arg(long, env = "KNOWNGOOD_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "KNOWNGOOD_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     server: String,
     /// Read the API key from this file (first line) instead of KNOWNGOOD_API_KEY.
     #[arg(long)]
@@ -430,7 +434,9 @@ async fn run(cli: Cli) -> Result<()> {
             .await
         }
         Command::Verify {
-            bundle: Some(dir), trust_key, ..
+            bundle: Some(dir),
+            trust_key,
+            ..
         } => {
             let verified = offline::verify_bundle(&dir, &trust_key)?;
             println!("{}", offline::describe(&verified));

@@ -19,7 +19,9 @@ pub async fn export(
         .await?
         .into_iter()
         .next()
-        .ok_or_else(|| anyhow!("no transparency root is published yet: run `knowngood translog publish` first"))?;
+        .ok_or_else(|| {
+            anyhow!("no transparency root is published yet: run `knowngood translog publish` first")
+        })?;
     let leaves = store.leaves(root.log_date).await?;
     let records = store.current_records(None).await?;
     let now = chrono::Utc::now();

@@ -238,10 +238,7 @@ pub fn apply(row: &mut Row, answer: &Classified) {
     row.executable_name = answer.executable_name.clone();
     row.version = answer.version.clone();
     row.superseded = answer.historical == Some(true);
-    row.source = answer
-        .source
-        .clone()
-        .filter(|s| s != "service_vendor");
+    row.source = answer.source.clone().filter(|s| s != "service_vendor");
     row.file_name = answer.file_name.clone();
 }
 
@@ -387,7 +384,8 @@ fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
     match file.metadata() {
         Ok(meta) if meta.is_file() => {}
         Ok(meta) => {
-            if let Found::Problem { status, reason, .. } = classify_type(path.clone(), meta.file_type())
+            if let Found::Problem { status, reason, .. } =
+                classify_type(path.clone(), meta.file_type())
             {
                 return Row {
                     status,

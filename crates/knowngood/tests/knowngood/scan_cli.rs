@@ -86,12 +86,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
     )
     .unwrap();
     let root = corpus_dir.path().join("corpus");
-    corpus::import(
-        &[(db, corpus::SetName::Modern)],
-        &root,
-        &corpus::NoProgress,
-    )
-    .unwrap();
+    corpus::import(&[(db, corpus::SetName::Modern)], &root, &corpus::NoProgress).unwrap();
     let corpus = Arc::new(corpus::Corpus::open(&root).unwrap());
 
     let app = TestApp::on(&scratch, testkit::test_settings(), Some(corpus)).await;
@@ -115,10 +110,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
     std::os::unix::fs::symlink(p, p.join("old/up")).unwrap();
     // A symlink to a known file is hashed as that file.
     std::os::unix::fs::symlink(p.join("putty.exe"), p.join("putty-link.exe")).unwrap();
-    let fifo = Command::new("mkfifo")
-        .arg(p.join("pipe"))
-        .status()
-        .unwrap();
+    let fifo = Command::new("mkfifo").arg(p.join("pipe")).status().unwrap();
     assert!(fifo.success());
     Some(Fixture {
         app,
@@ -263,7 +255,10 @@ async fn scan_reports_every_path_and_never_stops() {
     let mut lines = run.stdout.lines();
     assert!(lines.next().unwrap().starts_with("status,path,size,sha256"));
     assert_eq!(run.stdout.lines().count(), 1 + rows.len());
-    assert!(run.stdout.contains(&format!("\"unknown\",\"{}", dir.join("mystery.bin").display())));
+    assert!(run.stdout.contains(&format!(
+        "\"unknown\",\"{}",
+        dir.join("mystery.bin").display()
+    )));
     assert!(run.stderr.contains("1 unknown"), "{}", run.stderr);
 
     // The table names each unknown file by path, and sums up.
@@ -323,9 +318,15 @@ async fn lookup_takes_arguments_or_stdin() {
     )
     .await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(run.stdout.contains(&format!("{}  known_vendor_release", known.sha1)));
+    assert!(
+        run.stdout
+            .contains(&format!("{}  known_vendor_release", known.sha1))
+    );
     assert!(run.stdout.contains("PuTTY putty.exe 0.82"));
-    assert!(run.stdout.contains(&format!("{}  unknown", f.unknown_sha256)));
+    assert!(
+        run.stdout
+            .contains(&format!("{}  unknown", f.unknown_sha256))
+    );
     let run = knowngood(
         vec![
             "lookup".into(),
@@ -349,7 +350,12 @@ async fn lookup_takes_arguments_or_stdin() {
         "unknown"
     );
     let run = knowngood(
-        vec!["lookup".into(), "--server".into(), f.app.base.clone(), "xyz".into()],
+        vec![
+            "lookup".into(),
+            "--server".into(),
+            f.app.base.clone(),
+            "xyz".into(),
+        ],
         Some(&f.key),
         None,
     )
@@ -398,7 +404,13 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
         "sig_signer": null, "sig_issuer": null, "sig_serial": null, "sig_thumbprint": null,
     });
     std::fs::write(&records, format!("{line}\n")).unwrap();
-    let r = offline_run(&["admin", "import-records", "--data-dir", &data_s, records.to_str().unwrap()]);
+    let r = offline_run(&[
+        "admin",
+        "import-records",
+        "--data-dir",
+        &data_s,
+        records.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     // No root yet: the export says what to do.
     let out = tmp.path().join("bundle");
@@ -427,19 +439,32 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
         }],
     )
     .unwrap();
-    let r = offline_run(&["nsrl", "import", "--data-dir", &data_s, db.to_str().unwrap()]);
+    let r = offline_run(&[
+        "nsrl",
+        "import",
+        "--data-dir",
+        &data_s,
+        db.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let r = offline_run(&["bundle", "export", "--data-dir", &data_s, &out_s]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     for name in [
-        "manifest.json", "manifest.sig", "feed.jsonl", "root.json", "key.json",
-        "vendor-sha256.bloom", "vendor-sha1.bloom", "vendor-md5.bloom",
-        "corpus-sha256.bloom", "corpus-sha1.bloom", "corpus-md5.bloom",
+        "manifest.json",
+        "manifest.sig",
+        "feed.jsonl",
+        "root.json",
+        "key.json",
+        "vendor-sha256.bloom",
+        "vendor-sha1.bloom",
+        "vendor-md5.bloom",
+        "corpus-sha256.bloom",
+        "corpus-sha1.bloom",
+        "corpus-md5.bloom",
     ] {
         assert!(out.join(name).is_file(), "{name}");
     }
-    let key: Value =
-        serde_json::from_slice(&std::fs::read(out.join("key.json")).unwrap()).unwrap();
+    let key: Value = serde_json::from_slice(&std::fs::read(out.join("key.json")).unwrap()).unwrap();
     let key = key["public_key"].as_str().unwrap().to_owned();
 
     let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", &key]);
@@ -458,14 +483,27 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
     std::fs::write(files.join("mystery.bin"), b"nobody knows").unwrap();
     let scan = |bundle: &str| {
         offline_run(&[
-            "scan", "--offline", bundle, "--trust-key", &key, "--format", "jsonl",
+            "scan",
+            "--offline",
+            bundle,
+            "--trust-key",
+            &key,
+            "--format",
+            "jsonl",
             files.to_str().unwrap(),
         ])
     };
     let r = scan(&out_s);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let rows: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(row(&rows, &files, "putty.exe")["status"], "known_vendor_release");
+    let rows: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        row(&rows, &files, "putty.exe")["status"],
+        "known_vendor_release"
+    );
     assert_eq!(row(&rows, &files, "putty.exe")["version"], "0.82");
     assert_eq!(row(&rows, &files, "kernel32.dll")["status"], "known_file");
     assert_eq!(row(&rows, &files, "mystery.bin")["status"], "unknown");

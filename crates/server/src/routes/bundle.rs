@@ -159,7 +159,9 @@ pub async fn corpus_file(
 async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
     let built = state.bundle_cache.get(state).await?;
     let Some((bytes, etag)) = built.files.get(name) else {
-        return Err(Error::NotFound(format!("the bundle has no file {}", model::shown(name))).into());
+        return Err(
+            Error::NotFound(format!("the bundle has no file {}", model::shown(name))).into(),
+        );
     };
     let content_type = if name.ends_with(".json") || name.ends_with(".sig") {
         "application/json"
@@ -204,8 +206,15 @@ async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> ApiResult<R
 /// One range of `bytes=a-b`, `bytes=a-` or `bytes=-n`, as inclusive offsets within
 /// `total`; several ranges or one outside the file are 416.
 fn parse_range(text: &str, total: u64) -> Result<(u64, u64), Error> {
-    let unsatisfiable = || Error::RangeNotSatisfiable(format!("the file holds {total} bytes; send one range as bytes=a-b"));
-    let spec = text.trim().strip_prefix("bytes=").ok_or_else(unsatisfiable)?;
+    let unsatisfiable = || {
+        Error::RangeNotSatisfiable(format!(
+            "the file holds {total} bytes; send one range as bytes=a-b"
+        ))
+    };
+    let spec = text
+        .trim()
+        .strip_prefix("bytes=")
+        .ok_or_else(unsatisfiable)?;
     if spec.contains(',') || total == 0 {
         return Err(unsatisfiable());
     }
@@ -222,7 +231,9 @@ fn parse_range(text: &str, total: u64) -> Result<(u64, u64), Error> {
         let end = if b.is_empty() {
             total - 1
         } else {
-            b.parse::<u64>().map_err(|_| unsatisfiable())?.min(total - 1)
+            b.parse::<u64>()
+                .map_err(|_| unsatisfiable())?
+                .min(total - 1)
         };
         (start, end)
     };
@@ -242,7 +253,14 @@ mod tests {
         assert_eq!(parse_range("bytes=90-", 100).unwrap(), (90, 99));
         assert_eq!(parse_range("bytes=-10", 100).unwrap(), (90, 99));
         assert_eq!(parse_range("bytes=95-200", 100).unwrap(), (95, 99));
-        for bad in ["bytes=100-", "bytes=5-1", "bytes=0-1,3-4", "items=0-1", "bytes=-0", "bytes=x-"] {
+        for bad in [
+            "bytes=100-",
+            "bytes=5-1",
+            "bytes=0-1,3-4",
+            "items=0-1",
+            "bytes=-0",
+            "bytes=x-",
+        ] {
             assert!(parse_range(bad, 100).is_err(), "{bad}");
         }
     }

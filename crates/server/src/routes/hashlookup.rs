@@ -307,7 +307,9 @@ pub async fn bulk(
         }
     }
     if batch.is_empty() {
-        return Ok(no_store(Json(Vec::<HashlookupRecord>::new()).into_response()));
+        return Ok(no_store(
+            Json(Vec::<HashlookupRecord>::new()).into_response(),
+        ));
     }
     batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
     batch.dedup_by(|a, b| a.as_str() == b.as_str());
@@ -346,10 +348,7 @@ pub struct Info {
     params(("key" = String, Path, description = "An API key holding intel:lookup")),
     responses((status = 200, body = Info), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn info(
-    State(state): State<AppState>,
-    Path(_key): Path<String>,
-) -> ApiResult<Response> {
+pub async fn info(State(state): State<AppState>, Path(_key): Path<String>) -> ApiResult<Response> {
     let stats = state.stats_cache.get(&state).await?;
     let corpus = state.corpus.as_ref().and_then(|c| c.info());
     let body = Info {

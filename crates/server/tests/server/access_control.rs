@@ -203,9 +203,7 @@ fn sample(route: &RouteSpec) -> (Method, String, Option<String>, Option<u16>) {
             path = "/hashlookup/k/{key}/bulk/sha256".into();
             (Some(lookup), Some(200))
         }
-        ("GET", "/hashlookup/k/{key}/info" | "/hashlookup/k/{key}/stats/top") => {
-            (None, Some(200))
-        }
+        ("GET", "/hashlookup/k/{key}/info" | "/hashlookup/k/{key}/stats/top") => (None, Some(200)),
         ("GET", "/api/v1/intel/export/misp-warninglist") => (None, Some(200)),
         (
             "GET",

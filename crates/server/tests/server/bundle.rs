@@ -90,16 +90,36 @@ async fn entity_tags_and_ranges(app: TestApp) {
     assert_eq!(whole.headers["accept-ranges"], "bytes");
     let manifest: Value = app.get("/public/bundle/manifest.json").await.json();
     assert_eq!(
-        format!("\"{}\"", manifest["files"]["vendor-sha256.bloom"]["sha256"].as_str().unwrap()),
+        format!(
+            "\"{}\"",
+            manifest["files"]["vendor-sha256.bloom"]["sha256"]
+                .as_str()
+                .unwrap()
+        ),
         etag
     );
-    let r = raw(&app, "/public/bundle/vendor-sha256.bloom", &[("if-none-match", etag.as_str())]).await;
+    let r = raw(
+        &app,
+        "/public/bundle/vendor-sha256.bloom",
+        &[("if-none-match", etag.as_str())],
+    )
+    .await;
     assert_eq!(r.0, 304);
-    let r = raw(&app, "/public/bundle/vendor-sha256.bloom", &[("range", "bytes=0-47")]).await;
+    let r = raw(
+        &app,
+        "/public/bundle/vendor-sha256.bloom",
+        &[("range", "bytes=0-47")],
+    )
+    .await;
     assert_eq!(r.0, 206);
     assert_eq!(r.1.len(), 48);
     assert!(r.2.starts_with("bytes 0-47/"), "{}", r.2);
-    let r = raw(&app, "/public/bundle/vendor-sha256.bloom", &[("range", "bytes=99999999-")]).await;
+    let r = raw(
+        &app,
+        "/public/bundle/vendor-sha256.bloom",
+        &[("range", "bytes=99999999-")],
+    )
+    .await;
     assert_eq!(r.0, 416);
     let r = app.get("/public/bundle/nothing.bin").await;
     assert_eq!(r.status, 404);

@@ -78,11 +78,18 @@ async fn lookup_answers_in_hashlookup_shape(app: TestApp) {
     assert_eq!(r.json()["SHA-1"], upper(2, 40));
     // A manifest-only record has a SHA-256 alone.
     app.record(pypi("requests", "2.32.3", 3)).await;
-    let r = get(&app, &format!("{}lookup/sha256/{}", root(&key), hex_of(3, 64))).await;
+    let r = get(
+        &app,
+        &format!("{}lookup/sha256/{}", root(&key), hex_of(3, 64)),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let body = r.json();
     assert_eq!(body["SHA-256"], upper(3, 64));
-    assert!(body.get("SHA-1").is_none() && body.get("MD5").is_none(), "{body}");
+    assert!(
+        body.get("SHA-1").is_none() && body.get("MD5").is_none(),
+        "{body}"
+    );
 }
 
 async fn errors_are_hashlookup_json(app: TestApp) {
@@ -107,7 +114,10 @@ async fn errors_are_hashlookup_json(app: TestApp) {
             "lookup/md5/0123456789abcdef0123456789abcdef01234567",
             "Expecting a MD5 hex value",
         ),
-        ("lookup/sha512/abcd", "Expecting md5, sha1 or sha256 in the path"),
+        (
+            "lookup/sha512/abcd",
+            "Expecting md5, sha1 or sha256 in the path",
+        ),
     ] {
         let r = get(&app, &format!("{}{path}", root(&key))).await;
         assert_eq!(r.status, 400, "{path}: {}", r.text);
@@ -205,7 +215,10 @@ async fn path_key_is_the_one_credential(app: TestApp) {
     ] {
         let r = get(&app, &format!("/hashlookup/k/{bad}/lookup/sha1/{hash}")).await;
         assert_eq!(r.status, 401, "{why}: {}", r.text);
-        assert!(!r.text.contains(&secret), "{why}: the answer never echoes a key");
+        assert!(
+            !r.text.contains(&secret),
+            "{why}: the answer never echoes a key"
+        );
     }
     // A header credential besides the path key is refused, not preferred.
     let r = app
@@ -251,7 +264,11 @@ async fn path_key_shares_the_lookup_limit(app: TestApp) {
 async fn prefix_is_configurable(app: TestApp) {
     let key = app.analyst().await;
     app.record(putty("0.82", Arch::Amd64, 2)).await;
-    let r = get(&app, &format!("/circl/k/{key}/lookup/md5/{}", hex_of(2, 32))).await;
+    let r = get(
+        &app,
+        &format!("/circl/k/{key}/lookup/md5/{}", hex_of(2, 32)),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let r = get(&app, &format!("/circl/k/{key}//info")).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -276,7 +293,14 @@ async fn misp_warninglist_lists_current_vendor_hashes(app: TestApp) {
     assert_eq!(list["type"], "string");
     assert_eq!(
         list["matching_attributes"],
-        json!(["md5", "sha1", "sha256", "filename|md5", "filename|sha1", "filename|sha256"])
+        json!([
+            "md5",
+            "sha1",
+            "sha256",
+            "filename|md5",
+            "filename|sha1",
+            "filename|sha256"
+        ])
     );
     assert!(list["version"].as_u64().unwrap() > 20_000_000);
     let mut expected = vec![hex_of(2, 64), hex_of(2, 40), hex_of(2, 32), hex_of(3, 64)];

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod access_control;
-mod bundle;
 mod api;
+mod bundle;
 mod corpus_release;
 mod hashlookup;
 mod refresh;
