@@ -142,12 +142,26 @@ fn algo_label(algo: HashAlgo) -> &'static str {
     }
 }
 
-fn message(status: StatusCode, message: String, query: Option<&str>) -> Response {
-    let body = HashlookupMessage {
-        message,
-        query: query.map(str::to_owned),
-    };
-    no_store((status, Json(body)).into_response())
+/// A hashlookup-shaped refusal or miss, answered as JSON.
+struct Refusal {
+    status: StatusCode,
+    body: HashlookupMessage,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        no_store((self.status, Json(self.body)).into_response())
+    }
+}
+
+fn message(status: StatusCode, message: String, query: Option<&str>) -> Refusal {
+    Refusal {
+        status,
+        body: HashlookupMessage {
+            message,
+            query: query.map(str::to_owned),
+        },
+    }
 }
 
 /// The key is in the URL, so no cache may keep the answer.
@@ -160,7 +174,7 @@ fn no_store(mut response: Response) -> Response {
 }
 
 /// The algorithm named in the path, or hashlookup's 400.
-fn path_algo(raw: &str) -> Result<HashAlgo, Response> {
+fn path_algo(raw: &str) -> Result<HashAlgo, Refusal> {
     match raw {
         "md5" => Ok(HashAlgo::Md5),
         "sha1" => Ok(HashAlgo::Sha1),
@@ -174,7 +188,7 @@ fn path_algo(raw: &str) -> Result<HashAlgo, Response> {
 }
 
 /// A hash of the route's algorithm, or hashlookup's 400 naming what was expected.
-fn parse_hash(raw: &str, algo: HashAlgo) -> Result<HashValue, Response> {
+fn parse_hash(raw: &str, algo: HashAlgo) -> Result<HashValue, Refusal> {
     let label = algo_label(algo);
     let bad = |what: String| message(StatusCode::BAD_REQUEST, what, Some(raw));
     if raw.len() != algo.hex_len() {
@@ -249,11 +263,11 @@ pub async fn lookup(
 ) -> ApiResult<Response> {
     let algo = match path_algo(&algorithm) {
         Ok(algo) => algo,
-        Err(response) => return Ok(response),
+        Err(refusal) => return Ok(refusal.into_response()),
     };
     let value = match parse_hash(&hash, algo) {
         Ok(value) => value,
-        Err(response) => return Ok(response),
+        Err(refusal) => return Ok(refusal.into_response()),
     };
     let classified = state.classifier.classify(vec![value], false).await?;
     let results = classified.results();
@@ -266,7 +280,8 @@ pub async fn lookup(
             StatusCode::NOT_FOUND,
             format!("Non existing {}", algo_label(algo)),
             Some(&hash),
-        ),
+        )
+        .into_response(),
     })
 }
 
@@ -287,7 +302,7 @@ pub async fn bulk(
 ) -> ApiResult<Response> {
     let algo = match path_algo(&algorithm) {
         Ok(algo) => algo,
-        Err(response) => return Ok(response),
+        Err(refusal) => return Ok(refusal.into_response()),
     };
     if request.hashes.len() > MAX_LOOKUP_HASHES {
         return Ok(message(
@@ -297,13 +312,14 @@ pub async fn bulk(
                 request.hashes.len()
             ),
             None,
-        ));
+        )
+        .into_response());
     }
     let mut batch = Vec::with_capacity(request.hashes.len());
     for raw in &request.hashes {
         match parse_hash(raw, algo) {
             Ok(value) => batch.push(value),
-            Err(response) => return Ok(response),
+            Err(refusal) => return Ok(refusal.into_response()),
         }
     }
     if batch.is_empty() {
