@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests,
-# stix2-validator, stix2, taxii2-client, feedparser, jsonschema)
+# stix2-validator, stix2, taxii2-client, feedparser, jsonschema, pyotp, soft-webauthn,
+# PyHashlookup, MISP's hashlookup expansion module, flor)
 # against a real, freshly seeded `knowngood serve`.
 #
 #   KNOWNGOOD_BIN=target/debug/knowngood bash tests/clients/run.sh [pytest args...]

@@ -283,6 +283,18 @@ impl Generation {
         self.manifest.info()
     }
 
+    /// Every distinct digest of one algorithm, in table (sorted) order: what the offline
+    /// bundle's filters are built from.
+    pub fn keys(&self, alg: crate::HashAlg) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        let table = match alg {
+            crate::HashAlg::Sha256 => &self.sha256,
+            crate::HashAlg::Sha1 => &self.sha1,
+            crate::HashAlg::Md5 => &self.md5,
+        };
+        let rows = table.rows.bytes().len() / table.row_len.max(1);
+        (0..rows).filter_map(move |i| table.key_at(i))
+    }
+
     fn table(&self, hash: &HashBytes) -> &Table {
         match hash {
             HashBytes::Sha256(_) => &self.sha256,

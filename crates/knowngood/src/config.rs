@@ -64,6 +64,9 @@ pub struct FileConfig {
     /// to its host, and cookies are `Secure` when it is https. `KNOWNGOOD_CONSOLE_ORIGIN`
     /// wins. Default `http://localhost` on any port (local use only).
     pub console_origin: Option<String>,
+    /// Where the hashlookup-compatible routes are served, default `/hashlookup/`;
+    /// `KNOWNGOOD_HASHLOOKUP_PREFIX` wins.
+    pub hashlookup_prefix: Option<String>,
     #[serde(default)]
     pub limits: LimitSettings,
     #[serde(default)]
@@ -126,6 +129,30 @@ impl RevocationSettings {
             client: None,
         })
     }
+}
+
+/// The hashlookup prefix as a path that starts and ends with `/`, one or more plain
+/// segments (letters, digits, `-`, `_`, `.`), and not under `/api/` or `/public/`.
+fn hashlookup_prefix(raw: Option<String>) -> Result<String> {
+    let Some(raw) = raw else {
+        return Ok(server::routes::hashlookup::DECLARED_PREFIX.to_owned());
+    };
+    let trimmed = raw.trim().trim_matches('/');
+    let plain = |seg: &str| {
+        !seg.is_empty()
+            && seg != "."
+            && seg != ".."
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    let first = trimmed.split('/').next().unwrap_or_default();
+    if !trimmed.split('/').all(plain) || matches!(first, "api" | "public") {
+        anyhow::bail!(
+            "hashlookup_prefix must be a path of plain segments outside /api/ and /public/ (got {raw:?})"
+        );
+    }
+    Ok(format!("/{trimmed}/"))
 }
 
 fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
@@ -409,6 +436,11 @@ impl Config {
                     .ok()
                     .or(file.console_origin)
                     .as_deref(),
+            )?,
+            hashlookup_prefix: hashlookup_prefix(
+                std::env::var("KNOWNGOOD_HASHLOOKUP_PREFIX")
+                    .ok()
+                    .or(file.hashlookup_prefix),
             )?,
             ..server::Settings::default()
         };

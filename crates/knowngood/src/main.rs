@@ -10,7 +10,10 @@ use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
 mod advisories;
+mod client;
 mod config;
+mod offline;
+mod scan;
 mod secrets;
 mod verify;
 
@@ -46,6 +49,9 @@ enum Command {
     /// The transparency log.
     #[command(subcommand)]
     Translog(TranslogCommand),
+    /// The signed offline bundle.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
     /// The NSRL reference corpus.
     #[command(subcommand)]
     Nsrl(NsrlCommand),
@@ -69,6 +75,47 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Classify hashes against a server: a table, or the answers as JSON. The key comes
+    /// from KNOWNGOOD_API_KEY or --key-file, never from a flag.
+    Lookup {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print the server's answers as JSON.
+        #[arg(long)]
+        json: bool,
+        /// SHA-256, SHA-1 or MD5 values; `-` reads them from standard input.
+        #[arg(required = true)]
+        hashes: Vec<String>,
+    },
+    /// Hash every file under the paths (SHA-256, SHA-1, MD5 in one pass) and classify them:
+    /// vendor releases (superseded builds flagged), known files, unknowns. Unreadable and
+    /// special files are reported, never fatal.
+    #[command(after_help = "Exit status:\n  \
+        0  scanned\n  \
+        1  an error (the server could not be asked, bad usage of the key)\n  \
+        2  bad usage\n  \
+        4  --fail-on-unknown and at least one file is unknown")]
+    Scan {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table, jsonl or csv.
+        #[arg(long, value_enum, default_value_t = scan::Format::Table)]
+        format: scan::Format,
+        /// Exit 4 when any file is unknown.
+        #[arg(long)]
+        fail_on_unknown: bool,
+        /// Files hashed at once [default: the number of CPUs].
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Classify with this offline bundle (verified first) instead of a server.
+        #[arg(long)]
+        offline: Option<std::path::PathBuf>,
+        /// With --offline: trust only this log public key (base64); repeatable.
+        #[arg(long = "trust-key", requires = "offline")]
+        trust_key: Vec<String>,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+    },
     /// Check, independently of the server's own claims, that a SHA-256 is in a day's
     /// signed transparency root (and that the daily roots chain).
     #[command(after_help = "Exit status:\n  \
@@ -83,8 +130,12 @@ enum Command {
         #[arg(long)]
         server: Option<String>,
         /// SHA-256 of the file.
-        #[arg(long)]
-        sha256: String,
+        #[arg(long, required_unless_present = "bundle")]
+        sha256: Option<String>,
+        /// Verify an offline bundle directory instead: its signed manifest, every file,
+        /// the day's root signature, and the root rebuilt from its feed list.
+        #[arg(long, conflicts_with_all = ["sha256", "server", "offline", "save", "date"])]
+        bundle: Option<std::path::PathBuf>,
         /// Day of the root [default: the latest published].
         #[arg(long)]
         date: Option<String>,
@@ -100,6 +151,32 @@ enum Command {
         /// Trust only this log public key (base64), obtained out of band; repeatable.
         #[arg(long = "trust-key")]
         trust_key: Vec<String>,
+    },
+}
+
+/// Where the server is and where the key is read from.
+#[derive(Debug, clap::Args)]
+struct ClientArgs {
+    /// Base URL of a knowngood server.
+    #[arg(
+        long,
+        env = "KNOWNGOOD_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    server: String,
+    /// Read the API key from this file (first line) instead of KNOWNGOOD_API_KEY.
+    #[arg(long)]
+    key_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum BundleCommand {
+    /// Write the signed offline bundle (filters over the current vendor records and the
+    /// reference corpus, the latest day's feed list and root, the signed manifest) into DIR.
+    Export {
+        #[command(flatten)]
+        common: CommonArgs,
+        dir: std::path::PathBuf,
     },
 }
 
@@ -224,6 +301,10 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(unknown) = e.downcast_ref::<scan::UnknownFiles>() {
+                eprintln!("{unknown}");
+                return std::process::ExitCode::from(scan::EXIT_UNKNOWN);
+            }
             if let Some(pending) = e.downcast_ref::<verify::NotYetIncluded>() {
                 eprintln!("{pending}");
                 return std::process::ExitCode::from(verify::EXIT_NOT_YET_INCLUDED);
@@ -452,6 +533,58 @@ async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Bundle(BundleCommand::Export { common, dir }) => {
+            let config = Config::resolve(&common, None)?;
+            let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+            let store = open_store(&config, &secrets).await?;
+            let key = jobs::LogKey::new(&secrets.log_ed25519);
+            let corpus_root = config.data_dir.join("corpus");
+            let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
+                .await?
+                .context("opening the reference corpus")?;
+            let outcome = offline::export(store.as_ref(), &key, corpus.current(), &dir).await;
+            store.close().await;
+            println!("{}", outcome?);
+            Ok(())
+        }
+        Command::Lookup {
+            client,
+            json,
+            hashes,
+        } => client::run_lookup(&client.server, client.key_file.as_deref(), json, &hashes).await,
+        Command::Scan {
+            client,
+            format,
+            fail_on_unknown,
+            jobs,
+            offline,
+            trust_key,
+            paths,
+        } => {
+            let jobs = jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+            });
+            scan::run(scan::ScanArgs {
+                paths,
+                server: client.server,
+                key_file: client.key_file,
+                format,
+                fail_on_unknown,
+                jobs,
+                offline,
+                trust_keys: trust_key,
+            })
+            .await
+        }
+        Command::Verify {
+            bundle: Some(dir),
+            trust_key,
+            ..
+        } => {
+            let verified = offline::verify_bundle(&dir, &trust_key)?;
+            println!("{}", offline::describe(&verified));
+            Ok(())
+        }
         Command::Verify {
             server,
             sha256,
@@ -460,10 +593,11 @@ async fn run(cli: Cli) -> Result<()> {
             save,
             offline,
             trust_key,
+            bundle: None,
         } => {
             verify::run(verify::VerifyArgs {
                 server,
-                sha256,
+                sha256: sha256.unwrap_or_default(),
                 date,
                 chain,
                 save,

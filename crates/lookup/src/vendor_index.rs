@@ -44,6 +44,31 @@ pub struct VendorMatch<'a> {
     pub version: &'a str,
     pub platform: Platform,
     pub current: bool,
+    /// The record's own digests (a lookup by one of them may show the others).
+    pub digests: Digests,
+}
+
+/// A vendor record's digests as bytes: SHA-256 always, SHA-1 and MD5 when recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digests {
+    pub sha256: [u8; 32],
+    pub sha1: Option<[u8; 20]>,
+    pub md5: Option<[u8; 16]>,
+}
+
+impl Digests {
+    /// From a record's hex digests; one that does not decode is left out.
+    pub fn from_hex(sha256: &str, sha1: Option<&str>, md5: Option<&str>) -> Self {
+        fn decode<const N: usize>(hex: &str) -> Option<[u8; N]> {
+            let mut out = [0u8; N];
+            model::hash::decode_hex(hex.as_bytes(), &mut out).then_some(out)
+        }
+        Self {
+            sha256: decode(sha256).unwrap_or([0; 32]),
+            sha1: sha1.and_then(decode),
+            md5: md5.and_then(decode),
+        }
+    }
 }
 
 impl<'a> From<&'a HashRecord> for VendorMatch<'a> {
@@ -54,6 +79,11 @@ impl<'a> From<&'a HashRecord> for VendorMatch<'a> {
             version: &r.record.version,
             platform: r.record.platform,
             current: r.status == RecordStatus::Current,
+            digests: Digests::from_hex(
+                &r.record.hash_sha256,
+                r.record.hash_sha1.as_deref(),
+                r.record.hash_md5.as_deref(),
+            ),
         }
     }
 }
@@ -312,6 +342,11 @@ impl Snapshot {
             version: text(name_end..end)?,
             platform: entry.platform,
             current: entry.current,
+            digests: Digests {
+                sha256: entry.sha256,
+                sha1: entry.has_sha1.then_some(entry.sha1),
+                md5: entry.has_md5.then_some(entry.md5),
+            },
         })
     }
 
@@ -458,6 +493,7 @@ struct DeltaRecord {
     version: Box<str>,
     platform: Platform,
     current: bool,
+    digests: Digests,
     valid_from_micros: i64,
     /// Its HMAC verified (and its digests parsed); otherwise it names nothing.
     verified: bool,
@@ -493,6 +529,11 @@ impl DeltaRecord {
             version: r.version.as_str().into(),
             platform: r.platform,
             current: record.status == RecordStatus::Current,
+            digests: Digests::from_hex(
+                &r.hash_sha256,
+                r.hash_sha1.as_deref(),
+                r.hash_md5.as_deref(),
+            ),
             valid_from_micros: record.valid_from.timestamp_micros(),
             verified,
             keys,
@@ -506,6 +547,7 @@ impl DeltaRecord {
             version: &self.version,
             platform: self.platform,
             current: self.current,
+            digests: self.digests,
         }
     }
 }

@@ -19,6 +19,9 @@ pub enum Error {
     Conflict(String),
     #[error("payload too large: {0}")]
     PayloadTooLarge(String),
+    /// A byte range outside the file, or more than one range.
+    #[error("range not satisfiable: {0}")]
+    RangeNotSatisfiable(String),
     #[error("rate limit exceeded")]
     RateLimited { retry_after_secs: u64 },
     #[error("quota exceeded")]
@@ -50,6 +53,7 @@ impl Error {
             Error::NotFound(_) => "not found",
             Error::Conflict(_) => "conflict",
             Error::PayloadTooLarge(_) => "payload too large",
+            Error::RangeNotSatisfiable(_) => "range not satisfiable",
             Error::RateLimited { .. } => "rate limit exceeded",
             Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
             Error::Unavailable(_) => "service unavailable",

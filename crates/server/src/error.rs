@@ -54,6 +54,7 @@ pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Conflict(_) => StatusCode::CONFLICT,
         Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
         Error::RateLimited { .. } | Error::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -71,6 +72,7 @@ impl IntoResponse for ApiError {
             | Error::NotFound(m)
             | Error::Conflict(m)
             | Error::PayloadTooLarge(m)
+            | Error::RangeNotSatisfiable(m)
             | Error::Unavailable(m) => Some(m.clone()),
             Error::MfaRequired => Some("enroll a passkey or authenticator first".into()),
             Error::RateLimited { .. } | Error::QuotaExceeded { .. } => None,

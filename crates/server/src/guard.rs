@@ -22,6 +22,7 @@ pub(crate) async fn enforce(
     state: &AppState,
     spec: &RouteSpec,
     peer: SocketAddr,
+    path_key: Option<String>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
@@ -51,13 +52,15 @@ pub(crate) async fn enforce(
             permission,
             min_tier,
         } => {
-            let principal = match authenticate(state, request.headers()).await {
+            let path_key = path_key.as_deref();
+            let principal = match authenticate(state, request.headers(), path_key).await {
                 Ok(principal) => principal,
                 Err(refused @ Error::Unauthorized(_)) => {
                     let ip = client_ip(peer, request.headers(), &state.settings.trusted_proxies);
+                    let named = team_named(request.headers(), path_key);
                     return Err(state
                         .auth_failures
-                        .refuse(state, ip, request.headers(), refused)
+                        .refuse(state, ip, named, refused)
                         .await
                         .into());
                 }
@@ -189,19 +192,27 @@ async fn audit_impersonated(
     }
 }
 
-/// The one credential of the request. Two keys, or a key and a token, are refused rather
-/// than one silently preferred: a proxy or client that adds its own credential must not
-/// decide who the caller is.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<auth::Principal, Error> {
+/// The one credential of the request: an `X-API-Key`, a bearer token, or the key in the
+/// path of a route that takes it there. Two credentials are refused rather than one
+/// silently preferred: a proxy or client that adds its own credential must not decide who
+/// the caller is.
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    path_key: Option<&str>,
+) -> Result<auth::Principal, Error> {
     let keys = headers.get_all("x-api-key").iter().count();
     let bearers = headers
         .get_all(axum::http::header::AUTHORIZATION)
         .iter()
         .count();
-    if keys + bearers > 1 {
+    if keys + bearers + usize::from(path_key.is_some()) > 1 {
         return Err(Error::bad_request(
-            "send exactly one credential: one X-API-Key header or one Authorization header",
+            "send exactly one credential: one X-API-Key header, one Authorization header, or the key in the path",
         ));
+    }
+    if let Some(key) = path_key {
+        return state.credentials.from_api_key(key).await;
     }
     if let Some(key) = headers.get("x-api-key") {
         let key = key
@@ -286,14 +297,14 @@ impl AuthFailures {
         &self,
         state: &AppState,
         ip: IpAddr,
-        headers: &HeaderMap,
+        team_named: Option<&str>,
         refused: Error,
     ) -> Error {
         self.refused.fetch_add(1, Ordering::Relaxed);
         let now_ms = state.clock.now().timestamp_millis();
         let limits = &state.settings.limits;
         let mut buckets = vec![(format!("authfail:ip:{ip}"), limits.failed_auth_per_ip)];
-        if let Some(team) = team_named(headers) {
+        if let Some(team) = team_named {
             buckets.push((format!("authfail:team:{team}"), limits.failed_auth_per_team));
         }
         for (bucket, per_minute) in buckets {
@@ -324,10 +335,13 @@ impl AuthFailures {
     }
 }
 
-/// The team id a bad key names, when it is a well-formed one (anything else is not a
-/// bucket name).
-fn team_named(headers: &HeaderMap) -> Option<&str> {
-    let key = headers.get("x-api-key")?.to_str().ok()?;
+/// The team id a bad key (header or path) names, when it is a well-formed one (anything
+/// else is not a bucket name).
+fn team_named<'a>(headers: &'a HeaderMap, path_key: Option<&'a str>) -> Option<&'a str> {
+    let key = match path_key {
+        Some(key) => key,
+        None => headers.get("x-api-key")?.to_str().ok()?,
+    };
     let (team, _) = key.split_once('.')?;
     auth::validate_team_id(team).ok()?;
     Some(team)

@@ -99,6 +99,8 @@ pub struct Settings {
     pub connections: ConnectionLimits,
     /// The relying party (domain and console origin) passkeys are bound to.
     pub relying_party: auth::mfa::RelyingParty,
+    /// Where the hashlookup-compatible routes are served: starts and ends with `/`.
+    pub hashlookup_prefix: String,
 }
 
 impl Default for Settings {
@@ -112,6 +114,7 @@ impl Default for Settings {
             jobs: jobs::JobSettings::default(),
             connections: ConnectionLimits::default(),
             relying_party: auth::mfa::RelyingParty::default(),
+            hashlookup_prefix: routes::hashlookup::DECLARED_PREFIX.to_owned(),
         }
     }
 }
@@ -132,6 +135,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub feed_cache: Arc<FeedCache>,
     pub stats_cache: Arc<routes::intel::StatsCache>,
+    /// The offline bundle, built on demand and kept until its inputs change.
+    pub bundle_cache: Arc<routes::bundle::BundleCache>,
     pub log_key: Arc<LogKey>,
     pub trees: Arc<routes::transparency::TreeCache>,
     pub settings: Arc<Settings>,
@@ -192,6 +197,7 @@ impl AppState {
             clock,
             feed_cache: Arc::new(FeedCache::new(settings.feed_cache_ttl)),
             stats_cache: Arc::default(),
+            bundle_cache: Arc::default(),
             log_key,
             trees: Arc::default(),
             corpus: None,
@@ -226,10 +232,12 @@ impl AppState {
 
 /// The whole application: every registered route behind its own rule, plus the JSON
 /// answers for unknown routes and methods, over-large request heads and slow bodies, a
-/// last-resort panic guard, and the headers every answer carries.
+/// last-resort panic guard, and the headers every answer carries. Doubled slashes under the
+/// hashlookup prefix are collapsed before routing.
 pub fn router(state: AppState) -> Router {
     let body_read_timeout = state.settings.connections.body_read_timeout;
-    routes::api()
+    let prefix: Arc<str> = state.settings.hashlookup_prefix.as_str().into();
+    let app = routes::api()
         .into_router(&state)
         .merge(console::router())
         .fallback(not_found)
@@ -244,7 +252,13 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(headers::head_limits))
         .layer(axum::middleware::from_fn(request_log::request_span))
         .layer(axum::middleware::from_fn(headers::security_headers))
-        .with_state(state)
+        .with_state(state);
+    Router::new().fallback_service(tower::ServiceExt::map_request(
+        app,
+        move |request: axum::extract::Request| {
+            routes::hashlookup::collapse_slashes(request, &prefix)
+        },
+    ))
 }
 
 /// Background upkeep until `shutdown` resolves: notice credential changes made by other

@@ -28,6 +28,7 @@ use crate::{api, error};
         (name = "auth", description = "Token exchange and verification keys"),
         (name = "admin", description = "Keys, role grants, accounts, audit log, usage"),
         (name = "transparency", description = "Signed daily Merkle roots and proofs"),
+        (name = "hashlookup", description = "CIRCL hashlookup-compatible lookups, the key in the path; served under the configured prefix (default /hashlookup/)"),
     )
 )]
 struct ApiDoc;
@@ -99,6 +100,13 @@ fn build_document() -> Value {
                 Impersonation::Refused => "refused",
             };
             op.insert("x-impersonation".into(), sessions.into());
+            // OpenAPI has no scheme for a key in the path: say where it goes instead.
+            if route.rule.key_in_path {
+                op.insert(
+                    "x-credential".into(),
+                    "the API key as the {key} path parameter; no header".into(),
+                );
+            }
             // Every authenticated route can refuse the credential, and a gated one the
             // role or tier, whatever its handler's annotation lists.
             add_error_response(op, "401", "Credential missing or invalid");

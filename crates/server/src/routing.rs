@@ -77,7 +77,14 @@ pub struct Rule {
     /// Raw-key and JWT sessions from a key are not console sessions.
     pub second_factor: bool,
     pub impersonation: Impersonation,
+    /// The API key travels as the route's `{key}` path parameter instead of a header, for
+    /// clients that cannot send one (the hashlookup-compatible routes). It is the request's
+    /// one credential and is checked, limited and counted like an `X-API-Key`.
+    pub key_in_path: bool,
 }
+
+/// The path parameter that carries the key of a [`Rule::key_in_path`] route.
+pub const PATH_KEY_PARAM: &str = "key";
 
 impl Rule {
     /// No credential; counted per client address.
@@ -88,6 +95,7 @@ impl Rule {
             max_body: DEFAULT_MAX_BODY,
             second_factor: false,
             impersonation: Impersonation::Allowed,
+            key_in_path: false,
         }
     }
 
@@ -102,6 +110,7 @@ impl Rule {
             max_body: DEFAULT_MAX_BODY,
             second_factor: true,
             impersonation: Impersonation::Allowed,
+            key_in_path: false,
         }
     }
 
@@ -116,6 +125,7 @@ impl Rule {
             max_body: DEFAULT_MAX_BODY,
             second_factor: true,
             impersonation: Impersonation::Allowed,
+            key_in_path: false,
         }
     }
 
@@ -138,6 +148,12 @@ impl Rule {
 
     pub const fn impersonation(mut self, impersonation: Impersonation) -> Self {
         self.impersonation = impersonation;
+        self
+    }
+
+    /// The key is the `{key}` path parameter (see [`Rule::key_in_path`]).
+    pub const fn key_in_path(mut self) -> Self {
+        self.key_in_path = true;
         self
     }
 }
@@ -209,11 +225,12 @@ impl Api {
         (self.paths, self.schemas)
     }
 
-    /// The axum router: each route wrapped in its own enforcement of its rule and body limit.
+    /// The axum router: each route wrapped in its own enforcement of its rule and body limit,
+    /// the hashlookup-compatible routes mounted under the configured prefix.
     pub(crate) fn into_router(self, state: &AppState) -> Router<AppState> {
         let mut router = Router::new();
         for (spec, method_router) in self.routes {
-            let path = spec.path.clone();
+            let path = crate::routes::hashlookup::mounted(&spec.path, &state.settings);
             let body_limit = DefaultBodyLimit::max(spec.rule.max_body);
             // `route_layer`, not `layer`: a method router's 405 fallback stays unwrapped,
             // so two registrations of one path merge.
@@ -258,12 +275,17 @@ async fn enforce_rule(
         Error::bad_request(format!("a path parameter is not valid: {}", e.body_text()))
     })?;
     let params: Vec<(&str, &str)> = path_params.iter().collect();
+    crate::extract::check_edge(request.uri().query(), &params)?;
+    let path_key = spec
+        .rule
+        .key_in_path
+        .then(|| params.iter().find(|(name, _)| *name == PATH_KEY_PARAM))
+        .flatten()
+        .map(|(_, key)| (*key).to_owned());
     let began = std::time::Instant::now();
-    let response = match crate::extract::check_edge(request.uri().query(), &params) {
-        Ok(()) => crate::guard::enforce(state, spec, peer, request, next).await,
-        Err(e) => Err(e.into()),
-    }
-    .unwrap_or_else(IntoResponse::into_response);
+    let response = crate::guard::enforce(state, spec, peer, path_key, request, next)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
     state
         .metrics
         .observe(spec.index, response.status().as_u16(), began.elapsed());
@@ -304,6 +326,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn path_keys_are_declared_in_the_path() {
+        for route in ROUTES.iter().filter(|r| r.rule.key_in_path) {
+            assert!(
+                route.path.contains(&format!("{{{PATH_KEY_PARAM}}}")),
+                "{} {} takes its key from the path but has no {{key}}",
+                route.method,
+                route.path
+            );
+        }
+        assert!(ROUTES.iter().any(|r| r.rule.key_in_path));
     }
 
     #[test]

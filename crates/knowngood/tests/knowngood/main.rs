@@ -7,4 +7,5 @@ mod operations;
 mod packages_cli;
 mod private_data;
 mod readme_tour;
+mod scan_cli;
 mod verify_cli;

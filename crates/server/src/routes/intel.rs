@@ -37,6 +37,10 @@ pub(crate) fn routes(api: Api) -> Api {
         )
         .route(routes!(export), Rule::private(P::IntelHistory, Tier::Basic))
         .route(
+            routes!(misp_warninglist),
+            Rule::private(P::IntelHistory, Tier::Basic),
+        )
+        .route(
             routes!(downloads),
             Rule::private(P::IntelDownloads, Tier::Teams),
         )
@@ -80,7 +84,7 @@ pub struct StatsCache(
 impl StatsCache {
     const TTL_SECS: i64 = 60;
 
-    async fn get(&self, state: &AppState) -> Result<store::RecordStats, Error> {
+    pub(crate) async fn get(&self, state: &AppState) -> Result<store::RecordStats, Error> {
         let epoch = state.store.records_epoch();
         let now = state.clock.now();
         {
@@ -451,6 +455,64 @@ fn export_stream(
         }
     })
     .filter(|chunk| futures::future::ready(!matches!(chunk, Ok(s) if s.is_empty())))
+}
+
+/// A MISP warninglist (the format of MISP/misp-warninglists `lists/*/list.json`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct MispWarninglist {
+    pub name: &'static str,
+    /// The UTC day it was made, as YYYYMMDD (MISP compares versions as integers).
+    pub version: u32,
+    pub description: &'static str,
+    /// Always `string`: exact matches.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub matching_attributes: [&'static str; 6],
+    /// Lowercase hex digests, sorted, distinct.
+    pub list: Vec<String>,
+}
+
+/// Every hash (SHA-256, SHA-1, MD5) of every current, verified vendor release as a MISP
+/// warninglist, so MISP flags attributes that name known-good vendor files.
+#[utoipa::path(get, path = "/api/v1/intel/export/misp-warninglist", tag = "intel",
+    security(("api_key" = [])),
+    responses((status = 200, body = MispWarninglist), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
+pub async fn misp_warninglist(State(state): State<AppState>) -> ApiResult<Json<MispWarninglist>> {
+    let records = state.store.current_records(None).await?;
+    let mut list: Vec<String> = records
+        .iter()
+        .filter(|r| r.integrity_ok)
+        .flat_map(|r| {
+            let r = &r.record;
+            std::iter::once(r.hash_sha256.clone())
+                .chain(r.hash_sha1.clone())
+                .chain(r.hash_md5.clone())
+        })
+        .collect();
+    list.sort_unstable();
+    list.dedup();
+    let today = state.clock.now().date_naive();
+    let version = today
+        .format("%Y%m%d")
+        .to_string()
+        .parse()
+        .map_err(|_| Error::internal("a date that is not a number"))?;
+    Ok(Json(MispWarninglist {
+        name: "knowngood: current vendor releases",
+        version,
+        description: "Hashes of the current releases of software vendors, as published by the vendors and verified by knowngood.",
+        kind: "string",
+        matching_attributes: [
+            "md5",
+            "sha1",
+            "sha256",
+            "filename|md5",
+            "filename|sha1",
+            "filename|sha256",
+        ],
+        list,
+    }))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -6,7 +6,9 @@ use utoipa_axum::routes;
 use crate::routing::{Api, Rule};
 
 pub mod admin;
+pub mod bundle;
 pub mod feeds;
+pub mod hashlookup;
 pub mod intel;
 pub mod mfa;
 pub mod packages;
@@ -31,6 +33,8 @@ pub fn api() -> Api {
     let api = transparency::routes(api);
     let api = users::routes(api);
     let api = mfa::routes(api);
+    let api = hashlookup::routes(api);
+    let api = bundle::routes(api);
     // The API's own description is public so that tools can read it before holding a key.
     api.route(routes!(crate::openapi::openapi_json), Rule::public())
         .route(routes!(crate::openapi::docs_page), Rule::public())

@@ -169,7 +169,10 @@ fn sample(route: &RouteSpec) -> (Method, String, Option<String>, Option<u16>) {
         .path
         .split('/')
         .map(|seg| {
-            if seg.starts_with('{') {
+            // A path key is filled in per caller.
+            if seg == "{key}" {
+                seg
+            } else if seg.starts_with('{') {
                 "0123456789abcdef0123456789abcdef01234567"
             } else {
                 seg
@@ -192,6 +195,16 @@ fn sample(route: &RouteSpec) -> (Method, String, Option<String>, Option<u16>) {
             (Some(lookup), Some(200))
         }
         ("POST", TOKEN | REFRESH) => (None, Some(200)),
+        ("GET", "/hashlookup/k/{key}/lookup/{algorithm}/{hash}") => {
+            path = format!("/hashlookup/k/{{key}}/lookup/sha1/{}", hex_of(9, 40));
+            (None, Some(404))
+        }
+        ("POST", "/hashlookup/k/{key}/bulk/{algorithm}") => {
+            path = "/hashlookup/k/{key}/bulk/sha256".into();
+            (Some(lookup), Some(200))
+        }
+        ("GET", "/hashlookup/k/{key}/info" | "/hashlookup/k/{key}/stats/top") => (None, Some(200)),
+        ("GET", "/api/v1/intel/export/misp-warninglist") => (None, Some(200)),
         (
             "GET",
             STATS
@@ -322,7 +335,11 @@ async fn authorization_matrix_both_credentials(app: TestApp) {
                 let wrong_kind = (route.path == TOKEN && cred == Cred::Jwt)
                     || (route.path == REFRESH && cred == Cred::ApiKey);
                 let body = body.clone().map(reqwest::Body::from);
+                // A path-key route takes the key in its path and no header credential.
+                let in_path = route.rule.key_in_path;
+                let path = path.replace("{key}", key);
                 let r = match cred {
+                    Cred::ApiKey if in_path => app.call(method.clone(), &path, None, body).await,
                     Cred::ApiKey => app.call(method.clone(), &path, Some(key), body).await,
                     Cred::Jwt => app.call_bearer(method.clone(), &path, token, body).await,
                 };
@@ -330,7 +347,10 @@ async fn authorization_matrix_both_credentials(app: TestApp) {
                     "{} {} as {role} on {tier} with {cred:?}",
                     route.method, route.path
                 );
-                if wrong_kind {
+                if in_path && cred == Cred::Jwt {
+                    // A token besides the path key: two credentials.
+                    assert_eq!(r.status, 400, "{what}: {}", r.text);
+                } else if wrong_kind {
                     // Not the credential this route takes: as good as none.
                     assert_eq!(r.status, 401, "{what}: {}", r.text);
                     assert_eq!(r.error(), "unauthorized", "{what}");
@@ -364,6 +384,14 @@ async fn authorization_matrix_both_credentials(app: TestApp) {
         // assumed account_admin role and the account's tier allow.
         for (tier, mode, token) in &sessions {
             let body = body.clone().map(reqwest::Body::from);
+            if route.rule.key_in_path {
+                // A session is a bearer token, and a path-key route takes only its path key.
+                let path = path.replace("{key}", "none.given");
+                let r = app.call_bearer(method.clone(), &path, token, body).await;
+                assert_eq!(r.status, 400, "{} {}: {}", route.method, route.path, r.text);
+                checked += 1;
+                continue;
+            }
             let r = app.call_bearer(method.clone(), &path, token, body).await;
             let what = format!(
                 "{} {} impersonating on {tier} in {mode}",

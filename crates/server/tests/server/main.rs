@@ -5,9 +5,11 @@
 
 mod access_control;
 mod api;
+mod bundle;
 mod console;
 mod corpus_release;
 mod feeds;
+mod hashlookup;
 mod mfa;
 mod operations;
 mod packages;

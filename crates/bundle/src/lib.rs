@@ -1,0 +1,625 @@
+//! The signed offline bundle: what an analyst needs to classify hashes with no server.
+//!
+//! A bundle is a directory:
+//! - `vendor-sha256.bloom`, `vendor-sha1.bloom`, `vendor-md5.bloom`: DCSO v1 Bloom filters
+//!   ([`bloom`]) over the current, verified vendor records, each digest inserted as
+//!   uppercase hex ASCII (as CIRCL's tools insert SHA-1s);
+//! - `corpus-sha256.bloom`, `corpus-sha1.bloom`, `corpus-md5.bloom` (when a reference
+//!   corpus is loaded): the same over the reference corpus;
+//! - `feed.jsonl`: the exact records of the day's transparency tree (the leaf fields:
+//!   executable name, SHA-256, version, platform, arch), one JSON object a line;
+//! - `root.json`: that day's signed root as the API serves it;
+//! - `manifest.json`: dataset date, counts, false-positive rate, sources, each file's
+//!   SHA-256 and size, and the `log_date` and `merkle_root` of the day's root;
+//! - `manifest.sig`: an Ed25519 signature by the transparency log's key over
+//!   [`MANIFEST_CONTEXT`] followed by the bytes of `manifest.json`. The context keeps this
+//!   signature from ever being mistaken for a root signature, whose message starts
+//!   `service-transparency-v1`.
+//!
+//! [`verify_dir`] checks, with nothing but the log's public key: the manifest signature,
+//! every file's SHA-256, the root's signature, and that the Merkle root rebuilt from
+//! `feed.jsonl` equals the signed one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use chrono::{DateTime, NaiveDate, Utc};
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use thiserror::Error;
+
+pub mod bloom;
+
+pub use bloom::BloomFilter;
+pub use ed25519_dalek as ed25519;
+
+/// What the manifest signature covers, before the manifest's bytes.
+pub const MANIFEST_CONTEXT: &[u8] = b"knowngood-offline-bundle-manifest-v1\n";
+pub const FORMAT: u32 = 1;
+/// False-positive rate of every filter.
+pub const FALSE_POSITIVE_RATE: f64 = 0.0001;
+pub const MANIFEST: &str = "manifest.json";
+pub const SIGNATURE: &str = "manifest.sig";
+pub const FEED: &str = "feed.jsonl";
+pub const ROOT: &str = "root.json";
+/// The log's public key, for a user who has not pinned one: trusting it is trusting the
+/// bundle's source, which `--trust-key` avoids.
+pub const KEY: &str = "key.json";
+
+#[derive(Debug, Error)]
+pub enum BundleError {
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the bundle does not verify: {0}")]
+    Verification(String),
+    #[error(transparent)]
+    Store(#[from] model::Error),
+}
+
+fn invalid(what: impl Into<String>) -> BundleError {
+    BundleError::Invalid(what.into())
+}
+
+fn failed(what: impl Into<String>) -> BundleError {
+    BundleError::Verification(what.into())
+}
+
+/// One file of the bundle as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// The signed description of a bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    /// The UTC day the bundle was made.
+    pub dataset_date: String,
+    pub created_at: String,
+    /// The transparency root the feed list corresponds to.
+    pub log_date: String,
+    pub merkle_root: String,
+    pub entry_count: u64,
+    /// The log key that signed the root and this manifest.
+    pub key_id: String,
+    pub false_positive_rate: f64,
+    /// Distinct digests per filter (file name without `.bloom` -> count).
+    pub counts: BTreeMap<String, u64>,
+    /// Where the data comes from: `knowngood vendor releases`, and the reference corpus
+    /// generation when included.
+    pub sources: Vec<String>,
+    pub files: BTreeMap<String, FileEntry>,
+}
+
+/// The day's signed root, as `GET /public/transparency/roots/{date}` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootDoc {
+    pub log_date: String,
+    pub merkle_root: String,
+    pub entry_count: u64,
+    pub prev_root: String,
+    pub signature: String,
+    pub key_id: String,
+}
+
+/// One record of the day's tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedRecord {
+    pub executable_name: String,
+    pub hash_sha256: String,
+    pub version: String,
+    pub platform: String,
+    pub arch: String,
+}
+
+/// A bundle's files in memory, before they are written or served.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// What the bundle is made from.
+pub struct Inputs<'a> {
+    pub records: &'a [model::HashRecord],
+    pub root: &'a store::roots::StoredRoot,
+    pub leaves: &'a [store::roots::LeafRow],
+    pub corpus: Option<&'a corpus::Generation>,
+    pub now: DateTime<Utc>,
+}
+
+fn filter_of<'a>(values: impl Iterator<Item = &'a [u8]> + Clone) -> BloomFilter {
+    let capacity = values.clone().count() as u64;
+    let mut filter = BloomFilter::new(capacity.max(1000), FALSE_POSITIVE_RATE);
+    let mut text = Vec::with_capacity(64);
+    for v in values {
+        text.clear();
+        text.extend(hex::encode_upper(v).bytes());
+        filter.add(&text);
+    }
+    filter
+}
+
+fn decode(hex_text: &str) -> Option<Vec<u8>> {
+    hex::decode(hex_text).ok()
+}
+
+/// Builds the bundle's files and signs the manifest with the log key.
+pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bundle, BundleError> {
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut counts = BTreeMap::new();
+    let verified: Vec<&model::NewRecord> = inputs
+        .records
+        .iter()
+        .filter(|r| r.integrity_ok)
+        .map(|r| &r.record)
+        .collect();
+    let vendor: [(&str, Vec<Vec<u8>>); 3] = [
+        (
+            "vendor-sha256",
+            verified
+                .iter()
+                .filter_map(|r| decode(&r.hash_sha256))
+                .collect(),
+        ),
+        (
+            "vendor-sha1",
+            verified
+                .iter()
+                .filter_map(|r| r.hash_sha1.as_deref().and_then(decode))
+                .collect(),
+        ),
+        (
+            "vendor-md5",
+            verified
+                .iter()
+                .filter_map(|r| r.hash_md5.as_deref().and_then(decode))
+                .collect(),
+        ),
+    ];
+    for (name, mut digests) in vendor {
+        digests.sort();
+        digests.dedup();
+        counts.insert(name.to_owned(), digests.len() as u64);
+        let filter = filter_of(digests.iter().map(Vec::as_slice));
+        files.insert(format!("{name}.bloom"), filter.to_bytes());
+    }
+    let mut sources = vec!["knowngood vendor releases".to_owned()];
+    if let Some(g) = inputs.corpus {
+        for (name, alg) in [
+            ("corpus-sha256", corpus::HashAlg::Sha256),
+            ("corpus-sha1", corpus::HashAlg::Sha1),
+            ("corpus-md5", corpus::HashAlg::Md5),
+        ] {
+            let filter = filter_of(g.keys(alg));
+            counts.insert(name.to_owned(), g.keys(alg).count() as u64);
+            files.insert(format!("{name}.bloom"), filter.to_bytes());
+        }
+        sources.push(format!("reference corpus {}", g.name()));
+    }
+    let mut feed = Vec::new();
+    for leaf in inputs.leaves {
+        let record = FeedRecord {
+            executable_name: leaf.executable_name.clone(),
+            hash_sha256: leaf.hash_sha256.clone(),
+            version: leaf.version.clone(),
+            platform: leaf.platform.clone(),
+            arch: leaf.arch.clone(),
+        };
+        serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
+        feed.push(b'\n');
+    }
+    files.insert(FEED.to_owned(), feed);
+    let root = RootDoc {
+        log_date: inputs.root.log_date.format("%Y-%m-%d").to_string(),
+        merkle_root: inputs.root.merkle_root.clone(),
+        entry_count: inputs.root.entry_count,
+        prev_root: inputs.root.prev_root.clone(),
+        signature: inputs.root.signature.clone(),
+        key_id: inputs.root.key_id.clone(),
+    };
+    files.insert(
+        ROOT.to_owned(),
+        serde_json::to_vec_pretty(&root).map_err(|e| invalid(e.to_string()))?,
+    );
+    let public = serde_json::json!({
+        "key_id": key_id,
+        "public_key": B64.encode(key.verifying_key().to_bytes()),
+    });
+    files.insert(
+        KEY.to_owned(),
+        serde_json::to_vec_pretty(&public).map_err(|e| invalid(e.to_string()))?,
+    );
+    let manifest = Manifest {
+        format: FORMAT,
+        dataset_date: inputs.now.date_naive().format("%Y-%m-%d").to_string(),
+        created_at: inputs
+            .now
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        log_date: root.log_date.clone(),
+        merkle_root: root.merkle_root.clone(),
+        entry_count: root.entry_count,
+        key_id: key_id.to_owned(),
+        false_positive_rate: FALSE_POSITIVE_RATE,
+        counts,
+        sources,
+        files: files
+            .iter()
+            .map(|(name, bytes)| {
+                (
+                    name.clone(),
+                    FileEntry {
+                        sha256: hex::encode(Sha256::digest(bytes)),
+                        bytes: bytes.len() as u64,
+                    },
+                )
+            })
+            .collect(),
+    };
+    let manifest_bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| invalid(e.to_string()))?;
+    let signature = key.sign(&signed_message(&manifest_bytes));
+    let sig = serde_json::json!({
+        "key_id": key_id,
+        "signature": B64.encode(signature.to_bytes()),
+    });
+    files.insert(MANIFEST.to_owned(), manifest_bytes);
+    files.insert(
+        SIGNATURE.to_owned(),
+        serde_json::to_vec_pretty(&sig).map_err(|e| invalid(e.to_string()))?,
+    );
+    Ok(Bundle { files })
+}
+
+fn signed_message(manifest: &[u8]) -> Vec<u8> {
+    let mut message = MANIFEST_CONTEXT.to_vec();
+    message.extend_from_slice(manifest);
+    message
+}
+
+impl Bundle {
+    /// Writes every file into `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> Result<(), BundleError> {
+        std::fs::create_dir_all(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
+        for (name, bytes) in &self.files {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes)
+                .map_err(|e| BundleError::Io(path.display().to_string(), e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A bundle whose every check passed.
+#[derive(Debug)]
+pub struct Verified {
+    pub manifest: Manifest,
+    pub feed: Vec<FeedRecord>,
+    pub filters: BTreeMap<String, BloomFilter>,
+    /// Feed records by SHA-256.
+    by_sha256: std::collections::HashMap<String, usize>,
+}
+
+fn read(dir: &Path, name: &str) -> Result<Vec<u8>, BundleError> {
+    let path = dir.join(name);
+    std::fs::read(&path).map_err(|e| BundleError::Io(path.display().to_string(), e))
+}
+
+/// Parses a base64 Ed25519 public key (32 bytes).
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, BundleError> {
+    let bytes = B64
+        .decode(text.trim())
+        .map_err(|_| invalid("the public key is not base64"))?;
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| invalid("the public key is not 32 bytes"))?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| invalid("the public key is not an Ed25519 key"))
+}
+
+/// The public key the bundle carries (see [`KEY`]).
+pub fn bundled_key(dir: &Path) -> Result<VerifyingKey, BundleError> {
+    let doc: serde_json::Value =
+        serde_json::from_slice(&read(dir, KEY)?).map_err(|e| invalid(format!("{KEY}: {e}")))?;
+    parse_public_key(doc["public_key"].as_str().unwrap_or_default())
+}
+
+/// Checks the bundle in `dir` against the log's public key: the manifest signature,
+/// every listed file's SHA-256 and size (and that no filter or feed file is unlisted), the
+/// root signature, and the Merkle root rebuilt from the feed list.
+pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleError> {
+    let manifest_bytes = read(dir, MANIFEST)?;
+    let sig: serde_json::Value = serde_json::from_slice(&read(dir, SIGNATURE)?)
+        .map_err(|e| invalid(format!("{SIGNATURE}: {e}")))?;
+    let sig_bytes = sig["signature"]
+        .as_str()
+        .and_then(|s| B64.decode(s).ok())
+        .and_then(|b| <[u8; 64]>::try_from(b).ok())
+        .ok_or_else(|| invalid(format!("{SIGNATURE} holds no signature")))?;
+    key.verify_strict(
+        &signed_message(&manifest_bytes),
+        &Signature::from_bytes(&sig_bytes),
+    )
+    .map_err(|_| failed("the manifest signature does not verify with the log key"))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&manifest_bytes).map_err(|e| invalid(format!("{MANIFEST}: {e}")))?;
+    if manifest.format != FORMAT {
+        return Err(invalid(format!(
+            "bundle format {} is not {FORMAT}",
+            manifest.format
+        )));
+    }
+    let mut contents = BTreeMap::new();
+    for (name, entry) in &manifest.files {
+        if name.contains('/') || name.starts_with('.') {
+            return Err(failed(format!(
+                "the manifest names a file outside the bundle: {name}"
+            )));
+        }
+        // The reference-corpus filters are a separate, authenticated download: a bundle
+        // may come without them. Any that is present must be the one signed.
+        if name.starts_with("corpus-") && !dir.join(name).exists() {
+            continue;
+        }
+        let bytes = read(dir, name)?;
+        if bytes.len() as u64 != entry.bytes || hex::encode(Sha256::digest(&bytes)) != entry.sha256
+        {
+            return Err(failed(format!(
+                "{name} is not the file the manifest signed"
+            )));
+        }
+        contents.insert(name.clone(), bytes);
+    }
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if (name.ends_with(".bloom") || name == FEED) && !manifest.files.contains_key(&name) {
+            return Err(failed(format!(
+                "{name} is not listed in the signed manifest"
+            )));
+        }
+    }
+    // The root: signed by the same key, and the one the manifest names.
+    let root_bytes = contents
+        .get(ROOT)
+        .ok_or_else(|| failed(format!("the manifest lists no {ROOT}")))?;
+    let root: RootDoc =
+        serde_json::from_slice(root_bytes).map_err(|e| invalid(format!("{ROOT}: {e}")))?;
+    let signed = translog::SignedRoot::from_encoded(
+        &root.log_date,
+        &root.merkle_root,
+        root.entry_count,
+        &root.prev_root,
+        &root.signature,
+    )
+    .map_err(|e| invalid(format!("{ROOT}: {e}")))?;
+    signed
+        .verify(key)
+        .map_err(|_| failed("the day's root signature does not verify with the log key"))?;
+    if root.log_date != manifest.log_date || root.merkle_root != manifest.merkle_root {
+        return Err(failed("the manifest names another root than root.json"));
+    }
+    // The feed list rebuilds the signed root.
+    let feed_bytes = contents
+        .get(FEED)
+        .ok_or_else(|| failed(format!("the manifest lists no {FEED}")))?;
+    let mut feed = Vec::new();
+    let mut leaves = Vec::new();
+    for (n, line) in feed_bytes.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let record: FeedRecord = serde_json::from_slice(line)
+            .map_err(|e| invalid(format!("{FEED} line {}: {e}", n + 1)))?;
+        let leaf = translog::Record {
+            executable_name: &record.executable_name,
+            hash_sha256: &record.hash_sha256,
+            version: &record.version,
+            platform: &record.platform,
+            arch: &record.arch,
+        }
+        .leaf_hash()
+        .map_err(|e| invalid(format!("{FEED} line {}: {e}", n + 1)))?;
+        leaves.push(leaf);
+        feed.push(record);
+    }
+    let leaves = translog::merkle::sorted_unique_leaves(leaves);
+    let rebuilt = translog::merkle::merkle_root(&leaves);
+    if leaves.len() as u64 != signed.entry_count || rebuilt != signed.merkle_root {
+        return Err(failed(format!(
+            "the feed list rebuilds root {} of {} leaves, not the signed {} of {}",
+            hex::encode(rebuilt),
+            leaves.len(),
+            root.merkle_root,
+            root.entry_count
+        )));
+    }
+    let mut filters = BTreeMap::new();
+    for (name, bytes) in &contents {
+        if let Some(stem) = name.strip_suffix(".bloom") {
+            let filter =
+                BloomFilter::from_bytes(bytes).map_err(|e| invalid(format!("{name}: {e}")))?;
+            filters.insert(stem.to_owned(), filter);
+        }
+    }
+    let by_sha256 = feed
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.hash_sha256.clone(), i))
+        .collect();
+    Ok(Verified {
+        manifest,
+        feed,
+        filters,
+        by_sha256,
+    })
+}
+
+/// An offline answer for one digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfflineVerdict<'a> {
+    /// In the day's feed list: exact.
+    Feed(&'a FeedRecord),
+    /// In a vendor filter (current releases), but not the feed list: probably a vendor
+    /// release recorded after the day's root (false-positive rate as the manifest says).
+    VendorFilter,
+    /// In a reference corpus filter (false-positive rate as the manifest says).
+    CorpusFilter,
+    Unknown,
+}
+
+impl Verified {
+    /// Classifies a lowercase hex digest of 32, 40 or 64 characters.
+    pub fn classify(&self, digest_hex: &str) -> OfflineVerdict<'_> {
+        if let Some(r) = self
+            .by_sha256
+            .get(digest_hex)
+            .and_then(|&i| self.feed.get(i))
+        {
+            return OfflineVerdict::Feed(r);
+        }
+        let algo = match digest_hex.len() {
+            64 => "sha256",
+            40 => "sha1",
+            32 => "md5",
+            _ => return OfflineVerdict::Unknown,
+        };
+        let upper = digest_hex.to_ascii_uppercase();
+        let hit = |part: &str| {
+            self.filters
+                .get(&format!("{part}-{algo}"))
+                .is_some_and(|f| f.contains(upper.as_bytes()))
+        };
+        if hit("vendor") {
+            OfflineVerdict::VendorFilter
+        } else if hit("corpus") {
+            OfflineVerdict::CorpusFilter
+        } else {
+            OfflineVerdict::Unknown
+        }
+    }
+}
+
+/// A date from `YYYY-MM-DD`.
+pub fn parse_day(text: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(name: &str, seed: u8) -> store::roots::LeafRow {
+        store::roots::LeafRow {
+            leaf_hash: String::new(),
+            executable_name: name.into(),
+            hash_sha256: hex::encode([seed; 32]),
+            version: "1.0".into(),
+            platform: "windows".into(),
+            arch: "amd64".into(),
+        }
+    }
+
+    fn bundle_dir() -> (tempfile::TempDir, VerifyingKey) {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let leaves = vec![leaf("a.exe", 1), leaf("b.exe", 2), leaf("c.exe", 3)];
+        let hashes: Vec<translog::merkle::Hash> = leaves
+            .iter()
+            .map(|l| {
+                translog::Record {
+                    executable_name: &l.executable_name,
+                    hash_sha256: &l.hash_sha256,
+                    version: &l.version,
+                    platform: &l.platform,
+                    arch: &l.arch,
+                }
+                .leaf_hash()
+                .unwrap()
+            })
+            .collect();
+        let hashes = translog::merkle::sorted_unique_leaves(hashes);
+        let date = NaiveDate::from_ymd_opt(2026, 1, 2).unwrap();
+        let signed = translog::SignedRoot::sign(
+            &key,
+            date,
+            translog::merkle::merkle_root(&hashes),
+            3,
+            translog::GENESIS_PREV_ROOT,
+        );
+        let root = store::roots::StoredRoot {
+            log_date: date,
+            merkle_root: signed.merkle_root_hex(),
+            entry_count: 3,
+            prev_root: signed.prev_root_hex(),
+            signature: signed.signature_base64(),
+            key_id: "k1".into(),
+            published_at: Utc::now(),
+        };
+        let inputs = Inputs {
+            records: &[],
+            root: &root,
+            leaves: &leaves,
+            corpus: None,
+            now: Utc::now(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        build(&inputs, &key, "k1")
+            .unwrap()
+            .write(dir.path())
+            .unwrap();
+        (dir, key.verifying_key())
+    }
+
+    #[test]
+    fn a_bundle_verifies_and_classifies_from_its_feed() {
+        let (dir, key) = bundle_dir();
+        let v = verify_dir(dir.path(), &key).unwrap();
+        assert_eq!(v.feed.len(), 3);
+        let sha = hex::encode([2u8; 32]);
+        assert!(
+            matches!(v.classify(&sha), OfflineVerdict::Feed(r) if r.executable_name == "b.exe")
+        );
+        assert_eq!(v.classify(&hex::encode([9u8; 32])), OfflineVerdict::Unknown);
+    }
+
+    #[test]
+    fn any_change_or_another_key_fails() {
+        let (dir, key) = bundle_dir();
+        let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
+        assert!(matches!(
+            verify_dir(dir.path(), &other),
+            Err(BundleError::Verification(_))
+        ));
+        // A feed record changed: the file no longer matches the manifest.
+        let feed = dir.path().join(FEED);
+        let text = std::fs::read_to_string(&feed).unwrap();
+        std::fs::write(&feed, text.replace("b.exe", "evil.exe")).unwrap();
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
+        std::fs::write(&feed, text).unwrap();
+        verify_dir(dir.path(), &key).unwrap();
+        // An extra filter that the manifest does not list.
+        std::fs::write(dir.path().join("extra.bloom"), b"x").unwrap();
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
+        std::fs::remove_file(dir.path().join("extra.bloom")).unwrap();
+        // The manifest edited.
+        let manifest = dir.path().join(MANIFEST);
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\":1")).unwrap();
+        assert!(matches!(
+            verify_dir(dir.path(), &key),
+            Err(BundleError::Verification(_))
+        ));
+    }
+}

@@ -1,0 +1,95 @@
+//! The offline bundle from the command line: `bundle export DIR` (from the store, signed
+//! with the log key), `verify --bundle DIR` and the key it is checked against.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// Builds the bundle from the latest published root and the current records, writes it
+/// into `dir`, and says what it wrote.
+pub async fn export(
+    store: &dyn store::Store,
+    key: &jobs::LogKey,
+    corpus: Option<Arc<corpus::Generation>>,
+    dir: &Path,
+) -> Result<String> {
+    let root = store
+        .recent_roots(1)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            anyhow!("no transparency root is published yet: run `knowngood translog publish` first")
+        })?;
+    let leaves = store.leaves(root.log_date).await?;
+    let records = store.current_records(None).await?;
+    let now = chrono::Utc::now();
+    let dir = dir.to_path_buf();
+    let signing = key.signing_key().clone();
+    let key_id = key.key_id.clone();
+    let written = tokio::task::spawn_blocking(move || -> Result<String> {
+        let inputs = bundle::Inputs {
+            records: &records,
+            root: &root,
+            leaves: &leaves,
+            corpus: corpus.as_deref(),
+            now,
+        };
+        let built = bundle::build(&inputs, &signing, &key_id)?;
+        built.write(&dir)?;
+        Ok(format!(
+            "bundle written to {}: {} files, root {} of {}",
+            dir.display(),
+            built.files.len(),
+            root.merkle_root,
+            root.log_date
+        ))
+    })
+    .await??;
+    Ok(written)
+}
+
+/// Verifies the bundle against the pinned keys (any one), or, with none pinned, the key
+/// the bundle carries (said on stderr: that trusts the bundle's source).
+pub fn verify_bundle(dir: &Path, trusted: &[String]) -> Result<bundle::Verified> {
+    if trusted.is_empty() {
+        let key = bundle::bundled_key(dir).context("reading the bundle's key")?;
+        eprintln!(
+            "warning: no --trust-key given; checking against the key the bundle carries ({})",
+            base64_key(&key)
+        );
+        return Ok(bundle::verify_dir(dir, &key)?);
+    }
+    let mut last = None;
+    for text in trusted {
+        let key = bundle::parse_public_key(text).context("--trust-key")?;
+        match bundle::verify_dir(dir, &key) {
+            Ok(v) => return Ok(v),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => Err(e.into()),
+        None => bail!("no key to verify with"),
+    }
+}
+
+fn base64_key(key: &bundle::ed25519::VerifyingKey) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(key.to_bytes())
+}
+
+/// One line about a verified bundle.
+pub fn describe(v: &bundle::Verified) -> String {
+    let m = &v.manifest;
+    format!(
+        "bundle verified: dataset {}, root {} of {} ({} feed records), {} filters at false-positive rate {}",
+        m.dataset_date,
+        m.merkle_root,
+        m.log_date,
+        v.feed.len(),
+        v.filters.len(),
+        m.false_positive_rate
+    )
+}

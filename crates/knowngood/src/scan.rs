@@ -1,0 +1,568 @@
+//! `knowngood scan PATH...`: walk files, hash each once (SHA-256, SHA-1 and MD5 in one
+//! pass; several files at a time), classify the SHA-256s against a server in batches of
+//! 100, and report every file: vendor releases (superseded builds flagged), files of the
+//! reference corpus, unknowns, and what could not be hashed.
+//!
+//! Nothing on the way stops the scan: a path that cannot be read (permissions, a dangling
+//! symlink, a symlink loop) is reported `unreadable`, a FIFO, socket or device `special`
+//! (never opened: reading a FIFO would wait for a writer), a symlink to a directory
+//! `skipped` (not followed, so loops cannot recur). Symlinks to files are hashed.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use crate::client::{ApiClient, Classified, api_key, printable};
+
+/// Exit status when `--fail-on-unknown` finds an unknown file.
+pub const EXIT_UNKNOWN: u8 = 4;
+
+/// The scan found unknown files and was asked to fail on them.
+#[derive(Debug)]
+pub struct UnknownFiles(pub usize);
+
+impl std::fmt::Display for UnknownFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} unknown file(s)", self.0)
+    }
+}
+
+impl std::error::Error for UnknownFiles {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns and a summary, for people.
+    Table,
+    /// One JSON object per file, then one `{"summary": ...}`.
+    Jsonl,
+    /// A header, then one row per file (the summary goes to stderr).
+    Csv,
+}
+
+pub struct ScanArgs {
+    pub paths: Vec<PathBuf>,
+    pub server: String,
+    pub key_file: Option<PathBuf>,
+    pub format: Format,
+    pub fail_on_unknown: bool,
+    pub jobs: usize,
+    /// Classify with this bundle instead of the server.
+    pub offline: Option<PathBuf>,
+    pub trust_keys: Vec<String>,
+}
+
+/// What the walk found at a path.
+enum Found {
+    File(PathBuf),
+    Problem {
+        path: PathBuf,
+        status: &'static str,
+        reason: String,
+    },
+}
+
+/// One reported path.
+#[derive(Debug, Default, Serialize)]
+pub struct Row {
+    /// known_vendor_release, known_file, unknown, unreadable, special or skipped.
+    pub status: &'static str,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executable_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A vendor build that a newer release has replaced.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
+    /// The reference corpus set of a known file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// Why a path was not hashed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Counts by status.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    pub files: usize,
+    pub bytes: u64,
+    pub known_vendor_release: usize,
+    pub superseded: usize,
+    pub known_file: usize,
+    pub unknown: usize,
+    pub unreadable: usize,
+    pub special: usize,
+    pub skipped: usize,
+}
+
+impl Summary {
+    fn of(rows: &[Row]) -> Self {
+        let mut s = Summary::default();
+        for row in rows {
+            match row.status {
+                "known_vendor_release" => s.known_vendor_release += 1,
+                "known_file" => s.known_file += 1,
+                "unknown" => s.unknown += 1,
+                "unreadable" => s.unreadable += 1,
+                "special" => s.special += 1,
+                _ => s.skipped += 1,
+            }
+            if row.superseded {
+                s.superseded += 1;
+            }
+            if row.sha256.is_some() {
+                s.files += 1;
+                s.bytes += row.size.unwrap_or(0);
+            }
+        }
+        s
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} files hashed ({} bytes): {} vendor releases ({} superseded), {} known files, {} unknown; {} unreadable, {} special, {} skipped",
+            self.files,
+            self.bytes,
+            self.known_vendor_release,
+            self.superseded,
+            self.known_file,
+            self.unknown,
+            self.unreadable,
+            self.special,
+            self.skipped
+        )
+    }
+}
+
+pub async fn run(args: ScanArgs) -> Result<()> {
+    // A bundle that does not verify is refused before anything is read.
+    if let Some(dir) = &args.offline {
+        let verified = crate::offline::verify_bundle(dir, &args.trust_keys)
+            .with_context(|| format!("the bundle {} is refused", dir.display()))?;
+        let found = walk(&args.paths);
+        let jobs = args.jobs.max(1);
+        let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs)).await?;
+        for row in &mut rows {
+            classify_offline(row, &verified);
+        }
+        return report(&rows, &args);
+    }
+    let key = api_key(args.key_file.as_deref())?;
+    let mut client = ApiClient::new(&args.server, key)?;
+    let found = walk(&args.paths);
+    let jobs = args.jobs.max(1);
+    let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs)).await?;
+    let hashes: Vec<String> = {
+        let mut h: Vec<String> = rows.iter().filter_map(|r| r.sha256.clone()).collect();
+        h.sort();
+        h.dedup();
+        h
+    };
+    let answers = client.lookup(&hashes, |_| {}).await?;
+    for row in &mut rows {
+        if let Some(answer) = row.sha256.as_ref().and_then(|h| answers.get(h)) {
+            apply(row, answer);
+        }
+    }
+    report(&rows, &args)
+}
+
+fn report(rows: &[Row], args: &ScanArgs) -> Result<()> {
+    let summary = Summary::of(rows);
+    print(rows, &summary, args.format)?;
+    if args.fail_on_unknown && summary.unknown > 0 {
+        return Err(UnknownFiles(summary.unknown).into());
+    }
+    Ok(())
+}
+
+/// Classifies a hashed file from a verified bundle: the day's feed list by SHA-256
+/// (exact, with names), else the filters by SHA-256, SHA-1 then MD5 (`source` says a
+/// filter answered: a false positive is possible at the manifest's rate). Superseded
+/// builds cannot be told offline.
+pub fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
+    use bundle::OfflineVerdict;
+    let digests = [&row.sha256, &row.sha1, &row.md5];
+    let mut verdict = OfflineVerdict::Unknown;
+    for digest in digests.into_iter().flatten() {
+        verdict = bundle.classify(digest);
+        if verdict != OfflineVerdict::Unknown {
+            break;
+        }
+    }
+    match verdict {
+        OfflineVerdict::Feed(r) => {
+            row.status = "known_vendor_release";
+            row.executable_name = Some(r.executable_name.clone());
+            row.version = Some(r.version.clone());
+        }
+        OfflineVerdict::VendorFilter => {
+            row.status = "known_vendor_release";
+            row.source = Some("bundle vendor filter".into());
+        }
+        OfflineVerdict::CorpusFilter => {
+            row.status = "known_file";
+            row.source = Some("bundle corpus filter".into());
+        }
+        OfflineVerdict::Unknown => {}
+    }
+}
+
+/// Fills a hashed file's row from the server's answer.
+pub fn apply(row: &mut Row, answer: &Classified) {
+    row.status = match answer.classification.as_str() {
+        "known_vendor_release" => "known_vendor_release",
+        "known_file" => "known_file",
+        _ => "unknown",
+    };
+    row.vendor = answer.vendor.clone();
+    row.executable_name = answer.executable_name.clone();
+    row.version = answer.version.clone();
+    row.superseded = answer.historical == Some(true);
+    row.source = answer.source.clone().filter(|s| s != "service_vendor");
+    row.file_name = answer.file_name.clone();
+}
+
+/// Every path under `roots`, depth first, in name order.
+fn walk(roots: &[PathBuf]) -> Vec<Found> {
+    let mut found = Vec::new();
+    for root in roots {
+        // A path named on the command line is followed even when it is a symlink.
+        match std::fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => walk_dir(root, &mut found),
+            Ok(meta) => found.push(classify_type(root.clone(), meta.file_type())),
+            Err(e) => found.push(problem(root, "unreadable", e.to_string())),
+        }
+    }
+    found
+}
+
+fn walk_dir(dir: &Path, found: &mut Vec<Found>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return found.push(problem(dir, "unreadable", e.to_string())),
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => paths.push(entry.path()),
+            Err(e) => found.push(problem(dir, "unreadable", e.to_string())),
+        }
+    }
+    paths.sort();
+    for path in paths {
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                found.push(problem(&path, "unreadable", e.to_string()));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            walk_dir(&path, found);
+        } else if meta.file_type().is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(target) if target.is_dir() => found.push(problem(
+                    &path,
+                    "skipped",
+                    "symlink to a directory (not followed)".into(),
+                )),
+                Ok(target) => found.push(classify_type(path, target.file_type())),
+                Err(e) => found.push(problem(&path, "unreadable", e.to_string())),
+            }
+        } else {
+            found.push(classify_type(path, meta.file_type()));
+        }
+    }
+}
+
+fn classify_type(path: PathBuf, kind: std::fs::FileType) -> Found {
+    if kind.is_file() {
+        return Found::File(path);
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else {
+        "not a regular file"
+    };
+    problem(&path, "special", format!("{what} (not read)"))
+}
+
+fn problem(path: &Path, status: &'static str, reason: String) -> Found {
+    Found::Problem {
+        path: path.to_path_buf(),
+        status,
+        reason,
+    }
+}
+
+/// Hashes every file on `jobs` threads, each taking the next file as it finishes one;
+/// rows come back in walk order. A progress bar shows on a terminal only.
+fn hash_all(found: Vec<Found>, jobs: usize) -> Vec<Row> {
+    let progress = Progress::new(found.len());
+    let next = AtomicUsize::new(0);
+    let rows: Vec<Mutex<Option<Row>>> = found.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(found.len().max(1)) {
+            scope.spawn(|| {
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = found.get(i) else { break };
+                    let row = hash_one(item, &mut buf);
+                    progress.file(row.size.unwrap_or(0));
+                    if let Ok(mut slot) = rows[i].lock() {
+                        *slot = Some(row);
+                    }
+                }
+            });
+        }
+    });
+    progress.finish();
+    rows.into_iter()
+        .filter_map(|slot| slot.into_inner().ok().flatten())
+        .collect()
+}
+
+fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
+    let path = match item {
+        Found::File(path) => path,
+        Found::Problem {
+            path,
+            status,
+            reason,
+        } => {
+            return Row {
+                status,
+                path: path.display().to_string(),
+                reason: Some(reason.clone()),
+                ..Row::default()
+            };
+        }
+    };
+    let shown = path.display().to_string();
+    let unreadable = |reason: String| Row {
+        status: "unreadable",
+        path: shown.clone(),
+        reason: Some(reason),
+        ..Row::default()
+    };
+    // Non-blocking, so that a file swapped for a FIFO since the walk cannot hang the scan.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path);
+    let mut file = match file {
+        Ok(file) => file,
+        Err(e) => return unreadable(e.to_string()),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => {}
+        Ok(meta) => {
+            if let Found::Problem { status, reason, .. } =
+                classify_type(path.clone(), meta.file_type())
+            {
+                return Row {
+                    status,
+                    path: shown,
+                    reason: Some(reason),
+                    ..Row::default()
+                };
+            }
+        }
+        Err(e) => return unreadable(e.to_string()),
+    }
+    match ingest::hasher::digest_reader(&mut file, buf) {
+        Ok((digests, size)) => Row {
+            status: "unknown",
+            path: shown,
+            size: Some(size),
+            sha256: Some(digests.sha256),
+            sha1: Some(digests.sha1),
+            md5: Some(digests.md5),
+            ..Row::default()
+        },
+        Err(e) => unreadable(e.to_string()),
+    }
+}
+
+/// Files/s and bytes/s on stderr while it is a terminal; nothing otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    files: AtomicUsize,
+    bytes: std::sync::atomic::AtomicU64,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} files {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Self {
+            bar,
+            files: AtomicUsize::new(0),
+            bytes: std::sync::atomic::AtomicU64::new(0),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn file(&self, bytes: u64) {
+        let Some(bar) = &self.bar else { return };
+        let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
+        bar.inc(1);
+        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "{:.0} files/s {:.1} MB/s",
+            files as f64 / secs,
+            total as f64 / secs / 1e6
+        ));
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A path or text on one line: control characters (a newline in a file name) shown as `?`.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn print(rows: &[Row], summary: &Summary, format: Format) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Jsonl => {
+            for row in rows {
+                writeln!(out, "{}", serde_json::to_string(row)?)?;
+            }
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&serde_json::json!({ "summary": summary }))?
+            )?;
+        }
+        Format::Csv => {
+            writeln!(out, "{}", CSV_COLUMNS.join(","))?;
+            for row in rows {
+                writeln!(out, "{}", csv_line(row))?;
+            }
+            eprintln!("{}", summary.line());
+        }
+        Format::Table => {
+            for row in rows {
+                let detail = match row.status {
+                    "known_vendor_release" => format!(
+                        "{} {} {}{}",
+                        row.vendor.as_deref().unwrap_or(""),
+                        row.executable_name.as_deref().unwrap_or(""),
+                        row.version.as_deref().unwrap_or(""),
+                        if row.superseded { " (superseded)" } else { "" }
+                    ),
+                    "known_file" => format!(
+                        "{} {}",
+                        row.source.as_deref().unwrap_or(""),
+                        row.file_name.as_deref().unwrap_or("")
+                    ),
+                    "unknown" => row.sha256.clone().unwrap_or_default(),
+                    _ => row.reason.clone().unwrap_or_default(),
+                };
+                writeln!(
+                    out,
+                    "{:<20}  {}  {}",
+                    row.status,
+                    one_line(&row.path),
+                    printable(&detail)
+                )?;
+            }
+            writeln!(out, "{}", summary.line())?;
+        }
+    }
+    Ok(())
+}
+
+const CSV_COLUMNS: [&str; 13] = [
+    "status",
+    "path",
+    "size",
+    "sha256",
+    "sha1",
+    "md5",
+    "vendor",
+    "executable_name",
+    "version",
+    "superseded",
+    "source",
+    "file_name",
+    "reason",
+];
+
+/// RFC 4180: every field quoted, quotes doubled. A leading `=`, `+`, `-` or `@` is
+/// prefixed with `'` so a spreadsheet never runs a file name as a formula.
+fn csv_line(row: &Row) -> String {
+    let fields: [String; 13] = [
+        row.status.to_owned(),
+        row.path.clone(),
+        row.size.map(|s| s.to_string()).unwrap_or_default(),
+        row.sha256.clone().unwrap_or_default(),
+        row.sha1.clone().unwrap_or_default(),
+        row.md5.clone().unwrap_or_default(),
+        row.vendor.clone().unwrap_or_default(),
+        row.executable_name.clone().unwrap_or_default(),
+        row.version.clone().unwrap_or_default(),
+        row.superseded.to_string(),
+        row.source.clone().unwrap_or_default(),
+        row.file_name.clone().unwrap_or_default(),
+        row.reason.clone().unwrap_or_default(),
+    ];
+    let mut line = String::new();
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        let guarded = if field.starts_with(['=', '+', '-', '@']) {
+            format!("'{field}")
+        } else {
+            field.clone()
+        };
+        let _ = write!(line, "\"{}\"", guarded.replace('"', "\"\""));
+    }
+    line
+}

@@ -1,0 +1,522 @@
+//! `knowngood scan` and `knowngood lookup` with the real binary against a running server
+//! holding a vendor release (current and superseded builds) and a reference corpus, over a
+//! directory of known, corpus and unknown files plus paths that cannot be hashed.
+//!
+//! The tests run as root, which reads any file whatever its mode, so "unreadable" is made
+//! real by paths whose open fails for everyone: a dangling symlink and a symlink loop.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use model::{Arch, Platform};
+use serde_json::Value;
+use testkit::{Backend, Scratch, TestApp};
+
+const BIN: &str = env!("CARGO_BIN_EXE_knowngood");
+
+struct Digests {
+    sha256: String,
+    sha1: String,
+    md5: String,
+}
+
+fn digests(bytes: &[u8]) -> Digests {
+    let mut buf = vec![0u8; 4096];
+    let (d, _) = ingest::hasher::digest_reader(&mut &bytes[..], &mut buf).unwrap();
+    Digests {
+        sha256: d.sha256,
+        sha1: d.sha1,
+        md5: d.md5,
+    }
+}
+
+fn vendor_record(version: &str, d: &Digests) -> model::NewRecord {
+    let mut r = testkit::fixtures::rec(
+        "PuTTY",
+        "putty.exe",
+        version,
+        Platform::Windows,
+        Arch::Amd64,
+        1,
+    );
+    r.hash_sha256 = d.sha256.clone();
+    r.hash_sha1 = Some(d.sha1.clone());
+    r.hash_md5 = Some(d.md5.clone());
+    r
+}
+
+struct Fixture {
+    app: TestApp,
+    key: String,
+    dir: tempfile::TempDir,
+    _corpus: tempfile::TempDir,
+    /// Holds the database: dropping it removes it.
+    _scratch: Scratch,
+    unknown_sha256: String,
+}
+
+async fn fixture(name: &str) -> Option<Fixture> {
+    let scratch = Scratch::new(Backend::Sqlite, name).await?;
+    let current = b"putty 0.82 build".to_vec();
+    let superseded = b"putty 0.81 build".to_vec();
+    let in_corpus = b"a file every Windows install has".to_vec();
+    let unknown = b"nobody knows this one".to_vec();
+
+    // The reference corpus: one file.
+    let corpus_dir = tempfile::tempdir().unwrap();
+    let c = digests(&in_corpus);
+    let db = corpus_dir.path().join("modern_minimal.db");
+    corpus::synth::write_rows(
+        &db,
+        corpus::Layout::Minimal,
+        &[corpus::synth::FileRow {
+            sha256: c.sha256.clone(),
+            sha1: c.sha1.clone(),
+            md5: c.md5.clone(),
+            file_name: "kernel32.dll".into(),
+            file_size: in_corpus.len() as i64,
+            package_id: 1,
+        }],
+        &[corpus::synth::Package {
+            package_id: 1,
+            name: "Windows".into(),
+            version: "11".into(),
+        }],
+    )
+    .unwrap();
+    let root = corpus_dir.path().join("corpus");
+    corpus::import(&[(db, corpus::SetName::Modern)], &root, &corpus::NoProgress).unwrap();
+    let corpus = Arc::new(corpus::Corpus::open(&root).unwrap());
+
+    let app = TestApp::on(&scratch, testkit::test_settings(), Some(corpus)).await;
+    let key = app.analyst().await;
+    app.record(vendor_record("0.81", &digests(&superseded)))
+        .await;
+    app.record(vendor_record("0.82", &digests(&current))).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("putty.exe"), &current).unwrap();
+    std::fs::create_dir(p.join("old")).unwrap();
+    std::fs::write(p.join("old/putty-0.81.exe"), &superseded).unwrap();
+    std::fs::write(p.join("kernel32.dll"), &in_corpus).unwrap();
+    std::fs::write(p.join("mystery.bin"), &unknown).unwrap();
+    // Unreadable for root too: open fails on a dangling symlink and on a loop.
+    std::os::unix::fs::symlink(p.join("missing"), p.join("dangling.lnk")).unwrap();
+    std::os::unix::fs::symlink(p.join("loop-b"), p.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink(p.join("loop-a"), p.join("loop-b")).unwrap();
+    // A symlink to a directory above: not followed.
+    std::os::unix::fs::symlink(p, p.join("old/up")).unwrap();
+    // A symlink to a known file is hashed as that file.
+    std::os::unix::fs::symlink(p.join("putty.exe"), p.join("putty-link.exe")).unwrap();
+    let fifo = Command::new("mkfifo").arg(p.join("pipe")).status().unwrap();
+    assert!(fifo.success());
+    Some(Fixture {
+        app,
+        key,
+        dir,
+        _corpus: corpus_dir,
+        _scratch: scratch,
+        unknown_sha256: digests(&unknown).sha256,
+    })
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary off the async threads (the server answers on them).
+async fn knowngood(args: Vec<String>, key: Option<&str>, stdin: Option<&str>) -> Run {
+    let key = key.map(str::to_owned);
+    let stdin = stdin.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
+        let mut c = Command::new(BIN);
+        c.args(&args)
+            .env("RUST_LOG", "warn")
+            .env_remove("KNOWNGOOD_API_KEY")
+            .env_remove("KNOWNGOOD_SERVER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(key) = key {
+            c.env("KNOWNGOOD_API_KEY", key);
+        }
+        c.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let mut child = c.spawn().unwrap();
+        if let Some(text) = stdin {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn scan_args(f: &Fixture, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["scan".to_string(), "--server".into(), f.app.base.clone()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(f.dir.path().display().to_string());
+    args
+}
+
+fn row<'a>(rows: &'a [Value], dir: &Path, name: &str) -> &'a Value {
+    let path = dir.join(name).display().to_string();
+    rows.iter()
+        .find(|r| r["path"] == path.as_str())
+        .unwrap_or_else(|| panic!("no row for {name}: {rows:?}"))
+}
+
+#[tokio::test]
+async fn scan_reports_every_path_and_never_stops() {
+    let Some(f) = fixture("scan_reports_every_path").await else {
+        return;
+    };
+    let run = knowngood(scan_args(&f, &["--format", "jsonl"]), Some(&f.key), None).await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, rows) = lines.split_last().unwrap();
+    let dir = f.dir.path();
+    let current = row(rows, dir, "putty.exe");
+    assert_eq!(current["status"], "known_vendor_release");
+    assert_eq!(current["version"], "0.82");
+    assert!(current.get("superseded").is_none());
+    assert_eq!(current["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(current["sha1"].as_str().unwrap().len(), 40);
+    assert_eq!(current["md5"].as_str().unwrap().len(), 32);
+    let old = row(rows, dir, "old/putty-0.81.exe");
+    assert_eq!(old["status"], "known_vendor_release");
+    assert_eq!(old["version"], "0.81");
+    assert_eq!(old["superseded"], true);
+    assert_eq!(
+        row(rows, dir, "putty-link.exe")["status"],
+        "known_vendor_release"
+    );
+    let known = row(rows, dir, "kernel32.dll");
+    assert_eq!(known["status"], "known_file");
+    assert_eq!(known["file_name"], "kernel32.dll");
+    let mystery = row(rows, dir, "mystery.bin");
+    assert_eq!(mystery["status"], "unknown");
+    assert_eq!(mystery["sha256"], f.unknown_sha256.as_str());
+    for name in ["dangling.lnk", "loop-a", "loop-b"] {
+        let r = row(rows, dir, name);
+        assert_eq!(r["status"], "unreadable", "{name}: {r}");
+        assert!(r["reason"].as_str().unwrap().len() > 3);
+    }
+    assert!(
+        row(rows, dir, "loop-a")["reason"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("symbolic links"),
+    );
+    let pipe = row(rows, dir, "pipe");
+    assert_eq!(pipe["status"], "special");
+    assert!(pipe["reason"].as_str().unwrap().contains("FIFO"));
+    assert_eq!(row(rows, dir, "old/up")["status"], "skipped");
+    let s = &summary["summary"];
+    assert_eq!(s["known_vendor_release"], 3);
+    assert_eq!(s["superseded"], 1);
+    assert_eq!(s["known_file"], 1);
+    assert_eq!(s["unknown"], 1);
+    assert_eq!(s["unreadable"], 3);
+    assert_eq!(s["special"], 1);
+    assert_eq!(s["skipped"], 1);
+    assert_eq!(s["files"], 5);
+
+    // --fail-on-unknown: the same report, then exit 4.
+    let run = knowngood(
+        scan_args(&f, &["--format", "csv", "--fail-on-unknown"]),
+        Some(&f.key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{}\n{}", run.stdout, run.stderr);
+    let mut lines = run.stdout.lines();
+    assert!(lines.next().unwrap().starts_with("status,path,size,sha256"));
+    assert_eq!(run.stdout.lines().count(), 1 + rows.len());
+    assert!(run.stdout.contains(&format!(
+        "\"unknown\",\"{}",
+        dir.join("mystery.bin").display()
+    )));
+    assert!(run.stderr.contains("1 unknown"), "{}", run.stderr);
+
+    // The table names each unknown file by path, and sums up.
+    let run = knowngood(scan_args(&f, &[]), Some(&f.key), None).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let unknown_line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("unknown "))
+        .unwrap();
+    assert!(unknown_line.contains("mystery.bin"));
+    assert!(run.stdout.contains("(superseded)"));
+    assert!(run.stdout.lines().last().unwrap().contains("1 unknown"));
+    // No progress bar off a terminal.
+    assert!(!run.stderr.contains("files/s"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn the_key_comes_from_the_environment_or_a_file_only() {
+    let Some(f) = fixture("scan_key_sources").await else {
+        return;
+    };
+    let run = knowngood(scan_args(&f, &[]), None, None).await;
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("KNOWNGOOD_API_KEY"), "{}", run.stderr);
+    // There is no flag for the key itself.
+    let run = knowngood(scan_args(&f, &["--key", &f.key]), None, None).await;
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let key_file = f.dir.path().join("..").join("kg-key-file");
+    std::fs::write(&key_file, format!("{}\n", f.key)).unwrap();
+    let args = scan_args(&f, &["--key-file", key_file.to_str().unwrap()]);
+    let run = knowngood(args, None, None).await;
+    std::fs::remove_file(&key_file).unwrap();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // A bad key is the server's 401, reported.
+    let run = knowngood(scan_args(&f, &[]), Some("nope.nope"), None).await;
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("401"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn lookup_takes_arguments_or_stdin() {
+    let Some(f) = fixture("lookup_cli").await else {
+        return;
+    };
+    let known = digests(b"putty 0.82 build");
+    let run = knowngood(
+        vec![
+            "lookup".into(),
+            "--server".into(),
+            f.app.base.clone(),
+            known.sha1.to_uppercase(),
+            f.unknown_sha256.clone(),
+        ],
+        Some(&f.key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("{}  known_vendor_release", known.sha1))
+    );
+    assert!(run.stdout.contains("PuTTY putty.exe 0.82"));
+    assert!(
+        run.stdout
+            .contains(&format!("{}  unknown", f.unknown_sha256))
+    );
+    let run = knowngood(
+        vec![
+            "lookup".into(),
+            "--server".into(),
+            f.app.base.clone(),
+            "--json".into(),
+            "-".into(),
+        ],
+        Some(&f.key),
+        Some(&format!("{}\n{}\n", known.md5, f.unknown_sha256)),
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        answer["results"][&known.md5]["classification"],
+        "known_vendor_release"
+    );
+    assert_eq!(
+        answer["results"][&f.unknown_sha256]["classification"],
+        "unknown"
+    );
+    let run = knowngood(
+        vec![
+            "lookup".into(),
+            "--server".into(),
+            f.app.base.clone(),
+            "xyz".into(),
+        ],
+        Some(&f.key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("xyz"), "{}", run.stderr);
+}
+
+/// Runs the binary synchronously with no server settings from the environment.
+fn offline_run(args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("KNOWNGOOD_API_KEY")
+        .env_remove("KNOWNGOOD_DATABASE_URL")
+        .env_remove("KNOWNGOOD_CONFIG")
+        .env_remove("KNOWNGOOD_DATA_DIR")
+        .env_remove("KNOWNGOOD_HMAC_SECRET")
+        .env_remove("KNOWNGOOD_LOG_SIGNING_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn offline_bundle_exports_verifies_and_scans_with_no_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let data_s = data.to_str().unwrap().to_owned();
+    let vendor_file = b"putty 0.82 build".to_vec();
+    let corpus_file = b"a file every Windows install has".to_vec();
+    let (v, c) = (digests(&vendor_file), digests(&corpus_file));
+
+    // A vendor record, the day's root, and a reference corpus, through the CLI.
+    let records = tmp.path().join("records.jsonl");
+    let line = serde_json::json!({
+        "vendor": "PuTTY", "executable_name": "putty.exe", "version": "0.82",
+        "platform": "windows", "arch": "amd64", "hash_sha256": v.sha256,
+        "hash_sha1": v.sha1, "hash_md5": v.md5,
+        "source_url": "https://the.earth.li/putty.exe", "download_verified": true,
+        "sig_signer": null, "sig_issuer": null, "sig_serial": null, "sig_thumbprint": null,
+    });
+    std::fs::write(&records, format!("{line}\n")).unwrap();
+    let r = offline_run(&[
+        "admin",
+        "import-records",
+        "--data-dir",
+        &data_s,
+        records.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // No root yet: the export says what to do.
+    let out = tmp.path().join("bundle");
+    let out_s = out.to_str().unwrap().to_owned();
+    let r = offline_run(&["bundle", "export", "--data-dir", &data_s, &out_s]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("translog publish"), "{}", r.stderr);
+    let r = offline_run(&["translog", "publish", "--data-dir", &data_s]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let db = tmp.path().join("modern_minimal.db");
+    corpus::synth::write_rows(
+        &db,
+        corpus::Layout::Minimal,
+        &[corpus::synth::FileRow {
+            sha256: c.sha256.clone(),
+            sha1: c.sha1.clone(),
+            md5: c.md5.clone(),
+            file_name: "kernel32.dll".into(),
+            file_size: corpus_file.len() as i64,
+            package_id: 1,
+        }],
+        &[corpus::synth::Package {
+            package_id: 1,
+            name: "Windows".into(),
+            version: "11".into(),
+        }],
+    )
+    .unwrap();
+    let r = offline_run(&[
+        "nsrl",
+        "import",
+        "--data-dir",
+        &data_s,
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = offline_run(&["bundle", "export", "--data-dir", &data_s, &out_s]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for name in [
+        "manifest.json",
+        "manifest.sig",
+        "feed.jsonl",
+        "root.json",
+        "key.json",
+        "vendor-sha256.bloom",
+        "vendor-sha1.bloom",
+        "vendor-md5.bloom",
+        "corpus-sha256.bloom",
+        "corpus-sha1.bloom",
+        "corpus-md5.bloom",
+    ] {
+        assert!(out.join(name).is_file(), "{name}");
+    }
+    let key: Value = serde_json::from_slice(&std::fs::read(out.join("key.json")).unwrap()).unwrap();
+    let key = key["public_key"].as_str().unwrap().to_owned();
+
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", &key]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("bundle verified"), "{}", r.stdout);
+    // Another key is refused.
+    let other = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", other]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+
+    // Scan offline: vendor from the feed list, corpus from the filter, unknown.
+    let files = tmp.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("putty.exe"), &vendor_file).unwrap();
+    std::fs::write(files.join("kernel32.dll"), &corpus_file).unwrap();
+    std::fs::write(files.join("mystery.bin"), b"nobody knows").unwrap();
+    let scan = |bundle: &str| {
+        offline_run(&[
+            "scan",
+            "--offline",
+            bundle,
+            "--trust-key",
+            &key,
+            "--format",
+            "jsonl",
+            files.to_str().unwrap(),
+        ])
+    };
+    let r = scan(&out_s);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let rows: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        row(&rows, &files, "putty.exe")["status"],
+        "known_vendor_release"
+    );
+    assert_eq!(row(&rows, &files, "putty.exe")["version"], "0.82");
+    assert_eq!(row(&rows, &files, "kernel32.dll")["status"], "known_file");
+    assert_eq!(row(&rows, &files, "mystery.bin")["status"], "unknown");
+
+    // A tampered bundle is refused before any file is classified.
+    let feed = out.join("feed.jsonl");
+    let text = std::fs::read_to_string(&feed).unwrap();
+    std::fs::write(&feed, text.replace("0.82", "0.99")).unwrap();
+    let r = scan(&out_s);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    let r = offline_run(&["verify", "--bundle", &out_s, "--trust-key", &key]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("feed.jsonl"), "{}", r.stderr);
+}

@@ -1,0 +1,267 @@
+//! The offline bundle over HTTP (the format is the `bundle` crate's): the vendor-release
+//! part is public (`/public/bundle/{file}`: the manifest and its signature, the log key,
+//! the day's root and feed list, the vendor filters), the reference-corpus filters need
+//! `intel:lookup` (`/api/v1/intel/bundle/{file}`). Files are built once and kept until the
+//! records epoch, the corpus generation or the latest root changes; they are answered
+//! with a strong `ETag` (the file's SHA-256, as the manifest lists it), `If-None-Match`
+//! and single byte ranges, so large filters resume.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use model::{Error, Permission, Tier};
+use sha2::{Digest as _, Sha256};
+use utoipa_axum::routes;
+
+use crate::AppState;
+use crate::error::{ApiResult, ErrorBody};
+use crate::routing::{Api, Rule};
+
+pub(crate) fn routes(api: Api) -> Api {
+    api.route(routes!(public_file), Rule::public()).route(
+        routes!(corpus_file),
+        Rule::private(Permission::IntelLookup, Tier::Basic),
+    )
+}
+
+/// What a built bundle was made from: a change of any rebuilds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Made {
+    records_epoch: u64,
+    corpus_generation: Option<String>,
+    log_date: chrono::NaiveDate,
+    merkle_root: String,
+}
+
+/// A built bundle's files with their entity tags.
+pub struct BuiltBundle {
+    files: BTreeMap<String, (Bytes, String)>,
+}
+
+/// The bundle last built, rebuilt on first request after its inputs change; one build
+/// at a time (the others wait for it).
+#[derive(Default)]
+pub struct BundleCache(tokio::sync::Mutex<Option<(Made, Arc<BuiltBundle>)>>);
+
+impl BundleCache {
+    async fn get(&self, state: &AppState) -> Result<Arc<BuiltBundle>, Error> {
+        let records_epoch = state.store.records_epoch();
+        let generation = state.corpus.as_ref().and_then(|c| c.current());
+        let root = state
+            .store
+            .recent_roots(1)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::NotFound("no transparency root is published yet".into()))?;
+        let made = Made {
+            records_epoch,
+            corpus_generation: generation.as_ref().map(|g| g.name().to_owned()),
+            log_date: root.log_date,
+            merkle_root: root.merkle_root.clone(),
+        };
+        let mut cached = self.0.lock().await;
+        if let Some((m, built)) = cached.as_ref()
+            && *m == made
+        {
+            return Ok(built.clone());
+        }
+        let records = state.store.current_records(None).await?;
+        let leaves = state.store.leaves(root.log_date).await?;
+        let now = state.clock.now();
+        let key = state.log_key.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let inputs = bundle::Inputs {
+                records: &records,
+                root: &root,
+                leaves: &leaves,
+                corpus: generation.as_deref(),
+                now,
+            };
+            bundle::build(&inputs, key.signing_key(), &key.key_id)
+        })
+        .await
+        .map_err(|e| Error::internal(format!("the bundle build stopped: {e}")))?
+        .map_err(|e| Error::internal(format!("the bundle could not be built: {e}")))?;
+        let files = built
+            .files
+            .into_iter()
+            .map(|(name, bytes)| {
+                let etag = format!("\"{}\"", hex::encode(Sha256::digest(&bytes)));
+                (name, (Bytes::from(bytes), etag))
+            })
+            .collect();
+        let built = Arc::new(BuiltBundle { files });
+        *cached = Some((made, built.clone()));
+        Ok(built)
+    }
+}
+
+fn is_corpus_part(name: &str) -> bool {
+    name.starts_with("corpus-")
+}
+
+/// A file of the vendor-release part.
+#[utoipa::path(get, path = "/public/bundle/{file}", tag = "public",
+    params(("file" = String, Path, description = "manifest.json, manifest.sig, key.json, root.json, feed.jsonl, vendor-sha256.bloom, vendor-sha1.bloom or vendor-md5.bloom"),
+        ("Range" = Option<String>, Header, description = "One byte range, e.g. bytes=0-1023"),
+        ("If-None-Match" = Option<String>, Header)),
+    responses((status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 304, description = "Unchanged"),
+        (status = 404, body = ErrorBody), (status = 416, body = ErrorBody)))]
+pub async fn public_file(
+    State(state): State<AppState>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if is_corpus_part(&file) {
+        return Err(Error::NotFound(format!(
+            "{} is in the reference-corpus part: GET /api/v1/intel/bundle/<file> with a key",
+            model::shown(&file)
+        ))
+        .into());
+    }
+    serve(&state, &file, &headers).await
+}
+
+/// A reference-corpus filter (`corpus-sha256.bloom`, `corpus-sha1.bloom`,
+/// `corpus-md5.bloom`); listed in the public manifest when a corpus is loaded.
+#[utoipa::path(get, path = "/api/v1/intel/bundle/{file}", tag = "intel",
+    security(("api_key" = [])),
+    params(("file" = String, Path, description = "corpus-sha256.bloom, corpus-sha1.bloom or corpus-md5.bloom"),
+        ("Range" = Option<String>, Header, description = "One byte range, e.g. bytes=0-1023"),
+        ("If-None-Match" = Option<String>, Header)),
+    responses((status = 200, description = "The filter", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 304, description = "Unchanged"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 416, body = ErrorBody)))]
+pub async fn corpus_file(
+    State(state): State<AppState>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if !is_corpus_part(&file) {
+        return Err(Error::NotFound(format!(
+            "{} is in the public part: GET /public/bundle/<file>",
+            model::shown(&file)
+        ))
+        .into());
+    }
+    serve(&state, &file, &headers).await
+}
+
+async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
+    let built = state.bundle_cache.get(state).await?;
+    let Some((bytes, etag)) = built.files.get(name) else {
+        return Err(
+            Error::NotFound(format!("the bundle has no file {}", model::shown(name))).into(),
+        );
+    };
+    let content_type = if name.ends_with(".json") || name.ends_with(".sig") {
+        "application/json"
+    } else if name.ends_with(".jsonl") {
+        "application/x-ndjson"
+    } else {
+        "application/octet-stream"
+    };
+    let mut response = if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        match headers.get(header::RANGE) {
+            None => (StatusCode::OK, bytes.clone()).into_response(),
+            Some(range) => {
+                let total = bytes.len() as u64;
+                let (start, end) = parse_range(range.to_str().unwrap_or(""), total)?;
+                let mut r = (
+                    StatusCode::PARTIAL_CONTENT,
+                    bytes.slice(start as usize..=end as usize),
+                )
+                    .into_response();
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{total}")) {
+                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                r
+            }
+        }
+    };
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Ok(response)
+}
+
+/// One range of `bytes=a-b`, `bytes=a-` or `bytes=-n`, as inclusive offsets within
+/// `total`; several ranges or one outside the file are 416.
+fn parse_range(text: &str, total: u64) -> Result<(u64, u64), Error> {
+    let unsatisfiable = || {
+        Error::RangeNotSatisfiable(format!(
+            "the file holds {total} bytes; send one range as bytes=a-b"
+        ))
+    };
+    let spec = text
+        .trim()
+        .strip_prefix("bytes=")
+        .ok_or_else(unsatisfiable)?;
+    if spec.contains(',') || total == 0 {
+        return Err(unsatisfiable());
+    }
+    let (a, b) = spec.split_once('-').ok_or_else(unsatisfiable)?;
+    let (a, b) = (a.trim(), b.trim());
+    let (start, end) = if a.is_empty() {
+        let n: u64 = b.parse().map_err(|_| unsatisfiable())?;
+        if n == 0 {
+            return Err(unsatisfiable());
+        }
+        (total.saturating_sub(n), total - 1)
+    } else {
+        let start: u64 = a.parse().map_err(|_| unsatisfiable())?;
+        let end = if b.is_empty() {
+            total - 1
+        } else {
+            b.parse::<u64>()
+                .map_err(|_| unsatisfiable())?
+                .min(total - 1)
+        };
+        (start, end)
+    };
+    if start > end || start >= total {
+        return Err(unsatisfiable());
+    }
+    Ok((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-9", 100).unwrap(), (0, 9));
+        assert_eq!(parse_range("bytes=90-", 100).unwrap(), (90, 99));
+        assert_eq!(parse_range("bytes=-10", 100).unwrap(), (90, 99));
+        assert_eq!(parse_range("bytes=95-200", 100).unwrap(), (95, 99));
+        for bad in [
+            "bytes=100-",
+            "bytes=5-1",
+            "bytes=0-1,3-4",
+            "items=0-1",
+            "bytes=-0",
+            "bytes=x-",
+        ] {
+            assert!(parse_range(bad, 100).is_err(), "{bad}");
+        }
+    }
+}
