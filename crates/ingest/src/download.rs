@@ -76,18 +76,17 @@ pub enum DownloadError {
     Hasher(#[from] HasherError),
 }
 
-/// Streams `url` through SHA-256, SHA-1 and MD5 (and Authenticode extraction for PE files)
-/// within `limits`. `clock` stamps `downloaded_at`.
-pub async fn download_and_hash(
+/// Sends the GET of a download within `limits`: headers within the connect timeout, a
+/// success status, no announced length over the cap. Returns the response and the instant
+/// by which its whole body must have arrived.
+pub(crate) async fn open(
     client: &reqwest::Client,
     url: &str,
     limits: &DownloadLimits,
-    clock: &dyn Clock,
-) -> Result<Downloaded, DownloadError> {
+) -> Result<(reqwest::Response, Instant), DownloadError> {
     let started = Instant::now();
     let deadline = started + limits.total_timeout;
     let headers_deadline = deadline.min(started + limits.connect_timeout);
-
     let response = timeout_at(headers_deadline, client.get(url).send())
         .await
         .map_err(|_| DownloadError::ConnectTimeout {
@@ -114,7 +113,18 @@ pub async fn download_and_hash(
             limit: limits.max_bytes,
         });
     }
+    Ok((response, deadline))
+}
 
+/// Streams `url` through SHA-256, SHA-1 and MD5 (and Authenticode extraction for PE files)
+/// within `limits`. `clock` stamps `downloaded_at`.
+pub async fn download_and_hash(
+    client: &reqwest::Client,
+    url: &str,
+    limits: &DownloadLimits,
+    clock: &dyn Clock,
+) -> Result<Downloaded, DownloadError> {
+    let (response, deadline) = open(client, url, limits).await?;
     let body = stream_body(response, url, limits);
     let (digests, size_bytes, signer) =
         timeout_at(deadline, body)

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use model::Clock;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::timeout_at;
 
 use crate::authenticode::{SignatureCapture, SignerInfo};
 use crate::download::{DownloadError, DownloadLimits};
@@ -584,35 +584,7 @@ pub async fn download_archive(
     members: &MemberLimits,
     clock: &dyn Clock,
 ) -> Result<ScannedArchive, DownloadError> {
-    let started = Instant::now();
-    let deadline = started + limits.total_timeout;
-    let headers_deadline = deadline.min(started + limits.connect_timeout);
-    let response = timeout_at(headers_deadline, client.get(url).send())
-        .await
-        .map_err(|_| DownloadError::ConnectTimeout {
-            url: url.into(),
-            timeout: limits.connect_timeout.min(limits.total_timeout),
-        })?
-        .map_err(|source| DownloadError::Request {
-            url: url.into(),
-            source,
-        })?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(DownloadError::Status {
-            url: url.into(),
-            status: status.as_u16(),
-        });
-    }
-    if let Some(announced) = response.content_length()
-        && announced > limits.max_bytes
-    {
-        return Err(DownloadError::AnnouncedTooLarge {
-            url: url.into(),
-            announced,
-            limit: limits.max_bytes,
-        });
-    }
+    let (response, deadline) = crate::download::open(client, url, limits).await?;
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let member_limits = members.clone();
