@@ -26,6 +26,9 @@ pub struct Corpus {
     reload_lock: Mutex<()>,
     /// Replaced generations that requests may still hold.
     retired: Mutex<Vec<Weak<Generation>>>,
+    /// The generation `CURRENT` named that failed its checks, with its manifest's
+    /// modification time: not opened (and checksummed) again until either changes.
+    refused: Mutex<Option<(String, Option<std::time::SystemTime>)>>,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -63,6 +66,7 @@ impl Corpus {
             current: ArcSwapOption::new(current),
             reload_lock: Mutex::new(()),
             retired: Mutex::new(Vec::new()),
+            refused: Mutex::new(None),
         })
     }
 
@@ -73,6 +77,15 @@ impl Corpus {
     /// The live generation; keep the `Arc` for the whole request so it sees one generation.
     pub fn current(&self) -> Option<Arc<Generation>> {
         self.current.load_full()
+    }
+
+    /// The generation `CURRENT` names when it failed its checks (the live one stays).
+    pub fn refused(&self) -> Option<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(name, _)| name.clone())
     }
 
     pub fn info(&self) -> Option<GenerationInfo> {
@@ -94,10 +107,26 @@ impl Corpus {
         {
             return Ok(false);
         }
-        let generation = Arc::new(Generation::open_with(
-            &self.root.join(&name),
-            &self.options,
-        )?);
+        let dir = self.root.join(&name);
+        let stamp = std::fs::metadata(dir.join(crate::format::MANIFEST))
+            .and_then(|m| m.modified())
+            .ok();
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused
+            .as_ref()
+            .is_some_and(|(n, s)| *n == name && *s == stamp)
+        {
+            return Ok(false);
+        }
+        let generation = match Generation::open_with(&dir, &self.options) {
+            Ok(g) => Arc::new(g),
+            Err(e) => {
+                *refused = Some((name, stamp));
+                return Err(e);
+            }
+        };
+        *refused = None;
+        drop(refused);
         let old = self.current.swap(Some(generation));
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = old {

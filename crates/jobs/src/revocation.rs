@@ -432,9 +432,7 @@ impl crate::Job for RevocationJob {
         let Some(interval) = ctx.settings.revocation.interval else {
             return Ok(None);
         };
-        let secs = i64::try_from(interval.as_secs())
-            .unwrap_or(i64::MAX)
-            .max(60);
+        let secs = i64::try_from(interval.as_secs()).unwrap_or(i64::MAX).max(1);
         let start = now.timestamp().div_euclid(secs) * secs;
         let (Some(from), Some(until)) = (
             DateTime::from_timestamp(start, 0),

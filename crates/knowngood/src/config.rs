@@ -45,6 +45,10 @@ pub struct FileConfig {
     pub database_url: Option<String>,
     /// Shares rate limits between replicas when set.
     pub redis_url: Option<String>,
+    /// Where the reference corpus generations live, default `<data_dir>/corpus`;
+    /// `KNOWNGOOD_CORPUS_DIR` wins. Replicas share one directory (a shared filesystem):
+    /// whichever imports a generation, every replica verifies and maps it within a second.
+    pub corpus_dir: Option<PathBuf>,
     /// New NSRL RDS v3 `*.db` files dropped here are imported automatically.
     pub corpus_import_dir: Option<PathBuf>,
     /// An NSRL RDS v3 release (a zip of `.db` files, as NIST ships them, or a bare `.db`)
@@ -76,6 +80,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub connections: ConnectionSettings,
     #[serde(default)]
+    pub database: DatabaseSettings,
+    #[serde(default)]
     pub archive_members: ArchiveMemberSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
     #[serde(default)]
@@ -93,6 +99,32 @@ pub struct ScheduleSettings {
     /// Transparency root, default `02:30`; with the refresh on, never before the day's
     /// refresh has ended.
     pub translog_publish: Option<String>,
+    /// Seconds between looks for due jobs, default 60.
+    pub jobs_check_secs: Option<u64>,
+}
+
+/// The database connection pool (`[database]`; PostgreSQL).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// Longest wait for a connection, connecting included, before a request fails with
+    /// 503; default 5000.
+    pub acquire_timeout_ms: Option<u64>,
+}
+
+impl DatabaseSettings {
+    fn resolve(&self) -> Result<store::StoreOptions> {
+        let defaults = store::StoreOptions::default();
+        Ok(store::StoreOptions {
+            acquire_timeout: match self.acquire_timeout_ms {
+                None => defaults.acquire_timeout,
+                Some(ms) if (100..=600_000).contains(&ms) => std::time::Duration::from_millis(ms),
+                Some(_) => {
+                    anyhow::bail!("database.acquire_timeout_ms must be between 100 and 600000")
+                }
+            },
+        })
+    }
 }
 
 /// The signing-certificate revocation check (`[revocation]`).
@@ -101,6 +133,8 @@ pub struct ScheduleSettings {
 pub struct RevocationSettings {
     /// Hours between checks, default 6; 0 turns the schedule off.
     pub check_hours: Option<u32>,
+    /// Seconds between checks instead of `check_hours` (at least 1).
+    pub check_secs: Option<u64>,
     /// Largest CRL accepted, in MiB; default 32.
     pub max_crl_mib: Option<u64>,
     /// Time allowed for one CRL fetch, in seconds; default 60.
@@ -116,9 +150,11 @@ impl RevocationSettings {
             );
         }
         Ok(jobs::revocation::RevocationOptions {
-            interval: match self.check_hours.unwrap_or(6) {
-                0 => None,
-                hours => Some(std::time::Duration::from_secs(u64::from(hours) * 3600)),
+            interval: match (self.check_secs, self.check_hours.unwrap_or(6)) {
+                (Some(0), _) => anyhow::bail!("revocation.check_secs must be at least 1"),
+                (Some(secs), _) => Some(std::time::Duration::from_secs(secs)),
+                (None, 0) => None,
+                (None, hours) => Some(std::time::Duration::from_secs(u64::from(hours) * 3600)),
             },
             max_crl_bytes: self
                 .max_crl_mib
@@ -302,7 +338,10 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub database_url: String,
+    pub database: store::StoreOptions,
     pub redis_url: Option<String>,
+    /// The reference corpus root (generations and `CURRENT`).
+    pub corpus_dir: PathBuf,
     pub settings: server::Settings,
     pub secrets: SecretSettings,
 }
@@ -314,7 +353,9 @@ impl fmt::Debug for Config {
             .field("metrics_listen", &self.metrics_listen)
             .field("data_dir", &self.data_dir)
             .field("database_url", &redact_url(&self.database_url))
+            .field("database", &self.database)
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("corpus_dir", &self.corpus_dir)
             .field("settings", &self.settings)
             .field("secrets", &self.secrets)
             .finish()
@@ -383,6 +424,16 @@ impl Config {
             .or(file.database_url)
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("knowngood.db").display()));
         let redis_url = std::env::var("KNOWNGOOD_REDIS_URL").ok().or(file.redis_url);
+        let database = file.database.resolve()?;
+        let corpus_dir = std::env::var_os("KNOWNGOOD_CORPUS_DIR")
+            .map(PathBuf::from)
+            .or(file.corpus_dir)
+            .unwrap_or_else(|| data_dir.join("corpus"));
+        let jobs_every = match file.schedule.jobs_check_secs {
+            None => server::Settings::default().jobs_every,
+            Some(0) => anyhow::bail!("schedule.jobs_check_secs must be at least 1"),
+            Some(secs) => std::time::Duration::from_secs(secs),
+        };
         let defaults = server::Limits::default();
         let settings = server::Settings {
             limits: server::Limits {
@@ -442,6 +493,7 @@ impl Config {
                     .ok()
                     .or(file.hashlookup_prefix),
             )?,
+            jobs_every,
             ..server::Settings::default()
         };
         let mut secrets = file.secrets;
@@ -462,7 +514,9 @@ impl Config {
             metrics_listen,
             data_dir,
             database_url,
+            database,
             redis_url,
+            corpus_dir,
             settings,
             secrets,
         })
@@ -892,7 +946,9 @@ mod tests {
             metrics_listen: None,
             data_dir: PathBuf::from("/d"),
             database_url: "postgres://kg:S3cret@db/k".into(),
+            database: store::StoreOptions::default(),
             redis_url: Some("rediss://u:Redis5ecret@cache/0".into()),
+            corpus_dir: PathBuf::from("/d/corpus"),
             settings: server::Settings::default(),
             secrets: SecretSettings::default(),
         };

@@ -499,7 +499,7 @@ async fn run(cli: Cli) -> Result<()> {
                 _ => corpus::SetName::Modern,
             };
             let inputs: Vec<_> = paths.into_iter().map(|p| (p, set)).collect();
-            let root = config.data_dir.join("corpus");
+            let root = config.corpus_dir.clone();
             let info = tokio::task::spawn_blocking(move || {
                 corpus::import(&inputs, &root, &corpus::TerminalProgress::new())
             })
@@ -538,7 +538,7 @@ async fn run(cli: Cli) -> Result<()> {
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
             let store = open_store(&config, &secrets).await?;
             let key = jobs::LogKey::new(&secrets.log_ed25519);
-            let corpus_root = config.data_dir.join("corpus");
+            let corpus_root = config.corpus_dir.clone();
             let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
                 .await?
                 .context("opening the reference corpus")?;
@@ -657,9 +657,10 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 async fn open_store(config: &Config, secrets: &Secrets) -> Result<Arc<dyn store::Store>> {
-    store::open(
+    store::open_with(
         &config.database_url,
         model::RecordSigner::new(&secrets.hmac),
+        config.database,
     )
     .await
     .with_context(|| {
@@ -775,7 +776,7 @@ async fn serve(config: Config) -> Result<()> {
         config.settings,
         jobs::LogKey::new(&secrets.log_ed25519),
     );
-    let corpus_root = config.data_dir.join("corpus");
+    let corpus_root = config.corpus_dir.clone();
     let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
         .await?
         .context("opening the reference corpus")?;

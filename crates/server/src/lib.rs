@@ -31,6 +31,7 @@ pub mod guard;
 pub mod headers;
 pub mod metrics;
 pub mod openapi;
+pub mod readiness;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
@@ -101,6 +102,9 @@ pub struct Settings {
     pub relying_party: auth::mfa::RelyingParty,
     /// Where the hashlookup-compatible routes are served: starts and ends with `/`.
     pub hashlookup_prefix: String,
+    /// How often the upkeep loop asks the cluster jobs whether they are due (a minute;
+    /// shorter only where a test needs quick turns).
+    pub jobs_every: Duration,
 }
 
 impl Default for Settings {
@@ -115,6 +119,7 @@ impl Default for Settings {
             connections: ConnectionLimits::default(),
             relying_party: auth::mfa::RelyingParty::default(),
             hashlookup_prefix: routes::hashlookup::DECLARED_PREFIX.to_owned(),
+            jobs_every: Duration::from_secs(60),
         }
     }
 }
@@ -152,6 +157,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     /// Set once the process was told to stop: `/readyz` answers 503 from then on.
     pub draining: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the database answers, for `/readyz` and the metrics (briefly cached).
+    pub database: Arc<readiness::DatabaseCheck>,
     /// Package name analysis over the popular-name lists.
     pub packages: Arc<routes::packages::PackageIntel>,
 }
@@ -205,6 +212,7 @@ impl AppState {
             runner: Arc::default(),
             metrics: Arc::default(),
             draining: Arc::default(),
+            database: Arc::default(),
             packages: Arc::default(),
             settings: Arc::new(settings),
         }
@@ -261,11 +269,12 @@ pub fn router(state: AppState) -> Router {
     ))
 }
 
-/// Background upkeep until `shutdown` resolves: notice credential changes made by other
-/// replicas (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals
-/// (every 10 s), pick up a new reference-corpus generation (every 10 s), prune idle
-/// rate-limit buckets and start the cluster jobs that are due (every minute; see
-/// [`jobs::Runner`]). Flushes usage once more on the way out.
+/// Background upkeep until `shutdown` resolves: notice credential and settings changes
+/// made by other replicas (every 0.5 s), pick up a new reference-corpus generation (every
+/// second), write batched usage counts (every 2 s) and re-read month totals (every 10 s),
+/// prune idle rate-limit buckets (every minute) and start the cluster jobs that are due
+/// (every [`Settings::jobs_every`], a minute by default; see [`jobs::Runner`]). Flushes
+/// usage once more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     // Nothing is counted before the first request: the first flush is one period in.
@@ -274,7 +283,11 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
         tokio::time::interval_at(tokio::time::Instant::now() + flush_every, flush_every);
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
-    let mut corpus = tokio::time::interval(Duration::from_secs(10));
+    let mut due = tokio::time::interval(state.settings.jobs_every.max(Duration::from_millis(100)));
+    due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Reading `CURRENT` is one small file: a switch reaches every replica within a second.
+    let mut corpus = tokio::time::interval(Duration::from_secs(1));
+    corpus.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A full scan re-verifies every record's HMAC, so tampering with a row shows on
     // /public/status even when no lookup names it. The first tick builds the index.
     let mut reindex = tokio::time::interval(Duration::from_secs(600));
@@ -317,8 +330,10 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 if let Err(e) = state.store.prune_sessions(now - chrono::Duration::days(1)).await {
                     tracing::warn!(error = %e, "pruning ended sessions failed");
                 }
+            }
+            _ = due.tick() => {
                 // Runs go on in their own tasks.
-                drop(state.runner.start_due(&state.jobs, now).await);
+                drop(state.runner.start_due(&state.jobs, state.clock.now()).await);
             }
         }
     }

@@ -193,8 +193,41 @@ pub async fn render(state: &AppState) -> String {
         "gauge",
         "1 when the database answers.",
     );
-    let database_up = state.store.ping().await.is_ok();
+    let database_up = state.database.up(state.store.as_ref()).await;
     let _ = writeln!(out, "knowngood_database_up {}", u8::from(database_up));
+    let pool = state.store.pool_stats();
+    family(
+        &mut out,
+        "knowngood_database_connections",
+        "gauge",
+        "Connections of the database pool, by state (idle, in use) and its cap (max).",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_database_connections{{state=\"idle\"}} {}",
+        pool.idle
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_database_connections{{state=\"in_use\"}} {}",
+        pool.size.saturating_sub(pool.idle)
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_database_connections{{state=\"max\"}} {}",
+        pool.max
+    );
+    family(
+        &mut out,
+        "knowngood_database_unavailable_total",
+        "counter",
+        "Statements that failed because the database could not be reached (no connection within the acquire timeout, connection refused or lost).",
+    );
+    let _ = writeln!(
+        out,
+        "knowngood_database_unavailable_total {}",
+        store::unavailable_errors()
+    );
     if let Some(up) = state.limiter.redis_up().await {
         family(
             &mut out,
@@ -223,6 +256,18 @@ pub async fn render(state: &AppState) -> String {
         out,
         "knowngood_reference_corpus_entries {}",
         status.components.reference_corpus.entries
+    );
+    family(
+        &mut out,
+        "knowngood_reference_corpus_refused",
+        "gauge",
+        "1 while CURRENT names a generation that failed its checks (the previous one stays live).",
+    );
+    let refused = state.corpus.as_ref().and_then(|c| c.refused()).is_some();
+    let _ = writeln!(
+        out,
+        "knowngood_reference_corpus_refused {}",
+        u8::from(refused)
     );
     family(
         &mut out,
@@ -312,7 +357,8 @@ pub async fn render(state: &AppState) -> String {
         "gauge",
         "Unexpired, unfinished job leases and the replica run holding each.",
     );
-    if let Ok(leases) = state.store.recent_leases(50).await {
+    // Not while the database is down: the metrics answer without waiting for it.
+    if database_up && let Ok(leases) = state.store.recent_leases(50).await {
         let now = state.clock.now();
         for l in leases
             .iter()

@@ -1007,6 +1007,14 @@ macro_rules! backend {
                 Ok(())
             }
 
+            fn pool_stats(&self) -> crate::PoolStats {
+                crate::PoolStats {
+                    size: self.pool.size(),
+                    idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
+                    max: self.pool.options().get_max_connections(),
+                }
+            }
+
             #[tracing::instrument(level = "debug", skip_all)]
             async fn vendor_health(&self) -> Result<Vec<VendorHealth>> {
                 let rows = sqlx::query(
@@ -1165,6 +1173,14 @@ impl SqliteStore {
 
 impl PgStore {
     pub async fn connect(url: &str, signer: RecordSigner) -> Result<Self> {
+        Self::connect_with(url, signer, crate::StoreOptions::default()).await
+    }
+
+    pub async fn connect_with(
+        url: &str,
+        signer: RecordSigner,
+        store_options: crate::StoreOptions,
+    ) -> Result<Self> {
         // No JIT: the store runs short indexed statements, and without statistics (a fresh
         // database, or autovacuum off) PostgreSQL overestimates a 100-hash lookup enough
         // to compile it with LLVM, which costs hundreds of milliseconds per execution.
@@ -1173,7 +1189,7 @@ impl PgStore {
             .options([("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(store_options.acquire_timeout)
             .connect_with(options)
             .await
             .map_err(db_error)?;

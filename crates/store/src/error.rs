@@ -26,8 +26,27 @@ pub enum StoreError {
     Other(#[source] sqlx::Error),
 }
 
+/// Statements that failed because the database could not be reached (pool timeout, lost
+/// or refused connection), since the process started.
+static UNAVAILABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many statements failed as [`StoreError::Unavailable`] in this process.
+pub fn unavailable_errors() -> u64 {
+    UNAVAILABLE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
+        let classified = Self::classify(e);
+        if matches!(classified, StoreError::Unavailable(_)) {
+            UNAVAILABLE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        classified
+    }
+}
+
+impl StoreError {
+    fn classify(e: sqlx::Error) -> Self {
         match &e {
             sqlx::Error::RowNotFound => StoreError::NotFound("no such row".into()),
             sqlx::Error::Database(db) if db.is_unique_violation() => {

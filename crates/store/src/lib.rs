@@ -32,7 +32,7 @@ pub mod staff;
 pub mod users;
 
 pub use backend::{PgStore, SqliteStore};
-pub use error::StoreError;
+pub use error::{StoreError, unavailable_errors};
 pub use lease::{JobLease, LeaseStore};
 
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;
@@ -260,6 +260,9 @@ pub trait HealthStore: Send + Sync {
     /// Fails when the database cannot be reached.
     async fn ping(&self) -> Result<()>;
 
+    /// The connection pool as it stands now (no database round trip).
+    fn pool_stats(&self) -> PoolStats;
+
     /// Per-vendor ingestion health, with the count of current records.
     async fn vendor_health(&self) -> Result<Vec<VendorHealth>>;
 
@@ -321,12 +324,46 @@ pub trait Store:
     async fn close(&self);
 }
 
+/// How the store uses its database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Longest wait for a connection from the pool (connecting included) before a
+    /// statement fails as unavailable; the bound on how long a request can wait for a
+    /// database that went away.
+    pub acquire_timeout: std::time::Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            acquire_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
+/// The connection pool: open connections, of which idle, and its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    pub size: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
 /// Opens the store named by the URL, applying its migrations.
 pub async fn open(url: &str, signer: RecordSigner) -> Result<Arc<dyn Store>> {
+    open_with(url, signer, StoreOptions::default()).await
+}
+
+/// [`open`] with these options.
+pub async fn open_with(
+    url: &str,
+    signer: RecordSigner,
+    options: StoreOptions,
+) -> Result<Arc<dyn Store>> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteStore::connect(url, signer).await?))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Ok(Arc::new(PgStore::connect(url, signer).await?))
+        Ok(Arc::new(PgStore::connect_with(url, signer, options).await?))
     } else {
         // A configuration mistake of the operator's, not a caller's bad request.
         Err(StoreError::Config(format!(

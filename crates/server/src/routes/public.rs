@@ -52,9 +52,9 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             Json(serde_json::json!({"status": "draining"})),
         );
     }
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
-        Err(_) => (
+    match state.database.up(state.store.as_ref()).await {
+        true => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
+        false => (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(serde_json::json!({"status": "down", "database": "unreachable"})),
         ),
@@ -277,7 +277,7 @@ pub fn error_class(last_error: &str) -> &'static str {
 
 pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Status {
     let now = state.clock.now();
-    let database_ok = state.store.ping().await.is_ok();
+    let database_ok = state.database.up(state.store.as_ref()).await;
     let vendors: Vec<VendorStatus> = if database_ok {
         state
             .store
