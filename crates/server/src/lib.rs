@@ -270,8 +270,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Background upkeep until `shutdown` resolves: notice credential and settings changes
-/// made by other replicas (every 0.5 s), pick up a new reference-corpus generation (every
-/// second), write batched usage counts (every 2 s) and re-read month totals (every 10 s),
+/// made by other replicas and pick up a new reference-corpus generation (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals (every 10 s),
 /// prune idle rate-limit buckets (every minute) and start the cluster jobs that are due
 /// (every [`Settings::jobs_every`], a minute by default; see [`jobs::Runner`]). Flushes
 /// usage once more on the way out.
@@ -286,7 +285,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut due = tokio::time::interval(state.settings.jobs_every.max(Duration::from_millis(100)));
     due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Reading `CURRENT` is one small file: a switch reaches every replica within a second.
-    let mut corpus = tokio::time::interval(Duration::from_secs(1));
+    let mut corpus = tokio::time::interval(Duration::from_millis(500));
     corpus.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A full scan re-verifies every record's HMAC, so tampering with a row shows on
     // /public/status even when no lookup names it. The first tick builds the index.

@@ -7,5 +7,6 @@ mod operations;
 mod packages_cli;
 mod private_data;
 mod readme_tour;
+mod replicas;
 mod scan_cli;
 mod verify_cli;
