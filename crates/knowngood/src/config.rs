@@ -691,6 +691,37 @@ mod tests {
     }
 
     #[test]
+    fn pool_timeout_job_period_and_check_interval_are_read_and_checked() {
+        let db = parsed("[database]\nacquire_timeout_ms = 1500\n").database;
+        assert_eq!(
+            db.resolve().unwrap().acquire_timeout,
+            std::time::Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parsed("").database.resolve().unwrap(),
+            store::StoreOptions::default()
+        );
+        for bad in ["0", "99", "600001"] {
+            let db = parsed(&format!("[database]\nacquire_timeout_ms = {bad}\n")).database;
+            let e = db.resolve().unwrap_err().to_string();
+            assert!(e.contains("database.acquire_timeout_ms"), "{e}");
+        }
+        let r = parsed("[revocation]\ncheck_hours = 0\ncheck_secs = 30\n").revocation;
+        assert_eq!(
+            r.resolve().unwrap().interval,
+            Some(std::time::Duration::from_secs(30))
+        );
+        let r = parsed("[revocation]\ncheck_secs = 0\n").revocation;
+        assert!(r.resolve().is_err());
+        assert_eq!(
+            parsed("[schedule]\njobs_check_secs = 5\n")
+                .schedule
+                .jobs_check_secs,
+            Some(5)
+        );
+    }
+
+    #[test]
     fn the_public_base_url_defaults_to_the_listen_address_and_is_checked() {
         let listen: SocketAddr = "127.0.0.1:7000".parse().unwrap();
         assert_eq!(
