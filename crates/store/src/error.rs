@@ -52,6 +52,15 @@ impl StoreError {
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 StoreError::Conflict(db.message().to_string())
             }
+            // The server is going away or not accepting connections: a shutdown ending the
+            // session (57P01-57P03), a connection failure (class 08), no free slot (53300).
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|c| {
+                    c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03" | "53300")
+                }) =>
+            {
+                StoreError::Unavailable(e)
+            }
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)

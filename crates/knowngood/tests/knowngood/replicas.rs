@@ -881,7 +881,9 @@ async fn database_outage_gives_fast_503s_and_recovers_without_restart() {
         tmp.path(),
         pg.url(),
         None,
-        "[schedule]\ndaily_refresh = \"off\"\n[database]\nacquire_timeout_ms = 1000\n",
+        // The load below would spend a minute's 60 requests in no time.
+        "[schedule]\ndaily_refresh = \"off\"\n[database]\nacquire_timeout_ms = 1000\n\
+         [limits]\nauthenticated_per_key = 1000000\n",
     );
     deployment.bootstrap(1);
     let admin = deployment.cli(&[
@@ -907,6 +909,30 @@ async fn database_outage_gives_fast_503s_and_recovers_without_restart() {
     };
     let first = issue("before-outage").await.unwrap();
     assert_eq!(first.status(), 201, "{}", first.text().await.unwrap());
+
+    // Load while the database goes away and comes back: four clients listing keys (a
+    // database read each time) without pause, every answer timed.
+    let stop_load = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, url, key, stop) = (
+                client.clone(),
+                format!("{}/api/v1/admin/keys", replica.api),
+                admin.clone(),
+                stop_load.clone(),
+            );
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let sent_at = Instant::now();
+                    let status = get(&client, url.clone(), &key).await;
+                    seen.push((status, sent_at.elapsed()));
+                }
+                seen
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     pg.stop();
     let stopped_at = Instant::now();
@@ -984,6 +1010,44 @@ async fn database_outage_gives_fast_503s_and_recovers_without_restart() {
     }
     let again = issue("after-outage").await.unwrap();
     assert_eq!(again.status(), 201, "{}", again.text().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop_load.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for worker in load {
+        let seen = worker.await.unwrap();
+        // Each client is answered again once the database is back.
+        assert_eq!(seen.last().map(|(s, _)| *s), Some(200), "{seen:?}");
+        answers.extend(seen);
+    }
+    let slowest = answers.iter().map(|(_, took)| *took).max().unwrap();
+    let count = |want: u16| answers.iter().filter(|(s, _)| *s == want).count();
+    assert_eq!(
+        count(200) + count(503),
+        answers.len(),
+        "only answers or 503s under load: {:?}\n{}",
+        answers.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        std::fs::read_to_string(&replica.log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("ERROR"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        count(503) > 0 && count(200) > 0,
+        "{} ok, {} unavailable",
+        count(200),
+        count(503)
+    );
+    assert!(
+        slowest < Duration::from_secs(3),
+        "an answer took {slowest:?}"
+    );
+    eprintln!(
+        "under load: {} answered, {} unavailable, slowest {slowest:?}",
+        count(200),
+        count(503)
+    );
     assert!(
         children.0[slot].try_wait().unwrap().is_none(),
         "serve restarted"
