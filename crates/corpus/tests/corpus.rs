@@ -815,3 +815,57 @@ fn damaged_generations_give_clear_errors_or_misses_in_both_modes() {
         assert!(open_as(&dir, Verify::Full, memory).is_ok());
     }
 }
+
+/// A generation named by `CURRENT` whose data no longer matches its manifest (a bad copy to a
+/// shared directory) is refused once and not checksummed again at every poll; the live one
+/// stays. A good copy of it (a new manifest) is loaded at the next reload.
+#[test]
+fn a_corrupt_generation_is_refused_once_and_retried_when_its_manifest_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = synth_db(tmp.path(), "a.db", Layout::Minimal, 200, 1);
+    let b = synth_db(tmp.path(), "b.db", Layout::Minimal, 200, 2);
+    let root = tmp.path().join("root");
+    let first = import(&[(a, SetName::Modern)], &root, &NoProgress).unwrap();
+    let corpus = Corpus::open(&root).unwrap();
+    let second = import(&[(b, SetName::Modern)], &root, &NoProgress).unwrap();
+    let dir = root.join(&second.generation);
+    let mut data: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name != "manifest.json" && !name.ends_with(".buckets")
+        })
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    data.sort();
+    let victim = &data[0];
+    let good = std::fs::read(victim).unwrap();
+    let mut bad = good.clone();
+    bad[0] ^= 0xff;
+    std::fs::write(victim, &bad).unwrap();
+
+    let e = corpus.reload().unwrap_err();
+    assert!(e.to_string().contains("checksum mismatch"), "{e}");
+    assert_eq!(
+        corpus.refused().as_deref(),
+        Some(second.generation.as_str())
+    );
+    assert_eq!(corpus.current().unwrap().name(), first.generation);
+    assert!(
+        !corpus.reload().unwrap(),
+        "not checked again while unchanged"
+    );
+    assert_eq!(corpus.current().unwrap().name(), first.generation);
+
+    // Copied again, correctly: the manifest is rewritten, so the generation is read anew.
+    std::fs::write(victim, &good).unwrap();
+    let manifest = dir.join("manifest.json");
+    let text = std::fs::read(&manifest).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::write(&manifest, text).unwrap();
+    assert!(corpus.reload().unwrap());
+    assert_eq!(corpus.current().unwrap().name(), second.generation);
+    assert_eq!(corpus.refused(), None);
+}
