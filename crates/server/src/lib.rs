@@ -270,10 +270,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Background upkeep until `shutdown` resolves: notice credential and settings changes
-/// made by other replicas and pick up a new reference-corpus generation (every 0.5 s), write batched usage counts (every 2 s) and re-read month totals (every 10 s),
-/// prune idle rate-limit buckets (every minute) and start the cluster jobs that are due
-/// (every [`Settings::jobs_every`], a minute by default; see [`jobs::Runner`]). Flushes
-/// usage once more on the way out.
+/// made by other replicas and pick up a new reference-corpus generation (every 0.5 s; the
+/// loading runs beside the loop, so a large generation never delays the other polls), write
+/// batched usage counts (every 2 s) and re-read month totals (every 10 s), prune idle
+/// rate-limit buckets (every minute) and start the cluster jobs that are due (every
+/// [`Settings::jobs_every`], a minute by default; see [`jobs::Runner`]). Flushes usage once
+/// more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
     // Nothing is counted before the first request: the first flush is one period in.
@@ -287,6 +289,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     // Reading `CURRENT` is one small file: a switch reaches every replica within a second.
     let mut corpus = tokio::time::interval(Duration::from_millis(500));
     corpus.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let reloading = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // A full scan re-verifies every record's HMAC, so tampering with a row shows on
     // /public/status even when no lookup names it. The first tick builds the index.
     let mut reindex = tokio::time::interval(Duration::from_secs(600));
@@ -321,7 +324,16 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                     tracing::warn!(error = %e, "usage totals refresh failed");
                 }
             }
-            _ = corpus.tick() => jobs::corpus_release::reload(&state.jobs).await,
+            _ = corpus.tick() => {
+                use std::sync::atomic::Ordering;
+                if !reloading.swap(true, Ordering::AcqRel) {
+                    let (jobs, reloading) = (state.jobs.clone(), reloading.clone());
+                    tokio::spawn(async move {
+                        jobs::corpus_release::reload(&jobs).await;
+                        reloading.store(false, Ordering::Release);
+                    });
+                }
+            }
             _ = prune.tick() => {
                 let now = state.clock.now();
                 state.limiter.prune(now.timestamp_millis());
