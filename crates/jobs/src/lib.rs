@@ -111,7 +111,61 @@ pub struct Lease {
     /// The lease's name in the database.
     pub name: String,
     pub holder: String,
+    /// The end of the run's slot: once the run ends, the lease stays held until then, so
+    /// no replica runs the job again in the slot. While the run goes on, the lease is held
+    /// [`LEASE_HEARTBEAT`] at a time.
     pub until: DateTime<Utc>,
+}
+
+/// How long a running job holds its lease between renewals. A replica that dies mid-run
+/// stops renewing, so another replica takes the job over within this time.
+pub const LEASE_HEARTBEAT: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// How often a running job renews its lease: a few times per heartbeat, so one slow
+/// database round trip does not lose it.
+const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl Lease {
+    /// The expiry to hold the lease until while the run goes on at `now`.
+    fn beat(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        self.until.min(now + LEASE_HEARTBEAT)
+    }
+}
+
+/// Renews a running job's lease in the background until dropped (when the run ends, or
+/// with the process).
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    fn start(ctx: &JobContext, lease: Lease) -> Self {
+        let (store, clock) = (ctx.store.clone(), ctx.clock.clone());
+        Self(tokio::spawn(async move {
+            let mut every = tokio::time::interval(RENEW_EVERY);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let now = clock.now();
+                match store
+                    .try_lease(&lease.name, &lease.holder, lease.beat(now), now)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(lease = %lease.name, "another replica took the job's lease")
+                    }
+                    Err(e) => {
+                        tracing::warn!(lease = %lease.name, error = %e, "cannot renew the job's lease")
+                    }
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Why a job should start now.
@@ -198,8 +252,10 @@ impl Runner {
     }
 
     /// Starts, each in its own task, every job that is due at `now`, not running in this
-    /// process, and whose lease this replica takes. The end of a leased run is noted on its
-    /// lease ([`store::LeaseStore::finish_lease`]). Returns the runs started.
+    /// process, and whose lease this replica takes. A leased run renews its lease every
+    /// few seconds ([`LEASE_HEARTBEAT`]); its end is noted on the lease, which then stays
+    /// held until the end of the slot ([`store::LeaseStore::finish_lease`]). Returns the
+    /// runs started.
     pub async fn start_due(
         &self,
         ctx: &JobContext,
@@ -227,7 +283,7 @@ impl Runner {
             if let Due::Leased(lease) = &due {
                 match ctx
                     .store
-                    .try_lease(&lease.name, &lease.holder, lease.until, now)
+                    .try_lease(&lease.name, &lease.holder, lease.beat(now), now)
                     .await
                 {
                     Ok(true) => {}
@@ -247,6 +303,10 @@ impl Runner {
             started.push(tokio::spawn(
                 async move {
                     let _running = running;
+                    let heartbeat = match &due {
+                        Due::Leased(lease) => Some(Heartbeat::start(&ctx, lease.clone())),
+                        Due::Now => None,
+                    };
                     let began = std::time::Instant::now();
                     tracing::info!("job started");
                     let outcome = job.run(&ctx, now).await;
@@ -265,11 +325,13 @@ impl Runner {
                             tracing::error!(seconds = elapsed.as_secs(), outcome = "failed", error = %e, "job finished")
                         }
                     }
-                    // Whatever the outcome: jobs that wait for this one wait for its end.
+                    // Whatever the outcome: jobs that wait for this one wait for its end,
+                    // and the slot is done.
+                    drop(heartbeat);
                     if let Due::Leased(lease) = &due
                         && let Err(e) = ctx
                             .store
-                            .finish_lease(&lease.name, &lease.holder, ctx.clock.now())
+                            .finish_lease(&lease.name, &lease.holder, ctx.clock.now(), lease.until)
                             .await
                     {
                         tracing::warn!(error = %e, "cannot note the end of the run on its lease");

@@ -42,9 +42,16 @@ pub trait LeaseStore: Send + Sync {
             .map(|_| ())
     }
 
-    /// Notes that the holder's run ended at `now`; the lease stays held until it expires.
+    /// Notes that the holder's run ended at `now` and keeps the lease held until
+    /// `keep_until` (the end of the run's slot, so no replica runs it again in that slot).
     /// Nothing happens when `holder` does not hold it.
-    async fn finish_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()>;
+    async fn finish_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        keep_until: DateTime<Utc>,
+    ) -> Result<()>;
 
     /// The job's lease; None if it was never taken.
     async fn lease(&self, job: &str) -> Result<Option<JobLease>>;
@@ -83,11 +90,20 @@ macro_rules! lease_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn finish_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> Result<()> {
-                sqlx::query("UPDATE job_leases SET finished_at = $3 WHERE job = $1 AND holder = $2")
+            async fn finish_lease(
+                &self,
+                job: &str,
+                holder: &str,
+                now: DateTime<Utc>,
+                keep_until: DateTime<Utc>,
+            ) -> Result<()> {
+                sqlx::query(
+                    "UPDATE job_leases SET finished_at = $3, expires_at = $4 WHERE job = $1 AND holder = $2",
+                )
                     .bind(job)
                     .bind(holder)
                     .bind(now.trunc_subsecs(6))
+                    .bind(keep_until.trunc_subsecs(6))
                     .execute(&self.pool)
                     .await
                     .map_err(db_error)?;

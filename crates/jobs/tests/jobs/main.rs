@@ -109,6 +109,7 @@ mod runner {
     testkit::backend_tests!(
         a_due_job_runs_once_at_a_time_under_its_lease_in_a_span,
         a_failed_run_is_logged_and_the_job_may_run_again,
+        a_run_whose_replica_dies_is_taken_over_after_the_heartbeat,
     );
 
     /// Due whenever asked, under one lease; each run waits until let go, then succeeds or
@@ -216,6 +217,53 @@ mod runner {
         assert!(!runner.is_running(name));
         finish(runner.start_due(&env.ctx, env.clock.now()).await).await;
         assert_eq!(probe.runs(), 2);
+    }
+
+    async fn a_run_whose_replica_dies_is_taken_over_after_the_heartbeat(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
+        let name = per_backend("probe.takeover", &db);
+        let probe = Probe::new(name, false);
+        let now = env.clock.now();
+        let beat = jobs::LEASE_HEARTBEAT;
+
+        let first = Runner::new(vec![probe.clone()])
+            .start_due(&env.ctx, now)
+            .await;
+        assert_eq!(first.len(), 1);
+        tokio::task::yield_now().await;
+        let other = Runner::new(vec![probe.clone()]);
+        let replica_b = env.replica();
+        // While the holder lives, nobody else runs the job.
+        assert!(
+            other
+                .start_due(&replica_b, now + chrono::Duration::seconds(30))
+                .await
+                .is_empty()
+        );
+        // The holder dies mid-run: its run and its lease renewals stop.
+        for run in first {
+            run.abort();
+            assert!(run.await.unwrap_err().is_cancelled());
+        }
+        assert!(
+            other
+                .start_due(&replica_b, now + beat - chrono::Duration::seconds(1))
+                .await
+                .is_empty()
+        );
+        let taken_at = now + beat + chrono::Duration::seconds(1);
+        let runs = other.start_due(&replica_b, taken_at).await;
+        assert_eq!(runs.len(), 1, "another replica takes the job over");
+        probe.release.add_permits(1);
+        finish(runs).await;
+        assert_eq!(probe.runs(), 2);
+        // The finished run keeps its slot: the first replica, back, does not run it again.
+        assert!(
+            Runner::new(vec![probe.clone()])
+                .start_due(&env.ctx, taken_at + chrono::Duration::seconds(90))
+                .await
+                .is_empty()
+        );
     }
 }
 

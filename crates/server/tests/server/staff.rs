@@ -623,7 +623,12 @@ async fn vendors_are_enabled_and_disabled(app: TestApp) {
             .unwrap()
     );
     app.store
-        .finish_lease("translog.publish:test-day", "replica-b", now)
+        .finish_lease(
+            "translog.publish:test-day",
+            "replica-b",
+            now,
+            now + chrono::Duration::minutes(5),
+        )
         .await
         .unwrap();
     let health = app.get_with("/api/v1/admin/health", &owner).await;

@@ -1735,16 +1735,18 @@ async fn a_lease_notes_when_its_run_ended(db: Db) {
     let s = db.store.as_ref();
     let now = t("2026-01-01T02:00:00Z");
     let until = t("2026-01-02T00:00:00Z");
+    // A run holds its lease a minute at a time (renewed while it runs)...
+    let beat = t("2026-01-01T02:01:00Z");
     assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), None);
     assert!(
-        s.try_lease("refresh:2026-01-01", "replica-a", until, now)
+        s.try_lease("refresh:2026-01-01", "replica-a", beat, now)
             .await
             .unwrap()
     );
     let running = store::JobLease {
         job: "refresh:2026-01-01".into(),
         holder: "replica-a".into(),
-        expires_at: until,
+        expires_at: beat,
         finished_at: None,
     };
     assert_eq!(
@@ -1752,35 +1754,42 @@ async fn a_lease_notes_when_its_run_ended(db: Db) {
         Some(running.clone())
     );
     // Only the holder ends its run.
-    let end = t("2026-01-01T02:40:00Z");
-    s.finish_lease("refresh:2026-01-01", "replica-b", end)
+    let end = t("2026-01-01T02:00:40Z");
+    s.finish_lease("refresh:2026-01-01", "replica-b", end, until)
         .await
         .unwrap();
     assert_eq!(
         s.lease("refresh:2026-01-01").await.unwrap(),
         Some(running.clone())
     );
-    s.finish_lease("refresh:2026-01-01", "replica-a", end)
+    // ...and, once the run ends, keeps it until the end of its slot.
+    s.finish_lease("refresh:2026-01-01", "replica-a", end, until)
         .await
         .unwrap();
     let finished = store::JobLease {
+        expires_at: until,
         finished_at: Some(end),
         ..running.clone()
     };
     assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(finished));
-    // Still held: nobody else runs the job before it expires.
+    // Still held after the run's minute: nobody else runs the job in its slot.
+    let later = t("2026-01-01T03:00:00Z");
     assert!(
-        !s.try_lease("refresh:2026-01-01", "replica-b", until, end)
+        !s.try_lease("refresh:2026-01-01", "replica-b", until, later)
             .await
             .unwrap()
     );
     // Renewing starts a new run.
     assert!(
-        s.try_lease("refresh:2026-01-01", "replica-a", until, end)
+        s.try_lease("refresh:2026-01-01", "replica-a", until, later)
             .await
             .unwrap()
     );
-    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(running));
+    let renewed = store::JobLease {
+        expires_at: until,
+        ..running
+    };
+    assert_eq!(s.lease("refresh:2026-01-01").await.unwrap(), Some(renewed));
 }
 
 // ---------------------------------------------------------------------------------------
