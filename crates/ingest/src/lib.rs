@@ -13,7 +13,8 @@
 //! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
 //!   download, never written to disk, with the Authenticode signer of PE files.
 //! - [`members`]: the files inside zip, tar and `.deb` archives, decoded and hashed while the
-//!   archive streams; [`openpgp`]: signed `InRelease` files of distributions.
+//!   archive streams; [`rpm`]: RPM packages' headers and the per-file SHA-256 they list;
+//!   [`openpgp`]: signed `InRelease` and `repomd.xml` files of distributions.
 //!
 //! Vendors, their channels, and what each publishes (versions are always read from the
 //! channel, never configured):
@@ -40,6 +41,7 @@
 //! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
 //! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |
 //! | `debian` | Debian | `deb.debian.org/debian/dists/stable/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
+//! | `rockylinux` | Rocky Linux | `download.rockylinux.org/pub/rocky/` listing, `<major>/{BaseOS,AppStream}/<arch>/os/repodata/repomd.xml` (+ `.asc`, signed), `primary.xml`, `.rpm` | SHA-256 | packages, for their header's file digests |
 //!
 //! Archives (zip, tarballs, `.deb`) are also read for the executables inside them
 //! ([`members`]), after the archive's published hashes are checked.
@@ -57,6 +59,7 @@ pub mod http;
 pub mod members;
 pub mod openpgp;
 pub mod pipeline;
+pub mod rpm;
 pub mod vendors;
 
 pub use authenticode::{AuthenticodeError, SignatureCapture, SignerInfo, extract_signer};

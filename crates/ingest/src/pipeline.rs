@@ -22,6 +22,7 @@ use crate::fetch::{Artifact, FetchContext, Fetcher};
 use crate::formats::{compare_versions, encode_path, file_name};
 use crate::hasher::{PublishedHashError, verify_published};
 use crate::members::{ArchiveFormat, MemberError, MemberScan, download_archive};
+use crate::rpm::{RpmHeader, download_rpm};
 
 /// A download the service made: the binary was hashed in memory and never stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +243,7 @@ async fn ingest_artifact(
         .enabled
         .then(|| ArchiveFormat::from_name(file_name(&a.url)))
         .flatten();
+    let rpm = ctx.limits.members.enabled && is_rpm(&a.url);
     if let Some(sha256) = &a.published.sha256 {
         let record = NewRecord {
             hash_sha256: sha256.clone(),
@@ -250,6 +252,14 @@ async fn ingest_artifact(
             ..new_record(a)
         };
         let outcome = store(sink, record, &a.url, report).await;
+        // A package seen for the first time is read once for the files its header lists.
+        if rpm
+            && let Some(outcome) = &outcome
+            && outcome.inserted
+        {
+            rpm_files(a, outcome.id.clone(), ctx, sink, clock, report).await;
+            return;
+        }
         // An archive seen for the first time is read once for the files inside it.
         if let (Some(format), Some(outcome)) = (archive, outcome)
             && outcome.inserted
@@ -440,6 +450,65 @@ async fn record_members(
             if let Some(primary) = signer {
                 signers_seen(sink, &outcome.id, primary, &url, report).await;
             }
+        }
+    }
+}
+
+fn is_rpm(url: &str) -> bool {
+    let name = file_name(url).to_ascii_lowercase();
+    name.ends_with(".rpm") && !name.ends_with(".src.rpm")
+}
+
+/// Downloads an RPM package whose SHA-256 the repository published (and recorded as
+/// `record_id`), checks its bytes against every published hash, then records the
+/// executables and libraries its header lists, each with the header's SHA-256 (the only
+/// digest an RPM header carries; SHA-1 and MD5 stay empty, and `download_verified` is false:
+/// the file itself was not hashed here).
+async fn rpm_files(
+    a: &Artifact,
+    record_id: String,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) {
+    let scanned = match download_rpm(&ctx.client, &a.url, &ctx.limits.download, clock).await {
+        Ok(s) => s,
+        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e)),
+    };
+    report.downloaded += 1;
+    let downloaded = Downloaded {
+        digests: scanned.digests,
+        size_bytes: scanned.size_bytes,
+        downloaded_at: scanned.downloaded_at,
+        pe_signer: None,
+        pe_signer_error: None,
+    };
+    if !published_match(a, &downloaded, report) {
+        return;
+    }
+    audit(sink, &downloaded, a, record_id, report).await;
+    let header: RpmHeader = match scanned.header {
+        Ok(h) => h,
+        Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),
+    };
+    let max = ctx.limits.members.max_members;
+    let executables: Vec<_> = header.files.iter().filter(|f| f.is_executable()).collect();
+    if executables.len() > max {
+        let message = format!("files recorded only up to a stop: more than {max} members");
+        report.problem(ProblemKind::Archive, Some(&a.url), message);
+    }
+    for file in executables.into_iter().take(max) {
+        let path = file.path.trim_start_matches('/');
+        let url = format!("{}#{}", a.url, encode_path(path));
+        let record = NewRecord {
+            executable_name: path.to_owned(),
+            hash_sha256: file.sha256.clone(),
+            source_url: url.clone(),
+            ..new_record(a)
+        };
+        if store(sink, record, &url, report).await.is_some() {
+            report.members += 1;
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod fdroid;
 pub mod gomod;
 pub mod npm;
 pub mod pypi;
+pub mod rocky;
 pub mod rust;
 
 use crate::catalog::{CATALOG, CatalogFetcher};
@@ -20,6 +21,7 @@ pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
 pub use pypi::PyPi;
+pub use rocky::RockyLinux;
 pub use rust::Rust;
 
 /// A fetcher with its configuration.
@@ -40,7 +42,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 8] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 9] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -52,6 +54,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(GoModules), GoModules::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
+        (Box::new(RockyLinux::new()), RockyLinux::default_config()),
     ];
     out.extend(
         code.into_iter()
@@ -74,9 +77,11 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Thirty-nine vendor channels and two distributions.
-        assert_eq!(all.len(), 41);
-        assert!(ids.iter().any(|i| i == "debian") && ids.iter().any(|i| i == "archlinux"));
+        // Thirty-nine vendor channels and three distribution families.
+        assert_eq!(all.len(), 42);
+        for family in ["debian", "archlinux", "rockylinux"] {
+            assert!(ids.iter().any(|i| i == family), "{family}");
+        }
         for v in &all {
             assert!(
                 v.config.base_url.starts_with("https://"),

@@ -11,5 +11,6 @@ mod authenticode;
 mod debian;
 mod download;
 mod members;
+mod rockylinux;
 mod stream_memory;
 mod vendors;
