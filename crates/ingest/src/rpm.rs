@@ -281,7 +281,9 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
     }
     let n = basenames.len();
     let missing = |tag: u32| RpmError::Header(format!("tag {tag} missing"));
-    let dirnames = main.strings(TAG_DIRNAMES)?.ok_or_else(|| missing(TAG_DIRNAMES))?;
+    let dirnames = main
+        .strings(TAG_DIRNAMES)?
+        .ok_or_else(|| missing(TAG_DIRNAMES))?;
     let dirindexes = main
         .ints(TAG_DIRINDEXES)?
         .ok_or_else(|| missing(TAG_DIRINDEXES))?;
@@ -308,7 +310,9 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
     .iter()
     .any(|&len| len != n)
     {
-        return Err(RpmError::Header("file tags disagree on the file count".into()));
+        return Err(RpmError::Header(
+            "file tags disagree on the file count".into(),
+        ));
     }
     let mut files = Vec::new();
     for i in 0..n {

@@ -10,6 +10,7 @@ pub mod npm;
 pub mod pypi;
 pub mod rocky;
 pub mod rust;
+pub mod ubuntu;
 
 use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
@@ -23,6 +24,7 @@ pub use npm::Npm;
 pub use pypi::PyPi;
 pub use rocky::RockyLinux;
 pub use rust::Rust;
+pub use ubuntu::Ubuntu;
 
 /// A fetcher with its configuration.
 pub struct VendorSetup {
@@ -42,7 +44,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 9] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 10] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -53,6 +55,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
+        (Box::new(Ubuntu::new()), Ubuntu::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
         (Box::new(RockyLinux::new()), RockyLinux::default_config()),
     ];
@@ -77,9 +80,9 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Thirty-nine vendor channels and three distribution families.
-        assert_eq!(all.len(), 42);
-        for family in ["debian", "archlinux", "rockylinux"] {
+        // Thirty-nine vendor channels and four distributions of three families.
+        assert_eq!(all.len(), 43);
+        for family in ["debian", "ubuntu", "archlinux", "rockylinux"] {
             assert!(ids.iter().any(|i| i == family), "{family}");
         }
         for v in &all {

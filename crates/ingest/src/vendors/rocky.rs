@@ -304,9 +304,9 @@ impl RockyLinux {
                 continue;
             }
             let key = (p.name.clone(), p.arch.clone());
-            let newer = newest
-                .get(&key)
-                .is_none_or(|known| model::version::compare("rpm", &p.version, &known.version).is_gt());
+            let newer = newest.get(&key).is_none_or(|known| {
+                model::version::compare("rpm", &p.version, &known.version).is_gt()
+            });
             if newer {
                 newest.insert(key, p);
             }

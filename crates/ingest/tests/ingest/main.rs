@@ -13,4 +13,5 @@ mod download;
 mod members;
 mod rockylinux;
 mod stream_memory;
+mod ubuntu;
 mod vendors;

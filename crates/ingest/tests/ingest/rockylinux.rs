@@ -95,7 +95,9 @@ fn header(region: u32, tags: Vec<(u32, Value)>) -> Vec<u8> {
                 8,
                 1,
                 v.len(),
-                v.iter().flat_map(|s| format!("{s}\0").into_bytes()).collect(),
+                v.iter()
+                    .flat_map(|s| format!("{s}\0").into_bytes())
+                    .collect(),
             ),
             Value::Bin(b) => (7, 1, b.len(), b),
         };
@@ -114,9 +116,7 @@ fn header(region: u32, tags: Vec<(u32, Value)>) -> Vec<u8> {
     let mut out = vec![0x8e, 0xad, 0xe8, 0x01, 0, 0, 0, 0];
     out.extend(n.to_be_bytes());
     out.extend((data.len() as u32).to_be_bytes());
-    for (tag, kind, offset, count) in
-        std::iter::once((region, 7, trailer_at, 16)).chain(index)
-    {
+    for (tag, kind, offset, count) in std::iter::once((region, 7, trailer_at, 16)).chain(index) {
         for word in [tag, kind, offset, count] {
             out.extend(word.to_be_bytes());
         }
@@ -211,7 +211,10 @@ fn rpm(name: &str, version: &str, release: &str, arch: &str, files: &[File]) -> 
         vec![
             (269, Value::Str(hex::encode([0u8; 20]))),
             (273, Value::Str(sha256(&main))),
-            (1000, Value::Int32(vec![(main.len() + payload.len()) as u32])),
+            (
+                1000,
+                Value::Int32(vec![(main.len() + payload.len()) as u32]),
+            ),
             (1004, Value::Bin(vec![0; 16])),
         ],
     );
@@ -357,14 +360,7 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
                     current.clone()
                 };
                 site.file(&format!("{dir}/{href}"), served);
-                listed.push(package(
-                    "coreutils",
-                    arch,
-                    "9.5",
-                    "6.el10",
-                    &href,
-                    &current,
-                ));
+                listed.push(package("coreutils", arch, "9.5", "6.el10", &href, &current));
                 listed.push(package(
                     "coreutils",
                     arch,
@@ -476,8 +472,9 @@ async fn rocky_follows_the_signed_chain_to_the_file_digests_of_each_package() {
         assert!(!ls.download_verified);
         assert_eq!(ls.version, "9.5-6.el10");
         assert!(
-            ls.source_url
-                .ends_with(&format!("/10/BaseOS/{arch}/os/Packages/c/{name}#usr/bin/ls")),
+            ls.source_url.ends_with(&format!(
+                "/10/BaseOS/{arch}/os/Packages/c/{name}#usr/bin/ls"
+            )),
             "{}",
             ls.source_url
         );
@@ -578,7 +575,11 @@ fn the_package_header_parses_to_its_files() {
     let end = ingest::rpm::header_end(&bytes).unwrap().unwrap();
     let header = ingest::rpm::parse_header(&bytes[..end]).unwrap();
     assert_eq!(
-        (header.name.as_str(), header.version.as_str(), header.release.as_str()),
+        (
+            header.name.as_str(),
+            header.version.as_str(),
+            header.release.as_str()
+        ),
         ("coreutils", "9.5", "6.el10")
     );
     let paths: Vec<&str> = header.files.iter().map(|f| f.path.as_str()).collect();
