@@ -4,7 +4,8 @@
 //! is streamed through [`download_and_hash`] (SHA-256, SHA-1, MD5, Authenticode signer), every
 //! hash the vendor did publish is checked against the result, and a mismatch rejects the
 //! artifact: the download or the channel may have been tampered with. One failing artifact
-//! never stops the others; the [`VendorReport`] counts what happened.
+//! never stops the others; the [`VendorReport`] counts what happened. Artifacts are fetched
+//! concurrently, at most `FetchLimits::downloads_per_host` at once from one host.
 //!
 //! An artifact that is an archive (zip, tar in its usual compressions) is also read for the
 //! files inside it that a host runs or loads ([`crate::members`]): when it is first recorded
@@ -13,8 +14,12 @@
 //! inside the archive, with `<archive URL>#<member path>` as source URL, the archive's
 //! version, platform and arch, and the signer of a signed PE.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use model::{Clock, NewRecord};
 
 use crate::download::{Downloaded, download_and_hash};
@@ -128,6 +133,20 @@ pub struct VendorReport {
 }
 
 impl VendorReport {
+    /// Adds what one artifact's partial report counted.
+    fn absorb(&mut self, part: VendorReport) {
+        self.recorded += part.recorded;
+        self.unchanged += part.unchanged;
+        self.hash_changed += part.hash_changed;
+        self.downloaded += part.downloaded;
+        self.rejected += part.rejected;
+        self.mismatches += part.mismatches;
+        self.errors += part.errors;
+        self.members += part.members;
+        self.archive_problems += part.archive_problems;
+        self.problems.extend(part.problems);
+    }
+
     fn problem(&mut self, kind: ProblemKind, url: Option<&str>, message: String) {
         // Configured URLs may carry credentials; nothing below (logs, health) may see them.
         let url = url.map(model::redact_url);
@@ -203,12 +222,71 @@ pub async fn ingest_vendor(
         return report;
     }
     report.discovered = artifacts.len();
-    // Oldest first: the newest version of a family is recorded last and stays current.
+    // Oldest first: the newest version of a family is started last (the store keeps the
+    // newest current whatever order records arrive in).
     artifacts.sort_by(|a, b| compare_versions(&a.version, &b.version));
+    // Artifacts are ingested concurrently, at most `downloads_per_host` at once against one
+    // host; each has its own partial report, folded in artifact order.
+    let hosts = HostLimits::new(ctx.limits.downloads_per_host);
+    let mut tasks: Vec<PartFuture<'_>> = Vec::with_capacity(artifacts.len());
     for artifact in &artifacts {
-        ingest_artifact(artifact, ctx, sink, clock, &mut report).await;
+        let mut part = VendorReport {
+            fetcher: report.fetcher.clone(),
+            vendor: report.vendor.clone(),
+            ..Default::default()
+        };
+        let hosts = &hosts;
+        tasks.push(Box::pin(async move {
+            let _permit = hosts.acquire(&artifact.url).await;
+            ingest_artifact(artifact, ctx, sink, clock, &mut part).await;
+            part
+        }));
+    }
+    let parts: Vec<VendorReport> = futures::stream::iter(tasks)
+        .buffered(MAX_CONCURRENT_ARTIFACTS)
+        .collect()
+        .await;
+    for part in parts {
+        report.absorb(part);
     }
     report
+}
+
+/// One artifact's ingest, yielding its partial report.
+type PartFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = VendorReport> + Send + 'a>>;
+
+/// Artifacts of one vendor in flight at once, all hosts together.
+const MAX_CONCURRENT_ARTIFACTS: usize = 16;
+
+/// One semaphore per host (and port) an artifact is fetched from.
+struct HostLimits {
+    per_host: usize,
+    hosts: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
+}
+
+impl HostLimits {
+    fn new(per_host: usize) -> Self {
+        Self {
+            per_host: per_host.max(1),
+            hosts: Default::default(),
+        }
+    }
+
+    async fn acquire(&self, url: &str) -> Option<OwnedSemaphorePermit> {
+        let host = reqwest::Url::parse(url)
+            .ok()
+            .map(|u| format!("{}:{:?}", u.host_str().unwrap_or(""), u.port_or_known_default()))
+            .unwrap_or_default();
+        let semaphore = {
+            let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            hosts
+                .entry(host)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+                .clone()
+        };
+        // The semaphore is never closed.
+        semaphore.acquire_owned().await.ok()
+    }
 }
 
 fn new_record(a: &Artifact) -> NewRecord {
