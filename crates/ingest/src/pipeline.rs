@@ -19,8 +19,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use model::{Clock, NewRecord};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::download::{Downloaded, download_and_hash};
 use crate::fetch::{Artifact, FetchContext, Fetcher};
@@ -253,7 +253,8 @@ pub async fn ingest_vendor(
 }
 
 /// One artifact's ingest, yielding its partial report.
-type PartFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = VendorReport> + Send + 'a>>;
+type PartFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = VendorReport> + Send + 'a>>;
 
 /// Artifacts of one vendor in flight at once, all hosts together.
 const MAX_CONCURRENT_ARTIFACTS: usize = 16;
@@ -275,7 +276,13 @@ impl HostLimits {
     async fn acquire(&self, url: &str) -> Option<OwnedSemaphorePermit> {
         let host = reqwest::Url::parse(url)
             .ok()
-            .map(|u| format!("{}:{:?}", u.host_str().unwrap_or(""), u.port_or_known_default()))
+            .map(|u| {
+                format!(
+                    "{}:{:?}",
+                    u.host_str().unwrap_or(""),
+                    u.port_or_known_default()
+                )
+            })
             .unwrap_or_default();
         let semaphore = {
             let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
