@@ -34,7 +34,7 @@
 //! | `notepadpp` | Notepad++ | GitHub releases of `notepad-plus-plus/notepad-plus-plus` | SHA-256 | assets without digest |
 //! | `fdroid` | F-Droid | `f-droid.org/repo/index-v2.json`, configured app ids (android) | SHA-256 | no |
 //! | `android-platform-tools` | Google | `dl.google.com/android/repository/repository2-3.xml` | SHA-1 | always (SHA-1 checked) |
-//! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages | SHA-256, MD5 | no |
+//! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages (sdist or pure wheel, and platform wheels) | SHA-256, MD5 | archives, for their files |
 //! | `npm` | npm | `registry.npmjs.org/<name>`, configured packages | SHA-1 | always (SHA-1 checked) |
 //! | `gomod` | go | `proxy.golang.org/<module>/@v/{list,<v>.info,<v>.zip}`, configured modules | none | always |
 //! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
@@ -48,7 +48,8 @@
 //! ([`members`]), after the archive's published hashes are checked.
 //!
 //! Packages (PyPI, npm, Go modules) are recorded as `name (ecosystem)` on
-//! universal/universal, with the ecosystem as vendor.
+//! universal/universal, with the ecosystem as vendor; PyPI platform wheels are recorded under
+//! their file name with the platform and arch of their tag.
 
 pub mod authenticode;
 pub mod catalog;

@@ -1301,6 +1301,141 @@ async fn pypi_records_the_sdist_of_the_latest_release() {
     assert!(typing.source_url.ends_with("-py3-none-any.whl"));
 }
 
+/// A wheel: a zip holding the package's files (the extension module an ELF, PE or Mach-O).
+fn wheel(module: &str, binary: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(&mut out));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    w.start_file("cryptography/__init__.py", options).unwrap();
+    w.write_all(b"from cryptography.__about__ import __version__\n")
+        .unwrap();
+    w.start_file(module, options).unwrap();
+    w.write_all(binary).unwrap();
+    w.start_file("cryptography-44.0.0.dist-info/WHEEL", options)
+        .unwrap();
+    w.write_all(b"Wheel-Version: 1.0\nGenerator: maturin (1.7.8)\nRoot-Is-Purelib: false\nTag: cp39-abi3-win_amd64\n")
+        .unwrap();
+    w.finish().unwrap();
+    out
+}
+
+#[tokio::test]
+async fn pypi_records_platform_wheels_with_platform_and_arch_from_their_tags() {
+    let site = Site::new();
+    // The sdist: a tarball with no executable inside.
+    let sdist = {
+        let mut b = tar::Builder::new(Vec::new());
+        let info = b"Metadata-Version: 2.3\nName: cryptography\nVersion: 44.0.0\n";
+        let mut h = tar::Header::new_gnu();
+        h.set_size(info.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "cryptography-44.0.0/PKG-INFO", &info[..])
+            .unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &b.into_inner().unwrap()).unwrap();
+        gz.finish().unwrap()
+    };
+    let mut entry = pypi_file(
+        "cryptography",
+        "44.0.0",
+        "cryptography-44.0.0.tar.gz",
+        "sdist",
+    );
+    entry["digests"]["sha256"] = json!(sha256(&sdist));
+    entry["digests"]["md5"] = json!(md5(&sdist));
+    site.file(
+        "/packages/source/c/cryptography/cryptography-44.0.0.tar.gz",
+        sdist,
+    );
+    let mut files = vec![entry];
+    let elf = |arch: &str| {
+        let mut b = b"\x7fELF\x02\x01\x01\x00".to_vec();
+        b.extend(format!("_rust.abi3.so {arch}").repeat(100).bytes());
+        b
+    };
+    let mut served = Vec::new();
+    for (file, module, binary) in [
+        (
+            "cryptography-44.0.0-cp39-abi3-win_amd64.whl",
+            "cryptography/hazmat/bindings/_rust.pyd",
+            b"MZ\x90\x00 _rust.pyd".repeat(50),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-macosx_10_9_universal2.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            [vec![0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2], b"fat".repeat(50)].concat(),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            elf("x86_64"),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_28_aarch64.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            elf("aarch64"),
+        ),
+    ] {
+        let bytes = wheel(module, &binary);
+        let mut entry = pypi_file("cryptography", "44.0.0", file, "bdist_wheel");
+        entry["digests"]["sha256"] = json!(sha256(&bytes));
+        entry["digests"]["md5"] = json!(md5(&bytes));
+        entry["python_version"] = json!("cp39");
+        site.file(&format!("/packages/source/c/cryptography/{file}"), bytes);
+        files.push(entry);
+        served.push((file, module, binary));
+    }
+    // Left out: a second build for the same tags (newer glibc) and musl.
+    for file in [
+        "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
+    ] {
+        files.push(pypi_file("cryptography", "44.0.0", file, "bdist_wheel"));
+    }
+    let project = json!({
+        "info": {"name": "cryptography", "version": "44.0.0"},
+        "releases": {"44.0.0": files},
+        "urls": []
+    });
+    site.file("/pypi/cryptography/json", project.to_string());
+    let base = site.serve().await;
+    let sink = MemorySink::default();
+    let report = run_with("pypi", &base, &sink, |config, limits| {
+        config.items = vec!["cryptography".into()];
+        limits.members.enabled = true;
+    })
+    .await;
+    assert_clean(&report);
+    // The sdist and four wheels; each wheel's extension module.
+    assert_eq!((report.discovered, report.members), (5, 4));
+    sink.get("cryptography (pypi)", model::Platform::Universal, Universal);
+    let targets = [
+        (Windows, Amd64),
+        (Darwin, Universal),
+        (Linux, Amd64),
+        (Linux, Arm64),
+    ];
+    for ((file, module, binary), (platform, arch)) in served.iter().zip(targets) {
+        let record = sink.get(file, platform, arch);
+        assert_eq!(
+            (record.vendor.as_str(), record.version.as_str()),
+            ("pypi", "44.0.0")
+        );
+        let member = sink.get(module, platform, arch);
+        assert_eq!(member.hash_sha256, sha256(binary));
+        assert!(member.source_url.ends_with(&format!("{file}#{module}")));
+    }
+    let records = sink.records.lock().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|(_, r)| !r.executable_name.contains("musllinux")
+                && !r.executable_name.contains("manylinux_2_28_x86_64"))
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // npm: registry packument (SHA-1 only)
 
