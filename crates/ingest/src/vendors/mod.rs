@@ -4,12 +4,14 @@
 pub mod android;
 pub mod arch;
 pub mod debian;
+pub mod edge;
 pub mod fdroid;
 pub mod gomod;
 pub mod npm;
 pub mod pypi;
 pub mod rocky;
 pub mod rust;
+pub mod temurin;
 pub mod ubuntu;
 
 use crate::catalog::{CATALOG, CatalogFetcher};
@@ -18,12 +20,14 @@ use crate::fetch::{Fetcher, VendorConfig};
 pub use android::AndroidPlatformTools;
 pub use arch::ArchLinux;
 pub use debian::Debian;
+pub use edge::Edge;
 pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
 pub use pypi::PyPi;
 pub use rocky::RockyLinux;
 pub use rust::Rust;
+pub use temurin::Temurin;
 pub use ubuntu::Ubuntu;
 
 /// A fetcher with its configuration.
@@ -44,7 +48,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 10] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 12] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -54,6 +58,8 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(PyPi), PyPi::default_config()),
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
+        (Box::new(Temurin), Temurin::default_config()),
+        (Box::new(Edge), Edge::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
         (Box::new(Ubuntu::new()), Ubuntu::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
@@ -80,8 +86,8 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Thirty-nine vendor channels and four distributions of three families.
-        assert_eq!(all.len(), 43);
+        // Forty-one vendor channels and four distributions of three families.
+        assert_eq!(all.len(), 45);
         for family in ["debian", "ubuntu", "archlinux", "rockylinux"] {
             assert!(ids.iter().any(|i| i == family), "{family}");
         }

@@ -1803,3 +1803,205 @@ async fn https_goes_through_the_proxy_except_to_no_proxy_hosts() {
     };
     assert_eq!(run_go_through(&unreachable, &base).await.discovered, 0);
 }
+
+// ---------------------------------------------------------------------------------------
+// Eclipse Temurin: api.adoptium.net/v3/info/available_releases, /v3/assets/latest/<f>/hotspot
+
+fn adoptium_asset(
+    feature: u32,
+    release: &str,
+    os: &str,
+    arch: &str,
+    image: &str,
+    ext: &str,
+) -> serde_json::Value {
+    let arch_name = if arch == "x32" { "x86-32" } else { arch };
+    let file = format!(
+        "OpenJDK{feature}U-{image}_{arch_name}_{os}_hotspot_{}.{ext}",
+        release.trim_start_matches("jdk-").replace('+', "_")
+    );
+    let link = format!(
+        "{{BASE}}/adoptium/temurin{feature}-binaries/releases/download/{}/{file}",
+        release.replace('+', "%2B")
+    );
+    let package = json!({"checksum": h64(&file), "checksum_link": format!("{link}.sha256.txt"), "download_count": 1207,
+        "link": link, "metadata_link": format!("{link}.json"), "name": file, "signature_link": format!("{link}.sig"), "size": 197_120_402});
+    let mut binary = json!({"architecture": arch, "download_count": 1207, "heap_size": "normal", "image_type": image,
+        "jvm_impl": "hotspot", "os": os, "package": package, "project": "jdk", "scm_ref": format!("{release}_adopt"),
+        "updated_at": "2025-10-22T12:27:05Z"});
+    if os == "windows" && image == "jdk" {
+        let msi = file.replace(".zip", ".msi");
+        binary["installer"] = json!({"checksum": h64(&msi), "download_count": 300, "link": link.replace(".zip", ".msi"), "name": msi, "size": 180_000_000});
+    }
+    json!({"binary": binary, "release_link": format!("https://github.com/adoptium/temurin{feature}-binaries/releases/tag/{}", release.replace('+', "%2B")),
+           "release_name": release, "vendor": "eclipse",
+           "version": {"build": 7, "major": feature, "minor": 0, "openjdk_version": format!("{}-LTS", release.trim_start_matches("jdk-")), "security": 9, "semver": format!("{}.0.LTS", release.trim_start_matches("jdk-"))}})
+}
+
+#[tokio::test]
+async fn temurin_records_the_newest_build_of_the_current_feature_releases() {
+    let lts = json!([
+        adoptium_asset(21, "jdk-21.0.9+10", "windows", "x64", "jdk", "zip"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "aarch64", "jre", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "mac", "x64", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "windows", "x32", "jre", "zip"),
+        // Not followed: another libc, other CPUs, debug images.
+        adoptium_asset(21, "jdk-21.0.9+10", "alpine-linux", "x64", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "s390x", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "x64", "debugimage", "tar.gz"),
+    ]);
+    let feature = json!([adoptium_asset(
+        25,
+        "jdk-25.0.1+8",
+        "linux",
+        "x64",
+        "jdk",
+        "tar.gz"
+    )]);
+    let site = Site::new()
+        .file(
+            "/v3/info/available_releases",
+            json!({"available_lts_releases": [8, 11, 17, 21], "available_releases": [8, 11, 17, 21, 25],
+                   "most_recent_feature_release": 25, "most_recent_feature_version": 26, "most_recent_lts": 21,
+                   "tip_version": 26})
+            .to_string(),
+        )
+        .file("/v3/assets/latest/21/hotspot", lts.to_string())
+        .file("/v3/assets/latest/25/hotspot", feature.to_string());
+    let (report, sink) = run("temurin", &site).await;
+    assert_clean(&report);
+    // Four LTS targets (one with an installer) and the feature release's one.
+    assert_eq!((report.discovered, report.downloaded), (6, 0));
+    let msi = sink.get(
+        "OpenJDK21U-jdk_x64_windows_hotspot_21.0.9_10.msi",
+        Windows,
+        Amd64,
+    );
+    assert_eq!(msi.vendor, "Eclipse Adoptium");
+    assert_eq!(msi.version, "21.0.9+10");
+    assert_eq!(
+        msi.hash_sha256,
+        h64("OpenJDK21U-jdk_x64_windows_hotspot_21.0.9_10.msi")
+    );
+    sink.get(
+        "OpenJDK21U-jre_aarch64_linux_hotspot_21.0.9_10.tar.gz",
+        Linux,
+        Arm64,
+    );
+    sink.get(
+        "OpenJDK21U-jdk_x64_mac_hotspot_21.0.9_10.tar.gz",
+        Darwin,
+        Amd64,
+    );
+    sink.get(
+        "OpenJDK21U-jre_x86-32_windows_hotspot_21.0.9_10.zip",
+        Windows,
+        X86,
+    );
+    let feature = sink.get(
+        "OpenJDK25U-jdk_x64_linux_hotspot_25.0.1_8.tar.gz",
+        Linux,
+        Amd64,
+    );
+    assert_eq!(feature.version, "25.0.1+8");
+    assert!(
+        feature
+            .source_url
+            .contains("/temurin25-binaries/releases/download/jdk-25.0.1%2B8/")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Microsoft Edge: edgeupdates.microsoft.com/api/products
+
+fn edge_release(
+    id: u32,
+    platform: &str,
+    arch: &str,
+    version: &str,
+    files: &[(&str, &str)],
+) -> serde_json::Value {
+    let artifacts: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(kind, file)| {
+            json!({"ArtifactName": kind, "Location": format!("{{BASE}}/{file}"),
+                   "Hash": h64(file).to_uppercase(), "HashAlgorithm": "SHA256", "SizeInBytes": 178_061_312})
+        })
+        .collect();
+    json!({"ReleaseId": id, "Platform": platform, "Architecture": arch, "CVEs": ["CVE-2025-12036"],
+           "ProductVersion": version, "Artifacts": artifacts, "PublishedTime": "2025-10-24T21:19:00",
+           "ExpectedExpiryDate": "2026-04-24T21:19:00"})
+}
+
+#[tokio::test]
+async fn edge_records_the_newest_stable_release_of_each_platform_and_arch() {
+    let products = json!([
+        {"Product": "Stable", "Releases": [
+            edge_release(111, "Windows", "x64", "141.0.3537.92",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi")]),
+            edge_release(110, "Windows", "x64", "141.0.3537.85",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.85.msi")]),
+            edge_release(112, "Windows", "arm64", "141.0.3537.92",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseARM64-141.0.3537.92.msi")]),
+            edge_release(113, "MacOS", "universal", "141.0.3537.92",
+                &[("pkg", "prss/msedge/MicrosoftEdge-141.0.3537.92.pkg"), ("plist", "prss/msedge/MicrosoftEdge.plist")]),
+            edge_release(114, "Linux", "x64", "141.0.3537.92",
+                &[("deb", "prss/msedge/microsoft-edge-stable_141.0.3537.92-1_amd64.deb"),
+                  ("rpm", "prss/msedge/microsoft-edge-stable-141.0.3537.92-1.x86_64.rpm")]),
+            edge_release(115, "iOS", "arm64", "141.0.3537.90", &[]),
+        ]},
+        {"Product": "Beta", "Releases": [
+            edge_release(120, "Windows", "x64", "142.0.3595.20",
+                &[("msi", "prss/msedge/MicrosoftEdgeBetaEnterpriseX64-142.0.3595.20.msi")]),
+        ]}
+    ]);
+    // The plist's hash is published in another algorithm: not a file taken.
+    let products = products.to_string().replace(
+        &format!(
+            "\"{}\",\"HashAlgorithm\":\"SHA256\"",
+            h64("prss/msedge/MicrosoftEdge.plist").to_uppercase()
+        ),
+        "\"abc\",\"HashAlgorithm\":\"MD5\"",
+    );
+    let site = Site::new().file("/api/products", products);
+    let (report, sink) = run("edge", &site).await;
+    assert_clean(&report);
+    assert_eq!((report.discovered, report.downloaded), (5, 0));
+    let msi = sink.get(
+        "MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi",
+        Windows,
+        Amd64,
+    );
+    assert_eq!(
+        (msi.vendor.as_str(), msi.version.as_str()),
+        ("Microsoft", "141.0.3537.92")
+    );
+    assert_eq!(
+        msi.hash_sha256,
+        h64("prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi")
+    );
+    sink.get(
+        "MicrosoftEdgeEnterpriseARM64-141.0.3537.92.msi",
+        Windows,
+        Arm64,
+    );
+    sink.get("MicrosoftEdge-141.0.3537.92.pkg", Darwin, Universal);
+    sink.get(
+        "microsoft-edge-stable_141.0.3537.92-1_amd64.deb",
+        Linux,
+        Amd64,
+    );
+    sink.get(
+        "microsoft-edge-stable-141.0.3537.92-1.x86_64.rpm",
+        Linux,
+        Amd64,
+    );
+    let records = sink.records.lock().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|(_, r)| !r.executable_name.contains("Beta")
+                && !r.executable_name.contains(".85.")
+                && !r.executable_name.ends_with(".plist"))
+    );
+}
