@@ -9,6 +9,7 @@ pub mod fdroid;
 pub mod gomod;
 pub mod npm;
 pub mod pypi;
+pub mod python;
 pub mod rocky;
 pub mod rust;
 pub mod temurin;
@@ -25,6 +26,7 @@ pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
 pub use pypi::PyPi;
+pub use python::PythonOrg;
 pub use rocky::RockyLinux;
 pub use rust::Rust;
 pub use temurin::Temurin;
@@ -48,7 +50,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 12] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 13] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -60,6 +62,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(GoModules), GoModules::default_config()),
         (Box::new(Temurin), Temurin::default_config()),
         (Box::new(Edge), Edge::default_config()),
+        (Box::new(PythonOrg), PythonOrg::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
         (Box::new(Ubuntu::new()), Ubuntu::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
@@ -86,8 +89,8 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Forty-one vendor channels and four distributions of three families.
-        assert_eq!(all.len(), 45);
+        // Forty-two vendor channels and four distributions of three families.
+        assert_eq!(all.len(), 46);
         for family in ["debian", "ubuntu", "archlinux", "rockylinux"] {
             assert!(ids.iter().any(|i| i == family), "{family}");
         }

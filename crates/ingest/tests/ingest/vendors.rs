@@ -2005,3 +2005,111 @@ async fn edge_records_the_newest_stable_release_of_each_platform_and_arch() {
                 && !r.executable_name.ends_with(".plist"))
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Python: www.python.org/api/v2/downloads/release/, /release_file/?release=<id>
+
+fn python_release(id: u32, name: &str, pre: bool) -> serde_json::Value {
+    json!({"name": name, "slug": name.to_lowercase().replace([' ', '.'], "-"), "version": 3, "is_published": true,
+           "is_latest": false, "release_date": "2025-10-07T12:00:00Z", "pre_release": pre,
+           "release_page": null, "release_notes_url": "https://docs.python.org/release/3.14.0/whatsnew/changelog.html",
+           "show_on_download_page": true, "resource_uri": format!("https://www.python.org/api/v2/downloads/release/{id}/")})
+}
+
+fn python_file(
+    name: &str,
+    version: &str,
+    file: &str,
+    source: bool,
+    sha256: Option<String>,
+    md5: String,
+) -> serde_json::Value {
+    json!({"name": name, "slug": file.to_lowercase(), "os": "https://www.python.org/api/v2/downloads/os/1/",
+           "release": "https://www.python.org/api/v2/downloads/release/1/", "description": "", "is_source": source,
+           "url": format!("{{BASE}}/ftp/python/{version}/{file}"),
+           "gpg_signature_file": "", "md5_sum": md5, "sha256_sum": sha256, "filesize": 28_571_136,
+           "download_button": false, "resource_uri": "https://www.python.org/api/v2/downloads/release_file/1/",
+           "sigstore_signature_file": "", "sigstore_cert_file": "",
+           "sigstore_bundle_file": format!("https://www.python.org/ftp/python/{version}/{file}.sigstore"),
+           "sbom_spdx2_file": ""})
+}
+
+#[tokio::test]
+async fn python_org_records_the_installers_of_the_two_newest_series() {
+    let releases = json!([
+        python_release(1050, "Python 3.14.0", false),
+        python_release(1040, "Python 3.13.8", false),
+        python_release(1045, "Python 3.13.9", false),
+        python_release(1030, "Python 3.12.12", false),
+        python_release(1060, "Python 3.15.0a1", true),
+        python_release(1070, "Python install manager 25.0", false),
+    ]);
+    let f314 = json!([
+        python_file(
+            "Windows installer (64-bit)",
+            "3.14.0",
+            "python-3.14.0-amd64.exe",
+            false,
+            Some(h64("python-3.14.0-amd64.exe")),
+            fake_hex("python-3.14.0-amd64.exe", 32)
+        ),
+        python_file(
+            "macOS 64-bit universal2 installer",
+            "3.14.0",
+            "python-3.14.0-macos11.pkg",
+            false,
+            Some(h64("python-3.14.0-macos11.pkg")),
+            fake_hex("python-3.14.0-macos11.pkg", 32)
+        ),
+        python_file(
+            "XZ compressed source tarball",
+            "3.14.0",
+            "Python-3.14.0.tar.xz",
+            true,
+            Some(h64("Python-3.14.0.tar.xz")),
+            fake_hex("Python-3.14.0.tar.xz", 32)
+        ),
+    ]);
+    // An older entry with MD5 only: downloaded, its MD5 checked.
+    let arm = body("python-3.13.9-arm64.exe");
+    let f313 = json!([python_file(
+        "Windows installer (ARM64)",
+        "3.13.9",
+        "python-3.13.9-arm64.exe",
+        false,
+        None,
+        md5(&arm)
+    )]);
+    let site = Site::new()
+        .file("/api/v2/downloads/release/", releases.to_string())
+        .file(
+            "/api/v2/downloads/release_file/?release=1050",
+            f314.to_string(),
+        )
+        .file(
+            "/api/v2/downloads/release_file/?release=1045",
+            f313.to_string(),
+        )
+        .file("/ftp/python/3.13.9/python-3.13.9-arm64.exe", arm.clone());
+    let (report, sink) = run("python", &site).await;
+    assert_clean(&report);
+    assert_eq!((report.discovered, report.downloaded), (3, 1));
+    let exe = sink.get("python-3.14.0-amd64.exe", Windows, Amd64);
+    assert_eq!(
+        (exe.vendor.as_str(), exe.version.as_str()),
+        ("Python Software Foundation", "3.14.0")
+    );
+    assert_eq!(exe.hash_sha256, h64("python-3.14.0-amd64.exe"));
+    sink.get("python-3.14.0-macos11.pkg", Darwin, Universal);
+    let arm64 = sink.get("python-3.13.9-arm64.exe", Windows, Arm64);
+    assert_eq!(arm64.hash_sha256, sha256(&arm));
+    assert!(arm64.download_verified);
+    // The older 3.13 release, 3.12 (a third series) and pre-releases are not read.
+    let hits = site.hits.lock().unwrap();
+    assert_eq!(
+        hits.iter()
+            .filter(|p| p.starts_with("/api/v2/downloads/release_file/"))
+            .count(),
+        2
+    );
+}
