@@ -40,6 +40,7 @@
 //! | `temurin` | Eclipse Adoptium | `api.adoptium.net/v3/info/available_releases`, `/v3/assets/latest/<feature>/hotspot` | SHA-256 | archives, for their files |
 //! | `edge` | Microsoft | `edgeupdates.microsoft.com/api/products` (`Stable`) | SHA-256 | archives, for their files |
 //! | `python` | Python Software Foundation | `www.python.org/api/v2/downloads/release/`, `release_file/?release=<id>` | SHA-256 (MD5 on older entries) | where only MD5 is published |
+//! | `wireshark` | Wireshark Foundation | `www.wireshark.org/download/` listing, `SIGNATURES-<v>.txt` | SHA-256, SHA-1 | no |
 //! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
 //! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
 //! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |

@@ -14,6 +14,7 @@ pub mod rocky;
 pub mod rust;
 pub mod temurin;
 pub mod ubuntu;
+pub mod wireshark;
 
 use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
@@ -31,6 +32,7 @@ pub use rocky::RockyLinux;
 pub use rust::Rust;
 pub use temurin::Temurin;
 pub use ubuntu::Ubuntu;
+pub use wireshark::Wireshark;
 
 /// A fetcher with its configuration.
 pub struct VendorSetup {
@@ -50,7 +52,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 13] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 14] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -63,6 +65,7 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(Temurin), Temurin::default_config()),
         (Box::new(Edge), Edge::default_config()),
         (Box::new(PythonOrg), PythonOrg::default_config()),
+        (Box::new(Wireshark), Wireshark::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
         (Box::new(Ubuntu::new()), Ubuntu::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
@@ -89,8 +92,8 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Forty-two vendor channels and four distributions of three families.
-        assert_eq!(all.len(), 46);
+        // Forty-three vendor channels and four distributions of three families.
+        assert_eq!(all.len(), 47);
         for family in ["debian", "ubuntu", "archlinux", "rockylinux"] {
             assert!(ids.iter().any(|i| i == family), "{family}");
         }

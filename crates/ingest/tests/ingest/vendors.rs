@@ -2113,3 +2113,68 @@ async fn python_org_records_the_installers_of_the_two_newest_series() {
         2
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Wireshark: www.wireshark.org/download/ listing, SIGNATURES-<v>.txt
+
+#[tokio::test]
+async fn wireshark_records_the_newest_stable_release_from_its_signatures_file() {
+    let listing = "<html><head><title>Index of /download</title></head><body><h1>Index of /download</h1><pre>\
+        <a href=\"../\">../</a>\n<a href=\"osx/\">osx/</a>\n<a href=\"src/\">src/</a>\n<a href=\"win64/\">win64/</a>\n\
+        <a href=\"SIGNATURES-4.4.10.txt\">SIGNATURES-4.4.10.txt</a>   08-Oct-2025 18:02    7114\n\
+        <a href=\"SIGNATURES-4.6.0.txt\">SIGNATURES-4.6.0.txt</a>    02-Oct-2025 17:40    7300\n\
+        <a href=\"SIGNATURES-4.6.1.txt\">SIGNATURES-4.6.1.txt</a>    05-Nov-2025 20:11    7300\n\
+        <a href=\"SIGNATURES-4.7.0.txt\">SIGNATURES-4.7.0.txt</a>    12-Nov-2025 10:00    7300\n\
+        <a href=\"wireshark-latest.tar.xz\">wireshark-latest.tar.xz</a>\n</pre></body></html>";
+    let mut signed = String::from("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\n");
+    signed.push_str("wireshark-4.6.1.tar.xz: 48473368 bytes\n");
+    for name in [
+        "wireshark-4.6.1.tar.xz",
+        "Wireshark-4.6.1-x64.exe",
+        "Wireshark-4.6.1-x64.msi",
+        "WiresharkPortable64_4.6.1.paf.exe",
+        "Wireshark 4.6.1 Arm 64.dmg",
+        "Wireshark 4.6.1 Intel 64.dmg",
+    ] {
+        signed.push_str(&format!(
+            "{name}: 102937440 bytes\nSHA256({name})={}\nSHA1({name})={}\n\n",
+            h64(name),
+            fake_hex(name, 40)
+        ));
+    }
+    signed.push_str(
+        "-----BEGIN PGP SIGNATURE-----\n\niQIzBAEBCgAdFiEE\n-----END PGP SIGNATURE-----\n",
+    );
+    let site = Site::new()
+        .file("/download/", listing)
+        .file("/download/SIGNATURES-4.6.1.txt", signed);
+    let (report, sink) = run("wireshark", &site).await;
+    assert_clean(&report);
+    // Two installers and the portable package for Windows, two disk images; no sources.
+    assert_eq!((report.discovered, report.downloaded), (5, 0));
+    let exe = sink.get("Wireshark-4.6.1-x64.exe", Windows, Amd64);
+    assert_eq!(
+        (exe.vendor.as_str(), exe.version.as_str()),
+        ("Wireshark Foundation", "4.6.1")
+    );
+    assert_eq!(exe.hash_sha256, h64("Wireshark-4.6.1-x64.exe"));
+    assert_eq!(
+        exe.hash_sha1.as_deref(),
+        Some(fake_hex("Wireshark-4.6.1-x64.exe", 40).as_str())
+    );
+    assert!(
+        exe.source_url
+            .ends_with("/download/win64/Wireshark-4.6.1-x64.exe")
+    );
+    sink.get("WiresharkPortable64_4.6.1.paf.exe", Windows, Amd64);
+    let dmg = sink.get("Wireshark 4.6.1 Arm 64.dmg", Darwin, Arm64);
+    assert!(
+        dmg.source_url
+            .ends_with("/download/osx/Wireshark%204.6.1%20Arm%2064.dmg"),
+        "{}",
+        dmg.source_url
+    );
+    sink.get("Wireshark 4.6.1 Intel 64.dmg", Darwin, Amd64);
+    // The development release (odd minor) is not read.
+    assert!(!site.hit("/download/SIGNATURES-4.7.0.txt"));
+}
