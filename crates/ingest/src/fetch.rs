@@ -87,6 +87,9 @@ pub struct FetchLimits {
     pub download: DownloadLimits,
     /// Whether and within what bounds the files inside archives are recorded.
     pub members: MemberLimits,
+    /// Artifacts fetched at once from one host (downloads of a vendor run in parallel,
+    /// within this bound per host).
+    pub downloads_per_host: usize,
 }
 
 impl Default for FetchLimits {
@@ -97,6 +100,7 @@ impl Default for FetchLimits {
             request_timeout: Duration::from_secs(120),
             download: DownloadLimits::default(),
             members: MemberLimits::default(),
+            downloads_per_host: 4,
         }
     }
 }

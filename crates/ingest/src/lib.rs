@@ -13,7 +13,8 @@
 //! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
 //!   download, never written to disk, with the Authenticode signer of PE files.
 //! - [`members`]: the files inside zip, tar and `.deb` archives, decoded and hashed while the
-//!   archive streams; [`openpgp`]: signed `InRelease` files of distributions.
+//!   archive streams; [`rpm`]: RPM packages' headers and the per-file SHA-256 they list;
+//!   [`openpgp`]: signed `InRelease` and `repomd.xml` files of distributions.
 //!
 //! Vendors, their channels, and what each publishes (versions are always read from the
 //! channel, never configured):
@@ -33,19 +34,26 @@
 //! | `notepadpp` | Notepad++ | GitHub releases of `notepad-plus-plus/notepad-plus-plus` | SHA-256 | assets without digest |
 //! | `fdroid` | F-Droid | `f-droid.org/repo/index-v2.json`, configured app ids (android) | SHA-256 | no |
 //! | `android-platform-tools` | Google | `dl.google.com/android/repository/repository2-3.xml` | SHA-1 | always (SHA-1 checked) |
-//! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages | SHA-256, MD5 | no |
+//! | `pypi` | pypi | `pypi.org/pypi/<name>/json`, configured packages (sdist or pure wheel, and platform wheels) | SHA-256, MD5 | archives, for their files |
 //! | `npm` | npm | `registry.npmjs.org/<name>`, configured packages | SHA-1 | always (SHA-1 checked) |
 //! | `gomod` | go | `proxy.golang.org/<module>/@v/{list,<v>.info,<v>.zip}`, configured modules | none | always |
+//! | `temurin` | Eclipse Adoptium | `api.adoptium.net/v3/info/available_releases`, `/v3/assets/latest/<feature>/hotspot` | SHA-256 | archives, for their files |
+//! | `edge` | Microsoft | `edgeupdates.microsoft.com/api/products` (`Stable`) | SHA-256 | archives, for their files |
+//! | `python` | Python Software Foundation | `www.python.org/api/v2/downloads/release/`, `release_file/?release=<id>` | SHA-256 (MD5 on older entries) | where only MD5 is published |
+//! | `wireshark` | Wireshark Foundation | `www.wireshark.org/download/` listing, `SIGNATURES-<v>.txt` | SHA-256, SHA-1 | no |
 //! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
 //! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
 //! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |
 //! | `debian` | Debian | `deb.debian.org/debian/dists/stable/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
+//! | `ubuntu` | Ubuntu | `changelogs.ubuntu.com/meta-release` (supported releases), `mirrors.edge.kernel.org/ubuntu/dists/<dist>{,-updates}/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
+//! | `rockylinux` | Rocky Linux | `download.rockylinux.org/pub/rocky/` listing, `<major>/{BaseOS,AppStream}/<arch>/os/repodata/repomd.xml` (+ `.asc`, signed), `primary.xml`, `.rpm` | SHA-256 | packages, for their header's file digests |
 //!
 //! Archives (zip, tarballs, `.deb`) are also read for the executables inside them
 //! ([`members`]), after the archive's published hashes are checked.
 //!
 //! Packages (PyPI, npm, Go modules) are recorded as `name (ecosystem)` on
-//! universal/universal, with the ecosystem as vendor.
+//! universal/universal, with the ecosystem as vendor; PyPI platform wheels are recorded under
+//! their file name with the platform and arch of their tag.
 
 pub mod authenticode;
 pub mod catalog;
@@ -57,6 +65,7 @@ pub mod http;
 pub mod members;
 pub mod openpgp;
 pub mod pipeline;
+pub mod rpm;
 pub mod vendors;
 
 pub use authenticode::{AuthenticodeError, SignatureCapture, SignerInfo, extract_signer};

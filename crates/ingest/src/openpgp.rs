@@ -1,16 +1,17 @@
-//! OpenPGP cleartext signatures of distribution repositories (`InRelease`), checked against a
-//! keyring of the distribution's archive keys shipped with the service (`keys/`, each with
-//! its source in `keys/SOURCE.md`).
+//! OpenPGP signatures of distribution repositories, checked against a keyring of the
+//! distribution's archive keys shipped with the service (`keys/`, each with its source in
+//! `keys/SOURCE.md`): cleartext-signed documents (Debian and Ubuntu `InRelease`) and
+//! detached armored signatures (`repomd.xml.asc` beside an RPM repository's `repomd.xml`).
 //!
 //! Only the signed text is ever returned: whatever surrounds the signed block (or a file
 //! whose signature does not verify) is never parsed.
 
-use pgp::composed::{CleartextSignedMessage, Deserializable, SignedPublicKey};
+use pgp::composed::{CleartextSignedMessage, Deserializable, SignedPublicKey, StandaloneSignature};
 use pgp::types::KeyDetails;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SignatureError {
-    #[error("not an OpenPGP cleartext-signed document: {0}")]
+    #[error("not an OpenPGP signed document: {0}")]
     Unreadable(String),
     #[error("no signature verifies against the archive keys")]
     NotVerified,
@@ -66,5 +67,23 @@ impl Keyring {
             return Err(SignatureError::NotVerified);
         }
         Ok(message.signed_text().replace("\r\n", "\n"))
+    }
+
+    /// Verifies an armored detached signature over `data`.
+    pub fn verify_detached(&self, data: &[u8], signature: &str) -> Result<(), SignatureError> {
+        let (signature, _) = StandaloneSignature::from_string(signature)
+            .map_err(|e| SignatureError::Unreadable(e.to_string()))?;
+        let verified = self.keys.iter().any(|key| {
+            signature.verify(key, data).is_ok()
+                || key
+                    .public_subkeys
+                    .iter()
+                    .any(|subkey| signature.verify(subkey, data).is_ok())
+        });
+        if verified {
+            Ok(())
+        } else {
+            Err(SignatureError::NotVerified)
+        }
     }
 }

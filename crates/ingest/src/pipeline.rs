@@ -4,7 +4,8 @@
 //! is streamed through [`download_and_hash`] (SHA-256, SHA-1, MD5, Authenticode signer), every
 //! hash the vendor did publish is checked against the result, and a mismatch rejects the
 //! artifact: the download or the channel may have been tampered with. One failing artifact
-//! never stops the others; the [`VendorReport`] counts what happened.
+//! never stops the others; the [`VendorReport`] counts what happened. Artifacts are fetched
+//! concurrently, at most `FetchLimits::downloads_per_host` at once from one host.
 //!
 //! An artifact that is an archive (zip, tar in its usual compressions) is also read for the
 //! files inside it that a host runs or loads ([`crate::members`]): when it is first recorded
@@ -13,15 +14,20 @@
 //! inside the archive, with `<archive URL>#<member path>` as source URL, the archive's
 //! version, platform and arch, and the signer of a signed PE.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use model::{Clock, NewRecord};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::download::{Downloaded, download_and_hash};
 use crate::fetch::{Artifact, FetchContext, Fetcher};
 use crate::formats::{compare_versions, encode_path, file_name};
 use crate::hasher::{PublishedHashError, verify_published};
 use crate::members::{ArchiveFormat, MemberError, MemberScan, download_archive};
+use crate::rpm::{RpmHeader, download_rpm};
 
 /// A download the service made: the binary was hashed in memory and never stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +133,20 @@ pub struct VendorReport {
 }
 
 impl VendorReport {
+    /// Adds what one artifact's partial report counted.
+    fn absorb(&mut self, part: VendorReport) {
+        self.recorded += part.recorded;
+        self.unchanged += part.unchanged;
+        self.hash_changed += part.hash_changed;
+        self.downloaded += part.downloaded;
+        self.rejected += part.rejected;
+        self.mismatches += part.mismatches;
+        self.errors += part.errors;
+        self.members += part.members;
+        self.archive_problems += part.archive_problems;
+        self.problems.extend(part.problems);
+    }
+
     fn problem(&mut self, kind: ProblemKind, url: Option<&str>, message: String) {
         // Configured URLs may carry credentials; nothing below (logs, health) may see them.
         let url = url.map(model::redact_url);
@@ -202,12 +222,78 @@ pub async fn ingest_vendor(
         return report;
     }
     report.discovered = artifacts.len();
-    // Oldest first: the newest version of a family is recorded last and stays current.
+    // Oldest first: the newest version of a family is started last (the store keeps the
+    // newest current whatever order records arrive in).
     artifacts.sort_by(|a, b| compare_versions(&a.version, &b.version));
+    // Artifacts are ingested concurrently, at most `downloads_per_host` at once against one
+    // host; each has its own partial report, folded in artifact order.
+    let hosts = HostLimits::new(ctx.limits.downloads_per_host);
+    let mut tasks: Vec<PartFuture<'_>> = Vec::with_capacity(artifacts.len());
     for artifact in &artifacts {
-        ingest_artifact(artifact, ctx, sink, clock, &mut report).await;
+        let mut part = VendorReport {
+            fetcher: report.fetcher.clone(),
+            vendor: report.vendor.clone(),
+            ..Default::default()
+        };
+        let hosts = &hosts;
+        tasks.push(Box::pin(async move {
+            let _permit = hosts.acquire(&artifact.url).await;
+            ingest_artifact(artifact, ctx, sink, clock, &mut part).await;
+            part
+        }));
+    }
+    let parts: Vec<VendorReport> = futures::stream::iter(tasks)
+        .buffered(MAX_CONCURRENT_ARTIFACTS)
+        .collect()
+        .await;
+    for part in parts {
+        report.absorb(part);
     }
     report
+}
+
+/// One artifact's ingest, yielding its partial report.
+type PartFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = VendorReport> + Send + 'a>>;
+
+/// Artifacts of one vendor in flight at once, all hosts together.
+const MAX_CONCURRENT_ARTIFACTS: usize = 16;
+
+/// One semaphore per host (and port) an artifact is fetched from.
+struct HostLimits {
+    per_host: usize,
+    hosts: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
+}
+
+impl HostLimits {
+    fn new(per_host: usize) -> Self {
+        Self {
+            per_host: per_host.max(1),
+            hosts: Default::default(),
+        }
+    }
+
+    async fn acquire(&self, url: &str) -> Option<OwnedSemaphorePermit> {
+        let host = reqwest::Url::parse(url)
+            .ok()
+            .map(|u| {
+                format!(
+                    "{}:{:?}",
+                    u.host_str().unwrap_or(""),
+                    u.port_or_known_default()
+                )
+            })
+            .unwrap_or_default();
+        let semaphore = {
+            let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            hosts
+                .entry(host)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+                .clone()
+        };
+        // The semaphore is never closed.
+        semaphore.acquire_owned().await.ok()
+    }
 }
 
 fn new_record(a: &Artifact) -> NewRecord {
@@ -242,6 +328,7 @@ async fn ingest_artifact(
         .enabled
         .then(|| ArchiveFormat::from_name(file_name(&a.url)))
         .flatten();
+    let rpm = ctx.limits.members.enabled && is_rpm(&a.url);
     if let Some(sha256) = &a.published.sha256 {
         let record = NewRecord {
             hash_sha256: sha256.clone(),
@@ -250,6 +337,14 @@ async fn ingest_artifact(
             ..new_record(a)
         };
         let outcome = store(sink, record, &a.url, report).await;
+        // A package seen for the first time is read once for the files its header lists.
+        if rpm
+            && let Some(outcome) = &outcome
+            && outcome.inserted
+        {
+            rpm_files(a, outcome.id.clone(), ctx, sink, clock, report).await;
+            return;
+        }
         // An archive seen for the first time is read once for the files inside it.
         if let (Some(format), Some(outcome)) = (archive, outcome)
             && outcome.inserted
@@ -440,6 +535,65 @@ async fn record_members(
             if let Some(primary) = signer {
                 signers_seen(sink, &outcome.id, primary, &url, report).await;
             }
+        }
+    }
+}
+
+fn is_rpm(url: &str) -> bool {
+    let name = file_name(url).to_ascii_lowercase();
+    name.ends_with(".rpm") && !name.ends_with(".src.rpm")
+}
+
+/// Downloads an RPM package whose SHA-256 the repository published (and recorded as
+/// `record_id`), checks its bytes against every published hash, then records the
+/// executables and libraries its header lists, each with the header's SHA-256 (the only
+/// digest an RPM header carries; SHA-1 and MD5 stay empty, and `download_verified` is false:
+/// the file itself was not hashed here).
+async fn rpm_files(
+    a: &Artifact,
+    record_id: String,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) {
+    let scanned = match download_rpm(&ctx.client, &a.url, &ctx.limits.download, clock).await {
+        Ok(s) => s,
+        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e)),
+    };
+    report.downloaded += 1;
+    let downloaded = Downloaded {
+        digests: scanned.digests,
+        size_bytes: scanned.size_bytes,
+        downloaded_at: scanned.downloaded_at,
+        pe_signer: None,
+        pe_signer_error: None,
+    };
+    if !published_match(a, &downloaded, report) {
+        return;
+    }
+    audit(sink, &downloaded, a, record_id, report).await;
+    let header: RpmHeader = match scanned.header {
+        Ok(h) => h,
+        Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),
+    };
+    let max = ctx.limits.members.max_members;
+    let executables: Vec<_> = header.files.iter().filter(|f| f.is_executable()).collect();
+    if executables.len() > max {
+        let message = format!("files recorded only up to a stop: more than {max} members");
+        report.problem(ProblemKind::Archive, Some(&a.url), message);
+    }
+    for file in executables.into_iter().take(max) {
+        let path = file.path.trim_start_matches('/');
+        let url = format!("{}#{}", a.url, encode_path(path));
+        let record = NewRecord {
+            executable_name: path.to_owned(),
+            hash_sha256: file.sha256.clone(),
+            source_url: url.clone(),
+            ..new_record(a)
+        };
+        if store(sink, record, &url, report).await.is_some() {
+            report.members += 1;
         }
     }
 }

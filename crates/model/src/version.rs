@@ -55,6 +55,7 @@ const DISTRIBUTIONS: &[&str] = &[
     "redhat",
     "centos",
     "rocky",
+    "rocky linux",
     "almalinux",
     "suse",
     "opensuse",

@@ -186,7 +186,8 @@ struct Documents {
     flaky: HashMap<String, u32>,
 }
 
-/// A vendor channel, keyed by raw request path (query ignored). `{BASE}` in a text
+/// A vendor channel, keyed by raw request path (the query is ignored unless a document was
+/// registered with it). `{BASE}` in a text
 /// document is replaced by the server's own base URL when served. Clones share the
 /// documents, so a served site can still be changed.
 #[derive(Clone, Default)]
@@ -314,7 +315,14 @@ impl Site {
                 *left -= 1;
                 return (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response();
             }
-            docs.files.get(path).or(docs.otherwise.as_ref()).cloned()
+            // A document registered with its query (`/files/?release=7`) answers that
+            // query only; otherwise the path alone decides.
+            let with_query = uri.query().map(|q| format!("{path}?{q}"));
+            with_query
+                .and_then(|p| docs.files.get(&p))
+                .or_else(|| docs.files.get(path))
+                .or(docs.otherwise.as_ref())
+                .cloned()
         };
         match reply {
             Some(Reply::Body(body)) => {

@@ -96,7 +96,7 @@ pub const DEFAULT_PACKAGES: &[&str] = &[
 ];
 
 /// The fields of a deb822 paragraph (continuation lines dropped).
-fn paragraphs(text: &str) -> impl Iterator<Item = BTreeMap<&str, &str>> {
+pub(crate) fn paragraphs(text: &str) -> impl Iterator<Item = BTreeMap<&str, &str>> {
     text.split("\n\n").map(|block| {
         block
             .lines()
@@ -143,6 +143,16 @@ pub fn release_sha256(release: &str) -> Vec<IndexEntry> {
     out
 }
 
+/// Where one `Packages` index is and what its records are.
+#[derive(Clone, Copy)]
+struct Index<'a> {
+    url: &'a str,
+    entry: &'a IndexEntry,
+    /// Root of the `Filename` paths.
+    files: &'a str,
+    vendor: &'a str,
+}
+
 /// Decompresses an index by its name, within [`MAX_INDEX_BYTES`].
 fn decompress(path: &str, bytes: &[u8]) -> std::io::Result<String> {
     let mut text = String::new();
@@ -168,7 +178,33 @@ impl Fetcher for Debian {
     }
 
     async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError> {
-        let url = format!("{}/dists/{}/InRelease", ctx.base_url(), self.suite);
+        let (out, failures) = self
+            .suite(
+                ctx,
+                ctx.base_url(),
+                ctx.files_url(),
+                self.suite,
+                self.vendor(),
+            )
+            .await?;
+        ctx.settle(out, failures)
+    }
+}
+
+impl Debian {
+    /// The followed packages of one suite of the repository at `root` (`<root>/dists/<suite>/`),
+    /// their `.deb` under `files`, as records of `vendor`. An `InRelease` that does not
+    /// verify is an error; an index that cannot be read is one of the failures returned
+    /// beside what the other indexes gave.
+    pub(crate) async fn suite(
+        &self,
+        ctx: &FetchContext,
+        root: &str,
+        files: &str,
+        suite: &str,
+        vendor: &str,
+    ) -> Result<(Vec<Artifact>, Vec<FetchError>), FetchError> {
+        let url = format!("{root}/dists/{suite}/InRelease");
         let signed = ctx.get_text(&url).await?;
         // Nothing from the repository is trusted unless this verifies.
         let release = self
@@ -200,25 +236,34 @@ impl Fetcher for Debian {
                 failures.push(FetchError::malformed(&url, format!("{base} not listed")));
                 continue;
             };
-            let index_url = format!("{}/dists/{}/{}", ctx.base_url(), self.suite, entry.path);
-            match self.packages(ctx, &index_url, entry, &wanted, arch).await {
+            let index_url = format!("{root}/dists/{suite}/{}", entry.path);
+            let at = Index {
+                url: &index_url,
+                entry,
+                files,
+                vendor,
+            };
+            match self.packages(ctx, at, &wanted, arch).await {
                 Ok(found) => out.extend(found),
                 Err(e) => failures.push(e),
             }
         }
-        ctx.settle(out, failures)
+        Ok((out, failures))
     }
-}
 
-impl Debian {
     async fn packages(
         &self,
         ctx: &FetchContext,
-        url: &str,
-        entry: &IndexEntry,
+        at: Index<'_>,
         wanted: &[&str],
         arch: Arch,
     ) -> Result<Vec<Artifact>, FetchError> {
+        let Index {
+            url,
+            entry,
+            files,
+            vendor,
+        } = at;
         let bytes = ctx.get_bytes(url, None).await?;
         let digest = hex::encode(aws_lc_rs::digest::digest(
             &aws_lc_rs::digest::SHA256,
@@ -275,12 +320,12 @@ impl Debian {
                 arch
             };
             out.push(Artifact {
-                vendor: self.vendor().into(),
+                vendor: vendor.into(),
                 executable_name: file_name(filename).into(),
                 version: (*version).into(),
                 platform: Platform::Linux,
                 arch,
-                url: format!("{}/{}", ctx.files_url(), filename.trim_start_matches('/')),
+                url: format!("{files}/{}", filename.trim_start_matches('/')),
                 published: PublishedHashes {
                     sha256: Some(sha256),
                     ..Default::default()

@@ -4,11 +4,17 @@
 pub mod android;
 pub mod arch;
 pub mod debian;
+pub mod edge;
 pub mod fdroid;
 pub mod gomod;
 pub mod npm;
 pub mod pypi;
+pub mod python;
+pub mod rocky;
 pub mod rust;
+pub mod temurin;
+pub mod ubuntu;
+pub mod wireshark;
 
 use crate::catalog::{CATALOG, CatalogFetcher};
 use crate::fetch::{Fetcher, VendorConfig};
@@ -16,11 +22,17 @@ use crate::fetch::{Fetcher, VendorConfig};
 pub use android::AndroidPlatformTools;
 pub use arch::ArchLinux;
 pub use debian::Debian;
+pub use edge::Edge;
 pub use fdroid::FDroid;
 pub use gomod::GoModules;
 pub use npm::Npm;
 pub use pypi::PyPi;
+pub use python::PythonOrg;
+pub use rocky::RockyLinux;
 pub use rust::Rust;
+pub use temurin::Temurin;
+pub use ubuntu::Ubuntu;
+pub use wireshark::Wireshark;
 
 /// A fetcher with its configuration.
 pub struct VendorSetup {
@@ -40,7 +52,7 @@ pub fn all() -> Vec<VendorSetup> {
             }
         })
         .collect();
-    let code: [(Box<dyn Fetcher>, VendorConfig); 8] = [
+    let code: [(Box<dyn Fetcher>, VendorConfig); 14] = [
         (Box::new(Rust), Rust::default_config()),
         (Box::new(FDroid), FDroid::default_config()),
         (
@@ -50,8 +62,14 @@ pub fn all() -> Vec<VendorSetup> {
         (Box::new(PyPi), PyPi::default_config()),
         (Box::new(Npm), Npm::default_config()),
         (Box::new(GoModules), GoModules::default_config()),
+        (Box::new(Temurin), Temurin::default_config()),
+        (Box::new(Edge), Edge::default_config()),
+        (Box::new(PythonOrg), PythonOrg::default_config()),
+        (Box::new(Wireshark), Wireshark::default_config()),
         (Box::new(Debian::new()), Debian::default_config()),
+        (Box::new(Ubuntu::new()), Ubuntu::default_config()),
         (Box::new(ArchLinux), ArchLinux::default_config()),
+        (Box::new(RockyLinux::new()), RockyLinux::default_config()),
     ];
     out.extend(
         code.into_iter()
@@ -74,9 +92,11 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), all.len());
-        // Thirty-nine vendor channels and two distributions.
-        assert_eq!(all.len(), 41);
-        assert!(ids.iter().any(|i| i == "debian") && ids.iter().any(|i| i == "archlinux"));
+        // Forty-three vendor channels and four distributions of three families.
+        assert_eq!(all.len(), 47);
+        for family in ["debian", "ubuntu", "archlinux", "rockylinux"] {
+            assert!(ids.iter().any(|i| i == family), "{family}");
+        }
         for v in &all {
             assert!(
                 v.config.base_url.starts_with("https://"),

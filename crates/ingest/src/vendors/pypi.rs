@@ -4,10 +4,17 @@
 //! {"2.32.3": [{filename, url, packagetype ("sdist" | "bdist_wheel"), digests: {md5, sha256,
 //! blake2b_256}, yanked}]}` (see the Warehouse JSON API docs).
 //!
-//! A package release is recorded once, as `name (pypi)` on universal/universal: its sdist,
-//! or its pure wheel (`*-none-any.whl`) when there is no sdist. Platform wheels are not
-//! recorded: several share one platform and arch and more are uploaded to old releases
-//! later, which would read as a changed hash on an immutable release.
+//! A package release is recorded as `name (pypi)` on universal/universal: its sdist, or its
+//! pure wheel (`*-none-any.whl`) when there is no sdist. Its platform wheels are recorded
+//! too, each under its own file name (several share one platform and arch, and more are
+//! uploaded to old releases later), with platform and arch from the wheel's platform tag
+//! (`{name}-{version}[-{build}]-{python}-{abi}-{platform}.whl`, the platform part possibly
+//! several tags joined by `.`): `win_amd64`, `win32`, `win_arm64`; `macosx_*_x86_64`,
+//! `macosx_*_arm64`, `macosx_*_universal2`; `manylinux*_x86_64`/`_aarch64` (and `linux_*`).
+//! Of several wheels for one python tag, ABI, platform and arch (`manylinux_2_17` and
+//! `manylinux_2_28` builds) the first by name is taken; `musllinux` and other platforms are
+//! left out. A wheel is a zip: the shared libraries and executables inside it are recorded
+//! as files of the package.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +91,78 @@ fn canonical(files: &[File]) -> Option<&File> {
     })
 }
 
+/// The platform and arch a wheel's platform tag names, `None` for pure wheels and platforms
+/// not followed.
+pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
+    let stem = filename.strip_suffix(".whl")?;
+    let tag = stem.rsplit('-').next()?;
+    // Compound tags name one platform in several spellings; the first decides.
+    let tag = tag.split('.').next()?;
+    let arch_of = |suffix: &str| match suffix {
+        "x86_64" | "amd64" => Some(Arch::Amd64),
+        "aarch64" | "arm64" => Some(Arch::Arm64),
+        "universal2" => Some(Arch::Universal),
+        _ => None,
+    };
+    if tag == "win32" {
+        return Some((Platform::Windows, Arch::X86));
+    }
+    if let Some(rest) = tag.strip_prefix("win_") {
+        return arch_of(rest).map(|a| (Platform::Windows, a));
+    }
+    if tag.starts_with("macosx_") {
+        let arch = ["x86_64", "arm64", "universal2"]
+            .into_iter()
+            .find(|a| tag.ends_with(&format!("_{a}")))?;
+        return arch_of(arch).map(|a| (Platform::Darwin, a));
+    }
+    if tag.starts_with("manylinux") || tag.starts_with("linux_") {
+        let arch = ["x86_64", "aarch64"]
+            .into_iter()
+            .find(|a| tag.ends_with(&format!("_{a}")))?;
+        return arch_of(arch).map(|a| (Platform::Linux, a));
+    }
+    None
+}
+
+/// The platform wheels that stand for a release: one per python tag, ABI, platform and arch.
+fn platform_wheels(files: &[File]) -> Vec<(&File, Platform, Arch)> {
+    let mut chosen: BTreeMap<(String, Platform, Arch), &File> = BTreeMap::new();
+    let mut wheels: Vec<&File> = files
+        .iter()
+        .filter(|f| !f.yanked && f.packagetype == "bdist_wheel")
+        .collect();
+    wheels.sort_by(|a, b| a.filename.cmp(&b.filename));
+    for wheel in wheels {
+        let Some((platform, arch)) = wheel_target(&wheel.filename) else {
+            continue;
+        };
+        let parts: Vec<&str> = wheel.filename.rsplitn(4, '-').collect();
+        let (Some(abi), Some(python)) = (parts.get(1), parts.get(2)) else {
+            continue;
+        };
+        chosen
+            .entry((format!("{python}-{abi}"), platform, arch))
+            .or_insert(wheel);
+    }
+    chosen
+        .into_iter()
+        .map(|((_, platform, arch), file)| (file, platform, arch))
+        .collect()
+}
+
+fn published(file: &File) -> PublishedHashes {
+    PublishedHashes {
+        sha256: file
+            .digests
+            .sha256
+            .as_deref()
+            .and_then(|h| hex_digest(h, 64)),
+        sha1: None,
+        md5: file.digests.md5.as_deref().and_then(|h| hex_digest(h, 32)),
+    }
+}
+
 #[async_trait]
 impl Fetcher for PyPi {
     fn id(&self) -> &str {
@@ -112,7 +191,10 @@ impl Fetcher for PyPi {
             let candidates = project
                 .releases
                 .iter()
-                .filter(|(v, files)| valid_version(v) && canonical(files).is_some())
+                .filter(|(v, files)| {
+                    valid_version(v)
+                        && (canonical(files).is_some() || !platform_wheels(files).is_empty())
+                })
                 .filter(|(v, _)| compare_versions(v, latest).is_le())
                 .map(|(v, _)| v.clone());
             let chosen = newest(candidates, ctx.limits.max_versions);
@@ -124,26 +206,31 @@ impl Fetcher for PyPi {
                 continue;
             }
             for version in chosen {
-                let Some(file) = project.releases.get(&version).and_then(|f| canonical(f)) else {
+                let Some(files) = project.releases.get(&version) else {
                     continue;
                 };
-                out.push(Artifact {
-                    vendor: "pypi".into(),
-                    executable_name: format!("{name} (pypi)"),
-                    version,
-                    platform: Platform::Universal,
-                    arch: Arch::Universal,
-                    url: file.url.clone(),
-                    published: PublishedHashes {
-                        sha256: file
-                            .digests
-                            .sha256
-                            .as_deref()
-                            .and_then(|h| hex_digest(h, 64)),
-                        sha1: None,
-                        md5: file.digests.md5.as_deref().and_then(|h| hex_digest(h, 32)),
-                    },
-                });
+                if let Some(file) = canonical(files) {
+                    out.push(Artifact {
+                        vendor: "pypi".into(),
+                        executable_name: format!("{name} (pypi)"),
+                        version: version.clone(),
+                        platform: Platform::Universal,
+                        arch: Arch::Universal,
+                        url: file.url.clone(),
+                        published: published(file),
+                    });
+                }
+                for (file, platform, arch) in platform_wheels(files) {
+                    out.push(Artifact {
+                        vendor: "pypi".into(),
+                        executable_name: file.filename.clone(),
+                        version: version.clone(),
+                        platform,
+                        arch,
+                        url: file.url.clone(),
+                        published: published(file),
+                    });
+                }
             }
         }
         ctx.settle(out, failures)
@@ -153,6 +240,49 @@ impl Fetcher for PyPi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wheel_tags_give_platform_and_arch() {
+        let cases = [
+            (
+                "cryptography-44.0.0-cp39-abi3-win_amd64.whl",
+                Some((Platform::Windows, Arch::Amd64)),
+            ),
+            (
+                "cryptography-44.0.0-cp39-abi3-win32.whl",
+                Some((Platform::Windows, Arch::X86)),
+            ),
+            (
+                "numpy-2.2.1-cp313-cp313-win_arm64.whl",
+                Some((Platform::Windows, Arch::Arm64)),
+            ),
+            (
+                "cryptography-44.0.0-cp39-abi3-macosx_10_9_universal2.whl",
+                Some((Platform::Darwin, Arch::Universal)),
+            ),
+            (
+                "numpy-2.2.1-cp313-cp313-macosx_14_0_arm64.whl",
+                Some((Platform::Darwin, Arch::Arm64)),
+            ),
+            (
+                "numpy-2.2.1-cp313-cp313-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                Some((Platform::Linux, Arch::Amd64)),
+            ),
+            (
+                "cryptography-44.0.0-cp39-abi3-manylinux_2_28_aarch64.whl",
+                Some((Platform::Linux, Arch::Arm64)),
+            ),
+            (
+                "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
+                None,
+            ),
+            ("requests-2.32.3-py3-none-any.whl", None),
+            ("requests-2.32.3.tar.gz", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(wheel_target(name), expected, "{name}");
+        }
+    }
 
     #[test]
     fn names_normalize() {

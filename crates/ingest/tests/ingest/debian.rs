@@ -17,7 +17,7 @@ use pgp::types::Password;
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, md5, sha1, sha256};
 
 /// A signing key made for this test, and its public key armored.
-fn archive_key() -> (SignedSecretKey, String) {
+pub(crate) fn archive_key() -> (SignedSecretKey, String) {
     let mut rng = rand08::thread_rng();
     let params = SecretKeyParamsBuilder::default()
         .key_type(KeyType::Ed25519Legacy)
@@ -38,7 +38,7 @@ fn archive_key() -> (SignedSecretKey, String) {
     (secret, public)
 }
 
-fn sign(key: &SignedSecretKey, text: &str) -> String {
+pub(crate) fn sign(key: &SignedSecretKey, text: &str) -> String {
     let mut rng = rand08::thread_rng();
     CleartextSignedMessage::sign(&mut rng, text, &**key, &Password::empty())
         .unwrap()
@@ -46,7 +46,7 @@ fn sign(key: &SignedSecretKey, text: &str) -> String {
         .unwrap()
 }
 
-fn xz(data: &[u8]) -> Vec<u8> {
+pub(crate) fn xz(data: &[u8]) -> Vec<u8> {
     let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
     e.write_all(data).unwrap();
     e.finish().unwrap()
@@ -94,13 +94,13 @@ fn ar(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// The ELF `ls` of a package for `arch`.
-fn ls_binary(arch: &str) -> Vec<u8> {
+pub(crate) fn ls_binary(arch: &str) -> Vec<u8> {
     let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
     elf.extend(format!("coreutils ls for {arch} ").repeat(2_000).bytes());
     elf
 }
 
-fn deb(arch: &str) -> Vec<u8> {
+pub(crate) fn deb(arch: &str) -> Vec<u8> {
     let ls = ls_binary(arch);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&tar(&[("./control", b"Package: coreutils\n")]))
@@ -117,7 +117,7 @@ fn deb(arch: &str) -> Vec<u8> {
     ])
 }
 
-fn stanza(name: &str, version: &str, arch: &str, filename: &str, body: &[u8]) -> String {
+pub(crate) fn stanza(name: &str, version: &str, arch: &str, filename: &str, body: &[u8]) -> String {
     format!(
         "Package: {name}\nVersion: {version}\nInstalled-Size: 6000\nMaintainer: Michael Stone <mstone@debian.org>\n\
          Architecture: {arch}\nMulti-Arch: foreign\nEssential: yes\nDescription: GNU core utilities\n\

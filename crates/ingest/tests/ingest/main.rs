@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod common;
+mod concurrency;
 mod vendor_support;
 
 mod archlinux;
@@ -11,5 +12,7 @@ mod authenticode;
 mod debian;
 mod download;
 mod members;
+mod rockylinux;
 mod stream_memory;
+mod ubuntu;
 mod vendors;

@@ -91,6 +91,8 @@ impl MemorySink {
         }
     }
 
+    /// The distinct versions recorded, oldest first (artifacts are recorded concurrently,
+    /// so arrival order says nothing).
     pub fn versions(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .records
@@ -99,6 +101,7 @@ impl MemorySink {
             .iter()
             .map(|(_, r)| r.version.clone())
             .collect();
+        v.sort_by(|a, b| ingest::formats::compare_versions(a, b));
         v.dedup();
         v
     }
@@ -120,6 +123,7 @@ pub fn limits() -> FetchLimits {
             enabled: false,
             ..Default::default()
         },
+        downloads_per_host: 4,
     }
 }
 

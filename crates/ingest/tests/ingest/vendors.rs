@@ -1301,6 +1301,141 @@ async fn pypi_records_the_sdist_of_the_latest_release() {
     assert!(typing.source_url.ends_with("-py3-none-any.whl"));
 }
 
+/// A wheel: a zip holding the package's files (the extension module an ELF, PE or Mach-O).
+fn wheel(module: &str, binary: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(&mut out));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    w.start_file("cryptography/__init__.py", options).unwrap();
+    w.write_all(b"from cryptography.__about__ import __version__\n")
+        .unwrap();
+    w.start_file(module, options).unwrap();
+    w.write_all(binary).unwrap();
+    w.start_file("cryptography-44.0.0.dist-info/WHEEL", options)
+        .unwrap();
+    w.write_all(b"Wheel-Version: 1.0\nGenerator: maturin (1.7.8)\nRoot-Is-Purelib: false\nTag: cp39-abi3-win_amd64\n")
+        .unwrap();
+    w.finish().unwrap();
+    out
+}
+
+#[tokio::test]
+async fn pypi_records_platform_wheels_with_platform_and_arch_from_their_tags() {
+    let site = Site::new();
+    // The sdist: a tarball with no executable inside.
+    let sdist = {
+        let mut b = tar::Builder::new(Vec::new());
+        let info = b"Metadata-Version: 2.3\nName: cryptography\nVersion: 44.0.0\n";
+        let mut h = tar::Header::new_gnu();
+        h.set_size(info.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "cryptography-44.0.0/PKG-INFO", &info[..])
+            .unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &b.into_inner().unwrap()).unwrap();
+        gz.finish().unwrap()
+    };
+    let mut entry = pypi_file(
+        "cryptography",
+        "44.0.0",
+        "cryptography-44.0.0.tar.gz",
+        "sdist",
+    );
+    entry["digests"]["sha256"] = json!(sha256(&sdist));
+    entry["digests"]["md5"] = json!(md5(&sdist));
+    site.file(
+        "/packages/source/c/cryptography/cryptography-44.0.0.tar.gz",
+        sdist,
+    );
+    let mut files = vec![entry];
+    let elf = |arch: &str| {
+        let mut b = b"\x7fELF\x02\x01\x01\x00".to_vec();
+        b.extend(format!("_rust.abi3.so {arch}").repeat(100).bytes());
+        b
+    };
+    let mut served = Vec::new();
+    for (file, module, binary) in [
+        (
+            "cryptography-44.0.0-cp39-abi3-win_amd64.whl",
+            "cryptography/hazmat/bindings/_rust.pyd",
+            b"MZ\x90\x00 _rust.pyd".repeat(50),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-macosx_10_9_universal2.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            [vec![0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2], b"fat".repeat(50)].concat(),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            elf("x86_64"),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_28_aarch64.whl",
+            "cryptography/hazmat/bindings/_rust.abi3.so",
+            elf("aarch64"),
+        ),
+    ] {
+        let bytes = wheel(module, &binary);
+        let mut entry = pypi_file("cryptography", "44.0.0", file, "bdist_wheel");
+        entry["digests"]["sha256"] = json!(sha256(&bytes));
+        entry["digests"]["md5"] = json!(md5(&bytes));
+        entry["python_version"] = json!("cp39");
+        site.file(&format!("/packages/source/c/cryptography/{file}"), bytes);
+        files.push(entry);
+        served.push((file, module, binary));
+    }
+    // Left out: a second build for the same tags (newer glibc) and musl.
+    for file in [
+        "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
+    ] {
+        files.push(pypi_file("cryptography", "44.0.0", file, "bdist_wheel"));
+    }
+    let project = json!({
+        "info": {"name": "cryptography", "version": "44.0.0"},
+        "releases": {"44.0.0": files},
+        "urls": []
+    });
+    site.file("/pypi/cryptography/json", project.to_string());
+    let base = site.serve().await;
+    let sink = MemorySink::default();
+    let report = run_with("pypi", &base, &sink, |config, limits| {
+        config.items = vec!["cryptography".into()];
+        limits.members.enabled = true;
+    })
+    .await;
+    assert_clean(&report);
+    // The sdist and four wheels; each wheel's extension module.
+    assert_eq!((report.discovered, report.members), (5, 4));
+    sink.get("cryptography (pypi)", model::Platform::Universal, Universal);
+    let targets = [
+        (Windows, Amd64),
+        (Darwin, Universal),
+        (Linux, Amd64),
+        (Linux, Arm64),
+    ];
+    for ((file, module, binary), (platform, arch)) in served.iter().zip(targets) {
+        let record = sink.get(file, platform, arch);
+        assert_eq!(
+            (record.vendor.as_str(), record.version.as_str()),
+            ("pypi", "44.0.0")
+        );
+        let member = sink.get(module, platform, arch);
+        assert_eq!(member.hash_sha256, sha256(binary));
+        assert!(member.source_url.ends_with(&format!("{file}#{module}")));
+    }
+    let records = sink.records.lock().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|(_, r)| !r.executable_name.contains("musllinux")
+                && !r.executable_name.contains("manylinux_2_28_x86_64"))
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // npm: registry packument (SHA-1 only)
 
@@ -1667,4 +1802,379 @@ async fn https_goes_through_the_proxy_except_to_no_proxy_hosts() {
         ..outbound(Some(&ca))
     };
     assert_eq!(run_go_through(&unreachable, &base).await.discovered, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Eclipse Temurin: api.adoptium.net/v3/info/available_releases, /v3/assets/latest/<f>/hotspot
+
+fn adoptium_asset(
+    feature: u32,
+    release: &str,
+    os: &str,
+    arch: &str,
+    image: &str,
+    ext: &str,
+) -> serde_json::Value {
+    let arch_name = if arch == "x32" { "x86-32" } else { arch };
+    let file = format!(
+        "OpenJDK{feature}U-{image}_{arch_name}_{os}_hotspot_{}.{ext}",
+        release.trim_start_matches("jdk-").replace('+', "_")
+    );
+    let link = format!(
+        "{{BASE}}/adoptium/temurin{feature}-binaries/releases/download/{}/{file}",
+        release.replace('+', "%2B")
+    );
+    let package = json!({"checksum": h64(&file), "checksum_link": format!("{link}.sha256.txt"), "download_count": 1207,
+        "link": link, "metadata_link": format!("{link}.json"), "name": file, "signature_link": format!("{link}.sig"), "size": 197_120_402});
+    let mut binary = json!({"architecture": arch, "download_count": 1207, "heap_size": "normal", "image_type": image,
+        "jvm_impl": "hotspot", "os": os, "package": package, "project": "jdk", "scm_ref": format!("{release}_adopt"),
+        "updated_at": "2025-10-22T12:27:05Z"});
+    if os == "windows" && image == "jdk" {
+        let msi = file.replace(".zip", ".msi");
+        binary["installer"] = json!({"checksum": h64(&msi), "download_count": 300, "link": link.replace(".zip", ".msi"), "name": msi, "size": 180_000_000});
+    }
+    json!({"binary": binary, "release_link": format!("https://github.com/adoptium/temurin{feature}-binaries/releases/tag/{}", release.replace('+', "%2B")),
+           "release_name": release, "vendor": "eclipse",
+           "version": {"build": 7, "major": feature, "minor": 0, "openjdk_version": format!("{}-LTS", release.trim_start_matches("jdk-")), "security": 9, "semver": format!("{}.0.LTS", release.trim_start_matches("jdk-"))}})
+}
+
+#[tokio::test]
+async fn temurin_records_the_newest_build_of_the_current_feature_releases() {
+    let lts = json!([
+        adoptium_asset(21, "jdk-21.0.9+10", "windows", "x64", "jdk", "zip"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "aarch64", "jre", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "mac", "x64", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "windows", "x32", "jre", "zip"),
+        // Not followed: another libc, other CPUs, debug images.
+        adoptium_asset(21, "jdk-21.0.9+10", "alpine-linux", "x64", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "s390x", "jdk", "tar.gz"),
+        adoptium_asset(21, "jdk-21.0.9+10", "linux", "x64", "debugimage", "tar.gz"),
+    ]);
+    let feature = json!([adoptium_asset(
+        25,
+        "jdk-25.0.1+8",
+        "linux",
+        "x64",
+        "jdk",
+        "tar.gz"
+    )]);
+    let site = Site::new()
+        .file(
+            "/v3/info/available_releases",
+            json!({"available_lts_releases": [8, 11, 17, 21], "available_releases": [8, 11, 17, 21, 25],
+                   "most_recent_feature_release": 25, "most_recent_feature_version": 26, "most_recent_lts": 21,
+                   "tip_version": 26})
+            .to_string(),
+        )
+        .file("/v3/assets/latest/21/hotspot", lts.to_string())
+        .file("/v3/assets/latest/25/hotspot", feature.to_string());
+    let (report, sink) = run("temurin", &site).await;
+    assert_clean(&report);
+    // Four LTS targets (one with an installer) and the feature release's one.
+    assert_eq!((report.discovered, report.downloaded), (6, 0));
+    let msi = sink.get(
+        "OpenJDK21U-jdk_x64_windows_hotspot_21.0.9_10.msi",
+        Windows,
+        Amd64,
+    );
+    assert_eq!(msi.vendor, "Eclipse Adoptium");
+    assert_eq!(msi.version, "21.0.9+10");
+    assert_eq!(
+        msi.hash_sha256,
+        h64("OpenJDK21U-jdk_x64_windows_hotspot_21.0.9_10.msi")
+    );
+    sink.get(
+        "OpenJDK21U-jre_aarch64_linux_hotspot_21.0.9_10.tar.gz",
+        Linux,
+        Arm64,
+    );
+    sink.get(
+        "OpenJDK21U-jdk_x64_mac_hotspot_21.0.9_10.tar.gz",
+        Darwin,
+        Amd64,
+    );
+    sink.get(
+        "OpenJDK21U-jre_x86-32_windows_hotspot_21.0.9_10.zip",
+        Windows,
+        X86,
+    );
+    let feature = sink.get(
+        "OpenJDK25U-jdk_x64_linux_hotspot_25.0.1_8.tar.gz",
+        Linux,
+        Amd64,
+    );
+    assert_eq!(feature.version, "25.0.1+8");
+    assert!(
+        feature
+            .source_url
+            .contains("/temurin25-binaries/releases/download/jdk-25.0.1%2B8/")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Microsoft Edge: edgeupdates.microsoft.com/api/products
+
+fn edge_release(
+    id: u32,
+    platform: &str,
+    arch: &str,
+    version: &str,
+    files: &[(&str, &str)],
+) -> serde_json::Value {
+    let artifacts: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(kind, file)| {
+            json!({"ArtifactName": kind, "Location": format!("{{BASE}}/{file}"),
+                   "Hash": h64(file).to_uppercase(), "HashAlgorithm": "SHA256", "SizeInBytes": 178_061_312})
+        })
+        .collect();
+    json!({"ReleaseId": id, "Platform": platform, "Architecture": arch, "CVEs": ["CVE-2025-12036"],
+           "ProductVersion": version, "Artifacts": artifacts, "PublishedTime": "2025-10-24T21:19:00",
+           "ExpectedExpiryDate": "2026-04-24T21:19:00"})
+}
+
+#[tokio::test]
+async fn edge_records_the_newest_stable_release_of_each_platform_and_arch() {
+    let products = json!([
+        {"Product": "Stable", "Releases": [
+            edge_release(111, "Windows", "x64", "141.0.3537.92",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi")]),
+            edge_release(110, "Windows", "x64", "141.0.3537.85",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.85.msi")]),
+            edge_release(112, "Windows", "arm64", "141.0.3537.92",
+                &[("msi", "prss/msedge/MicrosoftEdgeEnterpriseARM64-141.0.3537.92.msi")]),
+            edge_release(113, "MacOS", "universal", "141.0.3537.92",
+                &[("pkg", "prss/msedge/MicrosoftEdge-141.0.3537.92.pkg"), ("plist", "prss/msedge/MicrosoftEdge.plist")]),
+            edge_release(114, "Linux", "x64", "141.0.3537.92",
+                &[("deb", "prss/msedge/microsoft-edge-stable_141.0.3537.92-1_amd64.deb"),
+                  ("rpm", "prss/msedge/microsoft-edge-stable-141.0.3537.92-1.x86_64.rpm")]),
+            edge_release(115, "iOS", "arm64", "141.0.3537.90", &[]),
+        ]},
+        {"Product": "Beta", "Releases": [
+            edge_release(120, "Windows", "x64", "142.0.3595.20",
+                &[("msi", "prss/msedge/MicrosoftEdgeBetaEnterpriseX64-142.0.3595.20.msi")]),
+        ]}
+    ]);
+    // The plist's hash is published in another algorithm: not a file taken.
+    let products = products.to_string().replace(
+        &format!(
+            "\"{}\",\"HashAlgorithm\":\"SHA256\"",
+            h64("prss/msedge/MicrosoftEdge.plist").to_uppercase()
+        ),
+        "\"abc\",\"HashAlgorithm\":\"MD5\"",
+    );
+    let site = Site::new().file("/api/products", products);
+    let (report, sink) = run("edge", &site).await;
+    assert_clean(&report);
+    assert_eq!((report.discovered, report.downloaded), (5, 0));
+    let msi = sink.get(
+        "MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi",
+        Windows,
+        Amd64,
+    );
+    assert_eq!(
+        (msi.vendor.as_str(), msi.version.as_str()),
+        ("Microsoft", "141.0.3537.92")
+    );
+    assert_eq!(
+        msi.hash_sha256,
+        h64("prss/msedge/MicrosoftEdgeEnterpriseX64-141.0.3537.92.msi")
+    );
+    sink.get(
+        "MicrosoftEdgeEnterpriseARM64-141.0.3537.92.msi",
+        Windows,
+        Arm64,
+    );
+    sink.get("MicrosoftEdge-141.0.3537.92.pkg", Darwin, Universal);
+    sink.get(
+        "microsoft-edge-stable_141.0.3537.92-1_amd64.deb",
+        Linux,
+        Amd64,
+    );
+    sink.get(
+        "microsoft-edge-stable-141.0.3537.92-1.x86_64.rpm",
+        Linux,
+        Amd64,
+    );
+    let records = sink.records.lock().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|(_, r)| !r.executable_name.contains("Beta")
+                && !r.executable_name.contains(".85.")
+                && !r.executable_name.ends_with(".plist"))
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Python: www.python.org/api/v2/downloads/release/, /release_file/?release=<id>
+
+fn python_release(id: u32, name: &str, pre: bool) -> serde_json::Value {
+    json!({"name": name, "slug": name.to_lowercase().replace([' ', '.'], "-"), "version": 3, "is_published": true,
+           "is_latest": false, "release_date": "2025-10-07T12:00:00Z", "pre_release": pre,
+           "release_page": null, "release_notes_url": "https://docs.python.org/release/3.14.0/whatsnew/changelog.html",
+           "show_on_download_page": true, "resource_uri": format!("https://www.python.org/api/v2/downloads/release/{id}/")})
+}
+
+fn python_file(
+    name: &str,
+    version: &str,
+    file: &str,
+    source: bool,
+    sha256: Option<String>,
+    md5: String,
+) -> serde_json::Value {
+    json!({"name": name, "slug": file.to_lowercase(), "os": "https://www.python.org/api/v2/downloads/os/1/",
+           "release": "https://www.python.org/api/v2/downloads/release/1/", "description": "", "is_source": source,
+           "url": format!("{{BASE}}/ftp/python/{version}/{file}"),
+           "gpg_signature_file": "", "md5_sum": md5, "sha256_sum": sha256, "filesize": 28_571_136,
+           "download_button": false, "resource_uri": "https://www.python.org/api/v2/downloads/release_file/1/",
+           "sigstore_signature_file": "", "sigstore_cert_file": "",
+           "sigstore_bundle_file": format!("https://www.python.org/ftp/python/{version}/{file}.sigstore"),
+           "sbom_spdx2_file": ""})
+}
+
+#[tokio::test]
+async fn python_org_records_the_installers_of_the_two_newest_series() {
+    let releases = json!([
+        python_release(1050, "Python 3.14.0", false),
+        python_release(1040, "Python 3.13.8", false),
+        python_release(1045, "Python 3.13.9", false),
+        python_release(1030, "Python 3.12.12", false),
+        python_release(1060, "Python 3.15.0a1", true),
+        python_release(1070, "Python install manager 25.0", false),
+    ]);
+    let f314 = json!([
+        python_file(
+            "Windows installer (64-bit)",
+            "3.14.0",
+            "python-3.14.0-amd64.exe",
+            false,
+            Some(h64("python-3.14.0-amd64.exe")),
+            fake_hex("python-3.14.0-amd64.exe", 32)
+        ),
+        python_file(
+            "macOS 64-bit universal2 installer",
+            "3.14.0",
+            "python-3.14.0-macos11.pkg",
+            false,
+            Some(h64("python-3.14.0-macos11.pkg")),
+            fake_hex("python-3.14.0-macos11.pkg", 32)
+        ),
+        python_file(
+            "XZ compressed source tarball",
+            "3.14.0",
+            "Python-3.14.0.tar.xz",
+            true,
+            Some(h64("Python-3.14.0.tar.xz")),
+            fake_hex("Python-3.14.0.tar.xz", 32)
+        ),
+    ]);
+    // An older entry with MD5 only: downloaded, its MD5 checked.
+    let arm = body("python-3.13.9-arm64.exe");
+    let f313 = json!([python_file(
+        "Windows installer (ARM64)",
+        "3.13.9",
+        "python-3.13.9-arm64.exe",
+        false,
+        None,
+        md5(&arm)
+    )]);
+    let site = Site::new()
+        .file("/api/v2/downloads/release/", releases.to_string())
+        .file(
+            "/api/v2/downloads/release_file/?release=1050",
+            f314.to_string(),
+        )
+        .file(
+            "/api/v2/downloads/release_file/?release=1045",
+            f313.to_string(),
+        )
+        .file("/ftp/python/3.13.9/python-3.13.9-arm64.exe", arm.clone());
+    let (report, sink) = run("python", &site).await;
+    assert_clean(&report);
+    assert_eq!((report.discovered, report.downloaded), (3, 1));
+    let exe = sink.get("python-3.14.0-amd64.exe", Windows, Amd64);
+    assert_eq!(
+        (exe.vendor.as_str(), exe.version.as_str()),
+        ("Python Software Foundation", "3.14.0")
+    );
+    assert_eq!(exe.hash_sha256, h64("python-3.14.0-amd64.exe"));
+    sink.get("python-3.14.0-macos11.pkg", Darwin, Universal);
+    let arm64 = sink.get("python-3.13.9-arm64.exe", Windows, Arm64);
+    assert_eq!(arm64.hash_sha256, sha256(&arm));
+    assert!(arm64.download_verified);
+    // The older 3.13 release, 3.12 (a third series) and pre-releases are not read.
+    let hits = site.hits.lock().unwrap();
+    assert_eq!(
+        hits.iter()
+            .filter(|p| p.starts_with("/api/v2/downloads/release_file/"))
+            .count(),
+        2
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Wireshark: www.wireshark.org/download/ listing, SIGNATURES-<v>.txt
+
+#[tokio::test]
+async fn wireshark_records_the_newest_stable_release_from_its_signatures_file() {
+    let listing = "<html><head><title>Index of /download</title></head><body><h1>Index of /download</h1><pre>\
+        <a href=\"../\">../</a>\n<a href=\"osx/\">osx/</a>\n<a href=\"src/\">src/</a>\n<a href=\"win64/\">win64/</a>\n\
+        <a href=\"SIGNATURES-4.4.10.txt\">SIGNATURES-4.4.10.txt</a>   08-Oct-2025 18:02    7114\n\
+        <a href=\"SIGNATURES-4.6.0.txt\">SIGNATURES-4.6.0.txt</a>    02-Oct-2025 17:40    7300\n\
+        <a href=\"SIGNATURES-4.6.1.txt\">SIGNATURES-4.6.1.txt</a>    05-Nov-2025 20:11    7300\n\
+        <a href=\"SIGNATURES-4.7.0.txt\">SIGNATURES-4.7.0.txt</a>    12-Nov-2025 10:00    7300\n\
+        <a href=\"wireshark-latest.tar.xz\">wireshark-latest.tar.xz</a>\n</pre></body></html>";
+    let mut signed = String::from("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\n");
+    signed.push_str("wireshark-4.6.1.tar.xz: 48473368 bytes\n");
+    for name in [
+        "wireshark-4.6.1.tar.xz",
+        "Wireshark-4.6.1-x64.exe",
+        "Wireshark-4.6.1-x64.msi",
+        "WiresharkPortable64_4.6.1.paf.exe",
+        "Wireshark 4.6.1 Arm 64.dmg",
+        "Wireshark 4.6.1 Intel 64.dmg",
+    ] {
+        signed.push_str(&format!(
+            "{name}: 102937440 bytes\nSHA256({name})={}\nSHA1({name})={}\n\n",
+            h64(name),
+            fake_hex(name, 40)
+        ));
+    }
+    signed.push_str(
+        "-----BEGIN PGP SIGNATURE-----\n\niQIzBAEBCgAdFiEE\n-----END PGP SIGNATURE-----\n",
+    );
+    let site = Site::new()
+        .file("/download/", listing)
+        .file("/download/SIGNATURES-4.6.1.txt", signed);
+    let (report, sink) = run("wireshark", &site).await;
+    assert_clean(&report);
+    // Two installers and the portable package for Windows, two disk images; no sources.
+    assert_eq!((report.discovered, report.downloaded), (5, 0));
+    let exe = sink.get("Wireshark-4.6.1-x64.exe", Windows, Amd64);
+    assert_eq!(
+        (exe.vendor.as_str(), exe.version.as_str()),
+        ("Wireshark Foundation", "4.6.1")
+    );
+    assert_eq!(exe.hash_sha256, h64("Wireshark-4.6.1-x64.exe"));
+    assert_eq!(
+        exe.hash_sha1.as_deref(),
+        Some(fake_hex("Wireshark-4.6.1-x64.exe", 40).as_str())
+    );
+    assert!(
+        exe.source_url
+            .ends_with("/download/win64/Wireshark-4.6.1-x64.exe")
+    );
+    sink.get("WiresharkPortable64_4.6.1.paf.exe", Windows, Amd64);
+    let dmg = sink.get("Wireshark 4.6.1 Arm 64.dmg", Darwin, Arm64);
+    assert!(
+        dmg.source_url
+            .ends_with("/download/osx/Wireshark%204.6.1%20Arm%2064.dmg"),
+        "{}",
+        dmg.source_url
+    );
+    sink.get("Wireshark 4.6.1 Intel 64.dmg", Darwin, Amd64);
+    // The development release (odd minor) is not read.
+    assert!(!site.hit("/download/SIGNATURES-4.7.0.txt"));
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod import_records;
+mod ingest_list;
 mod operations;
 mod packages_cli;
 mod private_data;

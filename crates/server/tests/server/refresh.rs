@@ -135,6 +135,7 @@ impl Channels {
                     enabled: false,
                     ..Default::default()
                 },
+                downloads_per_host: 4,
             },
             attempts: 1,
             backoff: StdDuration::from_millis(10),
