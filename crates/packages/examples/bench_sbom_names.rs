@@ -62,7 +62,7 @@ fn main() {
     let mut n = 0u64;
     while doc.len() < (16 << 20) - 400 {
         let r = splitmix(n);
-        let name = if n % 100 == 0 {
+        let name = if n.is_multiple_of(100) {
             let base = &popular[(r % 3000) as usize];
             let at = base.find('/').map_or(1, |i| i + 2).min(base.len());
             format!("{}x{}", &base[..at], &base[at..])

@@ -678,10 +678,13 @@ impl Merger {
             }
             None => {
                 let i = self.components.len();
-                if self.index.contains_key(&h) {
-                    self.collided.entry(h).or_default().push(i);
-                } else {
-                    self.index.insert(h, i);
+                match self.index.entry(h) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        self.collided.entry(h).or_default().push(i);
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(i);
+                    }
                 }
                 self.components.push(Component {
                     name,

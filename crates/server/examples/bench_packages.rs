@@ -80,7 +80,7 @@ fn sbom_body() -> (String, usize) {
     loop {
         let r = splitmix(n as u64);
         // One in a hundred a look-alike of a popular name (`x` inserted), the rest unrelated.
-        let name = if n % 100 == 0 {
+        let name = if n.is_multiple_of(100) {
             let base = &popular[(r % 3000) as usize];
             let at = base.find('/').map_or(1, |i| i + 2).min(base.len());
             format!("{}x{}", &base[..at], &base[at..])
