@@ -612,14 +612,21 @@ struct Merger {
     collided: HashMap<u64, Vec<usize>>,
 }
 
-/// The key two listings of the same package share.
-fn merge_key(ecosystem: &str, name: &str, version: &str) -> (String, String, String) {
-    let key_name = ecosystem
+/// The key two listings of the same package share (borrowed where it can be).
+fn merge_key<'a>(
+    ecosystem: &'a str,
+    name: &'a str,
+    version: &'a str,
+) -> (&'a str, Cow<'a, str>, &'a str) {
+    let key_name = match ecosystem
         .parse::<Ecosystem>()
         .ok()
         .and_then(|e| e.normalize(name).ok())
-        .unwrap_or_else(|| name.to_string());
-    (ecosystem.to_string(), key_name, version.to_string())
+    {
+        Some(n) if n != name => Cow::Owned(n),
+        _ => Cow::Borrowed(name),
+    };
+    (ecosystem, key_name, version)
 }
 
 impl Merger {

@@ -324,12 +324,27 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
         // A name listed in several versions is analysed once.
         let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
         let mut risks: Vec<Arc<NameRisk>> = Vec::new();
+        // Most names are clear for one of a few reasons: one shared answer per reason.
+        let mut clear: HashMap<String, Arc<NameRisk>> = HashMap::new();
         let mut risk_of = Vec::with_capacity(sbom.components.len());
         for c in &sbom.components {
             let i = *seen
                 .entry((c.ecosystem.as_str(), c.name.as_str()))
                 .or_insert_with(|| {
-                    risks.push(Arc::new(name_risk(&detector, &tracked, c)));
+                    let risk = name_risk(&detector, &tracked, c);
+                    let shared = if risk.risk == Risk::Clear.as_str()
+                        && risk.nearest_known.is_none()
+                        && risk.distance.is_none()
+                    {
+                        Arc::clone(
+                            clear
+                                .entry(risk.reason.clone())
+                                .or_insert_with(|| Arc::new(risk)),
+                        )
+                    } else {
+                        Arc::new(risk)
+                    };
+                    risks.push(shared);
                     risks.len() - 1
                 });
             risk_of.push(Arc::clone(&risks[i]));
