@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Third-party client suite: real Python clients (PyJWT, PyNaCl, schemathesis, requests,
 # stix2-validator, stix2, taxii2-client, feedparser, jsonschema, pyotp, soft-webauthn,
-# PyHashlookup, MISP's hashlookup expansion module, flor)
+# PyHashlookup, MISP's hashlookup expansion module, flor, the SBOM generators cyclonedx-py
+# and spdx-tools)
 # against a real, freshly seeded `knowngood serve`.
 #
 #   KNOWNGOOD_BIN=target/debug/knowngood bash tests/clients/run.sh [pytest args...]

@@ -15,6 +15,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
 
 use serde::Deserialize;
 
@@ -95,23 +96,173 @@ pub fn parse(body: &[u8]) -> Result<Sbom, SbomError> {
     }
 }
 
-/// Every field of the JSON formats the parser reads, so one pass reads any of them.
-#[derive(Deserialize)]
-struct AnyJson<'a> {
-    #[serde(rename = "bomFormat", borrow, default)]
-    bom_format: Option<Cow<'a, str>>,
-    #[serde(rename = "specVersion", borrow, default)]
-    spec_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    components: Option<Vec<CdxComponent<'a>>>,
-    #[serde(rename = "spdxVersion", borrow, default)]
-    spdx_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    packages: Option<Vec<SpdxPackage<'a>>>,
-    #[serde(rename = "@context", default)]
+/// The top level of the JSON formats, read in one pass. The two long lists (CycloneDX
+/// `components`, SPDX 2 `packages`) are not kept: each entry goes to its [`Merger`] as soon
+/// as it is read, so a scan holds the body and the merged components, not a tree of the
+/// document as well. Which list counts is decided at the end (fields come in any order).
+struct TopLevel<'m> {
+    cyclonedx: &'m mut Merger,
+    spdx: &'m mut Merger,
+}
+
+#[derive(Default)]
+struct TopFields<'a> {
+    bom_format: Option<String>,
+    spec_version: Option<String>,
+    spdx_version: Option<String>,
     context: Option<serde_json::Value>,
-    #[serde(rename = "@graph", borrow, default)]
     graph: Option<Vec<Spdx3Element<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier)]
+enum TopKey {
+    #[serde(rename = "bomFormat")]
+    BomFormat,
+    #[serde(rename = "specVersion")]
+    SpecVersion,
+    #[serde(rename = "components")]
+    Components,
+    #[serde(rename = "spdxVersion")]
+    SpdxVersion,
+    #[serde(rename = "packages")]
+    Packages,
+    #[serde(rename = "@context")]
+    Context,
+    #[serde(rename = "@graph")]
+    Graph,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> serde::de::Visitor<'de> for TopLevel<'_> {
+    type Value = TopFields<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = TopFields::default();
+        while let Some(key) = map.next_key::<TopKey>()? {
+            match key {
+                TopKey::BomFormat => out.bom_format = map.next_value()?,
+                TopKey::SpecVersion => out.spec_version = map.next_value()?,
+                TopKey::SpdxVersion => out.spdx_version = map.next_value()?,
+                TopKey::Context => out.context = map.next_value()?,
+                TopKey::Graph => out.graph = map.next_value()?,
+                TopKey::Components => map.next_value_seed(Each::<CdxComponent<'de>, _>::new(
+                    |c: CdxComponent<'de>| add_cyclonedx(self.cyclonedx, &c),
+                ))?,
+                TopKey::Packages => {
+                    map.next_value_seed(Each::<SpdxPackage<'de>, _>::new(|p: SpdxPackage<'de>| {
+                        add_spdx(self.spdx, &p)
+                    }))?
+                }
+                TopKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A JSON array (or null) whose elements are handed to `each` one at a time.
+struct Each<T, F> {
+    each: F,
+    element: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T, F> Each<T, F> {
+    fn new(each: F) -> Self {
+        Self {
+            each,
+            element: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::DeserializeSeed<'de> for Each<T, F> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::Visitor<'de> for Each<T, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(element) = seq.next_element::<T>()? {
+            (self.each)(element);
+        }
+        Ok(())
+    }
+}
+
+/// A top-level CycloneDX component and the ones nested in it, depth first in document
+/// order.
+fn add_cyclonedx(out: &mut Merger, top: &CdxComponent<'_>) {
+    let mut stack: Vec<&CdxComponent<'_>> = vec![top];
+    while let Some(c) = stack.pop() {
+        stack.extend(c.components.iter().rev());
+        // The component's own digests, else those of its distribution references.
+        let own = !c.hashes.is_empty();
+        let hashes = c
+            .hashes
+            .iter()
+            .chain(
+                c.external_references
+                    .iter()
+                    .filter(|r| !own && r.kind.as_deref() == Some("distribution"))
+                    .flat_map(|r| &r.hashes),
+            )
+            .map(|h| (h.alg.as_ref(), h.content.as_ref()));
+        out.add(
+            c.name.as_deref(),
+            c.group.as_deref(),
+            c.version.as_deref(),
+            c.purl.as_deref(),
+            hashes,
+        );
+    }
+}
+
+fn add_spdx(out: &mut Merger, p: &SpdxPackage<'_>) {
+    let purl = p.external_refs.iter().find_map(|r| {
+        (r.reference_type.as_deref() == Some("purl"))
+            .then_some(r.reference_locator.as_deref())
+            .flatten()
+    });
+    let hashes = p
+        .checksums
+        .iter()
+        .map(|c| (c.algorithm.as_ref(), c.checksum_value.as_ref()));
+    out.add(
+        p.name.as_deref(),
+        None,
+        p.version_info.as_deref(),
+        purl,
+        hashes,
+    );
 }
 
 #[derive(Deserialize)]
@@ -126,8 +277,20 @@ struct CdxComponent<'a> {
     purl: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     hashes: Vec<CdxHash<'a>>,
+    #[serde(rename = "externalReferences", borrow, default)]
+    external_references: Vec<CdxReference<'a>>,
     #[serde(borrow, default)]
     components: Vec<CdxComponent<'a>>,
+}
+
+/// An external reference; a `distribution` one may carry the digests of the artifact (as
+/// generators from pinned requirement files write the pins).
+#[derive(Deserialize)]
+struct CdxReference<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    hashes: Vec<CdxHash<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -206,61 +369,40 @@ struct Spdx3Hash<'a> {
 }
 
 fn parse_json(text: &str) -> Result<Sbom, SbomError> {
-    let doc: AnyJson<'_> = serde_json::from_str(text).map_err(|e| {
+    let mut cyclonedx = Merger::default();
+    let mut spdx = Merger::default();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let doc = serde::Deserializer::deserialize_map(
+        &mut de,
+        TopLevel {
+            cyclonedx: &mut cyclonedx,
+            spdx: &mut spdx,
+        },
+    )
+    .and_then(|doc| de.end().map(|()| doc))
+    .map_err(|e| {
         SbomError(format!(
             "invalid JSON at line {} column {}: {e}",
             e.line(),
             e.column()
         ))
     })?;
-    let mut out = Merger::default();
     if doc.bom_format.as_deref() == Some("CycloneDX") {
-        let version = doc.spec_version.as_deref().unwrap_or_default().to_string();
+        let version = doc.spec_version.unwrap_or_default();
         check_cyclonedx_version(&version)?;
-        // Depth first, in document order.
-        let mut stack: Vec<&CdxComponent<'_>> = doc.components.iter().flatten().rev().collect();
-        while let Some(c) = stack.pop() {
-            stack.extend(c.components.iter().rev());
-            let hashes = c
-                .hashes
-                .iter()
-                .map(|h| (h.alg.as_ref(), h.content.as_ref()));
-            out.add(
-                c.name.as_deref(),
-                c.group.as_deref(),
-                c.version.as_deref(),
-                c.purl.as_deref(),
-                hashes,
-            );
-        }
-        return Ok(out.finish(SbomFormat::CycloneDx, version, "json"));
+        return Ok(cyclonedx.finish(SbomFormat::CycloneDx, version, "json"));
     }
-    if let Some(version) = doc.spdx_version.as_deref() {
-        if !matches!(version, "SPDX-2.2" | "SPDX-2.3") {
+    drop(cyclonedx);
+    if let Some(version) = doc.spdx_version {
+        if !matches!(version.as_str(), "SPDX-2.2" | "SPDX-2.3") {
             return Err(SbomError(format!(
                 "spdxVersion {version:?} is not supported; SPDX-2.2 and SPDX-2.3 are (and SPDX 3.0 JSON-LD)"
             )));
         }
-        for p in doc.packages.iter().flatten() {
-            let purl = p.external_refs.iter().find_map(|r| {
-                (r.reference_type.as_deref() == Some("purl"))
-                    .then_some(r.reference_locator.as_deref())
-                    .flatten()
-            });
-            let hashes = p
-                .checksums
-                .iter()
-                .map(|c| (c.algorithm.as_ref(), c.checksum_value.as_ref()));
-            out.add(
-                p.name.as_deref(),
-                None,
-                p.version_info.as_deref(),
-                purl,
-                hashes,
-            );
-        }
-        return Ok(out.finish(SbomFormat::Spdx, version.to_string(), "json"));
+        return Ok(spdx.finish(SbomFormat::Spdx, version, "json"));
     }
+    drop(spdx);
+    let mut out = Merger::default();
     let spdx3 = doc
         .context
         .as_ref()
@@ -342,17 +484,30 @@ fn parse_xml(text: &str) -> Result<Sbom, SbomError> {
         if node.ancestors().any(|a| a.tag_name().name() == "metadata") {
             continue;
         }
-        let hashes: Vec<(String, String)> = node
-            .children()
-            .filter(|c| c.tag_name().name() == "hashes")
-            .flat_map(|h| h.children().filter(|c| c.tag_name().name() == "hash"))
-            .filter_map(|h| {
-                Some((
-                    h.attribute("alg")?.to_string(),
-                    h.text()?.trim().to_string(),
-                ))
-            })
-            .collect();
+        let digests = |holder: roxmltree::Node<'_, '_>| {
+            holder
+                .children()
+                .filter(|c| c.tag_name().name() == "hashes")
+                .flat_map(|h| h.children().filter(|c| c.tag_name().name() == "hash"))
+                .filter_map(|h| {
+                    Some((
+                        h.attribute("alg")?.to_string(),
+                        h.text()?.trim().to_string(),
+                    ))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut hashes = digests(node);
+        // The component's own digests, else those of its distribution references.
+        if hashes.is_empty() {
+            hashes = node
+                .children()
+                .filter(|c| c.tag_name().name() == "externalReferences")
+                .flat_map(|r| r.children().filter(|c| c.tag_name().name() == "reference"))
+                .filter(|r| r.attribute("type") == Some("distribution"))
+                .flat_map(digests)
+                .collect();
+        }
         out.add(
             child_text(node, "name").as_deref(),
             child_text(node, "group").as_deref(),
@@ -444,11 +599,34 @@ fn parse_tag_value(text: &str) -> Result<Sbom, SbomError> {
 }
 
 /// Collects components, merging the same package (ecosystem, name as the ecosystem
-/// compares it, version) listed more than once.
+/// compares it, version) listed more than once. The index keeps a hash of that key per
+/// component, not the key itself: a hash shared by two different keys is told apart by
+/// recomputing the key of the component already held.
 #[derive(Default)]
 struct Merger {
     components: Vec<Component>,
-    index: HashMap<(String, String, String), usize>,
+    hasher: std::hash::RandomState,
+    /// Key hash -> the first component with it.
+    index: HashMap<u64, usize>,
+    /// Further components whose key hash equals an earlier, different key's.
+    collided: HashMap<u64, Vec<usize>>,
+}
+
+/// The key two listings of the same package share (borrowed where it can be).
+fn merge_key<'a>(
+    ecosystem: &'a str,
+    name: &'a str,
+    version: &'a str,
+) -> (&'a str, Cow<'a, str>, &'a str) {
+    let key_name = match ecosystem
+        .parse::<Ecosystem>()
+        .ok()
+        .and_then(|e| e.normalize(name).ok())
+    {
+        Some(n) if n != name => Cow::Owned(n),
+        _ => Cow::Borrowed(name),
+    };
+    (ecosystem, key_name, version)
 }
 
 impl Merger {
@@ -461,15 +639,13 @@ impl Merger {
         hashes: impl Iterator<Item = (&'h str, &'h str)>,
     ) {
         let parsed = purl.and_then(Purl::parse);
-        let (name, version, ecosystem) = match &parsed {
+        let (name, version, ecosystem) = match parsed {
             Some(p) => (
-                p.name.clone(),
+                p.name,
                 p.version
-                    .clone()
                     .or(version.map(str::to_string))
                     .unwrap_or_default(),
-                Ecosystem::from_purl_type(&p.ty)
-                    .map_or_else(|| p.ty.clone(), |e| e.as_str().to_string()),
+                Ecosystem::from_purl_type(&p.ty).map_or(p.ty, |e| e.as_str().to_string()),
             ),
             None => {
                 let Some(name) = name.map(str::trim).filter(|n| !n.is_empty()) else {
@@ -487,14 +663,18 @@ impl Merger {
             }
         };
         let hash = best_hash(hashes);
-        let key_name = ecosystem
-            .parse::<Ecosystem>()
-            .ok()
-            .and_then(|e| e.normalize(&name).ok())
-            .unwrap_or_else(|| name.clone());
-        let key = (ecosystem.clone(), key_name, version.clone());
-        match self.index.get(&key) {
-            Some(&i) => {
+        let key = merge_key(&ecosystem, &name, &version);
+        let h = self.hasher.hash_one(&key);
+        let same = |c: &Component| merge_key(&c.ecosystem, &c.name, &c.version) == key;
+        let existing = self
+            .index
+            .get(&h)
+            .into_iter()
+            .chain(self.collided.get(&h).into_iter().flatten())
+            .copied()
+            .find(|&i| same(&self.components[i]));
+        match existing {
+            Some(i) => {
                 let existing = &mut self.components[i];
                 if existing.hash.is_none() {
                     existing.hash = hash;
@@ -504,7 +684,15 @@ impl Merger {
                 }
             }
             None => {
-                self.index.insert(key, self.components.len());
+                let i = self.components.len();
+                match self.index.entry(h) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        self.collided.entry(h).or_default().push(i);
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(i);
+                    }
+                }
                 self.components.push(Component {
                     name,
                     version,
@@ -670,6 +858,52 @@ mod tests {
                 .iter()
                 .any(|c| c.name == "@babel/core" && c.ecosystem == "unknown")
         );
+    }
+
+    #[test]
+    fn distribution_reference_digests_stand_in_for_missing_hashes() {
+        let other = "1".repeat(64);
+        let json = format!(
+            r#"{{"components":[
+              {{"name":"requests","version":"2.31.0","purl":"pkg:pypi/requests@2.31.0",
+                "externalReferences":[{{"type":"website","url":"x","hashes":[{{"alg":"SHA-256","content":"{other}"}}]}},
+                  {{"type":"distribution","url":"https://pypi.org/simple/requests/","hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}}]}},
+              {{"name":"six","version":"1.16.0","purl":"pkg:pypi/six@1.16.0","hashes":[{{"alg":"SHA-256","content":"{other}"}}],
+                "externalReferences":[{{"type":"distribution","url":"x","hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}}]}}],
+              "bomFormat":"CycloneDX","specVersion":"1.5"}}"#
+        );
+        let sbom = parse(json.as_bytes()).unwrap();
+        assert_eq!(sbom.components[0].hash.as_deref(), Some(SHA));
+        assert_eq!(sbom.components[1].hash.as_deref(), Some(other.as_str()));
+
+        let xml = format!(
+            r#"<bom xmlns="http://cyclonedx.org/schema/bom/1.6"><components><component type="library">
+            <name>requests</name><version>2.31.0</version><purl>pkg:pypi/requests@2.31.0</purl>
+            <externalReferences><reference type="vcs"><url>x</url><hashes><hash alg="SHA-256">{other}</hash></hashes></reference>
+            <reference type="distribution"><url>x</url><hashes><hash alg="SHA-256">{SHA}</hash></hashes></reference>
+            </externalReferences></component></components></bom>"#
+        );
+        let sbom = parse(xml.as_bytes()).unwrap();
+        assert_eq!(sbom.components[0].hash.as_deref(), Some(SHA));
+    }
+
+    #[test]
+    fn json_lists_stream_in_any_field_order() {
+        // `components` before `bomFormat`, as some generators sort keys; a null list and
+        // unknown fields of any shape are fine.
+        let body = br#"{"components":[{"name":"a","purl":"pkg:npm/a@1.0.0"},{"name":"b","purl":"pkg:npm/b@1.0.0",
+            "components":[{"name":"c","purl":"pkg:npm/c@1.0.0"}]},{"name":"a","purl":"pkg:npm/A@1.0.0"}],
+            "x":{"y":[1,2,{"z":null}]},"bomFormat":"CycloneDX","specVersion":"1.6","packages":null}"#;
+        let sbom = parse(body).unwrap();
+        let names: Vec<&str> = sbom.components.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        // A list of the wrong shape is refused, and so is text after the document.
+        let e =
+            parse(br#"{"bomFormat":"CycloneDX","specVersion":"1.5","components":{"name":"a"}}"#)
+                .unwrap_err();
+        assert!(e.0.contains("invalid JSON"), "{e}");
+        let e = parse(br#"{"bomFormat":"CycloneDX","specVersion":"1.5"} trailing"#).unwrap_err();
+        assert!(e.0.contains("invalid JSON"), "{e}");
     }
 
     #[test]

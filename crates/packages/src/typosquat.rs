@@ -93,10 +93,116 @@ struct Targets {
     scope_folded: HashMap<String, usize>,
     /// Go: the path after host and owner -> indexes.
     go_by_repo: HashMap<String, Vec<usize>>,
+    /// Go: the path in lower case -> indexes, most popular first.
+    go_by_folded: HashMap<String, Vec<usize>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
-    one_edit: HashMap<String, Vec<usize>>,
-    two_edits: HashMap<String, Vec<usize>>,
+    one_edit: DeletionIndex,
+    two_edits: DeletionIndex,
+}
+
+/// Deletion keys -> indexes of the targets reaching them. A query probes it with up to a
+/// few hundred keys, so it is kept small and flat: a 64-bit hash of each key (not the key)
+/// maps to a range of one shared list. Two keys sharing a hash only add candidates, and
+/// every candidate is measured by edit distance, so the answers are those of an exact index.
+///
+/// Most probed keys are in no target's neighbourhood; a bit array of 16 bits per key (one
+/// bit set per key hash, about 6 % false hits) answers those from a few hundred kilobytes
+/// instead of a miss in the larger map.
+#[derive(Debug, Default)]
+struct DeletionIndex {
+    ranges: HashMap<u64, (u32, u32), std::hash::BuildHasherDefault<Prehashed>>,
+    postings: Vec<u32>,
+    bits: Vec<u64>,
+}
+
+impl DeletionIndex {
+    /// From (key hash, target index) pairs.
+    fn build(mut pairs: Vec<(u64, u32)>) -> Self {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let words = (pairs.len() * 16 / 64).next_power_of_two().max(1);
+        let mut index = Self {
+            ranges: HashMap::default(),
+            postings: Vec::with_capacity(pairs.len()),
+            bits: vec![0; words],
+        };
+        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+            let start = u32::try_from(index.postings.len()).unwrap_or(u32::MAX);
+            index.postings.extend(group.iter().map(|&(_, i)| i));
+            let len = u32::try_from(group.len()).unwrap_or(u32::MAX);
+            index.ranges.insert(group[0].0, (start, len));
+            let (word, bit) = index.bit(group[0].0);
+            index.bits[word] |= bit;
+        }
+        index
+    }
+
+    /// The word and bit of a key hash (its high bits: the map uses the low ones).
+    fn bit(&self, h: u64) -> (usize, u64) {
+        let slots = (self.bits.len() * 64) as u64;
+        let slot = (h >> 32) % slots.max(1);
+        ((slot / 64) as usize, 1 << (slot % 64))
+    }
+
+    fn get(&self, key: &str) -> &[u32] {
+        let h = key_hash(key);
+        let (word, bit) = self.bit(h);
+        if self.bits.get(word).is_none_or(|w| w & bit == 0) {
+            return &[];
+        }
+        match self.ranges.get(&h) {
+            Some(&(start, len)) => {
+                let (start, len) = (start as usize, len as usize);
+                self.postings.get(start..start + len).unwrap_or(&[])
+            }
+            None => &[],
+        }
+    }
+}
+
+/// A multiply-rotate hash over 8-byte words with a final mix (the keys come from the name
+/// lists and their deletions, not from callers, so there is nothing to flood).
+fn key_hash(key: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let bytes = key.as_bytes();
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    // SplitMix64's finaliser: every bit of the hash depends on every bit of the state.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The hasher of a map keyed by [`key_hash`] values: they are hashes already.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// The typosquat and dependency-confusion analysis over a set of known names.
@@ -359,28 +465,30 @@ impl Detector {
         if len < MIN_EDIT_LEN {
             return None;
         }
-        let consider = |best: &mut Option<(u32, usize)>,
-                        index: &HashMap<String, Vec<usize>>,
-                        max: u32,
-                        keys: &[String]| {
-            for key in keys {
-                for &i in index.get(key).map_or(&[][..], Vec::as_slice) {
-                    if len < SHORT_NAME && t.names[i].1 > SHORT_EDIT_RANK {
-                        continue;
-                    }
-                    let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
-                        continue;
-                    };
-                    if d > 0 && best.is_none_or(|(bd, bi)| (d, i) < (bd, bi)) {
-                        *best = Some((d, i));
-                    }
+        let consider = |best: &mut Option<(u32, usize)>, index: &DeletionIndex, max: u32| {
+            // Every target sharing a key, once each, then measured.
+            let mut candidates: Vec<usize> = Vec::new();
+            for_each_deletion(name, max as usize, |key| {
+                candidates.extend(index.get(key).iter().map(|&i| i as usize));
+            });
+            candidates.sort_unstable();
+            candidates.dedup();
+            for i in candidates {
+                if len < SHORT_NAME && t.names[i].1 > SHORT_EDIT_RANK {
+                    continue;
+                }
+                let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
+                    continue;
+                };
+                if d > 0 && best.is_none_or(|(bd, bi)| (d, i) < (bd, bi)) {
+                    *best = Some((d, i));
                 }
             }
         };
         let mut best: Option<(u32, usize)> = None;
-        consider(&mut best, &t.one_edit, 1, &deletions(name, 1));
+        consider(&mut best, &t.one_edit, 1);
         if best.is_none() && len >= MIN_TWO_EDIT_LEN {
-            consider(&mut best, &t.two_edits, 2, &deletions(name, 2));
+            consider(&mut best, &t.two_edits, 2);
         }
         let (d, i) = best?;
         let target = &t.names[i].0;
@@ -398,32 +506,42 @@ impl Detector {
     }
 }
 
-/// The string and every string made from it by deleting up to `k` characters.
-fn deletions(s: &str, k: usize) -> Vec<String> {
-    let mut out = vec![s.to_string()];
-    let mut frontier = vec![s.chars().collect::<Vec<char>>()];
-    for _ in 0..k {
-        let mut next = Vec::new();
-        for chars in &frontier {
-            for i in 0..chars.len() {
-                let mut shorter = chars.clone();
-                shorter.remove(i);
-                next.push(shorter);
+/// Calls `f` with the string and every string made from it by deleting up to `k` (1 or 2)
+/// characters, reusing one buffer. A string reached in several ways is passed each time.
+fn for_each_deletion(s: &str, k: usize, mut f: impl FnMut(&str)) {
+    f(s);
+    if k == 0 {
+        return;
+    }
+    // Byte offsets of each character, and the end.
+    let at: Vec<usize> = s
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(s.len()))
+        .collect();
+    let n = at.len() - 1;
+    let mut buf = String::with_capacity(s.len());
+    for i in 0..n {
+        buf.clear();
+        buf.push_str(&s[..at[i]]);
+        buf.push_str(&s[at[i + 1]..]);
+        f(&buf);
+        if k >= 2 {
+            for j in i + 1..n {
+                buf.clear();
+                buf.push_str(&s[..at[i]]);
+                buf.push_str(&s[at[i + 1]..at[j]]);
+                buf.push_str(&s[at[j + 1]..]);
+                f(&buf);
             }
         }
-        next.sort_unstable();
-        next.dedup();
-        out.extend(next.iter().map(|c| c.iter().collect::<String>()));
-        frontier = next;
     }
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 impl Targets {
     fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
         let mut t = Targets::default();
+        let (mut one_edit, mut two_edits) = (Vec::new(), Vec::new());
         for (i, name) in known.popular(ecosystem).iter().enumerate() {
             let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
             t.names.push((name.clone(), rank));
@@ -439,15 +557,12 @@ impl Targets {
                 t.cores.entry(core).or_insert(i);
             }
             let len = name.chars().count();
+            let at = u32::try_from(i).unwrap_or(u32::MAX);
             if len >= MIN_EDIT_LEN {
-                for key in deletions(name, 1) {
-                    t.one_edit.entry(key).or_default().push(i);
-                }
+                for_each_deletion(name, 1, |key| one_edit.push((key_hash(key), at)));
             }
             if rank <= TWO_EDIT_RANK && len + 2 >= MIN_TWO_EDIT_LEN {
-                for key in deletions(name, 2) {
-                    t.two_edits.entry(key).or_default().push(i);
-                }
+                for_each_deletion(name, 2, |key| two_edits.push((key_hash(key), at)));
             }
             match ecosystem {
                 Ecosystem::Npm => {
@@ -463,6 +578,10 @@ impl Targets {
                     }
                 }
                 Ecosystem::Go => {
+                    t.go_by_folded
+                        .entry(name.to_ascii_lowercase())
+                        .or_default()
+                        .push(i);
                     if let Some((_, _, repo)) = go_parts(name) {
                         t.go_by_repo
                             .entry(strip_major(repo).to_string())
@@ -473,6 +592,8 @@ impl Targets {
                 Ecosystem::Pypi => {}
             }
         }
+        t.one_edit = DeletionIndex::build(one_edit);
+        t.two_edits = DeletionIndex::build(two_edits);
         t
     }
 }
@@ -517,11 +638,12 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
         })
     };
     // Case variants of the whole path (`Sirupsen` for `sirupsen`).
-    if let Some((i, _)) = t
-        .names
-        .iter()
-        .enumerate()
-        .find(|(_, (n, _))| n != name && n.eq_ignore_ascii_case(name))
+    if let Some(&i) = t
+        .go_by_folded
+        .get(&name.to_ascii_lowercase())
+        .into_iter()
+        .flatten()
+        .find(|&&i| t.names[i].0 != name)
     {
         return verdict(i, format!("letter case changed from {}", t.names[i].0));
     }
@@ -933,6 +1055,21 @@ mod tests {
             .analyse(Ecosystem::Pypi, "acme-billing", &tracked, false)
             .unwrap();
         assert_eq!(v.risk, Risk::Known);
+    }
+
+    #[test]
+    fn deletions_reach_every_shorter_string() {
+        let mut seen = std::collections::BTreeSet::new();
+        for_each_deletion("abcd", 2, |k| {
+            seen.insert(k.to_string());
+        });
+        let expected = [
+            "abcd", "bcd", "acd", "abd", "abc", "cd", "bd", "bc", "ad", "ac", "ab",
+        ];
+        assert_eq!(seen, expected.iter().map(|s| s.to_string()).collect());
+        let mut one = Vec::new();
+        for_each_deletion("éa", 1, |k| one.push(k.to_string()));
+        assert_eq!(one, ["éa", "a", "é"]);
     }
 
     #[test]

@@ -1,14 +1,104 @@
 //! What the server benchmarks share: the binary's allocator, summarising latency samples,
 //! an application without rate limits.
 
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// As in the `knowngood` binary: glibc's allocator spends a large share of a lookup in
-/// `malloc` once the heap has been through an index build.
+/// `malloc` once the heap has been through an index build. Wrapped to count live bytes
+/// when a benchmark asks for it ([`counting`]); otherwise the wrapper only reads a flag.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Counting = Counting;
+
+pub struct Counting;
+
+static COUNT: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to mimalloc unchanged; the counters only observe sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is mimalloc's.
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
+        if !p.is_null() && COUNT.load(Ordering::Relaxed) {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        if !p.is_null() && COUNT.load(Ordering::Relaxed) {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) };
+        if COUNT.load(Ordering::Relaxed) {
+            shrank(layout.size());
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
+        if !p.is_null() && COUNT.load(Ordering::Relaxed) {
+            if new_size >= layout.size() {
+                grew(new_size - layout.size());
+            } else {
+                shrank(layout.size() - new_size);
+            }
+        }
+        p
+    }
+}
+
+fn shrank(by: usize) {
+    let _ = LIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_sub(by))
+    });
+}
+
+fn grew(by: usize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// Live heap bytes allocated while counting, and their peak since [`reset_peak`]. Counting
+/// starts at the first call: bytes allocated before and freed after are not subtracted
+/// (the counter stops at zero), so measure growth between two readings.
+#[allow(dead_code)] // only some benchmarks measure memory
+pub mod counting {
+    use super::{COUNT, LIVE, Ordering, PEAK};
+
+    pub fn start() {
+        COUNT.store(true, Ordering::SeqCst);
+    }
+
+    pub fn live() -> usize {
+        LIVE.load(Ordering::SeqCst)
+    }
+
+    pub fn reset_peak() {
+        PEAK.store(LIVE.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    pub fn peak() -> usize {
+        PEAK.load(Ordering::SeqCst)
+    }
+}
 
 pub struct Summary {
+    #[allow(dead_code)] // not every benchmark prints these
+    pub count: usize,
+    #[allow(dead_code)]
+    pub max: Duration,
     pub median: Duration,
     pub p90: Duration,
     pub p99: Duration,
@@ -17,6 +107,7 @@ pub struct Summary {
 /// Median (mean of the middle two for an even count) and nearest-rank p90/p99.
 pub fn summarize(mut samples: Vec<Duration>) -> Summary {
     samples.sort_unstable();
+    let count = samples.len();
     let n = samples.len().max(1);
     samples.resize(n, Duration::ZERO);
     let at = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
@@ -26,6 +117,8 @@ pub fn summarize(mut samples: Vec<Duration>) -> Summary {
         (samples[n / 2 - 1] + samples[n / 2]) / 2
     };
     Summary {
+        count,
+        max: samples[n - 1],
         median,
         p90: at(0.90),
         p99: at(0.99),

@@ -321,12 +321,35 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
     let analysed = tokio::task::spawn_blocking(move || {
         let sbom = packages::sbom::parse(&body).map_err(|e| Error::bad_request(e.0))?;
         drop(body);
-        let risks: Vec<NameRisk> = sbom
-            .components
-            .iter()
-            .map(|c| name_risk(&detector, &tracked, c))
-            .collect();
-        Ok::<_, Error>((sbom, risks))
+        // A name listed in several versions is analysed once.
+        let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut risks: Vec<Arc<NameRisk>> = Vec::new();
+        // Most names are clear for one of a few reasons: one shared answer per reason.
+        let mut clear: HashMap<String, Arc<NameRisk>> = HashMap::new();
+        let mut risk_of = Vec::with_capacity(sbom.components.len());
+        for c in &sbom.components {
+            let i = *seen
+                .entry((c.ecosystem.as_str(), c.name.as_str()))
+                .or_insert_with(|| {
+                    let risk = name_risk(&detector, &tracked, c);
+                    let shared = if risk.risk == Risk::Clear.as_str()
+                        && risk.nearest_known.is_none()
+                        && risk.distance.is_none()
+                    {
+                        Arc::clone(
+                            clear
+                                .entry(risk.reason.clone())
+                                .or_insert_with(|| Arc::new(risk)),
+                        )
+                    } else {
+                        Arc::new(risk)
+                    };
+                    risks.push(shared);
+                    risks.len() - 1
+                });
+            risk_of.push(Arc::clone(&risks[i]));
+        }
+        Ok::<_, Error>((sbom, risk_of))
     })
     .await
     .map_err(|e| Error::internal(format!("SBOM analysis stopped: {e}")))??;
@@ -340,62 +363,128 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
         .collect();
     batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
     batch.dedup_by(|a, b| a.as_str() == b.as_str());
-    let mut verdicts: HashMap<String, serde_json::Value> = HashMap::new();
+    // Only known hashes are kept; every other listed one is `unknown`.
+    let mut known: HashMap<String, serde_json::Value> = HashMap::new();
     if !batch.is_empty() {
         let classified = state.classifier.classify(batch, false).await?;
         for (hash, verdict) in classified.results() {
-            verdicts.insert(hash.as_str().to_string(), lookup_result_owned(verdict));
+            if verdict.classification() != model::Classification::Unknown {
+                known.insert(hash.as_str().to_string(), lookup_result_owned(verdict));
+            }
         }
     }
+    let unknown = serde_json::json!({ "classification": "unknown" });
+    let no_hash = serde_json::json!({ "classification": "no_hash" });
 
     let advisories = Advisories::for_components(&state, &sbom.components).await?;
+    let found: Vec<Vec<serde_json::Value>> = sbom
+        .components
+        .iter()
+        .map(|c| advisories.affecting(c))
+        .collect();
+    drop(advisories);
+    // A listed digest that is no well-formed hash was not looked up: `no_hash`.
+    let listed = |c: &packages::Component| {
+        c.hash
+            .as_deref()
+            .filter(|h| HashValue::parse(h).is_ok())
+            .map(|h| known.get(h).unwrap_or(&unknown))
+    };
     let mut summary = SbomSummary::default();
-    let mut components = Vec::with_capacity(sbom.components.len());
-    for (c, risk) in sbom.components.into_iter().zip(risks) {
-        let hash = match c.hash.as_deref().and_then(|h| verdicts.get(h)) {
-            Some(v) => {
-                if v.get("classification").and_then(|c| c.as_str()) == Some("unknown") {
-                    summary.hash_unknown += 1;
-                } else {
-                    summary.hash_known += 1;
-                }
-                v.clone()
-            }
-            None => {
-                summary.no_hash += 1;
-                serde_json::json!({ "classification": "no_hash" })
-            }
-        };
+    for ((c, risk), advisories) in sbom.components.iter().zip(&risks).zip(&found) {
+        summary.components += 1;
+        match listed(c) {
+            Some(v) if std::ptr::eq(v, &unknown) => summary.hash_unknown += 1,
+            Some(_) => summary.hash_known += 1,
+            None => summary.no_hash += 1,
+        }
         match risk.risk {
             "typosquat" => summary.typosquat += 1,
             "dependency_confusion" => summary.dependency_confusion += 1,
             _ => {}
         }
-        summary.components += 1;
-        let advisories = advisories.affecting(&c);
         if !advisories.is_empty() {
             summary.with_advisories += 1;
         }
-        components.push(SbomComponent {
-            name: c.name,
-            version: c.version,
-            ecosystem: c.ecosystem,
-            purl: c.purl,
-            hash,
-            name_risk: risk,
-            advisories,
-        });
     }
-    let report = SbomReport {
+    // The report is written component by component (the shape of [`SbomReport`]) and sent
+    // in pieces as it is written, each component freed once written: a scan of tens of
+    // thousands of components never holds the whole answer, nor a tree of it.
+    let head = serde_json::to_vec(&SbomReportHead {
         format: sbom.format.as_str(),
-        spec_version: sbom.spec_version,
+        spec_version: &sbom.spec_version,
         encoding: sbom.encoding,
-        summary,
-        components,
-    };
-    let body = serde_json::to_vec(&report)
-        .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+        summary: &summary,
+    })
+    .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    tokio::task::spawn_blocking(move || {
+        const PIECE: usize = 64 << 10;
+        let mut out = head;
+        out.pop(); // the head's closing brace
+        out.extend_from_slice(b",\"components\":[");
+        let rows = sbom.components.into_iter().zip(risks).zip(found);
+        for (i, ((c, risk), advisories)) in rows.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let hash = match c.hash.as_deref().filter(|h| HashValue::parse(h).is_ok()) {
+                Some(h) => known.get(h).unwrap_or(&unknown),
+                None => &no_hash,
+            };
+            let component = SbomComponentRef {
+                name: &c.name,
+                version: &c.version,
+                ecosystem: &c.ecosystem,
+                purl: c.purl.as_deref(),
+                hash,
+                name_risk: &risk,
+                advisories: &advisories,
+            };
+            if let Err(e) = serde_json::to_writer(&mut out, &component) {
+                let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+                return;
+            }
+            if out.len() >= PIECE {
+                let piece = std::mem::replace(&mut out, Vec::with_capacity(PIECE + 1024));
+                if tx.blocking_send(Ok(piece)).is_err() {
+                    return; // the client went away
+                }
+            }
+        }
+        out.extend_from_slice(b"]}");
+        let _ = tx.blocking_send(Ok(out));
+    });
+    let pieces = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| (piece, rx))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(pieces),
+    )
+        .into_response())
+}
+
+/// [`SbomReport`] without its components, which follow it.
+#[derive(Serialize)]
+struct SbomReportHead<'a> {
+    format: &'static str,
+    spec_version: &'a str,
+    encoding: &'static str,
+    summary: &'a SbomSummary,
+}
+
+/// [`SbomComponent`], borrowed.
+#[derive(Serialize)]
+struct SbomComponentRef<'a> {
+    name: &'a str,
+    version: &'a str,
+    ecosystem: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    purl: Option<&'a str>,
+    hash: &'a serde_json::Value,
+    name_risk: &'a NameRisk,
+    advisories: &'a [serde_json::Value],
 }
 
 /// The imported advisories naming any of an SBOM's packages.

@@ -15,6 +15,7 @@ testkit::backend_tests!(
     sbom_components_carry_imported_advisories,
     sbom_refusals_and_size_limit,
     sbom_scan_writes_nothing,
+    sbom_large_report_streams_whole_and_in_order,
     watchlist_lifecycle_and_account_scope,
     watch_refusals_name_the_problem,
     change_feed_filters_and_pages,
@@ -653,4 +654,48 @@ async fn sbom_components_carry_imported_advisories(app: TestApp) {
     assert_eq!(ids(3), ["GO-2024-1"]);
     assert!(ids(4).is_empty());
     assert_eq!(v["summary"]["with_advisories"], 3);
+}
+
+/// A report far larger than one streamed piece arrives whole, as one JSON document, in
+/// document order; a name listed in many versions gets the same verdict in each.
+async fn sbom_large_report_streams_whole_and_in_order(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let mut components = Vec::new();
+    for i in 0..3000 {
+        let name = match i % 3 {
+            0 => format!("acme-internal-tool-{i}"),
+            1 => "reqeusts".to_string(),
+            _ => "requests".to_string(),
+        };
+        components.push(json!({
+            "type": "library", "name": name, "version": format!("1.0.{i}"),
+            "purl": format!("pkg:pypi/{name}@1.0.{i}"),
+            "hashes": [{"alg": "SHA-256", "content": hex_of(i, 64)}]
+        }));
+    }
+    // The list before the fields saying what the document is, as some generators sort keys.
+    let body = json!({"components": components, "specVersion": "1.5", "bomFormat": "CycloneDX"})
+        .to_string();
+    let r = app.post_with(SBOM, &key, body).await;
+    assert_eq!(r.status, 200, "{}", &r.text[..r.text.len().min(300)]);
+    assert!(r.text.len() > 3 * (64 << 10), "{} bytes", r.text.len());
+    let v = r.json();
+    assert_eq!(v["spec_version"], "1.5");
+    let listed = v["components"].as_array().unwrap();
+    assert_eq!(listed.len(), 3000);
+    for (i, c) in listed.iter().enumerate() {
+        assert_eq!(c["version"], format!("1.0.{i}"), "{c}");
+        assert_eq!(c["hash"]["classification"], "unknown", "{c}");
+        let expected = match i % 3 {
+            0 => "clear",
+            1 => "typosquat",
+            _ => "known",
+        };
+        assert_eq!(c["name_risk"]["risk"], expected, "{c}");
+    }
+    assert_eq!(
+        v["summary"],
+        json!({"components": 3000, "hash_known": 0, "hash_unknown": 3000, "no_hash": 0,
+               "typosquat": 1000, "dependency_confusion": 0, "with_advisories": 0})
+    );
 }
