@@ -12,6 +12,7 @@ use tracing_subscriber::EnvFilter;
 mod advisories;
 mod client;
 mod config;
+mod md5x16;
 mod offline;
 mod scan;
 mod secrets;
