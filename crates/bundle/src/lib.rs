@@ -259,9 +259,8 @@ pub fn write_corpus_filters_into(
     dir: &Path,
 ) -> Result<CorpusFilters, BundleError> {
     std::fs::create_dir_all(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
-    let (filters, _files) = write_corpus_filters(generation, |name| {
-        std::fs::File::create(dir.join(name))
-    })?;
+    let (filters, _files) =
+        write_corpus_filters(generation, |name| std::fs::File::create(dir.join(name)))?;
     Ok(filters)
 }
 

@@ -51,7 +51,12 @@ pub struct Md5x16 {
 impl Md5x16 {
     pub fn new() -> Self {
         Self {
-            state: [[IV[0]; LANES], [IV[1]; LANES], [IV[2]; LANES], [IV[3]; LANES]],
+            state: [
+                [IV[0]; LANES],
+                [IV[1]; LANES],
+                [IV[2]; LANES],
+                [IV[3]; LANES],
+            ],
             t: constants(),
         }
     }
@@ -245,7 +250,9 @@ mod tests {
         }
         // Lengths around the padding edges (55, 56, 63, 64, ...) and longer messages,
         // sixteen at a time in one arena, each padded in place.
-        let lengths: Vec<usize> = (0..200).chain([1000, 4095, 4096, 65_536, 100_003]).collect();
+        let lengths: Vec<usize> = (0..200)
+            .chain([1000, 4095, 4096, 65_536, 100_003])
+            .collect();
         let mut seed = 0x1234_5678_u32;
         for group in lengths.chunks(LANES) {
             let room = group.iter().max().unwrap() + 128;

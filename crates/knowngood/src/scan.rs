@@ -473,7 +473,7 @@ fn hash_in_lanes(found: &[Found], next: &AtomicUsize, done: &(dyn Fn(usize, Row)
                                     ended: false,
                                 });
                             }
-                            Err(row) => done(i, row),
+                            Err(row) => done(i, *row),
                         }
                     }
                     Some(lane) if lane.blocks > 0 => break,
@@ -531,7 +531,7 @@ fn hash_in_lanes(found: &[Found], next: &AtomicUsize, done: &(dyn Fn(usize, Row)
 fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
     let (mut file, shown) = match open_file(item) {
         Ok(opened) => opened,
-        Err(row) => return row,
+        Err(row) => return *row,
     };
     match ingest::hasher::digest_reader(&mut file, buf) {
         Ok((digests, size)) => Row {
@@ -553,7 +553,7 @@ fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
 }
 
 /// Opens a regular file for hashing, with the path as shown; anything else is its row.
-fn open_file(item: &Found) -> Result<(std::fs::File, String), Row> {
+fn open_file(item: &Found) -> Result<(std::fs::File, String), Box<Row>> {
     let path = match item {
         Found::File(path) => path,
         Found::Problem {
@@ -561,12 +561,12 @@ fn open_file(item: &Found) -> Result<(std::fs::File, String), Row> {
             status,
             reason,
         } => {
-            return Err(Row {
+            return Err(Box::new(Row {
                 status,
                 path: path.display().to_string(),
                 reason: Some(reason.clone()),
                 ..Row::default()
-            });
+            }));
         }
     };
     let shown = path.display().to_string();
@@ -583,20 +583,20 @@ fn open_file(item: &Found) -> Result<(std::fs::File, String), Row> {
         .open(path);
     let file = match file {
         Ok(file) => file,
-        Err(e) => return Err(unreadable(e.to_string())),
+        Err(e) => return Err(Box::new(unreadable(e.to_string()))),
     };
     match file.metadata() {
         Ok(meta) if meta.is_file() => Ok((file, shown)),
         Ok(meta) => match classify_type(path.clone(), meta.file_type()) {
-            Found::Problem { status, reason, .. } => Err(Row {
+            Found::Problem { status, reason, .. } => Err(Box::new(Row {
                 status,
                 path: shown,
                 reason: Some(reason),
                 ..Row::default()
-            }),
+            })),
             Found::File(_) => Ok((file, shown)),
         },
-        Err(e) => Err(unreadable(e.to_string())),
+        Err(e) => Err(Box::new(unreadable(e.to_string()))),
     }
 }
 
@@ -818,7 +818,10 @@ mod tests {
                 (b.status, &b.path, b.size, &b.sha256, &b.sha1, &b.md5)
             );
         }
-        assert_eq!(lanes[0].md5.as_deref(), Some("d41d8cd98f00b204e9800998ecf8427e"));
+        assert_eq!(
+            lanes[0].md5.as_deref(),
+            Some("d41d8cd98f00b204e9800998ecf8427e")
+        );
         assert_eq!(lanes[lanes.len() - 1].status, "unreadable");
     }
 }

@@ -361,7 +361,11 @@ async fn scan_waits_out_retry_after_and_classifies_every_file() {
     )
     .unwrap();
     for i in 0..249 {
-        std::fs::write(dir.path().join(format!("u{i:03}.bin")), format!("unknown {i}")).unwrap();
+        std::fs::write(
+            dir.path().join(format!("u{i:03}.bin")),
+            format!("unknown {i}"),
+        )
+        .unwrap();
     }
     let throttle = Throttle {
         upstream: f.app.base.clone(),
@@ -403,7 +407,10 @@ async fn scan_waits_out_retry_after_and_classifies_every_file() {
         row(rows, dir.path(), "putty.exe")["status"],
         "known_vendor_release"
     );
-    assert_eq!(row(rows, dir.path(), "kernel32.dll")["status"], "known_file");
+    assert_eq!(
+        row(rows, dir.path(), "kernel32.dll")["status"],
+        "known_file"
+    );
     let s = &summary["summary"];
     assert_eq!(s["files"], 251);
     assert_eq!(s["known_vendor_release"], 1);

@@ -45,7 +45,10 @@ struct Made {
 enum Held {
     Memory(Bytes),
     /// An unnamed temporary file, read with positioned reads (shared by requests).
-    File { file: Arc<std::fs::File>, len: u64 },
+    File {
+        file: Arc<std::fs::File>,
+        len: u64,
+    },
 }
 
 impl Held {
@@ -77,7 +80,11 @@ impl Held {
                         .await
                         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
                         // After an error the stream ends (the client sees a short body).
-                        let next = if read.is_ok() { at + want as u64 } else { end + 1 };
+                        let next = if read.is_ok() {
+                            at + want as u64
+                        } else {
+                            end + 1
+                        };
                         Some((read, next))
                     }
                 });

@@ -100,10 +100,18 @@ async fn recorded_sizes_show_in_answers(app: TestApp) {
     sized.size = Some(1_234_567);
     app.record(sized).await;
     app.record(putty("0.82", Arch::Arm64, 6)).await;
-    let r = get(&app, &format!("{}lookup/sha256/{}", root(&key), hex_of(5, 64))).await;
+    let r = get(
+        &app,
+        &format!("{}lookup/sha256/{}", root(&key), hex_of(5, 64)),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["FileSize"], "1234567");
-    let r = get(&app, &format!("{}lookup/sha256/{}", root(&key), hex_of(6, 64))).await;
+    let r = get(
+        &app,
+        &format!("{}lookup/sha256/{}", root(&key), hex_of(6, 64)),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(r.json().get("FileSize").is_none(), "{}", r.text);
     let r = app
@@ -111,7 +119,11 @@ async fn recorded_sizes_show_in_answers(app: TestApp) {
             Method::POST,
             "/api/v1/intel/lookup",
             Some(&key),
-            Some(json!({ "hashes": [hex_of(5, 64), hex_of(6, 64)] }).to_string().into()),
+            Some(
+                json!({ "hashes": [hex_of(5, 64), hex_of(6, 64)] })
+                    .to_string()
+                    .into(),
+            ),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
