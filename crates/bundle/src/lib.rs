@@ -16,7 +16,7 @@
 //!   signature from ever being mistaken for a root signature, whose message starts
 //!   `service-transparency-v1`.
 //!
-//! The corpus filters are the large part (about 2.3 bytes per distinct digest each: some
+//! The corpus filters are the large part (about 2.4 bytes per distinct digest each: some
 //! 530 MB for a 74-million-file corpus). [`write_corpus_filters`] builds them one at a time
 //! straight from the memory-mapped corpus tables and writes each to disk as it is
 //! finished, hashing the bytes on the way, so building holds one filter's bit array and
@@ -209,7 +209,7 @@ impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
 /// generation's (memory-mapped, sorted, distinct) digest tables, and writes each to the
 /// writer `open` gives for its file name as soon as it is complete; the writers come back
 /// in that order (`corpus-sha256.bloom`, `corpus-sha1.bloom`, `corpus-md5.bloom`).
-/// Memory: one filter's bit array at a time (about 2.3 bytes per digest at the bundle's
+/// Memory: one filter's bit array at a time (about 2.4 bytes per digest at the bundle's
 /// false-positive rate), nothing per hash.
 pub fn write_corpus_filters<W: std::io::Write>(
     generation: &corpus::Generation,
