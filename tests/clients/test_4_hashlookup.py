@@ -88,6 +88,26 @@ def test_misp_expansion_module(env):
     assert misp_query(env, "sha1", "0" * 40) == {"error": "Non existing hash"}
 
 
+def test_misp_expansion_module_on_a_record_without_sha1_or_md5(env):
+    """A manifest-only record has a SHA-256 alone. hashlookup's records always carry a
+    SHA-1 and the module reads that key unconditionally: the answer holds it as null,
+    which the module skips, so the expansion still gives the file's object."""
+    r = next(x for x in current_records(env) if not x.get("hash_sha1") and not x.get("hash_md5"))
+    result = misp_query(env, "sha256", r["hash_sha256"])
+    assert "error" not in result, result
+    objects = result["results"]["Object"]
+    assert objects[0]["name"] == "hashlookup"
+    values = {a["object_relation"]: a["value"] for a in objects[0]["Attribute"]}
+    assert values["SHA-256"] == r["hash_sha256"].upper()
+    assert values["FileName"] == r["executable_name"]
+    assert "SHA-1" not in values and "MD5" not in values, values
+    # PyHashlookup sees the same record: SHA-1 null, no MD5.
+    answer = Hashlookup(root_url=f"{env.url}/hashlookup/k/{env.basic_analyst_key}/").lookup(r["hash_sha256"])
+    assert answer["SHA-256"] == r["hash_sha256"].upper()
+    assert answer["SHA-1"] is None
+    assert "MD5" not in answer
+
+
 def download(env, tmp_path, name):
     resp = env.get(f"/public/bundle/{name}")
     assert resp.status_code == 200, resp.text

@@ -110,7 +110,20 @@ impl BloomFilter {
 
     /// The filter's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_BYTES + self.words.len() * 8);
+        let mut out = Vec::with_capacity(self.byte_len() as usize);
+        // Writing into a Vec cannot fail.
+        let _ = self.write_to(&mut out);
+        out
+    }
+
+    /// Length of [`to_bytes`](Self::to_bytes).
+    pub fn byte_len(&self) -> u64 {
+        HEADER_BYTES as u64 + self.words.len() as u64 * 8
+    }
+
+    /// Writes the filter's bytes to `out` a piece at a time, without a second copy of
+    /// the bit array in memory.
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         for field in [
             1,
             self.capacity,
@@ -119,12 +132,17 @@ impl BloomFilter {
             self.m,
             self.count,
         ] {
-            out.extend_from_slice(&field.to_le_bytes());
+            out.write_all(&field.to_le_bytes())?;
         }
-        for w in &self.words {
-            out.extend_from_slice(&w.to_le_bytes());
+        let mut piece = Vec::with_capacity(64 << 10);
+        for words in self.words.chunks(8 << 10) {
+            piece.clear();
+            for w in words {
+                piece.extend_from_slice(&w.to_le_bytes());
+            }
+            out.write_all(&piece)?;
         }
-        out
+        Ok(())
     }
 
     /// Reads a filter; trailing data after the bit words is ignored.

@@ -16,11 +16,19 @@
 //!   signature from ever being mistaken for a root signature, whose message starts
 //!   `service-transparency-v1`.
 //!
+//! The corpus filters are the large part (about 2.4 bytes per distinct digest each: some
+//! 530 MB for a 74-million-file corpus). [`write_corpus_filters`] builds them one at a time
+//! straight from the memory-mapped corpus tables and writes each to disk as it is
+//! finished, hashing the bytes on the way, so building holds one filter's bit array and
+//! nothing per hash; [`build`] then lists them in the manifest by the SHA-256 and size
+//! found while writing.
+//!
 //! [`verify_dir`] checks, with nothing but the log's public key: the manifest signature,
 //! every file's SHA-256, the root's signature, and that the Merkle root rebuilt from
 //! `feed.jsonl` equals the signed one.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 
 use base64::Engine as _;
@@ -119,7 +127,8 @@ pub struct FeedRecord {
     pub arch: String,
 }
 
-/// A bundle's files in memory, before they are written or served.
+/// A bundle's files in memory, before they are written or served: all but the corpus
+/// filters, which [`write_corpus_filters`] wrote to disk (the manifest lists them).
 #[derive(Debug, Clone)]
 pub struct Bundle {
     pub files: BTreeMap<String, Vec<u8>>,
@@ -130,20 +139,129 @@ pub struct Inputs<'a> {
     pub records: &'a [model::HashRecord],
     pub root: &'a store::roots::StoredRoot,
     pub leaves: &'a [store::roots::LeafRow],
-    pub corpus: Option<&'a corpus::Generation>,
+    /// The reference corpus's filters, already written ([`write_corpus_filters`]).
+    pub corpus: Option<&'a CorpusFilters>,
     pub now: DateTime<Utc>,
 }
 
+/// A digest as uppercase hex ASCII in `out` (digests are at most 32 bytes).
+fn upper_hex<'o>(digest: &[u8], out: &'o mut [u8; 64]) -> &'o [u8] {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    let n = digest.len().min(32);
+    for (i, b) in digest[..n].iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+    }
+    &out[..2 * n]
+}
+
+/// A filter over `values` (iterated twice: once to size the filter, once to fill it).
 fn filter_of<'a>(values: impl Iterator<Item = &'a [u8]> + Clone) -> BloomFilter {
     let capacity = values.clone().count() as u64;
     let mut filter = BloomFilter::new(capacity.max(1000), FALSE_POSITIVE_RATE);
-    let mut text = Vec::with_capacity(64);
+    let mut text = [0u8; 64];
     for v in values {
-        text.clear();
-        text.extend(hex::encode_upper(v).bytes());
-        filter.add(&text);
+        filter.add(upper_hex(v, &mut text));
     }
     filter
+}
+
+/// The reference corpus's filters, written to disk by [`write_corpus_filters`].
+#[derive(Debug, Clone)]
+pub struct CorpusFilters {
+    /// The corpus generation they were built from.
+    pub generation: String,
+    pub filters: Vec<WrittenFilter>,
+}
+
+/// One filter file as written.
+#[derive(Debug, Clone)]
+pub struct WrittenFilter {
+    /// `corpus-sha256.bloom`, `corpus-sha1.bloom` or `corpus-md5.bloom`.
+    pub name: String,
+    /// The file's SHA-256 and size, as the manifest lists them.
+    pub entry: FileEntry,
+    /// Distinct digests inserted.
+    pub count: u64,
+}
+
+/// Bytes on their way to a file, hashed and counted as they pass.
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Builds the reference corpus's three filters one after the other, straight from the
+/// generation's (memory-mapped, sorted, distinct) digest tables, and writes each to the
+/// writer `open` gives for its file name as soon as it is complete; the writers come back
+/// in that order (`corpus-sha256.bloom`, `corpus-sha1.bloom`, `corpus-md5.bloom`).
+/// Memory: one filter's bit array at a time (about 2.4 bytes per digest at the bundle's
+/// false-positive rate), nothing per hash.
+pub fn write_corpus_filters<W: std::io::Write>(
+    generation: &corpus::Generation,
+    mut open: impl FnMut(&str) -> std::io::Result<W>,
+) -> Result<(CorpusFilters, Vec<W>), BundleError> {
+    let mut filters = Vec::with_capacity(3);
+    let mut writers = Vec::with_capacity(3);
+    for (stem, alg) in [
+        ("corpus-sha256", corpus::HashAlg::Sha256),
+        ("corpus-sha1", corpus::HashAlg::Sha1),
+        ("corpus-md5", corpus::HashAlg::Md5),
+    ] {
+        let name = format!("{stem}.bloom");
+        let io = |e| BundleError::Io(name.clone(), e);
+        let filter = filter_of(generation.keys(alg));
+        let mut out = HashingWriter {
+            inner: std::io::BufWriter::with_capacity(1 << 20, open(&name).map_err(io)?),
+            hasher: Sha256::new(),
+            bytes: 0,
+        };
+        filter.write_to(&mut out).map_err(io)?;
+        drop(filter);
+        out.flush().map_err(io)?;
+        let entry = FileEntry {
+            sha256: hex::encode(out.hasher.finalize()),
+            bytes: out.bytes,
+        };
+        writers.push(out.inner.into_inner().map_err(|e| io(e.into_error()))?);
+        filters.push(WrittenFilter {
+            count: generation.keys(alg).count() as u64,
+            name,
+            entry,
+        });
+    }
+    Ok((
+        CorpusFilters {
+            generation: generation.name().to_owned(),
+            filters,
+        },
+        writers,
+    ))
+}
+
+/// [`write_corpus_filters`] into files of `dir` (created if missing).
+pub fn write_corpus_filters_into(
+    generation: &corpus::Generation,
+    dir: &Path,
+) -> Result<CorpusFilters, BundleError> {
+    std::fs::create_dir_all(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
+    let (filters, _files) =
+        write_corpus_filters(generation, |name| std::fs::File::create(dir.join(name)))?;
+    Ok(filters)
 }
 
 fn decode(hex_text: &str) -> Option<Vec<u8>> {
@@ -191,17 +309,15 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         files.insert(format!("{name}.bloom"), filter.to_bytes());
     }
     let mut sources = vec!["knowngood vendor releases".to_owned()];
-    if let Some(g) = inputs.corpus {
-        for (name, alg) in [
-            ("corpus-sha256", corpus::HashAlg::Sha256),
-            ("corpus-sha1", corpus::HashAlg::Sha1),
-            ("corpus-md5", corpus::HashAlg::Md5),
-        ] {
-            let filter = filter_of(g.keys(alg));
-            counts.insert(name.to_owned(), g.keys(alg).count() as u64);
-            files.insert(format!("{name}.bloom"), filter.to_bytes());
+    // Written already; listed by what was found while writing them.
+    let mut written: BTreeMap<String, FileEntry> = BTreeMap::new();
+    if let Some(c) = inputs.corpus {
+        for f in &c.filters {
+            let stem = f.name.strip_suffix(".bloom").unwrap_or(&f.name);
+            counts.insert(stem.to_owned(), f.count);
+            written.insert(f.name.clone(), f.entry.clone());
         }
-        sources.push(format!("reference corpus {}", g.name()));
+        sources.push(format!("reference corpus {}", c.generation));
     }
     let mut feed = Vec::new();
     for leaf in inputs.leaves {
@@ -260,6 +376,7 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
                     },
                 )
             })
+            .chain(written)
             .collect(),
     };
     let manifest_bytes =

@@ -140,6 +140,7 @@ pub(crate) mod fixtures {
                 sig_issuer: None,
                 sig_serial: None,
                 sig_thumbprint: None,
+                size: None,
             },
             family: name.into(),
             status: RecordStatus::Current,

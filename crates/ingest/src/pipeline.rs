@@ -312,6 +312,7 @@ fn new_record(a: &Artifact) -> NewRecord {
         sig_issuer: None,
         sig_serial: None,
         sig_thumbprint: None,
+        size: None,
     }
 }
 
@@ -390,6 +391,7 @@ async fn ingest_artifact(
         hash_sha256: digests.sha256.clone(),
         hash_sha1: Some(digests.sha1.clone()),
         hash_md5: Some(digests.md5.clone()),
+        size: Some(downloaded.size_bytes),
         download_verified: true,
         sig_signer: signer.map(|s| s.sig_signer.clone()),
         sig_issuer: signer.map(|s| s.sig_issuer.clone()),
@@ -522,6 +524,7 @@ async fn record_members(
             hash_sha256: member.digests.sha256.clone(),
             hash_sha1: Some(member.digests.sha1.clone()),
             hash_md5: Some(member.digests.md5.clone()),
+            size: Some(member.size),
             source_url: url.clone(),
             download_verified: true,
             sig_signer: signer.map(|s| s.sig_signer.clone()),

@@ -12,6 +12,7 @@ use tracing_subscriber::EnvFilter;
 mod advisories;
 mod client;
 mod config;
+mod md5x16;
 mod offline;
 mod scan;
 mod secrets;
@@ -539,9 +540,17 @@ async fn run(cli: Cli) -> Result<()> {
             let store = open_store(&config, &secrets).await?;
             let key = jobs::LogKey::new(&secrets.log_ed25519);
             let corpus_root = config.corpus_dir.clone();
-            let corpus = tokio::task::spawn_blocking(move || corpus::Corpus::open(&corpus_root))
-                .await?
-                .context("opening the reference corpus")?;
+            // Mapped, not resident: the filters read each table once, in order, so the
+            // tables need not be copied into memory (the page cache serves them).
+            let options = corpus::OpenOptions {
+                verify: corpus::Verify::Full,
+                memory: corpus::Memory::Mapped,
+            };
+            let corpus = tokio::task::spawn_blocking(move || {
+                corpus::Corpus::open_with(&corpus_root, options)
+            })
+            .await?
+            .context("opening the reference corpus")?;
             let outcome = offline::export(store.as_ref(), &key, corpus.current(), &dir).await;
             store.close().await;
             println!("{}", outcome?);

@@ -29,11 +29,16 @@ pub async fn export(
     let signing = key.signing_key().clone();
     let key_id = key.key_id.clone();
     let written = tokio::task::spawn_blocking(move || -> Result<String> {
+        // The corpus filters go straight to disk, one at a time (bounded memory).
+        let corpus_filters = corpus
+            .as_deref()
+            .map(|g| bundle::write_corpus_filters_into(g, &dir))
+            .transpose()?;
         let inputs = bundle::Inputs {
             records: &records,
             root: &root,
             leaves: &leaves,
-            corpus: corpus.as_deref(),
+            corpus: corpus_filters.as_ref(),
             now,
         };
         let built = bundle::build(&inputs, &signing, &key_id)?;
@@ -41,7 +46,7 @@ pub async fn export(
         Ok(format!(
             "bundle written to {}: {} files, root {} of {}",
             dir.display(),
-            built.files.len(),
+            built.files.len() + corpus_filters.map_or(0, |c| c.filters.len()),
             root.merkle_root,
             root.log_date
         ))

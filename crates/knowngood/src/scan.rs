@@ -3,6 +3,13 @@
 //! 100, and report every file: vendor releases (superseded builds flagged), files of the
 //! reference corpus, unknowns, and what could not be hashed.
 //!
+//! Hashing: one thread per CPU, each keeping sixteen files open at once when the CPU has
+//! AVX-512 ([`crate::md5x16`]): every file's next piece is read and fed to SHA-256 and
+//! SHA-1 (AWS-LC, on the CPU's SHA extensions), and MD5 runs on the sixteen files
+//! together, one per vector lane. MD5 is a long serial chain, the slowest of the three
+//! one file at a time; in lanes it costs a fraction of that, so the scan needs little
+//! more CPU than `md5sum` alone. Without AVX-512 each thread hashes one file at a time.
+//!
 //! Nothing on the way stops the scan: a path that cannot be read (permissions, a dangling
 //! symlink, a symlink loop) is reported `unreadable`, a FIFO, socket or device `special`
 //! (never opened: reading a FIFO would wait for a writer), a symlink to a directory
@@ -321,24 +328,34 @@ fn problem(path: &Path, status: &'static str, reason: String) -> Found {
     }
 }
 
-/// Hashes every file on `jobs` threads, each taking the next file as it finishes one;
-/// rows come back in walk order. A progress bar shows on a terminal only.
+/// Hashes every file on `jobs` threads, each taking the next file as it finishes one
+/// (sixteen at a time with AVX-512); rows come back in walk order. A progress bar shows on
+/// a terminal only.
 fn hash_all(found: Vec<Found>, jobs: usize) -> Vec<Row> {
+    hash_all_with(found, jobs, crate::md5x16::available())
+}
+
+fn hash_all_with(found: Vec<Found>, jobs: usize, lanes: bool) -> Vec<Row> {
     let progress = Progress::new(found.len());
     let next = AtomicUsize::new(0);
     let rows: Vec<Mutex<Option<Row>>> = found.iter().map(|_| Mutex::new(None)).collect();
+    let done = |i: usize, row: Row| {
+        progress.file(row.size.unwrap_or(0));
+        if let Ok(mut slot) = rows[i].lock() {
+            *slot = Some(row);
+        }
+    };
     std::thread::scope(|scope| {
         for _ in 0..jobs.min(found.len().max(1)) {
             scope.spawn(|| {
+                if lanes {
+                    return hash_in_lanes(&found, &next, &done);
+                }
                 let mut buf = vec![0u8; 1 << 20];
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = found.get(i) else { break };
-                    let row = hash_one(item, &mut buf);
-                    progress.file(row.size.unwrap_or(0));
-                    if let Ok(mut slot) = rows[i].lock() {
-                        *slot = Some(row);
-                    }
+                    done(i, hash_one(item, &mut buf));
                 }
             });
         }
@@ -349,7 +366,194 @@ fn hash_all(found: Vec<Found>, jobs: usize) -> Vec<Row> {
         .collect()
 }
 
+/// Bytes read from one file at a time in [`hash_in_lanes`]: a multiple of MD5's block.
+const LANE_CHUNK: usize = 128 << 10;
+/// A lane's room in the arena: a chunk and MD5's padding (at most two blocks).
+const LANE_ROOM: usize = LANE_CHUNK + 128;
+
+/// A file being hashed in one MD5 lane.
+struct Lane {
+    item: usize,
+    shown: String,
+    file: std::fs::File,
+    size: u64,
+    sha256: aws_lc_rs::digest::Context,
+    sha1: aws_lc_rs::digest::Context,
+    /// Where the lane's next unhashed MD5 block starts in the arena.
+    offset: usize,
+    /// Whole blocks ready there.
+    blocks: usize,
+    /// The end of the file was read and its padding placed after it.
+    ended: bool,
+}
+
+impl Lane {
+    /// Reads the file's next chunk into `room` (this lane's part of the arena, which
+    /// starts at `start`), feeding it to SHA-256 and SHA-1; at the end of the file, adds
+    /// MD5's padding.
+    fn refill(&mut self, room: &mut [u8], start: usize) -> std::io::Result<()> {
+        use std::io::Read as _;
+        let mut got = 0;
+        while got < LANE_CHUNK {
+            match self.file.read(&mut room[got..LANE_CHUNK]) {
+                Ok(0) => {
+                    self.ended = true;
+                    break;
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.sha256.update(&room[..got]);
+        self.sha1.update(&room[..got]);
+        self.size += got as u64;
+        let mut whole = got;
+        if self.ended {
+            whole = got / 64 * 64;
+            let mut padded = [0u8; 128];
+            let n = crate::md5x16::pad(&room[whole..got], self.size, &mut padded);
+            room[whole..whole + n].copy_from_slice(&padded[..n]);
+            whole += n;
+        }
+        self.offset = start;
+        self.blocks = whole / 64;
+        Ok(())
+    }
+
+    fn finish(self, md5: [u8; 16]) -> Row {
+        Row {
+            status: "unknown",
+            path: self.shown,
+            size: Some(self.size),
+            sha256: Some(hex::encode(self.sha256.finish().as_ref())),
+            sha1: Some(hex::encode(self.sha1.finish().as_ref())),
+            md5: Some(hex::encode(md5)),
+            ..Row::default()
+        }
+    }
+}
+
+/// One thread's share of the files, sixteen at a time: each lane holds a file; lanes
+/// whose blocks are used up read their next chunk (or finish their file and take the
+/// next one), then MD5 runs over the blocks every busy lane has ready.
+fn hash_in_lanes(found: &[Found], next: &AtomicUsize, done: &(dyn Fn(usize, Row) + Sync)) {
+    use crate::md5x16::{LANES, Md5x16};
+    let mut md5 = Md5x16::new();
+    let mut arena = vec![0u8; LANE_ROOM * LANES];
+    let mut lanes: Vec<Option<Lane>> = (0..LANES).map(|_| None).collect();
+    let mut no_more = false;
+    loop {
+        for (l, slot) in lanes.iter_mut().enumerate() {
+            loop {
+                match slot {
+                    None if no_more => break,
+                    None => {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = found.get(i) else {
+                            no_more = true;
+                            break;
+                        };
+                        match open_file(item) {
+                            Ok((file, shown)) => {
+                                md5.reset(l);
+                                *slot = Some(Lane {
+                                    item: i,
+                                    shown,
+                                    file,
+                                    size: 0,
+                                    sha256: aws_lc_rs::digest::Context::new(
+                                        &aws_lc_rs::digest::SHA256,
+                                    ),
+                                    sha1: aws_lc_rs::digest::Context::new(
+                                        &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+                                    ),
+                                    offset: 0,
+                                    blocks: 0,
+                                    ended: false,
+                                });
+                            }
+                            Err(row) => done(i, *row),
+                        }
+                    }
+                    Some(lane) if lane.blocks > 0 => break,
+                    Some(lane) if lane.ended => {
+                        if let Some(lane) = slot.take() {
+                            let item = lane.item;
+                            done(item, lane.finish(md5.digest(l)));
+                        }
+                    }
+                    Some(lane) => {
+                        let start = l * LANE_ROOM;
+                        if let Err(e) = lane.refill(&mut arena[start..start + LANE_ROOM], start)
+                            && let Some(lane) = slot.take()
+                        {
+                            done(
+                                lane.item,
+                                Row {
+                                    status: "unreadable",
+                                    path: lane.shown,
+                                    reason: Some(e.to_string()),
+                                    ..Row::default()
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let busy = lanes
+            .iter()
+            .enumerate()
+            .filter_map(|(l, lane)| lane.as_ref().map(|lane| (l, lane.blocks)));
+        let (mut active, mut blocks) = (0u16, usize::MAX);
+        for (l, n) in busy {
+            active |= 1 << l;
+            blocks = blocks.min(n);
+        }
+        if active == 0 {
+            break;
+        }
+        let mut offsets = [0usize; LANES];
+        for (l, lane) in lanes.iter().enumerate() {
+            if let Some(lane) = lane {
+                offsets[l] = lane.offset;
+            }
+        }
+        md5.compress(&arena, &offsets, active, blocks);
+        for lane in lanes.iter_mut().flatten() {
+            lane.offset += blocks * 64;
+            lane.blocks -= blocks;
+        }
+    }
+}
+
 fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
+    let (mut file, shown) = match open_file(item) {
+        Ok(opened) => opened,
+        Err(row) => return *row,
+    };
+    match ingest::hasher::digest_reader(&mut file, buf) {
+        Ok((digests, size)) => Row {
+            status: "unknown",
+            path: shown,
+            size: Some(size),
+            sha256: Some(digests.sha256),
+            sha1: Some(digests.sha1),
+            md5: Some(digests.md5),
+            ..Row::default()
+        },
+        Err(e) => Row {
+            status: "unreadable",
+            path: shown,
+            reason: Some(e.to_string()),
+            ..Row::default()
+        },
+    }
+}
+
+/// Opens a regular file for hashing, with the path as shown; anything else is its row.
+fn open_file(item: &Found) -> Result<(std::fs::File, String), Box<Row>> {
     let path = match item {
         Found::File(path) => path,
         Found::Problem {
@@ -357,12 +561,12 @@ fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
             status,
             reason,
         } => {
-            return Row {
+            return Err(Box::new(Row {
                 status,
                 path: path.display().to_string(),
                 reason: Some(reason.clone()),
                 ..Row::default()
-            };
+            }));
         }
     };
     let shown = path.display().to_string();
@@ -377,37 +581,22 @@ fn hash_one(item: &Found, buf: &mut [u8]) -> Row {
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path);
-    let mut file = match file {
+    let file = match file {
         Ok(file) => file,
-        Err(e) => return unreadable(e.to_string()),
+        Err(e) => return Err(Box::new(unreadable(e.to_string()))),
     };
     match file.metadata() {
-        Ok(meta) if meta.is_file() => {}
-        Ok(meta) => {
-            if let Found::Problem { status, reason, .. } =
-                classify_type(path.clone(), meta.file_type())
-            {
-                return Row {
-                    status,
-                    path: shown,
-                    reason: Some(reason),
-                    ..Row::default()
-                };
-            }
-        }
-        Err(e) => return unreadable(e.to_string()),
-    }
-    match ingest::hasher::digest_reader(&mut file, buf) {
-        Ok((digests, size)) => Row {
-            status: "unknown",
-            path: shown,
-            size: Some(size),
-            sha256: Some(digests.sha256),
-            sha1: Some(digests.sha1),
-            md5: Some(digests.md5),
-            ..Row::default()
+        Ok(meta) if meta.is_file() => Ok((file, shown)),
+        Ok(meta) => match classify_type(path.clone(), meta.file_type()) {
+            Found::Problem { status, reason, .. } => Err(Box::new(Row {
+                status,
+                path: shown,
+                reason: Some(reason),
+                ..Row::default()
+            })),
+            Found::File(_) => Ok((file, shown)),
         },
-        Err(e) => unreadable(e.to_string()),
+        Err(e) => Err(Box::new(unreadable(e.to_string()))),
     }
 }
 
@@ -565,4 +754,74 @@ fn csv_line(row: &Row) -> String {
         let _ = write!(line, "\"{}\"", guarded.replace('"', "\"\""));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_give_the_digests_of_one_file_at_a_time() {
+        if !crate::md5x16::available() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // Sizes around MD5's padding edges and the lanes' chunk, more files than lanes.
+        let sizes = [
+            0,
+            1,
+            55,
+            56,
+            63,
+            64,
+            65,
+            1000,
+            LANE_CHUNK - 1,
+            LANE_CHUNK,
+            LANE_CHUNK + 1,
+            3 * LANE_CHUNK + 70,
+        ];
+        let mut found = Vec::new();
+        let mut seed = 7u32;
+        for round in 0..4 {
+            for (i, &size) in sizes.iter().enumerate() {
+                let bytes: Vec<u8> = (0..size)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                        (seed >> 24) as u8
+                    })
+                    .collect();
+                let path = dir.path().join(format!("f{round}-{i}"));
+                std::fs::write(&path, bytes).unwrap();
+                found.push(Found::File(path));
+            }
+        }
+        found.push(problem(dir.path(), "special", "a FIFO (not read)".into()));
+        found.push(Found::File(dir.path().join("missing")));
+        let again: Vec<Found> = found
+            .iter()
+            .map(|f| match f {
+                Found::File(p) => Found::File(p.clone()),
+                Found::Problem {
+                    path,
+                    status,
+                    reason,
+                } => problem(path, status, reason.clone()),
+            })
+            .collect();
+        let lanes = hash_all_with(found, 2, true);
+        let single = hash_all_with(again, 1, false);
+        assert_eq!(lanes.len(), single.len());
+        for (a, b) in lanes.iter().zip(&single) {
+            assert_eq!(
+                (a.status, &a.path, a.size, &a.sha256, &a.sha1, &a.md5),
+                (b.status, &b.path, b.size, &b.sha256, &b.sha1, &b.md5)
+            );
+        }
+        assert_eq!(
+            lanes[0].md5.as_deref(),
+            Some("d41d8cd98f00b204e9800998ecf8427e")
+        );
+        assert_eq!(lanes[lanes.len() - 1].status, "unreadable");
+    }
 }

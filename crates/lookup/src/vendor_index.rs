@@ -46,6 +46,8 @@ pub struct VendorMatch<'a> {
     pub current: bool,
     /// The record's own digests (a lookup by one of them may show the others).
     pub digests: Digests,
+    /// The file's size in bytes, when recorded.
+    pub size: Option<u64>,
 }
 
 /// A vendor record's digests as bytes: SHA-256 always, SHA-1 and MD5 when recorded.
@@ -84,6 +86,7 @@ impl<'a> From<&'a HashRecord> for VendorMatch<'a> {
                 r.record.hash_sha1.as_deref(),
                 r.record.hash_md5.as_deref(),
             ),
+            size: r.record.size,
         }
     }
 }
@@ -167,6 +170,7 @@ struct Entry {
     name_len: u32,
     version_len: u32,
     valid_from_micros: i64,
+    size: Option<u64>,
 }
 
 impl Entry {
@@ -347,6 +351,7 @@ impl Snapshot {
                 sha1: entry.has_sha1.then_some(entry.sha1),
                 md5: entry.has_md5.then_some(entry.md5),
             },
+            size: entry.size,
         })
     }
 
@@ -450,6 +455,7 @@ impl Builder {
             name_len,
             version_len,
             valid_from_micros: record.valid_from.timestamp_micros(),
+            size: r.size,
         });
     }
 
@@ -495,6 +501,7 @@ struct DeltaRecord {
     current: bool,
     digests: Digests,
     valid_from_micros: i64,
+    size: Option<u64>,
     /// Its HMAC verified (and its digests parsed); otherwise it names nothing.
     verified: bool,
     keys: Vec<Key>,
@@ -535,6 +542,7 @@ impl DeltaRecord {
                 r.hash_md5.as_deref(),
             ),
             valid_from_micros: record.valid_from.timestamp_micros(),
+            size: r.size,
             verified,
             keys,
         }
@@ -548,6 +556,7 @@ impl DeltaRecord {
             platform: self.platform,
             current: self.current,
             digests: self.digests,
+            size: self.size,
         }
     }
 }
@@ -948,6 +957,7 @@ mod tests {
                 sig_issuer: None,
                 sig_serial: None,
                 sig_thumbprint: None,
+                size: None,
             },
             family: format!("tool{id}"),
             status: if current {

@@ -410,6 +410,7 @@ impl Corpus {
                 .then(|| "DigiCert Trusted G4 Code Signing RSA4096 SHA384 2021 CA1".to_string()),
             sig_serial: signed.then(|| hex_digest(&[13, f], 32)),
             sig_thumbprint: signed.then(|| hex_digest(&[14, f], 40)),
+            size: None,
         }
     }
 

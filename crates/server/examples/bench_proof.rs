@@ -97,6 +97,7 @@ fn record(i: u64) -> NewRecord {
         sig_issuer: None,
         sig_serial: None,
         sig_thumbprint: None,
+        size: None,
     }
 }
 

@@ -32,6 +32,9 @@ pub struct HashRecordJson {
     /// Present only when the signing certificate has been revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_revoked_at: Option<String>,
+    /// The file's size in bytes; present only when the service hashed the file itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 impl HashRecordJson {
@@ -79,6 +82,7 @@ impl From<&HashRecord> for HashRecordJson {
             sig_serial: n.sig_serial.clone(),
             sig_thumbprint: n.sig_thumbprint.clone(),
             cert_revoked_at: r.cert_revoked_at.map(rfc3339),
+            size: n.size,
         }
     }
 }
@@ -125,6 +129,9 @@ pub struct LookupResult<'a> {
     pub file_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub product_name: Option<&'a str>,
+    /// A vendor file's size in bytes, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -148,6 +155,9 @@ pub struct HistoryEntry {
     /// Present only when a certificate that signed the file has been revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_revoked_at: Option<String>,
+    /// The file's size in bytes, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 impl From<&HashRecord> for HistoryEntry {
@@ -163,6 +173,7 @@ impl From<&HashRecord> for HistoryEntry {
             valid_until: r.valid_until.map(rfc3339),
             status: r.status.as_str().into(),
             cert_revoked_at: r.cert_revoked_at.map(rfc3339),
+            size: r.record.size,
         }
     }
 }

@@ -26,7 +26,8 @@ use crate::{
 
 const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
-     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at";
+     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
+     size_bytes";
 
 /// Both backends keep microseconds; truncating here makes them round-trip alike.
 fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -223,6 +224,15 @@ macro_rules! backend {
                     sig_issuer: get_o("sig_issuer")?,
                     sig_serial: get_o("sig_serial")?,
                     sig_thumbprint: get_o("sig_thumbprint")?,
+                    size: {
+                        let size: Option<i64> = row.try_get("size_bytes").map_err(db_error)?;
+                        match size {
+                            Some(n) => Some(
+                                u64::try_from(n).map_err(|_| corrupt("size_bytes", &n.to_string()))?,
+                            ),
+                            None => None,
+                        }
+                    },
                 };
                 let id = get_s("id")?;
                 let valid_from: DateTime<Utc> = row.try_get("valid_from").map_err(db_error)?;
@@ -361,9 +371,9 @@ macro_rules! backend {
                     "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
                      arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
                      sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, \
-                     name_key) \
+                     name_key, size_bytes) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     $17, $18, $19, $20, $21)",
+                     $17, $18, $19, $20, $21, $22)",
                 )
                 .bind(&id)
                 .bind(&record.vendor)
@@ -386,6 +396,8 @@ macro_rules! backend {
                 .bind(valid_until)
                 .bind(&hmac)
                 .bind(model::name_key(&record.executable_name))
+                // `validate` keeps sizes within i64; anything else is stored as unknown.
+                .bind(record.size.and_then(|n| i64::try_from(n).ok()))
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;

@@ -59,6 +59,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 13,
         sql: include_str!("../migrations/sqlite/0013_users.sql"),
     },
+    Migration {
+        version: 17,
+        sql: include_str!("../migrations/sqlite/0017_record_size.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -113,6 +117,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 13,
         sql: include_str!("../migrations/postgres/0013_users.sql"),
+    },
+    Migration {
+        version: 17,
+        sql: include_str!("../migrations/postgres/0017_record_size.sql"),
     },
 ];
 

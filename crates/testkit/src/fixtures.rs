@@ -55,6 +55,7 @@ pub fn rec(
         sig_issuer: None,
         sig_serial: None,
         sig_thumbprint: None,
+        size: None,
     }
 }
 

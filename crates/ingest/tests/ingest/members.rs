@@ -286,6 +286,8 @@ async fn members_of_a_published_zip_are_recorded_after_its_hash_is_checked() {
         )
     );
     assert!(exe.download_verified);
+    // The member's own size, as hashed.
+    assert_eq!(exe.size, Some(data.len() as u64));
     assert_eq!(exe.vendor, "Node.js");
     assert_eq!(exe.version, "v20.11.0");
     let archive_url = format!(

@@ -301,6 +301,8 @@ async fn putty_merges_its_three_sums_files_and_checks_md5_only_files() {
         Some(fake_hex("w64/putty.exe", 32).as_str())
     );
     assert!(!putty.download_verified);
+    // Hashes taken from the vendor's list: no size known.
+    assert_eq!(putty.size, None);
     sink.get("putty.exe", Windows, X86);
     sink.get("putty.exe", Windows, Arm64);
     sink.get("putty.exe", Windows, Arm);
@@ -308,6 +310,7 @@ async fn putty_merges_its_three_sums_files_and_checks_md5_only_files() {
     let downloaded = sink.get("pscp.exe", Windows, Amd64);
     assert!(downloaded.download_verified);
     assert_eq!(downloaded.hash_sha256, sha256(&pscp));
+    assert_eq!(downloaded.size, Some(pscp.len() as u64));
     assert_eq!(sink.audits.lock().unwrap().len(), 1);
 }
 

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use model::{Arch, Platform};
 use serde_json::Value;
@@ -297,6 +298,124 @@ async fn the_key_comes_from_the_environment_or_a_file_only() {
     let run = knowngood(scan_args(&f, &[]), Some("nope.nope"), None).await;
     assert_eq!(run.code, Some(1));
     assert!(run.stderr.contains("401"), "{}", run.stderr);
+}
+
+/// In front of the test server: every other lookup request (the first of each batch) is
+/// refused `429` with `Retry-After: 1`, the rest are passed through. Counts both.
+#[derive(Clone)]
+struct Throttle {
+    upstream: String,
+    http: reqwest::Client,
+    requests: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
+}
+
+async fn throttled(
+    axum::extract::State(t): axum::extract::State<Throttle>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let n = t.requests.fetch_add(1, Ordering::SeqCst);
+    if n % 2 == 0 {
+        t.refused.fetch_add(1, Ordering::SeqCst);
+        return (
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            [(axum::http::header::RETRY_AFTER, "1")],
+            axum::Json(serde_json::json!({"error": "rate_limited"})),
+        )
+            .into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let mut forward = t.http.request(
+        parts.method.clone(),
+        format!("{}{}", t.upstream, parts.uri.path()),
+    );
+    for name in ["x-api-key", "content-type"] {
+        if let Some(v) = parts.headers.get(name) {
+            forward = forward.header(name, v.as_bytes());
+        }
+    }
+    let answer = forward.body(body).send().await.unwrap();
+    let status = answer.status().as_u16();
+    let bytes = answer.bytes().await.unwrap();
+    (
+        axum::http::StatusCode::from_u16(status).unwrap(),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response()
+}
+
+#[tokio::test]
+async fn scan_waits_out_retry_after_and_classifies_every_file() {
+    let Some(f) = fixture("scan_retry_after").await else {
+        return;
+    };
+    // 251 distinct files: three batches of lookups, each refused once before it passes.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("putty.exe"), b"putty 0.82 build").unwrap();
+    std::fs::write(
+        dir.path().join("kernel32.dll"),
+        b"a file every Windows install has",
+    )
+    .unwrap();
+    for i in 0..249 {
+        std::fs::write(
+            dir.path().join(format!("u{i:03}.bin")),
+            format!("unknown {i}"),
+        )
+        .unwrap();
+    }
+    let throttle = Throttle {
+        upstream: f.app.base.clone(),
+        http: reqwest::Client::new(),
+        requests: Arc::default(),
+        refused: Arc::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = format!("http://{}", listener.local_addr().unwrap());
+    let router = axum::Router::new()
+        .fallback(throttled)
+        .with_state(throttle.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let started = std::time::Instant::now();
+    let args = vec![
+        "scan".to_string(),
+        "--server".into(),
+        front,
+        "--format".into(),
+        "jsonl".into(),
+        dir.path().display().to_string(),
+    ];
+    let run = knowngood(args, Some(&f.key), None).await;
+    let took = started.elapsed();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(throttle.refused.load(Ordering::SeqCst), 3);
+    assert_eq!(throttle.requests.load(Ordering::SeqCst), 6);
+    // Three waits of a second each.
+    assert!(took >= std::time::Duration::from_secs(3), "{took:?}");
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, rows) = lines.split_last().unwrap();
+    assert_eq!(rows.len(), 251);
+    assert_eq!(
+        row(rows, dir.path(), "putty.exe")["status"],
+        "known_vendor_release"
+    );
+    assert_eq!(
+        row(rows, dir.path(), "kernel32.dll")["status"],
+        "known_file"
+    );
+    let s = &summary["summary"];
+    assert_eq!(s["files"], 251);
+    assert_eq!(s["known_vendor_release"], 1);
+    assert_eq!(s["known_file"], 1);
+    assert_eq!(s["unknown"], 249);
 }
 
 #[tokio::test]

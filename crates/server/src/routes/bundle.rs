@@ -5,6 +5,10 @@
 //! records epoch, the corpus generation or the latest root changes; they are answered
 //! with a strong `ETag` (the file's SHA-256, as the manifest lists it), `If-None-Match`
 //! and single byte ranges, so large filters resume.
+//!
+//! The corpus filters (hundreds of megabytes for a full corpus) are built one at a time
+//! into unnamed temporary files beside the corpus (gone when the last handle closes, even
+//! after a crash) and streamed from there in pieces; only the small files stay in memory.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,9 +41,65 @@ struct Made {
     merkle_root: String,
 }
 
+/// Where a built file's bytes are.
+enum Held {
+    Memory(Bytes),
+    /// An unnamed temporary file, read with positioned reads (shared by requests).
+    File {
+        file: Arc<std::fs::File>,
+        len: u64,
+    },
+}
+
+impl Held {
+    fn len(&self) -> u64 {
+        match self {
+            Held::Memory(bytes) => bytes.len() as u64,
+            Held::File { len, .. } => *len,
+        }
+    }
+
+    /// Bytes `start..=end` as a response body; a file is streamed in pieces.
+    fn body(&self, start: u64, end: u64) -> axum::body::Body {
+        match self {
+            Held::Memory(bytes) => bytes.slice(start as usize..=end as usize).into(),
+            Held::File { file, .. } => {
+                let file = file.clone();
+                let pieces = futures::stream::unfold(start, move |at| {
+                    let file = file.clone();
+                    async move {
+                        if at > end {
+                            return None;
+                        }
+                        let want = (end + 1 - at).min(FILE_PIECE) as usize;
+                        let read = tokio::task::spawn_blocking(move || {
+                            use std::os::unix::fs::FileExt as _;
+                            let mut buf = vec![0u8; want];
+                            file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf))
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                        // After an error the stream ends (the client sees a short body).
+                        let next = if read.is_ok() {
+                            at + want as u64
+                        } else {
+                            end + 1
+                        };
+                        Some((read, next))
+                    }
+                });
+                axum::body::Body::from_stream(pieces)
+            }
+        }
+    }
+}
+
+/// Bytes read from a filter file per piece of a response.
+const FILE_PIECE: u64 = 256 << 10;
+
 /// A built bundle's files with their entity tags.
 pub struct BuiltBundle {
-    files: BTreeMap<String, (Bytes, String)>,
+    files: BTreeMap<String, (Held, String)>,
 }
 
 /// The bundle last built, rebuilt on first request after its inputs change; one build
@@ -74,27 +134,44 @@ impl BundleCache {
         let leaves = state.store.leaves(root.log_date).await?;
         let now = state.clock.now();
         let key = state.log_key.clone();
-        let built = tokio::task::spawn_blocking(move || {
+        let corpus_root = state.corpus.as_ref().map(|c| c.root().to_path_buf());
+        let (built, corpus_files) = tokio::task::spawn_blocking(move || {
+            let written = match (generation.as_deref(), corpus_root) {
+                (Some(g), Some(root)) => Some(bundle::write_corpus_filters(g, |_| {
+                    tempfile::tempfile_in(&root)
+                })?),
+                _ => None,
+            };
             let inputs = bundle::Inputs {
                 records: &records,
                 root: &root,
                 leaves: &leaves,
-                corpus: generation.as_deref(),
+                corpus: written.as_ref().map(|(filters, _)| filters),
                 now,
             };
-            bundle::build(&inputs, key.signing_key(), &key.key_id)
+            let built = bundle::build(&inputs, key.signing_key(), &key.key_id)?;
+            Ok::<_, bundle::BundleError>((built, written))
         })
         .await
         .map_err(|e| Error::internal(format!("the bundle build stopped: {e}")))?
         .map_err(|e| Error::internal(format!("the bundle could not be built: {e}")))?;
-        let files = built
+        let mut files: BTreeMap<String, (Held, String)> = built
             .files
             .into_iter()
             .map(|(name, bytes)| {
                 let etag = format!("\"{}\"", hex::encode(Sha256::digest(&bytes)));
-                (name, (Bytes::from(bytes), etag))
+                (name, (Held::Memory(Bytes::from(bytes)), etag))
             })
             .collect();
+        if let Some((filters, handles)) = corpus_files {
+            for (f, file) in filters.filters.into_iter().zip(handles) {
+                let held = Held::File {
+                    file: Arc::new(file),
+                    len: f.entry.bytes,
+                };
+                files.insert(f.name, (held, format!("\"{}\"", f.entry.sha256)));
+            }
+        }
         let built = Arc::new(BuiltBundle { files });
         *cached = Some((made, built.clone()));
         Ok(built)
@@ -158,7 +235,7 @@ pub async fn corpus_file(
 
 async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
     let built = state.bundle_cache.get(state).await?;
-    let Some((bytes, etag)) = built.files.get(name) else {
+    let Some((held, etag)) = built.files.get(name) else {
         return Err(
             Error::NotFound(format!("the bundle has no file {}", model::shown(name))).into(),
         );
@@ -178,15 +255,24 @@ async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> ApiResult<R
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         match headers.get(header::RANGE) {
-            None => (StatusCode::OK, bytes.clone()).into_response(),
+            None => {
+                let total = held.len();
+                let body = if total == 0 {
+                    axum::body::Body::empty()
+                } else {
+                    held.body(0, total - 1)
+                };
+                let mut r = (StatusCode::OK, body).into_response();
+                r.headers_mut()
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                r
+            }
             Some(range) => {
-                let total = bytes.len() as u64;
+                let total = held.len();
                 let (start, end) = parse_range(range.to_str().unwrap_or(""), total)?;
-                let mut r = (
-                    StatusCode::PARTIAL_CONTENT,
-                    bytes.slice(start as usize..=end as usize),
-                )
-                    .into_response();
+                let mut r = (StatusCode::PARTIAL_CONTENT, held.body(start, end)).into_response();
+                r.headers_mut()
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{total}")) {
                     r.headers_mut().insert(header::CONTENT_RANGE, v);
                 }

@@ -11,7 +11,9 @@
 //!
 //! Shapes follow the hashlookup server (CIRCL, `adulau/hashlookup-server` `bin/server.py`):
 //! a found record is an object with uppercase hex under `MD5`, `SHA-1` and `SHA-256`,
-//! `FileName`, `source` and `hashlookup:trust`; a miss is 404
+//! `FileName`, `source` and `hashlookup:trust` (`SHA-1` is always present, `null` when the
+//! record has none, because hashlookup's records always carry one and its clients rely on
+//! it); a miss is 404
 //! `{"message": "Non existing SHA-1", "query": ...}`; a malformed hash is 400 with a
 //! `message`; bulk answers are arrays of the found records only.
 
@@ -88,12 +90,18 @@ pub fn collapse_slashes(mut request: Request, prefix: &str) -> Request {
 pub struct HashlookupRecord<'a> {
     #[serde(rename = "MD5", skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
-    #[serde(rename = "SHA-1", skip_serializing_if = "Option::is_none")]
+    /// Always present, `null` when the record has no SHA-1: hashlookup keys its records by
+    /// SHA-1, and MISP's expansion module reads this key unconditionally (a missing key
+    /// fails the whole expansion; a `null` value is skipped).
+    #[serde(rename = "SHA-1")]
     pub sha1: Option<String>,
     #[serde(rename = "SHA-256", skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     #[serde(rename = "FileName")]
     pub file_name: &'a str,
+    /// Bytes, as a decimal string (as hashlookup gives it); only when recorded.
+    #[serde(rename = "FileSize", skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<String>,
     /// `knowngood` for a vendor release; the reference corpus set otherwise.
     pub source: &'a str,
     #[serde(rename = "hashlookup:trust")]
@@ -213,6 +221,7 @@ fn record<'a>(hash: &HashValue, verdict: Verdict<'a>) -> Option<HashlookupRecord
             sha1: m.digests.sha1.as_ref().map(|d| upper(d)),
             sha256: Some(upper(&m.digests.sha256)),
             file_name: m.executable_name,
+            file_size: m.size.map(|n| n.to_string()),
             source: "knowngood",
             trust: VENDOR_TRUST,
             classification,
@@ -234,6 +243,7 @@ fn record<'a>(hash: &HashValue, verdict: Verdict<'a>) -> Option<HashlookupRecord
                 sha1,
                 sha256,
                 file_name: e.file_name,
+                file_size: None,
                 source: e.source,
                 trust: CORPUS_TRUST,
                 classification,

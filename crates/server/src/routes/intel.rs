@@ -205,6 +205,7 @@ fn lookup_result(verdict: Verdict<'_>, historical: bool) -> LookupResult<'_> {
             version: Some(m.version),
             platform: Some(m.platform.as_str()),
             historical: (historical && !m.current).then_some(true),
+            size: m.size,
             ..LookupResult::default()
         },
         Verdict::File(e) => LookupResult {

@@ -10,6 +10,7 @@ use testkit::fixtures::{hex_of, putty, pypi};
 
 testkit::backend_tests!(
     lookup_answers_in_hashlookup_shape,
+    recorded_sizes_show_in_answers,
     errors_are_hashlookup_json,
     bulk_answers_found_records_only,
     info_and_top_stats,
@@ -76,7 +77,8 @@ async fn lookup_answers_in_hashlookup_shape(app: TestApp) {
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["SHA-1"], upper(2, 40));
-    // A manifest-only record has a SHA-256 alone.
+    // A manifest-only record has a SHA-256 alone: `SHA-1` is there, null (MISP's module
+    // reads it unconditionally), `MD5` is left out.
     app.record(pypi("requests", "2.32.3", 3)).await;
     let r = get(
         &app,
@@ -86,10 +88,58 @@ async fn lookup_answers_in_hashlookup_shape(app: TestApp) {
     assert_eq!(r.status, 200, "{}", r.text);
     let body = r.json();
     assert_eq!(body["SHA-256"], upper(3, 64));
-    assert!(
-        body.get("SHA-1").is_none() && body.get("MD5").is_none(),
-        "{body}"
-    );
+    assert_eq!(body.get("SHA-1"), Some(&Value::Null), "{body}");
+    assert!(body.get("MD5").is_none(), "{body}");
+}
+
+/// A record with a size: hashlookup's `FileSize` (a string, as hashlookup gives it), the
+/// lookup's and the history's `size`; a record without one shows none.
+async fn recorded_sizes_show_in_answers(app: TestApp) {
+    let key = app.analyst().await;
+    let mut sized = putty("0.82", Arch::Amd64, 5);
+    sized.size = Some(1_234_567);
+    app.record(sized).await;
+    app.record(putty("0.82", Arch::Arm64, 6)).await;
+    let r = get(
+        &app,
+        &format!("{}lookup/sha256/{}", root(&key), hex_of(5, 64)),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["FileSize"], "1234567");
+    let r = get(
+        &app,
+        &format!("{}lookup/sha256/{}", root(&key), hex_of(6, 64)),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.json().get("FileSize").is_none(), "{}", r.text);
+    let r = app
+        .call(
+            Method::POST,
+            "/api/v1/intel/lookup",
+            Some(&key),
+            Some(
+                json!({ "hashes": [hex_of(5, 64), hex_of(6, 64)] })
+                    .to_string()
+                    .into(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let results = &r.json()["results"];
+    assert_eq!(results[hex_of(5, 64)]["size"], 1_234_567);
+    assert!(results[hex_of(6, 64)].get("size").is_none());
+    let r = app
+        .call(
+            Method::GET,
+            "/api/v1/intel/history?executable=putty.exe&arch=amd64",
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["results"][0]["size"], 1_234_567);
 }
 
 async fn errors_are_hashlookup_json(app: TestApp) {

@@ -64,6 +64,7 @@ fn record(w: u64, n: u64) -> NewRecord {
         sig_issuer: None,
         sig_serial: None,
         sig_thumbprint: None,
+        size: None,
     }
 }
 
