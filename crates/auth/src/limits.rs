@@ -14,10 +14,15 @@ fn interval_ms(per_minute: u32) -> i64 {
     60_000 / i64::from(per_minute.max(1))
 }
 
+/// Credit a bucket can hold: a whole minute's worth. (Computed as `interval × limit` it
+/// dropped to 0 above 60,000 a minute, where the interval rounds to 0 ms, and every check
+/// whose clock read a millisecond behind a concurrent one's was refused.)
+const BURST_MS: i64 = 60_000;
+
 /// The GCRA step: given the stored arrival time, returns the new one or the wait in ms.
 fn gcra(stored_tat: Option<i64>, now_ms: i64, per_minute: u32) -> Result<i64, i64> {
     let interval = interval_ms(per_minute);
-    let burst = interval * i64::from(per_minute.max(1));
+    let burst = BURST_MS;
     let tat = stored_tat.unwrap_or(now_ms).max(now_ms);
     let new_tat = tat + interval;
     let allow_at = new_tat - burst;
@@ -106,7 +111,7 @@ impl RedisLimiter {
 
     pub async fn check(&self, bucket: &str, per_minute: u32, now_ms: i64) -> Result<(), Error> {
         let interval = interval_ms(per_minute);
-        let burst = interval * i64::from(per_minute.max(1));
+        let burst = BURST_MS;
         let mut connection = self.connection.clone();
         let key = format!("knowngood:rl:{bucket}");
         let mut invocation = self.script.key(key);
@@ -210,5 +215,22 @@ mod tests {
         assert!(l.check("k", 10, t0 + 6_000).is_err());
         l.prune(t0 + 120_000);
         assert!(l.buckets.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn limits_above_one_a_millisecond_tolerate_clocks_read_out_of_order() {
+        // Concurrent requests read the clock before they take the lock: a check may come
+        // with an instant a little older than the previous one's.
+        let l = LocalLimiter::default();
+        let t0 = 1_000_000;
+        for i in 0..10_000 {
+            l.check("k", 4_000_000_000, t0 + i % 3).unwrap();
+            l.check("k", 4_000_000_000, t0 + 2 - i % 3).unwrap();
+        }
+        // A limit that divides a minute unevenly keeps its count.
+        for _ in 0..7 {
+            l.check("seven", 7, t0).unwrap();
+        }
+        assert!(l.check("seven", 7, t0).is_err());
     }
 }
