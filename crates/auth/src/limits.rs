@@ -81,6 +81,11 @@ return 0
 /// Longest wait for Redis before a request falls back to this replica's own limits.
 const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// After Redis failed, checks use this replica's limits without asking Redis for this long;
+/// then one check tries Redis again. (Asking on every request made each one wait for the
+/// reconnection, up to `REDIS_TIMEOUT`, for as long as Redis was down.)
+const REDIS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Rate limits shared through Redis. While Redis cannot answer, each replica applies the
 /// limits on its own (a client may then get up to N times the limit across N replicas,
 /// never an error), logs a warning at most every 10 s and counts the fallbacks.
@@ -91,6 +96,9 @@ pub struct RedisLimiter {
     /// Checks answered by `fallback` because Redis failed or was too slow.
     pub fallbacks: std::sync::atomic::AtomicU64,
     last_warning_ms: std::sync::atomic::AtomicI64,
+    /// Until when checks skip Redis (after a failure), as milliseconds since `started`.
+    skip_redis_until_ms: std::sync::atomic::AtomicU64,
+    started: std::time::Instant,
 }
 
 impl RedisLimiter {
@@ -106,10 +114,26 @@ impl RedisLimiter {
             fallback: LocalLimiter::default(),
             fallbacks: Default::default(),
             last_warning_ms: Default::default(),
+            skip_redis_until_ms: Default::default(),
+            started: std::time::Instant::now(),
         })
     }
 
+    /// Milliseconds since this limiter was made (a monotonic clock, whatever `now_ms` is).
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     pub async fn check(&self, bucket: &str, per_minute: u32, now_ms: i64) -> Result<(), Error> {
+        if self.elapsed_ms()
+            < self
+                .skip_redis_until_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.fallbacks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return self.fallback.check(bucket, per_minute, now_ms);
+        }
         let interval = interval_ms(per_minute);
         let burst = BURST_MS;
         let mut connection = self.connection.clone();
@@ -137,6 +161,9 @@ impl RedisLimiter {
     ) -> Result<(), Error> {
         use std::sync::atomic::Ordering::Relaxed;
         self.fallbacks.fetch_add(1, Relaxed);
+        let retry = u64::try_from(REDIS_RETRY_AFTER.as_millis()).unwrap_or(u64::MAX);
+        self.skip_redis_until_ms
+            .store(self.elapsed_ms().saturating_add(retry), Relaxed);
         let last = self.last_warning_ms.load(Relaxed);
         if now_ms - last >= 10_000
             && self

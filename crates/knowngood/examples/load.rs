@@ -388,10 +388,42 @@ async fn main() -> Result<()> {
             percentile(&lat, 99.0)
         );
     }
-    // What the outages looked like from outside, per second.
+    // The same routes inside the windows: answered, and how long they took.
+    if !windows.is_empty() {
+        println!("inside the outage windows:");
+        for (r, name) in ROUTES.iter().enumerate() {
+            let mut lat: Vec<u32> = samples
+                .iter()
+                .filter(|s| usize::from(s.route) == r && s.status != 0 && in_window(s.at_ms))
+                .map(|s| s.micros)
+                .collect();
+            lat.sort_unstable();
+            println!(
+                "  {name:<12} {:>8} answered, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                lat.len(),
+                percentile(&lat, 50.0),
+                percentile(&lat, 99.0),
+                percentile(&lat, 100.0)
+            );
+        }
+    }
+    // What the outages looked like from outside.
     let mut per_status: BTreeMap<u16, usize> = BTreeMap::new();
     for s in samples.iter().filter(|s| in_window(s.at_ms)) {
         *per_status.entry(s.status).or_default() += 1;
+    }
+    let end_ms = now_ms();
+    let window_secs: f64 = windows
+        .iter()
+        .map(|(_, s, e)| ((*e).min(end_ms).saturating_sub((*s).max(start_ms))) as f64 / 1000.0)
+        .sum();
+    let inside: usize = per_status.values().sum();
+    if window_secs > 0.0 {
+        println!(
+            "inside the windows: {inside} requests in {window_secs:.1} s ({:.0}/s; outside {:.0}/s)",
+            inside as f64 / window_secs,
+            (samples.len() - inside) as f64 / (elapsed - window_secs).max(1.0)
+        );
     }
     println!("answers inside the windows by status (0 = no answer): {per_status:?}");
 
