@@ -7,6 +7,8 @@
 //! Each target's seeds go to `<dir>/<target>/`. The signed PE needs `osslsigncode`; without
 //! it only the unsigned one is written.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a developer tool: fails loudly
+
 use std::path::{Path, PathBuf};
 
 use chrono::{TimeZone, Utc};

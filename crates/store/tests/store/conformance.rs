@@ -1429,7 +1429,7 @@ async fn accounts_create_and_look_up_keys(db: Db) {
 /// from its own hash map): both flushes succeed and every count lands. (On PostgreSQL,
 /// rows written in the order given deadlocked and one flush failed.)
 async fn concurrent_usage_flushes_in_any_order_all_count(db: Db) {
-    use store::admin::{AdminStore as _, UsageDelta};
+    use store::admin::UsageDelta;
     let s = &*db.store;
     let d = day("2025-01-01");
     let rows: Vec<UsageDelta> = (0..40)
