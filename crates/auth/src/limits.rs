@@ -14,10 +14,15 @@ fn interval_ms(per_minute: u32) -> i64 {
     60_000 / i64::from(per_minute.max(1))
 }
 
+/// Credit a bucket can hold: a whole minute's worth. (Computed as `interval × limit` it
+/// dropped to 0 above 60,000 a minute, where the interval rounds to 0 ms, and every check
+/// whose clock read a millisecond behind a concurrent one's was refused.)
+const BURST_MS: i64 = 60_000;
+
 /// The GCRA step: given the stored arrival time, returns the new one or the wait in ms.
 fn gcra(stored_tat: Option<i64>, now_ms: i64, per_minute: u32) -> Result<i64, i64> {
     let interval = interval_ms(per_minute);
-    let burst = interval * i64::from(per_minute.max(1));
+    let burst = BURST_MS;
     let tat = stored_tat.unwrap_or(now_ms).max(now_ms);
     let new_tat = tat + interval;
     let allow_at = new_tat - burst;
@@ -76,6 +81,11 @@ return 0
 /// Longest wait for Redis before a request falls back to this replica's own limits.
 const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// After Redis failed, checks use this replica's limits without asking Redis for this long;
+/// then one check tries Redis again. (Asking on every request made each one wait for the
+/// reconnection, up to `REDIS_TIMEOUT`, for as long as Redis was down.)
+const REDIS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Rate limits shared through Redis. While Redis cannot answer, each replica applies the
 /// limits on its own (a client may then get up to N times the limit across N replicas,
 /// never an error), logs a warning at most every 10 s and counts the fallbacks.
@@ -86,6 +96,9 @@ pub struct RedisLimiter {
     /// Checks answered by `fallback` because Redis failed or was too slow.
     pub fallbacks: std::sync::atomic::AtomicU64,
     last_warning_ms: std::sync::atomic::AtomicI64,
+    /// Until when checks skip Redis (after a failure), as milliseconds since `started`.
+    skip_redis_until_ms: std::sync::atomic::AtomicU64,
+    started: std::time::Instant,
 }
 
 impl RedisLimiter {
@@ -101,12 +114,28 @@ impl RedisLimiter {
             fallback: LocalLimiter::default(),
             fallbacks: Default::default(),
             last_warning_ms: Default::default(),
+            skip_redis_until_ms: Default::default(),
+            started: std::time::Instant::now(),
         })
     }
 
+    /// Milliseconds since this limiter was made (a monotonic clock, whatever `now_ms` is).
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     pub async fn check(&self, bucket: &str, per_minute: u32, now_ms: i64) -> Result<(), Error> {
+        if self.elapsed_ms()
+            < self
+                .skip_redis_until_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.fallbacks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return self.fallback.check(bucket, per_minute, now_ms);
+        }
         let interval = interval_ms(per_minute);
-        let burst = interval * i64::from(per_minute.max(1));
+        let burst = BURST_MS;
         let mut connection = self.connection.clone();
         let key = format!("knowngood:rl:{bucket}");
         let mut invocation = self.script.key(key);
@@ -132,6 +161,9 @@ impl RedisLimiter {
     ) -> Result<(), Error> {
         use std::sync::atomic::Ordering::Relaxed;
         self.fallbacks.fetch_add(1, Relaxed);
+        let retry = u64::try_from(REDIS_RETRY_AFTER.as_millis()).unwrap_or(u64::MAX);
+        self.skip_redis_until_ms
+            .store(self.elapsed_ms().saturating_add(retry), Relaxed);
         let last = self.last_warning_ms.load(Relaxed);
         if now_ms - last >= 10_000
             && self
@@ -210,5 +242,22 @@ mod tests {
         assert!(l.check("k", 10, t0 + 6_000).is_err());
         l.prune(t0 + 120_000);
         assert!(l.buckets.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn limits_above_one_a_millisecond_tolerate_clocks_read_out_of_order() {
+        // Concurrent requests read the clock before they take the lock: a check may come
+        // with an instant a little older than the previous one's.
+        let l = LocalLimiter::default();
+        let t0 = 1_000_000;
+        for i in 0..10_000 {
+            l.check("k", 4_000_000_000, t0 + i % 3).unwrap();
+            l.check("k", 4_000_000_000, t0 + 2 - i % 3).unwrap();
+        }
+        // A limit that divides a minute unevenly keeps its count.
+        for _ in 0..7 {
+            l.check("seven", 7, t0).unwrap();
+        }
+        assert!(l.check("seven", 7, t0).is_err());
     }
 }

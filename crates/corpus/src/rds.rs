@@ -180,11 +180,7 @@ impl RdsInput {
             .conn
             .prepare("SELECT * FROM VERSION")
             .map_err(|e| self.err(e))?;
-        let names: Vec<String> = stmt
-            .column_names()
-            .iter()
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
+        let names = table_columns(&self.conn, "VERSION").map_err(|e| self.err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
@@ -358,6 +354,19 @@ fn detect_layout(conn: &Connection, path: &Path) -> Result<Layout> {
     Ok(layout)
 }
 
+/// Lowercased column names of a table or view, in order, read as values of
+/// `pragma_table_info`: rusqlite's `Statement::column_names` panics on a name that is not
+/// UTF-8, which a damaged or hostile file can hold.
+fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
+    let mut rows = stmt.query([table])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(as_text(row.get_ref(0)?).to_ascii_lowercase());
+    }
+    Ok(out)
+}
+
 fn require_columns(conn: &Connection, path: &Path, table: &str, wanted: &[&str]) -> Result<()> {
     let stmt = conn
         .prepare(&format!("SELECT * FROM \"{table}\" LIMIT 0"))
@@ -368,10 +377,10 @@ fn require_columns(conn: &Connection, path: &Path, table: &str, wanted: &[&str])
                 detail: format!("cannot read {table}: {e}"),
             },
         })?;
-    let have: HashSet<String> = stmt
-        .column_names()
-        .iter()
-        .map(|c| c.to_ascii_lowercase())
+    drop(stmt);
+    let have: HashSet<String> = table_columns(conn, table)
+        .map_err(|e| sql_error(path, e))?
+        .into_iter()
         .collect();
     let missing: Vec<&str> = wanted
         .iter()

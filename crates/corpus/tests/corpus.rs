@@ -869,3 +869,36 @@ fn a_corrupt_generation_is_refused_once_and_retried_when_its_manifest_changes() 
     assert_eq!(corpus.current().unwrap().name(), second.generation);
     assert_eq!(corpus.refused(), None);
 }
+
+/// A database whose schema names a column in bytes that are not UTF-8 (a damaged or hostile
+/// file): the import refuses it with an error, in the FILE table and in VERSION, instead of
+/// panicking inside the SQLite binding.
+#[test]
+fn column_names_that_are_not_utf8_are_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    for (column, layout) in [
+        (&b"file_name"[..], Layout::Minimal),
+        (b"build_set", Layout::Full),
+    ] {
+        let path = synth_db(dir.path(), "odd.db", layout, 4, 7);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut patched = 0;
+        while let Some(at) = bytes.windows(column.len()).position(|w| w == column) {
+            bytes[at] = 0xff;
+            patched += 1;
+        }
+        assert!(patched > 0);
+        std::fs::write(&path, &bytes).unwrap();
+        let out = dir.path().join("out");
+        let result = corpus::import(&[(path.clone(), SetName::Modern)], &out, &NoProgress);
+        if column == b"file_name" {
+            let e = result.expect_err("FILE lacks file_name");
+            assert!(e.to_string().contains("file_name"), "{e}");
+        } else {
+            // VERSION's columns are optional: the import goes on without build_set.
+            let info = result.unwrap();
+            assert!(info.rds_versions.iter().all(|v| v.build_set.is_none()));
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}

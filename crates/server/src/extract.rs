@@ -46,38 +46,44 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 Error::bad_request(format!("could not read the request body: {rejection}"))
             }
         })?;
-        if bytes.is_empty() {
-            return Err(Error::bad_request("request body must be a JSON object").into());
-        }
-        // PostgreSQL text cannot hold NUL, and no field of ours has a use for one. The scan
-        // is cheap; only a body that may hold one is parsed again to name the field.
-        if bytes.contains(&0) || contains_ignore_case(&bytes, b"\\u0000") {
-            let field = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| nul_path(&v, String::new()));
-            return Err(match field {
-                Some(field) => Error::bad_request(format!(
-                    "invalid JSON body: {field}: must not contain NUL characters"
-                )),
-                None => Error::bad_request("request body must not contain NUL characters"),
-            }
-            .into());
-        }
-        // The error names where in the body the problem is (`hashes`, `hashes[3]`).
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path == "." {
-                Error::bad_request(format!("invalid JSON body: {inner}"))
-            } else {
-                Error::bad_request(format!("invalid JSON body: {path}: {inner}"))
-            }
-        })?;
-        de.end()
-            .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
-        Ok(JsonBody(value))
+        decode_json(&bytes).map(JsonBody).map_err(Into::into)
     }
+}
+
+/// A request body as JSON, checked the way every JSON route checks it: not empty, no NUL
+/// anywhere, one value and nothing after it. The error names where in the body the problem
+/// is.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    if bytes.is_empty() {
+        return Err(Error::bad_request("request body must be a JSON object"));
+    }
+    // PostgreSQL text cannot hold NUL, and no field of ours has a use for one. The scan
+    // is cheap; only a body that may hold one is parsed again to name the field.
+    if bytes.contains(&0) || contains_ignore_case(bytes, b"\\u0000") {
+        let field = serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()
+            .and_then(|v| nul_path(&v, String::new()));
+        return Err(match field {
+            Some(field) => Error::bad_request(format!(
+                "invalid JSON body: {field}: must not contain NUL characters"
+            )),
+            None => Error::bad_request("request body must not contain NUL characters"),
+        });
+    }
+    // The error names where in the body the problem is (`hashes`, `hashes[3]`).
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            Error::bad_request(format!("invalid JSON body: {inner}"))
+        } else {
+            Error::bad_request(format!("invalid JSON body: {path}: {inner}"))
+        }
+    })?;
+    de.end()
+        .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
+    Ok(value)
 }
 
 /// Query parameters.

@@ -338,8 +338,14 @@ macro_rules! access_backend {
                 if deltas.is_empty() {
                     return Ok(());
                 }
+                // Every replica writes the rows in one order: two flushes touching the same
+                // rows then wait for each other instead of deadlocking (PostgreSQL).
+                let mut ordered: Vec<&UsageDelta> = deltas.iter().collect();
+                ordered.sort_unstable_by(|a, b| {
+                    (&a.team_id, a.day, &a.endpoint).cmp(&(&b.team_id, b.day, &b.endpoint))
+                });
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                for d in deltas {
+                for d in ordered {
                     sqlx::query(
                         "INSERT INTO usage_counts (team_id, day, endpoint, count) VALUES ($1, $2, $3, $4) \
                          ON CONFLICT (team_id, day, endpoint) DO UPDATE \

@@ -99,6 +99,22 @@ async fn redis_down_falls_back_to_per_replica_limits() {
     assert_eq!(limiter.fallbacks(), Some(4));
     assert_eq!(limiter.redis_up().await, Some(false));
 
+    // While Redis stays down, requests do not wait for it one by one: after a failure the
+    // replica's own limits answer at once for a while, then one check tries Redis again.
+    let began = std::time::Instant::now();
+    for i in 0..200 {
+        limiter
+            .check(&format!("key:d{i}:api"), 3, now)
+            .await
+            .unwrap();
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "200 checks without Redis took {:?}",
+        began.elapsed()
+    );
+    assert_eq!(limiter.fallbacks(), Some(204));
+
     // Redis back on the same port: shared limits again (a fresh bucket in Redis).
     let _redis = PrivateRedis::start(port).unwrap();
     let mut back = false;
@@ -110,6 +126,8 @@ async fn redis_down_falls_back_to_per_replica_limits() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(back, "the connection manager reconnects");
+    // Past the pause after the last failure, checks ask Redis again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let before = limiter.fallbacks().unwrap();
     limiter.check("key:c:api", 3, now).await.unwrap();
     assert_eq!(limiter.fallbacks(), Some(before), "answered by Redis");

@@ -139,6 +139,13 @@ fn lookup_json(answer: &LookupResponse) -> Response {
     }
 }
 
+/// A lookup request body as the lookup routes read it: the JSON checks every route applies,
+/// then the batch rules (1 to 100 hashes, each MD5, SHA-1 or SHA-256 hex), normalised,
+/// sorted and de-duplicated.
+pub fn parse_lookup_body(body: &[u8]) -> Result<Vec<HashValue>, Error> {
+    parse_batch(crate::extract::decode_json::<LookupRequest>(body)?)
+}
+
 /// Normalises and de-duplicates the batch, sorted (the order of the answer's keys); every
 /// distinct hash gets a result.
 fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {

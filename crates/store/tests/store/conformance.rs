@@ -57,6 +57,7 @@ testkit::backend_tests!(
     name_keys_of_existing_rows_are_backfilled,
     deceptive_names_and_plain_http_are_rejected_whole_batch,
     each_record_is_added_after_the_previous_one,
+    concurrent_usage_flushes_in_any_order_all_count,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1422,6 +1423,32 @@ async fn accounts_create_and_look_up_keys(db: Db) {
     assert_eq!(s.key_by_hash(&hex_of(4242, 64)).await.unwrap(), None);
     assert_eq!(s.key_by_hash("").await.unwrap(), None);
     assert_eq!(s.tenant("nobody").await.unwrap(), None);
+}
+
+/// Two replicas flush usage counts for the same rows at once, in different orders (each
+/// from its own hash map): both flushes succeed and every count lands. (On PostgreSQL,
+/// rows written in the order given deadlocked and one flush failed.)
+async fn concurrent_usage_flushes_in_any_order_all_count(db: Db) {
+    use store::admin::UsageDelta;
+    let s = &*db.store;
+    let d = day("2025-01-01");
+    let rows: Vec<UsageDelta> = (0..40)
+        .map(|i| UsageDelta {
+            team_id: "acme".into(),
+            day: d,
+            endpoint: format!("GET /api/v1/e{i:02}"),
+            count: 1,
+        })
+        .collect();
+    let reversed: Vec<UsageDelta> = rows.iter().rev().cloned().collect();
+    for _ in 0..20 {
+        let (a, b) = tokio::join!(s.add_usage(&rows), s.add_usage(&reversed));
+        a.unwrap();
+        b.unwrap();
+    }
+    let counts = s.usage_by_endpoint("acme", d, d).await.unwrap();
+    assert_eq!(counts.len(), 40);
+    assert!(counts.iter().all(|(_, n)| *n == 40), "{counts:?}");
 }
 
 async fn accounts_conflicts(db: Db) {
