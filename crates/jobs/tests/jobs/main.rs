@@ -581,3 +581,4 @@ mod publish_after_refresh {
     }
 }
 mod revocation;
+mod advisories;
