@@ -189,4 +189,24 @@ async fn a_failing_url_imports_nothing_of_its_own_while_the_others_are_imported(
     assert_eq!(stats(&runner), (0, 1));
     assert_eq!(advisories_of(&db, "npm", "lodash").await.len(), 1);
     assert!(advisories_of(&db, "npm", "left-pad").await.is_empty());
+
+    // Without a client given, the outbound client of the vendor refresh is used: HTTPS
+    // only, so a plain-HTTP URL is never requested.
+    let before = server.requests("/npm/all.zip").0;
+    let plain = AdvisorySource {
+        client: None,
+        ..source.clone()
+    };
+    let report = refresh(
+        db.store.as_ref(),
+        env.clock.as_ref(),
+        &plain,
+        &ingest::OutboundSettings::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.urls_good, 0);
+    assert_eq!(report.failed.len(), paths.len());
+    assert!(report.failed[2].1.starts_with("unreachable:"), "{:?}", report.failed);
+    assert_eq!(server.requests("/npm/all.zip").0, before);
 }
