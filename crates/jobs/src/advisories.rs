@@ -58,8 +58,7 @@ impl Reader {
                 .collect::<std::io::Result<_>>()?;
             entries.sort();
             for entry in entries {
-                if entry.is_dir() || has_extension(&entry, "json") || has_extension(&entry, "zip")
-                {
+                if entry.is_dir() || has_extension(&entry, "json") || has_extension(&entry, "zip") {
                     self.path(&entry)?;
                 }
             }

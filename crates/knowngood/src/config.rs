@@ -188,7 +188,10 @@ pub struct AdvisorySettings {
 impl AdvisorySettings {
     /// The source to refresh from, if any URL is set: the environment's list (when not
     /// empty) wins over the file's.
-    fn resolve(&self, env_urls: Option<String>) -> Result<Option<jobs::advisories::AdvisorySource>> {
+    fn resolve(
+        &self,
+        env_urls: Option<String>,
+    ) -> Result<Option<jobs::advisories::AdvisorySource>> {
         let texts: Vec<String> = match env_urls.filter(|u| !u.trim().is_empty()) {
             Some(list) => list
                 .split(',')
@@ -227,7 +230,10 @@ impl AdvisorySettings {
             source.max_download_bytes = mib << 20;
         }
         if let Some(secs) = self.fetch_timeout_secs {
-            anyhow::ensure!(secs >= 1, "advisories.fetch_timeout_secs must be at least 1");
+            anyhow::ensure!(
+                secs >= 1,
+                "advisories.fetch_timeout_secs must be at least 1"
+            );
             source.timeout = std::time::Duration::from_secs(secs);
         }
         Ok(Some(source))
@@ -1002,11 +1008,11 @@ mod tests {
         assert!(e.contains("advisories.refresh_hours"), "{e}");
         let e = error("[advisories]\nurls = [\"https://o.example/a.zip\"]\nmax_mib = 0\n");
         assert!(e.contains("advisories.max_mib"), "{e}");
-        let e = error(
-            "[advisories]\nurls = [\"https://o.example/a.zip\"]\nfetch_timeout_secs = 0\n",
-        );
+        let e =
+            error("[advisories]\nurls = [\"https://o.example/a.zip\"]\nfetch_timeout_secs = 0\n");
         assert!(e.contains("advisories.fetch_timeout_secs"), "{e}");
-        let typo = toml::from_str::<FileConfig>("[advisories]\nurl = \"https://o.example/a.zip\"\n");
+        let typo =
+            toml::from_str::<FileConfig>("[advisories]\nurl = \"https://o.example/a.zip\"\n");
         assert!(typo.is_err(), "an unknown key is refused");
     }
 

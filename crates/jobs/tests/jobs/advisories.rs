@@ -69,7 +69,10 @@ async fn the_refresh_runs_once_per_slot_and_stores_the_advisories(db: Db) {
         "the refresh is one of the cluster jobs"
     );
     let off = Env::new(&db, JobSettings::default()).await;
-    assert_eq!(AdvisoryJob.due(&off.ctx, off.clock.now()).await.unwrap(), None);
+    assert_eq!(
+        AdvisoryJob.due(&off.ctx, off.clock.now()).await.unwrap(),
+        None
+    );
 
     let server = CrlServer::start().await;
     server.set(
@@ -170,8 +173,14 @@ async fn a_failing_url_imports_nothing_of_its_own_while_the_others_are_imported(
     assert_eq!((report.read, report.written, report.skipped), (2, 2, 0));
     let errors: Vec<&str> = report.failed.iter().map(|(_, e)| e.as_str()).collect();
     assert_eq!(errors.len(), 4, "{errors:?}");
-    assert!(errors[0].starts_with("http_status:") && errors[0].contains("404"), "{errors:?}");
-    assert!(errors[1].starts_with("corrupt:") && errors[1].contains("GHSA-zzzz.json"), "{errors:?}");
+    assert!(
+        errors[0].starts_with("http_status:") && errors[0].contains("404"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with("corrupt:") && errors[1].contains("GHSA-zzzz.json"),
+        "{errors:?}"
+    );
     assert!(errors[2].starts_with("corrupt:"), "{errors:?}");
     assert!(errors[3].starts_with("too_large:"), "{errors:?}");
     assert!(report.failed[0].0.ends_with("/missing/all.zip"));
@@ -207,6 +216,10 @@ async fn a_failing_url_imports_nothing_of_its_own_while_the_others_are_imported(
     .unwrap();
     assert_eq!(report.urls_good, 0);
     assert_eq!(report.failed.len(), paths.len());
-    assert!(report.failed[2].1.starts_with("unreachable:"), "{:?}", report.failed);
+    assert!(
+        report.failed[2].1.starts_with("unreachable:"),
+        "{:?}",
+        report.failed
+    );
     assert_eq!(server.requests("/npm/all.zip").0, before);
 }

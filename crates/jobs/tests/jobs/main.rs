@@ -580,5 +580,5 @@ mod publish_after_refresh {
         }
     }
 }
-mod revocation;
 mod advisories;
+mod revocation;
