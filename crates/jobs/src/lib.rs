@@ -5,7 +5,9 @@
 //! - [`publish`]: the daily transparency root (`translog.publish`);
 //! - [`corpus_release`]: new NSRL releases from the drop directory or the release URL
 //!   (`corpus.import`);
-//! - [`revocation`]: the signing-certificate CRL check (`revocation.check:<interval start>`).
+//! - [`revocation`]: the signing-certificate CRL check (`revocation.check:<interval start>`);
+//! - [`advisories`]: OSV advisories downloaded from configured URLs and imported
+//!   (`advisories.refresh:<interval start>`).
 //!
 //! A job is a [`Job`]: a name, [`Job::due`] (has its time come, and under which lease) and
 //! [`Job::run`]. A [`Runner`] holds the jobs; the server's upkeep loop calls
@@ -23,6 +25,7 @@ use model::{Clock, Error};
 use store::Store;
 use tracing::Instrument as _;
 
+pub mod advisories;
 pub mod corpus_release;
 pub mod publish;
 pub mod refresh;
@@ -49,6 +52,9 @@ pub struct JobSettings {
     /// The revocation check's schedule and limits; its outbound client follows
     /// `refresh.outbound` (http allowed for CRLs).
     pub revocation: revocation::RevocationOptions,
+    /// OSV advisory URLs downloaded and imported on a schedule; None = imports by hand
+    /// only.
+    pub advisories: Option<advisories::AdvisorySource>,
 }
 
 impl Default for JobSettings {
@@ -60,6 +66,7 @@ impl Default for JobSettings {
             corpus_import_dir: None,
             corpus_release: None,
             revocation: revocation::RevocationOptions::default(),
+            advisories: None,
         }
     }
 }
@@ -214,13 +221,14 @@ pub struct RunStats {
 
 impl Default for Runner {
     /// The cluster jobs: vendor refresh, transparency publication, NSRL release import,
-    /// revocation check.
+    /// revocation check, advisory refresh.
     fn default() -> Self {
         Self::new(vec![
             Arc::new(refresh::RefreshJob),
             Arc::new(publish::PublishJob),
             Arc::new(corpus_release::CorpusReleaseJob::default()),
             Arc::new(revocation::RevocationJob),
+            Arc::new(advisories::AdvisoryJob),
         ])
     }
 }

@@ -78,6 +78,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub revocation: RevocationSettings,
     #[serde(default)]
+    pub advisories: AdvisorySettings,
+    #[serde(default)]
     pub connections: ConnectionSettings,
     #[serde(default)]
     pub database: DatabaseSettings,
@@ -164,6 +166,77 @@ impl RevocationSettings {
                 .map_or(defaults.fetch_timeout, std::time::Duration::from_secs),
             client: None,
         })
+    }
+}
+
+/// OSV advisories downloaded on a schedule (`[advisories]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdvisorySettings {
+    /// OSV JSON documents or zip archives of them (OSV's per-ecosystem `all.zip`), HTTPS
+    /// only; `KNOWNGOOD_ADVISORY_URLS` (comma-separated) wins. None = imports by hand only.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Hours between refreshes, default 24.
+    pub refresh_hours: Option<u32>,
+    /// Largest download per URL, in MiB; default 512.
+    pub max_mib: Option<u64>,
+    /// Time allowed for one URL's download, in seconds; default 1800.
+    pub fetch_timeout_secs: Option<u64>,
+}
+
+impl AdvisorySettings {
+    /// The source to refresh from, if any URL is set: the environment's list (when not
+    /// empty) wins over the file's.
+    fn resolve(
+        &self,
+        env_urls: Option<String>,
+    ) -> Result<Option<jobs::advisories::AdvisorySource>> {
+        let texts: Vec<String> = match env_urls.filter(|u| !u.trim().is_empty()) {
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_string)
+                .collect(),
+            None => self.urls.clone(),
+        };
+        if texts.is_empty() {
+            return Ok(None);
+        }
+        let mut urls = Vec::with_capacity(texts.len());
+        for text in &texts {
+            // The parser's message only: the value may hold a token.
+            let url = reqwest::Url::parse(text.trim())
+                .map_err(|e| anyhow::anyhow!("advisories.urls: not a valid URL: {e}"))?;
+            if url.scheme() != "https" {
+                anyhow::bail!(
+                    "advisories.urls must be https:// URLs (got {}://...)",
+                    url.scheme()
+                );
+            }
+            urls.push(url);
+        }
+        let mut source = jobs::advisories::AdvisorySource::new(urls);
+        if let Some(hours) = self.refresh_hours {
+            anyhow::ensure!(hours >= 1, "advisories.refresh_hours must be at least 1");
+            source.interval = std::time::Duration::from_secs(u64::from(hours) * 3600);
+        }
+        if let Some(mib) = self.max_mib {
+            anyhow::ensure!(
+                (1..=1 << 20).contains(&mib),
+                "advisories.max_mib must be between 1 and 1048576"
+            );
+            source.max_download_bytes = mib << 20;
+        }
+        if let Some(secs) = self.fetch_timeout_secs {
+            anyhow::ensure!(
+                secs >= 1,
+                "advisories.fetch_timeout_secs must be at least 1"
+            );
+            source.timeout = std::time::Duration::from_secs(secs);
+        }
+        Ok(Some(source))
     }
 }
 
@@ -386,6 +459,9 @@ impl Config {
         };
         let corpus_release =
             corpus_release(&file, std::env::var("KNOWNGOOD_CORPUS_RELEASE_URL").ok())?;
+        let advisories = file
+            .advisories
+            .resolve(std::env::var("KNOWNGOOD_ADVISORY_URLS").ok())?;
         let outbound = outbound(
             &file,
             std::env::var_os("KNOWNGOOD_EXTRA_CA_FILE"),
@@ -479,6 +555,7 @@ impl Config {
                     ..Default::default()
                 },
                 revocation: file.revocation.resolve()?,
+                advisories,
             },
             connections: file.connections.resolve()?,
             public_base_url,
@@ -862,6 +939,81 @@ mod tests {
         let e =
             error("corpus_release_url = \"https://m.example/r.zip\"\ncorpus_release_max_gib = 0\n");
         assert!(e.contains("corpus_release_max_gib"), "{e}");
+    }
+
+    #[test]
+    fn advisory_urls_refresh_daily_unless_told_otherwise() {
+        assert!(parsed("").advisories.resolve(None).unwrap().is_none());
+        let file = parsed(
+            "[advisories]\nurls = [\"https://osv.example/npm/all.zip\", \"https://osv.example/PyPI/all.zip\"]\n",
+        );
+        let source = file.advisories.resolve(None).unwrap().unwrap();
+        assert_eq!(source.urls.len(), 2);
+        assert_eq!(source.urls[1].as_str(), "https://osv.example/PyPI/all.zip");
+        assert_eq!(source.interval.as_secs(), 24 * 3600);
+        assert_eq!(source.max_download_bytes, 512 << 20);
+        assert_eq!(source.timeout.as_secs(), 1800);
+
+        let set = parsed(
+            "[advisories]\nurls = [\"https://osv.example/Go/all.zip\"]\nrefresh_hours = 6\nmax_mib = 64\nfetch_timeout_secs = 30\n",
+        )
+        .advisories
+        .resolve(None)
+        .unwrap()
+        .unwrap();
+        assert_eq!(set.interval.as_secs(), 6 * 3600);
+        assert_eq!(set.max_download_bytes, 64 << 20);
+        assert_eq!(set.timeout.as_secs(), 30);
+    }
+
+    #[test]
+    fn the_environment_lists_the_advisory_urls_and_they_are_never_shown_whole() {
+        let file = parsed("[advisories]\nurls = [\"https://file.example/npm/all.zip\"]\n");
+        let env = " https://reader:hunter2@env.example/npm/all.zip?sig=s3cr3t , https://env.example/Go/all.zip,";
+        let source = file.advisories.resolve(Some(env.into())).unwrap().unwrap();
+        let hosts: Vec<_> = source.urls.iter().map(|u| u.host_str().unwrap()).collect();
+        assert_eq!(hosts, ["env.example", "env.example"]);
+        let blank = file.advisories.resolve(Some(" ".into())).unwrap().unwrap();
+        assert_eq!(blank.urls[0].host_str(), Some("file.example"));
+        let settings = server::Settings {
+            jobs: jobs::JobSettings {
+                advisories: Some(source),
+                ..jobs::JobSettings::default()
+            },
+            ..server::Settings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("env.example/Go/all.zip"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_bad_advisory_setting_is_refused_with_its_name() {
+        let error = |toml: &str| {
+            parsed(toml)
+                .advisories
+                .resolve(None)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = error("[advisories]\nurls = [\"http://osv.example/all.zip\"]\n");
+        assert!(e.contains("https://"), "{e}");
+        let e = error("[advisories]\nurls = [\"osv.example/all.zip\"]\n");
+        assert!(e.contains("advisories.urls: not a valid URL"), "{e}");
+        let e = error("[advisories]\nurls = [\"https://o.example/a.zip\"]\nrefresh_hours = 0\n");
+        assert!(e.contains("advisories.refresh_hours"), "{e}");
+        let e = error("[advisories]\nurls = [\"https://o.example/a.zip\"]\nmax_mib = 0\n");
+        assert!(e.contains("advisories.max_mib"), "{e}");
+        let e =
+            error("[advisories]\nurls = [\"https://o.example/a.zip\"]\nfetch_timeout_secs = 0\n");
+        assert!(e.contains("advisories.fetch_timeout_secs"), "{e}");
+        let typo =
+            toml::from_str::<FileConfig>("[advisories]\nurl = \"https://o.example/a.zip\"\n");
+        assert!(typo.is_err(), "an unknown key is refused");
     }
 
     fn test_ca_pem() -> String {

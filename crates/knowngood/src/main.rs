@@ -9,7 +9,6 @@ use model::{Role, SystemClock, Tier};
 use store::NewApiKey;
 use tracing_subscriber::EnvFilter;
 
-mod advisories;
 mod client;
 mod config;
 mod md5x16;
@@ -472,17 +471,15 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Advisories(AdvisoriesCommand::Import { common, paths }) => {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
-            let mut rows = Vec::new();
-            let mut skipped = 0u64;
+            let mut read = jobs::advisories::Reader::default();
             for path in &paths {
-                advisories::read(path, &mut rows, &mut skipped)
+                read.path(path)
                     .with_context(|| format!("reading {}", path.display()))?;
             }
+            let jobs::advisories::Reader { rows, skipped } = read;
             let store = open_store(&config, &secrets).await?;
-            let mut written = 0;
-            for batch in rows.chunks(1000) {
-                written += store.import_advisories(batch, chrono::Utc::now()).await?;
-            }
+            let written =
+                jobs::advisories::import(store.as_ref(), &rows, chrono::Utc::now()).await?;
             store.close().await;
             println!(
                 "{} advisories for npm, PyPI or Go read, {written} imported ({} older than the stored ones); {skipped} documents for other ecosystems skipped",

@@ -580,4 +580,5 @@ mod publish_after_refresh {
         }
     }
 }
+mod advisories;
 mod revocation;
