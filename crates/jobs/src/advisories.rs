@@ -359,22 +359,7 @@ impl crate::Job for AdvisoryJob {
         if source.urls.is_empty() {
             return Ok(None);
         }
-        let secs = i64::try_from(source.interval.as_secs())
-            .unwrap_or(i64::MAX)
-            .max(1);
-        let start = now.timestamp().div_euclid(secs) * secs;
-        let (Some(from), Some(until)) = (
-            DateTime::from_timestamp(start, 0),
-            DateTime::from_timestamp(start.saturating_add(secs), 0),
-        ) else {
-            return Ok(None);
-        };
-        Ok(Some(crate::Due::Leased(crate::Lease {
-            name: format!("{JOB}:{}", model::record::rfc3339(from)),
-            // A fresh holder name: whoever claims the interval's lease first runs it, once.
-            holder: store::new_id(),
-            until,
-        })))
+        Ok(crate::Due::each_interval(JOB, source.interval, now))
     }
 
     async fn run(&self, ctx: &crate::JobContext, _now: DateTime<Utc>) -> Result<(), Error> {

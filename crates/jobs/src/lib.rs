@@ -124,6 +124,27 @@ pub struct Lease {
     pub until: DateTime<Utc>,
 }
 
+impl Due {
+    /// Due in the slot of `interval` (aligned to the Unix epoch) that holds `now`, under
+    /// the lease `<job>:<slot start>`: whoever claims the slot's lease first runs the job
+    /// once in that slot (a fresh holder name each time it is asked).
+    pub fn each_interval(
+        job: &str,
+        interval: std::time::Duration,
+        now: DateTime<Utc>,
+    ) -> Option<Self> {
+        let secs = i64::try_from(interval.as_secs()).unwrap_or(i64::MAX).max(1);
+        let start = now.timestamp().div_euclid(secs) * secs;
+        let from = DateTime::from_timestamp(start, 0)?;
+        let until = DateTime::from_timestamp(start.saturating_add(secs), 0)?;
+        Some(Due::Leased(Lease {
+            name: format!("{job}:{}", model::record::rfc3339(from)),
+            holder: store::new_id(),
+            until,
+        }))
+    }
+}
+
 /// How long a running job holds its lease between renewals. A replica that dies mid-run
 /// stops renewing, so another replica takes the job over within this time.
 pub const LEASE_HEARTBEAT: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
