@@ -40,10 +40,6 @@ pub const WORK_DIR: &str = "corpus-release.tmp";
 
 /// Shared by both imports, so they never run at once.
 const LEASE_JOB: &str = "corpus.import";
-/// Short, and renewed while the job runs, so a replica that dies mid-import hands the job on
-/// soon.
-const LEASE_FOR: chrono::TimeDelta = chrono::TimeDelta::minutes(30);
-const RENEW_EVERY: Duration = Duration::from_secs(300);
 const FIRST_RETRY: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 const LONGEST_RETRY: chrono::TimeDelta = chrono::TimeDelta::days(1);
 
@@ -824,9 +820,10 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The `corpus.import` lease, renewed in the background while held.
+/// The `corpus.import` lease, renewed in the background while held (a minute at a time,
+/// so a replica that dies mid-import hands the job on within a minute).
 struct HeldLease {
-    renew: tokio::task::JoinHandle<()>,
+    _heartbeat: crate::Heartbeat,
 }
 
 impl HeldLease {
@@ -834,7 +831,12 @@ impl HeldLease {
         let now = ctx.clock.now();
         match ctx
             .store
-            .try_lease(LEASE_JOB, &ctx.replica_id, now + LEASE_FOR, now)
+            .try_lease(
+                LEASE_JOB,
+                &ctx.replica_id,
+                now + crate::LEASE_HEARTBEAT,
+                now,
+            )
             .await
         {
             Ok(true) => {}
@@ -844,29 +846,19 @@ impl HeldLease {
                 return None;
             }
         }
-        let (store, clock, holder) = (ctx.store.clone(), ctx.clock.clone(), ctx.replica_id.clone());
-        let renew = tokio::spawn(async move {
-            let mut every = tokio::time::interval(RENEW_EVERY);
-            every.tick().await;
-            loop {
-                every.tick().await;
-                let now = clock.now();
-                match store
-                    .try_lease(LEASE_JOB, &holder, now + LEASE_FOR, now)
-                    .await
-                {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!("another replica took the corpus import lease"),
-                    Err(e) => tracing::warn!(error = %e, "cannot renew the corpus import lease"),
-                }
-            }
-        });
-        Some(Self { renew })
+        let lease = crate::Lease {
+            name: LEASE_JOB.into(),
+            holder: ctx.replica_id.clone(),
+            until: DateTime::<Utc>::MAX_UTC,
+        };
+        Some(Self {
+            _heartbeat: crate::Heartbeat::start(ctx, lease),
+        })
     }
 
     /// Lets another replica take the job at once.
     async fn release(self, ctx: &JobContext) {
-        self.renew.abort();
+        drop(self);
         let now = ctx.clock.now();
         if let Err(e) = ctx
             .store
@@ -875,12 +867,6 @@ impl HeldLease {
         {
             tracing::warn!(error = %e, "cannot hand back the corpus import lease; it expires on its own");
         }
-    }
-}
-
-impl Drop for HeldLease {
-    fn drop(&mut self) {
-        self.renew.abort();
     }
 }
 

@@ -162,10 +162,10 @@ impl Lease {
 
 /// Renews a running job's lease in the background until dropped (when the run ends, or
 /// with the process).
-struct Heartbeat(tokio::task::JoinHandle<()>);
+pub(crate) struct Heartbeat(tokio::task::JoinHandle<()>);
 
 impl Heartbeat {
-    fn start(ctx: &JobContext, lease: Lease) -> Self {
+    pub(crate) fn start(ctx: &JobContext, lease: Lease) -> Self {
         let (store, clock) = (ctx.store.clone(), ctx.clock.clone());
         Self(tokio::spawn(async move {
             let mut every = tokio::time::interval(RENEW_EVERY);
