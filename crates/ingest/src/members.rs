@@ -185,6 +185,13 @@ pub enum MemberError {
         format: &'static str,
         reason: String,
     },
+    /// An Arch Linux package whose files disagree with its own `.MTREE`: the package's
+    /// SHA-256 matched the signed database, so its builder's file list and its files do
+    /// not agree (possible tampering before signing).
+    #[error("{path} does not match the package's .MTREE: {why}")]
+    PackageManifestMismatch { path: String, why: &'static str },
+    #[error("the package's .MTREE is unreadable: {0}")]
+    PackageManifestUnreadable(String),
     #[error(transparent)]
     Hasher(#[from] HasherError),
 }
@@ -212,6 +219,10 @@ impl From<HasherError> for Stop {
 /// Size of the reads from a member (and of the pieces handed to the hash threads).
 const CHUNK: usize = 256 << 10;
 
+/// The largest `.MTREE` read, compressed and decompressed (a package's file list: tens of
+/// kilobytes for coreutils).
+const MAX_PACKAGE_MANIFEST: u64 = 8 << 20;
+
 /// Reads every member of an archive from `reader` (the archive's bytes in order).
 pub fn scan_archive(
     reader: impl Read,
@@ -223,6 +234,7 @@ pub fn scan_archive(
         hasher: MemberHasher::new()?,
         scan: MemberScan::default(),
         decoded: 0,
+        package_manifest: None,
     };
     let reader = BufReader::with_capacity(CHUNK, reader);
     let (name, result) = match format {
@@ -244,7 +256,78 @@ pub fn scan_archive(
         }
         Err(Stop::Io(e)) => scan.stopped = Some(format!("{name} entry unreadable: {e}")),
     }
+    if let Some(raw) = &scanner.package_manifest {
+        check_package_manifest(raw, &scan.members)?;
+    }
     Ok(scan)
+}
+
+/// Checks the members of an Arch Linux package against its `.MTREE`, the gzip-compressed
+/// mtree(5) list makepkg writes of every file with its `sha256digest`: each member must be
+/// listed there with the SHA-256 it hashed to.
+fn check_package_manifest(raw: &[u8], members: &[Member]) -> Result<(), MemberError> {
+    let unreadable = |why: String| MemberError::PackageManifestUnreadable(why);
+    if raw.len() as u64 > MAX_PACKAGE_MANIFEST {
+        return Err(unreadable(format!(
+            "larger than {MAX_PACKAGE_MANIFEST} bytes"
+        )));
+    }
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(raw)
+        .take(MAX_PACKAGE_MANIFEST)
+        .read_to_string(&mut text)
+        .map_err(|e| unreadable(format!("not gzip-compressed text: {e}")))?;
+    if !text.starts_with("#mtree") {
+        return Err(unreadable("no #mtree header".into()));
+    }
+    let mut listed = std::collections::HashMap::new();
+    for line in text.lines() {
+        // `/set` and `/unset` lines give defaults; none carries a digest.
+        let mut fields = line.split_ascii_whitespace();
+        let Some(path) = fields.next().filter(|p| p.starts_with("./")) else {
+            continue;
+        };
+        if let Some(sha) = fields.find_map(|f| f.strip_prefix("sha256digest=")) {
+            listed.insert(mtree_unescape(&path[2..]), sha);
+        }
+    }
+    for member in members {
+        let path = member.path.trim_start_matches("./");
+        let why = match listed.get(path) {
+            Some(sha) if sha.eq_ignore_ascii_case(&member.digests.sha256) => continue,
+            Some(_) => "a different SHA-256",
+            None => "not listed",
+        };
+        return Err(MemberError::PackageManifestMismatch {
+            path: path.to_owned(),
+            why,
+        });
+    }
+    Ok(())
+}
+
+/// mtree(5) writes bytes outside printable ASCII (and the space) as `\ooo` octal escapes.
+fn mtree_unescape(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                let value = d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));
+                out.push(u8::try_from(value).unwrap_or(u8::MAX));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 struct Scanner<'a> {
@@ -252,6 +335,8 @@ struct Scanner<'a> {
     hasher: MemberHasher,
     scan: MemberScan,
     decoded: u64,
+    /// An Arch Linux package's `.MTREE`, compressed, checked against the members at the end.
+    package_manifest: Option<Vec<u8>>,
 }
 
 impl Scanner<'_> {
@@ -416,6 +501,14 @@ impl Scanner<'_> {
                 continue;
             }
             let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            if path == ".MTREE" && self.package_manifest.is_none() {
+                let mut raw = Vec::new();
+                (&mut entry)
+                    .take(MAX_PACKAGE_MANIFEST + 1)
+                    .read_to_end(&mut raw)?;
+                self.package_manifest = Some(raw);
+                continue;
+            }
             self.entry(&path, &mut entry, true)?;
         }
         Ok(())
@@ -646,6 +739,17 @@ pub async fn download_archive(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mtree_paths_unescape_octal_bytes() {
+        assert_eq!(mtree_unescape("usr/share/My\\040File"), "usr/share/My File");
+        assert_eq!(
+            mtree_unescape("usr/lib/caf\\303\\251.so"),
+            "usr/lib/café.so"
+        );
+        // Not an escape: left as written.
+        assert_eq!(mtree_unescape("a\\9b\\"), "a\\9b\\");
+    }
 
     #[test]
     fn formats_come_from_names() {

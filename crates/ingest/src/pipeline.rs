@@ -509,6 +509,9 @@ async fn record_members(
 ) {
     let scan = match scan {
         Ok(scan) => scan,
+        Err(e @ MemberError::PackageManifestMismatch { .. }) => {
+            return report.problem(ProblemKind::HashMismatch, Some(&a.url), error_chain(&e));
+        }
         Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),
     };
     if let Some(why) = &scan.stopped {

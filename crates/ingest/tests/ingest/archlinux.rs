@@ -52,12 +52,36 @@ fn elf(label: &str) -> Vec<u8> {
     e
 }
 
+/// A package's `.MTREE` as makepkg writes it (libarchive's mtree writer, gzip-compressed):
+/// defaults on `/set` lines, then one line per path, files with their digests.
+fn mtree(ls_sha256: &str) -> Vec<u8> {
+    let text = format!(
+        "#mtree\n/set type=file uid=0 gid=0 mode=644\n\
+         ./.PKGINFO time=1730000000.0 size=40 md5digest=0123456789abcdef0123456789abcdef \
+         sha256digest=0000000000000000000000000000000000000000000000000000000000000000\n\
+         ./usr time=1730000000.0 mode=755 type=dir\n\
+         ./usr/bin time=1730000000.0 mode=755 type=dir\n\
+         ./usr/bin/ls time=1730000000.0 mode=755 size=4008 md5digest=0123456789abcdef0123456789abcdef \
+         sha256digest={ls_sha256}\n\
+         ./usr/bin/vdir time=1730000000.0 mode=777 type=link link=ls\n"
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).unwrap();
+    gz.finish().unwrap()
+}
+
 fn site(tampered: bool) -> (Site, Vec<u8>) {
+    site_with(tampered, None)
+}
+
+/// `listed_ls`: the SHA-256 the package's `.MTREE` gives `usr/bin/ls` (default: its own).
+fn site_with(tampered: bool, listed_ls: Option<&str>) -> (Site, Vec<u8>) {
     let ls = elf("arch ls ");
+    let manifest = mtree(listed_ls.unwrap_or(&sha256(&ls)));
     let pkg = zstd::encode_all(
         tar_of(&[
             (".PKGINFO", b"pkgname = coreutils\npkgver = 9.5-2\n"),
-            (".MTREE", b"\x1f\x8b not read"),
+            (".MTREE", &manifest),
             ("usr/bin/ls", &ls),
             ("usr/share/man/man1/ls.1.gz", b"\x1f\x8b manual"),
         ])
@@ -130,4 +154,27 @@ async fn a_tampered_arch_package_gives_no_file() {
     .await;
     assert_eq!((report.mismatches, report.members), (1, 0), "{report:#?}");
     assert_eq!(report.problems[0].kind, ProblemKind::HashMismatch);
+}
+
+#[tokio::test]
+async fn a_package_whose_files_disagree_with_its_mtree_gives_no_file() {
+    // The package matches the signed database, but its own file list gives `ls` another
+    // SHA-256: its files are not trusted.
+    let other = sha256(b"another ls");
+    let (site, _) = site_with(false, Some(&other));
+    let base = site.serve().await;
+    let sink = MemorySink::default();
+    let report = run_with("archlinux", &base, &sink, |config, limits| {
+        config.items = vec!["coreutils".into()];
+        limits.members.enabled = true;
+    })
+    .await;
+    assert_eq!((report.mismatches, report.members), (1, 0), "{report:#?}");
+    assert_eq!(report.problems[0].kind, ProblemKind::HashMismatch);
+    assert!(
+        report.problems[0]
+            .message
+            .contains("usr/bin/ls does not match the package's .MTREE"),
+        "{report:#?}"
+    );
 }
