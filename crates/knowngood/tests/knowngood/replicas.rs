@@ -3,7 +3,7 @@
 //! test stops and starts), one private Redis, one shared corpus directory, the same
 //! secrets. What one replica does, the others see: shared rate limits, key revocations and
 //! settings changes within a second, corpus generations (a corrupt one refused by all),
-//! one runner per job interval, and the job carried on by the others after SIGKILL. And
+//! TOTP codes used once in the whole cluster, one runner per job interval, and the job carried on by the others after SIGKILL. And
 //! what a replica does when its database goes away: fast 503s, `/readyz` 503, recovery
 //! without a restart; a replica killed mid-request loses no acknowledged write.
 
@@ -641,6 +641,48 @@ async fn replicas_share_limits_revocations_settings_corpus_and_jobs() {
         "{ended} runs ended ({per_replica:?}) for {taken} leased intervals"
     );
 
+    // TOTP replay protection is the cluster's: a code accepted on one replica is refused
+    // on every other within its 30-second step.
+    let (status, enrolment) = send(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/api/v1/admin/mfa/totp/enroll", replicas[0].api),
+        &team_admin,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{enrolment}");
+    let seed = base32_decode(enrolment["secret"].as_str().unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let code = auth::mfa::totp_at(&seed, now);
+    let (status, body) = send(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/api/v1/admin/mfa/totp/verify", replicas[1].api),
+        &team_admin,
+        Some(json!({"code": code})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    for r in [&replicas[2], &replicas[0]] {
+        let (status, body) = send(
+            &client,
+            reqwest::Method::POST,
+            format!("{}/api/v1/admin/auth/totp", r.api),
+            &team_admin,
+            Some(json!({"code": code})),
+        )
+        .await;
+        assert_eq!(
+            status, 401,
+            "replica {} took a replayed code: {body}",
+            r.index
+        );
+    }
+
     // SIGKILL of a replica that ran the job, in the middle of writes it acknowledges: every
     // acknowledged write is there afterwards, and the others carry on with the job.
     let victim = (0..REPLICAS).max_by_key(|i| per_replica[*i]).unwrap();
@@ -737,6 +779,25 @@ async fn replicas_share_limits_revocations_settings_corpus_and_jobs() {
 
     drop(children);
     scratch.cleanup().await;
+}
+
+/// RFC 4648 base32 (no padding), as the TOTP enrolment gives the seed.
+fn base32_decode(text: &str) -> Vec<u8> {
+    let (mut out, mut buffer, mut bits) = (Vec::new(), 0u64, 0u32);
+    for c in text.trim_end_matches('=').bytes() {
+        let value = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'2'..=b'7' => c - b'2' + 26,
+            other => panic!("not base32: {other}"),
+        };
+        buffer = (buffer << 5) | u64::from(value);
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+        }
+    }
+    out
 }
 
 /// Runs futures concurrently on the test's runtime; their outputs in order.
