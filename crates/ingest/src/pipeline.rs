@@ -595,6 +595,8 @@ async fn rpm_files(
         let record = NewRecord {
             executable_name: path.to_owned(),
             hash_sha256: file.sha256.clone(),
+            // The header's size of the installed file.
+            size: Some(file.size),
             source_url: url.clone(),
             ..new_record(a)
         };

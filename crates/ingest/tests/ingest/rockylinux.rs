@@ -467,6 +467,7 @@ async fn rocky_follows_the_signed_chain_to_the_file_digests_of_each_package() {
 
         let ls = sink.get("usr/bin/ls", Linux, model_arch);
         assert_eq!(ls.hash_sha256, sha256(&elf("ls", arch)));
+        assert_eq!(ls.size, Some(elf("ls", arch).len() as u64));
         // An RPM header lists SHA-256 only; the file itself was not hashed here.
         assert_eq!((ls.hash_sha1.clone(), ls.hash_md5.clone()), (None, None));
         assert!(!ls.download_verified);
