@@ -26,6 +26,7 @@ fn record(n: u32) -> HashRecord {
             hash_sha256: format!("{:064x}", n + 1),
             hash_sha1: Some(format!("{:040x}", n + 1)),
             hash_md5: Some(format!("{:032x}", n + 1)),
+            size: Some(u64::from(n) * 1000 + 1),
             source_url: format!("https://the.earth.li/~sgtatham/putty/0.8{n}/w64/putty.exe"),
             download_verified: true,
             sig_signer: None,
