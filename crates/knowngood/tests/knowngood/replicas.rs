@@ -652,7 +652,7 @@ async fn replicas_share_limits_revocations_settings_corpus_and_jobs() {
     )
     .await;
     assert_eq!(status, 200, "{enrolment}");
-    let seed = base32_decode(enrolment["secret"].as_str().unwrap());
+    let seed = testkit::fixtures::base32_decode(enrolment["secret"].as_str().unwrap());
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -779,25 +779,6 @@ async fn replicas_share_limits_revocations_settings_corpus_and_jobs() {
 
     drop(children);
     scratch.cleanup().await;
-}
-
-/// RFC 4648 base32 (no padding), as the TOTP enrolment gives the seed.
-fn base32_decode(text: &str) -> Vec<u8> {
-    let (mut out, mut buffer, mut bits) = (Vec::new(), 0u64, 0u32);
-    for c in text.trim_end_matches('=').bytes() {
-        let value = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'2'..=b'7' => c - b'2' + 26,
-            other => panic!("not base32: {other}"),
-        };
-        buffer = (buffer << 5) | u64::from(value);
-        bits += 5;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-        }
-    }
-    out
 }
 
 /// Runs futures concurrently on the test's runtime; their outputs in order.

@@ -71,28 +71,12 @@ async fn redeem(app: &TestApp, code: &str) -> Resp {
     .await
 }
 
-fn base32_decode(s: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    let (mut buffer, mut bits) = (0u32, 0);
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'2'..=b'7' => c - b'2' + 26,
-            _ => panic!("not base32"),
-        };
-        buffer = (buffer << 5) | u32::from(v);
-        bits += 5;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-        }
-    }
-    out
-}
-
 /// The code an authenticator app shows now for the seed.
 fn code_now(app: &TestApp, secret: &str) -> String {
-    auth::mfa::totp_at(&base32_decode(secret), app.clock.now().timestamp())
+    auth::mfa::totp_at(
+        &testkit::fixtures::base32_decode(secret),
+        app.clock.now().timestamp(),
+    )
 }
 
 /// Enrols TOTP with `token` (bearer) and returns the secret.
