@@ -15,32 +15,12 @@ use ingest::vendors::RockyLinux;
 use ingest::{FetchContext, ProblemKind, VendorReport, ingest_vendor};
 use model::Arch::{Amd64, Arm64};
 use model::Platform::Linux;
-use pgp::composed::{KeyType, SecretKeyParamsBuilder, SignedSecretKey, StandaloneSignature};
+use pgp::composed::{SignedSecretKey, StandaloneSignature};
 use pgp::packet::{SignatureConfig, SignatureType, Subpacket, SubpacketData};
 use pgp::types::{KeyDetails, Password};
 
+use crate::debian::archive_key;
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, sha256};
-
-fn release_key() -> (SignedSecretKey, String) {
-    let mut rng = rand08::thread_rng();
-    let params = SecretKeyParamsBuilder::default()
-        .key_type(KeyType::Ed25519Legacy)
-        .can_certify(true)
-        .can_sign(true)
-        .primary_user_id("Release Engineering (Test) <releng@example.org>".into())
-        .build()
-        .unwrap();
-    let secret = params
-        .generate(&mut rng)
-        .unwrap()
-        .sign(&mut rng, &Password::empty())
-        .unwrap();
-    let public = secret
-        .signed_public_key()
-        .to_armored_string(None.into())
-        .unwrap();
-    (secret, public)
-}
 
 /// An armored detached binary signature, as `gpg --armor --detach-sign` makes.
 fn detach_sign(key: &SignedSecretKey, data: &[u8]) -> String {
@@ -412,7 +392,7 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
             }
             site.file(&format!("{dir}/{href}"), primary);
             let signature = match tamper {
-                Tamper::OtherKey => detach_sign(&release_key().0, repomd.as_bytes()),
+                Tamper::OtherKey => detach_sign(&archive_key().0, repomd.as_bytes()),
                 _ => detach_sign(key, repomd.as_bytes()),
             };
             let served = if tamper == Tamper::Signature {
@@ -441,7 +421,7 @@ async fn run(public: &str, site: &Site) -> (VendorReport, MemorySink) {
 
 #[tokio::test]
 async fn rocky_follows_the_signed_chain_to_the_file_digests_of_each_package() {
-    let (key, public) = release_key();
+    let (key, public) = archive_key();
     let repo = mirror(&key, Tamper::Nothing);
     let (report, sink) = run(&public, &repo.site).await;
     assert!(
@@ -499,7 +479,7 @@ async fn rocky_follows_the_signed_chain_to_the_file_digests_of_each_package() {
 
 #[tokio::test]
 async fn a_repomd_whose_signature_fails_records_nothing() {
-    let (key, public) = release_key();
+    let (key, public) = archive_key();
     for tamper in [Tamper::Signature, Tamper::OtherKey] {
         let repo = mirror(&key, tamper);
         let (report, sink) = run(&public, &repo.site).await;
@@ -530,7 +510,7 @@ async fn a_repomd_whose_signature_fails_records_nothing() {
 
 #[tokio::test]
 async fn a_tampered_primary_or_package_is_refused() {
-    let (key, public) = release_key();
+    let (key, public) = archive_key();
     // Metadata that is not what the signed repomd.xml lists: that repository gives nothing.
     let repo = mirror(&key, Tamper::Primary);
     let (report, sink) = run(&public, &repo.site).await;
