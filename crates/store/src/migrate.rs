@@ -63,6 +63,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 17,
         sql: include_str!("../migrations/sqlite/0017_record_size.sql"),
     },
+    Migration {
+        version: 18,
+        sql: include_str!("../migrations/sqlite/0018_feed_order.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -121,6 +125,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 17,
         sql: include_str!("../migrations/postgres/0017_record_size.sql"),
+    },
+    Migration {
+        version: 18,
+        sql: include_str!("../migrations/postgres/0018_feed_order.sql"),
     },
 ];
 
