@@ -3,7 +3,12 @@
 //! (JSON-LD). The format is detected from the content. Each format's packages become
 //! [`Component`]s: name, version and ecosystem from the package URL when there is one
 //! (<https://github.com/package-url/purl-spec>), else from the fields; nested CycloneDX
-//! components are walked; the same package listed twice is one component.
+//! components are walked; the same artefact listed twice is one component (see [`Merger`]).
+//!
+//! Bounds: a document nests at most [`MAX_DEPTH`] levels (XML elements within elements, JSON
+//! arrays and objects within each other), checked before anything recursive reads it, and
+//! lists at most [`MAX_COMPONENTS`] components. Nothing here recurses over the document's
+//! own nesting: nested CycloneDX components are walked with an explicit stack.
 //!
 //! Field names follow the specifications: CycloneDX `components[].{name, group, version,
 //! purl, hashes[].{alg, content}, components}`; SPDX 2 `packages[].{name, versionInfo,
@@ -66,10 +71,39 @@ impl Component {
     }
 }
 
+/// The deepest nesting a document may have: XML elements within elements, or JSON arrays
+/// and objects within each other (also `serde_json`'s own limit). Real bills of materials
+/// stay far below it: a CycloneDX component nested ten deep is about 20 levels.
+pub const MAX_DEPTH: usize = 128;
+
+/// The most components one bill of materials may list (after merging the same artefact
+/// listed twice). The largest real SBOMs (container images, monorepos) list some tens of
+/// thousands.
+pub const MAX_COMPONENTS: usize = 100_000;
+
 /// Why a body is not a bill of materials this parser reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SbomError(pub String);
+pub enum SbomError {
+    /// Not a document of an accepted format, or malformed, or nested deeper than
+    /// [`MAX_DEPTH`].
+    #[error("{0}")]
+    Invalid(String),
+    /// More than [`MAX_COMPONENTS`] components.
+    #[error(
+        "the bill of materials lists more than {MAX_COMPONENTS} components, the most one scan reads; split it"
+    )]
+    TooManyComponents,
+}
+
+fn invalid(message: impl Into<String>) -> SbomError {
+    SbomError::Invalid(message.into())
+}
+
+fn too_deep(encoding: &str) -> String {
+    format!(
+        "the document nests deeper than {MAX_DEPTH} levels ({encoding}), the most this service reads"
+    )
+}
 
 const NEITHER: &str =
     "the body is neither CycloneDX (JSON or XML) nor SPDX (JSON, tag-value or 3.0 JSON-LD)";
@@ -77,7 +111,7 @@ const NEITHER: &str =
 /// Parses a bill of materials, detecting its format.
 pub fn parse(body: &[u8]) -> Result<Sbom, SbomError> {
     let text = std::str::from_utf8(body)
-        .map_err(|e| SbomError(format!("the body is not UTF-8 text ({e}); {NEITHER}")))?;
+        .map_err(|e| invalid(format!("the body is not UTF-8 text ({e}); {NEITHER}")))?;
     let text = text.trim_start_matches('\u{feff}');
     let start = text.trim_start();
     match start.as_bytes().first() {
@@ -91,8 +125,8 @@ pub fn parse(body: &[u8]) -> Result<Sbom, SbomError> {
         {
             parse_tag_value(text)
         }
-        Some(_) => Err(SbomError(NEITHER.into())),
-        None => Err(SbomError(format!("the body is empty; {NEITHER}"))),
+        Some(_) => Err(invalid(NEITHER)),
+        None => Err(invalid(format!("the body is empty; {NEITHER}"))),
     }
 }
 
@@ -156,7 +190,8 @@ impl<'de> serde::de::Visitor<'de> for TopLevel<'_> {
                 ))?,
                 TopKey::Packages => {
                     map.next_value_seed(Each::<SpdxPackage<'de>, _>::new(|p: SpdxPackage<'de>| {
-                        add_spdx(self.spdx, &p)
+                        add_spdx(self.spdx, &p);
+                        !self.spdx.full
                     }))?
                 }
                 TopKey::Other => {
@@ -168,7 +203,8 @@ impl<'de> serde::de::Visitor<'de> for TopLevel<'_> {
     }
 }
 
-/// A JSON array (or null) whose elements are handed to `each` one at a time.
+/// A JSON array (or null) whose elements are handed to `each` one at a time; `each`
+/// answers false to stop reading (the list is longer than the scan takes).
 struct Each<T, F> {
     each: F,
     element: std::marker::PhantomData<fn() -> T>,
@@ -183,7 +219,7 @@ impl<T, F> Each<T, F> {
     }
 }
 
-impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::DeserializeSeed<'de> for Each<T, F> {
+impl<'de, T: Deserialize<'de>, F: FnMut(T) -> bool> serde::de::DeserializeSeed<'de> for Each<T, F> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -191,7 +227,7 @@ impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::DeserializeSeed<'de> for 
     }
 }
 
-impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::Visitor<'de> for Each<T, F> {
+impl<'de, T: Deserialize<'de>, F: FnMut(T) -> bool> serde::de::Visitor<'de> for Each<T, F> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -212,17 +248,22 @@ impl<'de, T: Deserialize<'de>, F: FnMut(T)> serde::de::Visitor<'de> for Each<T, 
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         while let Some(element) = seq.next_element::<T>()? {
-            (self.each)(element);
+            if !(self.each)(element) {
+                return Err(serde::de::Error::custom(SbomError::TooManyComponents));
+            }
         }
         Ok(())
     }
 }
 
 /// A top-level CycloneDX component and the ones nested in it, depth first in document
-/// order.
-fn add_cyclonedx(out: &mut Merger, top: &CdxComponent<'_>) {
+/// order; false once the merger is full.
+fn add_cyclonedx(out: &mut Merger, top: &CdxComponent<'_>) -> bool {
     let mut stack: Vec<&CdxComponent<'_>> = vec![top];
     while let Some(c) = stack.pop() {
+        if out.full {
+            return false;
+        }
         stack.extend(c.components.iter().rev());
         // The component's own digests, else those of its distribution references.
         let own = !c.hashes.is_empty();
@@ -244,6 +285,7 @@ fn add_cyclonedx(out: &mut Merger, top: &CdxComponent<'_>) {
             hashes,
         );
     }
+    !out.full
 }
 
 fn add_spdx(out: &mut Merger, p: &SpdxPackage<'_>) {
@@ -350,6 +392,9 @@ struct Spdx3Element<'a> {
     verified_using: Vec<Spdx3Hash<'a>>,
     #[serde(rename = "creationInfo", default)]
     creation_info: Option<serde_json::Value>,
+    /// A `CreationInfo` element's version of the specification.
+    #[serde(rename = "specVersion", borrow, default)]
+    spec_version: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -368,7 +413,42 @@ struct Spdx3Hash<'a> {
     hash_value: Option<Cow<'a, str>>,
 }
 
+/// Whether arrays and objects nest deeper than `limit` in a JSON text (strings skipped).
+/// The reader refuses deeper nesting of what it reads anyway; this also covers the fields it
+/// skips, so that one limit holds for the whole document.
+fn json_nests_deeper_than(text: &str, limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &c in text.as_bytes() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 fn parse_json(text: &str) -> Result<Sbom, SbomError> {
+    if json_nests_deeper_than(text, MAX_DEPTH) {
+        return Err(invalid(too_deep("JSON arrays and objects")));
+    }
     let mut cyclonedx = Merger::default();
     let mut spdx = Merger::default();
     let mut de = serde_json::Deserializer::from_str(text);
@@ -381,25 +461,36 @@ fn parse_json(text: &str) -> Result<Sbom, SbomError> {
     )
     .and_then(|doc| de.end().map(|()| doc))
     .map_err(|e| {
-        SbomError(format!(
-            "invalid JSON at line {} column {}: {e}",
-            e.line(),
-            e.column()
-        ))
+        if cyclonedx.full || spdx.full {
+            SbomError::TooManyComponents
+        } else if e.to_string().starts_with("recursion limit exceeded") {
+            invalid(format!(
+                "{} (line {} column {})",
+                too_deep("JSON arrays and objects"),
+                e.line(),
+                e.column()
+            ))
+        } else {
+            invalid(format!(
+                "invalid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ))
+        }
     })?;
     if doc.bom_format.as_deref() == Some("CycloneDX") {
         let version = doc.spec_version.unwrap_or_default();
         check_cyclonedx_version(&version)?;
-        return Ok(cyclonedx.finish(SbomFormat::CycloneDx, version, "json"));
+        return cyclonedx.finish(SbomFormat::CycloneDx, version, "json");
     }
     drop(cyclonedx);
     if let Some(version) = doc.spdx_version {
         if !matches!(version.as_str(), "SPDX-2.2" | "SPDX-2.3") {
-            return Err(SbomError(format!(
+            return Err(invalid(format!(
                 "spdxVersion {version:?} is not supported; SPDX-2.2 and SPDX-2.3 are (and SPDX 3.0 JSON-LD)"
             )));
         }
-        return Ok(spdx.finish(SbomFormat::Spdx, version, "json"));
+        return spdx.finish(SbomFormat::Spdx, version, "json");
     }
     drop(spdx);
     let mut out = Merger::default();
@@ -408,17 +499,27 @@ fn parse_json(text: &str) -> Result<Sbom, SbomError> {
         .as_ref()
         .is_some_and(|c| c.to_string().contains("spdx.org/rdf/3."));
     if spdx3 && let Some(graph) = &doc.graph {
+        // The version the document states: its CreationInfo's `specVersion` (an element of
+        // the graph, or inline in an element), else the one its @context URL names.
         let version = graph
             .iter()
             .find_map(|e| {
-                e.creation_info
-                    .as_ref()
-                    .and_then(|c| c.get("specVersion"))
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string)
+                e.spec_version.as_deref().map(str::to_string).or_else(|| {
+                    e.creation_info
+                        .as_ref()
+                        .and_then(|c| c.get("specVersion"))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                })
             })
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .or_else(|| doc.context.as_ref().and_then(context_version))
             .unwrap_or_else(|| "3.0".to_string());
         for e in graph {
+            if out.full {
+                return Err(SbomError::TooManyComponents);
+            }
             let kind = e.kind.as_deref().unwrap_or_default();
             if !(kind == "software_Package" || kind.ends_with("/Package") || kind == "Package") {
                 continue;
@@ -436,34 +537,118 @@ fn parse_json(text: &str) -> Result<Sbom, SbomError> {
                 .filter_map(|h| Some((h.algorithm.as_deref()?, h.hash_value.as_deref()?)));
             out.add(e.name.as_deref(), None, e.version.as_deref(), purl, hashes);
         }
-        return Ok(out.finish(SbomFormat::Spdx, version, "json-ld"));
+        return out.finish(SbomFormat::Spdx, version, "json-ld");
     }
-    Err(SbomError(format!(
+    Err(invalid(format!(
         "{NEITHER}: a JSON body needs bomFormat \"CycloneDX\", an spdxVersion, or an SPDX 3 @context and @graph"
     )))
 }
 
+/// The SPDX version an SPDX 3 `@context` URL names (`https://spdx.org/rdf/3.0.1/…`).
+fn context_version(context: &serde_json::Value) -> Option<String> {
+    let urls: Vec<&str> = match context {
+        serde_json::Value::String(s) => vec![s.as_str()],
+        serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    urls.into_iter().find_map(|url| {
+        let rest = url.split("spdx.org/rdf/").nth(1)?;
+        let version = rest.split('/').next()?;
+        (version.starts_with("3.") && version.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+            .then(|| version.to_string())
+    })
+}
+
+/// The CycloneDX versions read: every one with a JSON form (1.2 onwards).
+const CYCLONEDX_VERSIONS: [&str; 5] = ["1.2", "1.3", "1.4", "1.5", "1.6"];
+
 fn check_cyclonedx_version(version: &str) -> Result<(), SbomError> {
-    if matches!(version, "1.2" | "1.3" | "1.4" | "1.5" | "1.6") {
+    if CYCLONEDX_VERSIONS.contains(&version) {
         Ok(())
     } else {
-        Err(SbomError(format!(
-            "CycloneDX specVersion {version:?} is not supported; 1.4, 1.5 and 1.6 are"
+        Err(invalid(format!(
+            "CycloneDX specVersion {version:?} is not supported; 1.2, 1.3, 1.4, 1.5 and 1.6 are"
         )))
     }
 }
 
+/// Whether elements nest deeper than `limit` in an XML text. The XML parser recurses once per
+/// open element, so this runs first, over the same markup it reads: comments, CDATA sections,
+/// processing instructions and declarations hold no elements; an element opens at `<name`
+/// (closing at once with `/>`, after attribute values in quotes, which may hold `>`) and
+/// closes at `</`. Malformed markup is left to the parser to refuse.
+fn xml_nests_deeper_than(text: &str, limit: usize) -> bool {
+    let b = text.as_bytes();
+    let find = |from: usize, what: &[u8]| {
+        b.get(from..)
+            .and_then(|rest| rest.windows(what.len()).position(|w| w == what))
+            .map(|at| from + at + what.len())
+    };
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(at) = b
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&c| c == b'<'))
+    {
+        i += at;
+        let rest = &b[i..];
+        let next = if rest.starts_with(b"<!--") {
+            find(i + 4, b"-->")
+        } else if rest.starts_with(b"<![CDATA[") {
+            find(i + 9, b"]]>")
+        } else if rest.starts_with(b"<?") {
+            find(i + 2, b"?>")
+        } else if rest.starts_with(b"<!") {
+            find(i + 2, b">")
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            find(i + 2, b">")
+        } else {
+            depth += 1;
+            if depth > limit {
+                return true;
+            }
+            let mut quote = None;
+            let mut end = None;
+            for (j, &c) in b.iter().enumerate().skip(i + 1) {
+                match quote {
+                    Some(q) if c == q => quote = None,
+                    Some(_) => {}
+                    None if c == b'"' || c == b'\'' => quote = Some(c),
+                    None if c == b'>' => {
+                        if b[j - 1] == b'/' {
+                            depth -= 1;
+                        }
+                        end = Some(j + 1);
+                        break;
+                    }
+                    None => {}
+                }
+            }
+            end
+        };
+        match next {
+            Some(next) => i = next,
+            None => return false,
+        }
+    }
+    false
+}
+
 fn parse_xml(text: &str) -> Result<Sbom, SbomError> {
+    if xml_nests_deeper_than(text, MAX_DEPTH) {
+        return Err(invalid(too_deep("XML elements")));
+    }
     let options = roxmltree::ParsingOptions {
         allow_dtd: false,
         ..roxmltree::ParsingOptions::default()
     };
     let doc = roxmltree::Document::parse_with_options(text, options)
-        .map_err(|e| SbomError(format!("invalid XML: {e}")))?;
+        .map_err(|e| invalid(format!("invalid XML: {e}")))?;
     let root = doc.root_element();
     let ns = root.tag_name().namespace().unwrap_or_default();
     let Some(version) = ns.strip_prefix("http://cyclonedx.org/schema/bom/") else {
-        return Err(SbomError(format!(
+        return Err(invalid(format!(
             "{NEITHER}: an XML body must be a CycloneDX <bom> in the http://cyclonedx.org/schema/bom/1.x namespace"
         )));
     };
@@ -481,6 +666,9 @@ fn parse_xml(text: &str) -> Result<Sbom, SbomError> {
         .descendants()
         .filter(|n| n.tag_name().name() == "component")
     {
+        if out.full {
+            return Err(SbomError::TooManyComponents);
+        }
         if node.ancestors().any(|a| a.tag_name().name() == "metadata") {
             continue;
         }
@@ -516,7 +704,7 @@ fn parse_xml(text: &str) -> Result<Sbom, SbomError> {
             hashes.iter().map(|(a, h)| (a.as_str(), h.as_str())),
         );
     }
-    Ok(out.finish(SbomFormat::CycloneDx, version.to_string(), "xml"))
+    out.finish(SbomFormat::CycloneDx, version.to_string(), "xml")
 }
 
 fn parse_tag_value(text: &str) -> Result<Sbom, SbomError> {
@@ -543,6 +731,9 @@ fn parse_tag_value(text: &str) -> Result<Sbom, SbomError> {
         }
     };
     for line in text.lines() {
+        if out.full {
+            return Err(SbomError::TooManyComponents);
+        }
         // Multi-line values are wrapped in <text>…</text>.
         if in_text {
             in_text = !line.contains("</text>");
@@ -591,25 +782,70 @@ fn parse_tag_value(text: &str) -> Result<Sbom, SbomError> {
     flush(current.take(), &mut out);
     let version = version.unwrap_or_default();
     if !matches!(version.as_str(), "SPDX-2.2" | "SPDX-2.3") {
-        return Err(SbomError(format!(
+        return Err(invalid(format!(
             "SPDXVersion {version:?} is not supported; SPDX-2.2 and SPDX-2.3 are"
         )));
     }
-    Ok(out.finish(SbomFormat::Spdx, version, "tag-value"))
+    out.finish(SbomFormat::Spdx, version, "tag-value")
 }
 
-/// Collects components, merging the same package (ecosystem, name as the ecosystem
-/// compares it, version) listed more than once. The index keeps a hash of that key per
-/// component, not the key itself: a hash shared by two different keys is told apart by
-/// recomputing the key of the component already held.
+/// Collects components, merging listings of the same artefact. Two listings are the same
+/// artefact when they name the same package (ecosystem, name as the ecosystem compares it,
+/// version) and either list the same digest, or list the same package URL qualifiers and
+/// subpath while at most one of them lists a digest. Listings of one package that differ in
+/// qualifiers (a Maven `classifier`, another `type`) or in their digests are different
+/// artefacts, each its own component, so that each digest is classified.
+///
+/// The indexes keep a hash of each key, not the key: a hash shared by two different keys is
+/// told apart by recomputing the key of the component already held.
 #[derive(Default)]
 struct Merger {
     components: Vec<Component>,
     hasher: std::hash::RandomState,
+    /// (package, digest) -> the component with that digest.
+    by_digest: Index,
+    /// (package, qualifiers and subpath) -> the first component listed with them.
+    by_qualifiers: Index,
+    /// Set when a component beyond [`MAX_COMPONENTS`] was listed.
+    full: bool,
+}
+
+/// Key hash -> component, for one kind of key.
+#[derive(Default)]
+struct Index {
     /// Key hash -> the first component with it.
-    index: HashMap<u64, usize>,
+    first: HashMap<u64, usize>,
     /// Further components whose key hash equals an earlier, different key's.
     collided: HashMap<u64, Vec<usize>>,
+}
+
+impl Index {
+    fn find(&self, h: u64, same: impl Fn(usize) -> bool) -> Option<usize> {
+        self.first
+            .get(&h)
+            .into_iter()
+            .chain(self.collided.get(&h).into_iter().flatten())
+            .copied()
+            .find(|&i| same(i))
+    }
+
+    /// Indexes component `i` under `h`, unless one with the same key (`same`) already is.
+    fn insert(&mut self, h: u64, i: usize, same: impl Fn(usize) -> bool) {
+        match self.first.entry(h) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(i);
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                if same(*o.get()) {
+                    return;
+                }
+                let more = self.collided.entry(h).or_default();
+                if !more.iter().any(|&j| same(j)) {
+                    more.push(i);
+                }
+            }
+        }
+    }
 }
 
 /// The key two listings of the same package share (borrowed where it can be).
@@ -629,6 +865,41 @@ fn merge_key<'a>(
     (ecosystem, key_name, version)
 }
 
+/// A package URL's qualifiers (keys lower-cased, values decoded, sorted) and subpath, in one
+/// string that two spellings of the same ones share; empty without a package URL.
+fn qualifiers(purl: Option<&str>) -> String {
+    let Some(purl) = purl.map(str::trim) else {
+        return String::new();
+    };
+    let (rest, subpath) = match purl.split_once('#') {
+        Some((rest, subpath)) => (rest, subpath.trim_matches('/')),
+        None => (purl, ""),
+    };
+    let mut pairs: Vec<(String, String)> = rest
+        .split_once('?')
+        .map_or("", |(_, q)| q)
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let (k, v) = (k.trim().to_ascii_lowercase(), decode(v.trim()));
+            (!k.is_empty() && !v.is_empty()).then_some((k, v))
+        })
+        .collect();
+    pairs.sort();
+    let mut out = String::new();
+    for (k, v) in pairs {
+        out.push_str(&k);
+        out.push('=');
+        out.push_str(&v);
+        out.push('\n');
+    }
+    if !subpath.is_empty() {
+        out.push('#');
+        out.push_str(&decode(subpath));
+    }
+    out
+}
+
 impl Merger {
     fn add<'h>(
         &mut self,
@@ -638,6 +909,9 @@ impl Merger {
         purl: Option<&str>,
         hashes: impl Iterator<Item = (&'h str, &'h str)>,
     ) {
+        if self.full {
+            return;
+        }
         let parsed = purl.and_then(Purl::parse);
         let (name, version, ecosystem) = match parsed {
             Some(p) => (
@@ -663,54 +937,91 @@ impl Merger {
             }
         };
         let hash = best_hash(hashes);
+        let quals = qualifiers(purl);
         let key = merge_key(&ecosystem, &name, &version);
-        let h = self.hasher.hash_one(&key);
-        let same = |c: &Component| merge_key(&c.ecosystem, &c.name, &c.version) == key;
-        let existing = self
-            .index
-            .get(&h)
-            .into_iter()
-            .chain(self.collided.get(&h).into_iter().flatten())
-            .copied()
-            .find(|&i| same(&self.components[i]));
+        let by_digest = hash.as_deref().map(|d| self.hasher.hash_one((&key, d)));
+        let by_qualifiers = self.hasher.hash_one((&key, quals.as_str()));
+        let components = &self.components;
+        let package = |i: usize| {
+            let c = &components[i];
+            merge_key(&c.ecosystem, &c.name, &c.version) == key
+        };
+        let same_digest = |i: usize| components[i].hash == hash && package(i);
+        let same_qualifiers =
+            |i: usize| qualifiers(components[i].purl.as_deref()) == quals && package(i);
+        let existing = by_digest
+            .and_then(|h| self.by_digest.find(h, same_digest))
+            .or_else(|| {
+                self.by_qualifiers.find(by_qualifiers, |i| {
+                    let held = &components[i].hash;
+                    (hash.is_none() || held.is_none() || *held == hash) && same_qualifiers(i)
+                })
+            });
         match existing {
             Some(i) => {
-                let existing = &mut self.components[i];
-                if existing.hash.is_none() {
-                    existing.hash = hash;
+                if self.components[i].hash.is_none()
+                    && let Some(h) = by_digest
+                {
+                    self.components[i].hash = hash;
+                    let components = &self.components;
+                    self.by_digest.insert(h, i, |j| {
+                        components[j].hash == components[i].hash
+                            && merge_key(
+                                &components[j].ecosystem,
+                                &components[j].name,
+                                &components[j].version,
+                            ) == key
+                    });
                 }
+                let existing = &mut self.components[i];
                 if existing.purl.is_none() {
                     existing.purl = purl.map(str::to_string);
                 }
             }
             None => {
-                let i = self.components.len();
-                match self.index.entry(h) {
-                    std::collections::hash_map::Entry::Occupied(_) => {
-                        self.collided.entry(h).or_default().push(i);
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(i);
-                    }
+                if self.components.len() >= MAX_COMPONENTS {
+                    self.full = true;
+                    return;
                 }
+                let i = self.components.len();
                 self.components.push(Component {
-                    name,
-                    version,
-                    ecosystem,
-                    hash,
+                    name: name.clone(),
+                    version: version.clone(),
+                    ecosystem: ecosystem.clone(),
+                    hash: hash.clone(),
                     purl: purl.map(str::to_string),
+                });
+                let components = &self.components;
+                let package = |j: usize| {
+                    let c = &components[j];
+                    merge_key(&c.ecosystem, &c.name, &c.version) == key
+                };
+                if let Some(h) = by_digest {
+                    self.by_digest
+                        .insert(h, i, |j| components[j].hash == hash && package(j));
+                }
+                self.by_qualifiers.insert(by_qualifiers, i, |j| {
+                    qualifiers(components[j].purl.as_deref()) == quals && package(j)
                 });
             }
         }
     }
 
-    fn finish(self, format: SbomFormat, spec_version: String, encoding: &'static str) -> Sbom {
-        Sbom {
+    fn finish(
+        self,
+        format: SbomFormat,
+        spec_version: String,
+        encoding: &'static str,
+    ) -> Result<Sbom, SbomError> {
+        if self.full {
+            return Err(SbomError::TooManyComponents);
+        }
+        Ok(Sbom {
             format,
             spec_version,
             encoding,
             components: self.components,
-        }
+        })
     }
 }
 
@@ -901,9 +1212,9 @@ mod tests {
         let e =
             parse(br#"{"bomFormat":"CycloneDX","specVersion":"1.5","components":{"name":"a"}}"#)
                 .unwrap_err();
-        assert!(e.0.contains("invalid JSON"), "{e}");
+        assert!(e.to_string().contains("invalid JSON"), "{e}");
         let e = parse(br#"{"bomFormat":"CycloneDX","specVersion":"1.5"} trailing"#).unwrap_err();
-        assert!(e.0.contains("invalid JSON"), "{e}");
+        assert!(e.to_string().contains("invalid JSON"), "{e}");
     }
 
     #[test]
@@ -977,8 +1288,222 @@ mod tests {
             ("<bom", "invalid XML"),
         ] {
             let e = parse(body.as_bytes()).unwrap_err();
-            assert!(e.0.contains(says), "{body}: {e}");
+            assert!(e.to_string().contains(says), "{body}: {e}");
         }
         assert!(parse(&[0xff, 0xfe]).is_err());
+    }
+
+    /// A CycloneDX XML document whose `<metadata>` nests `depth` elements.
+    fn deep_metadata_xml(depth: usize) -> String {
+        format!(
+            r#"<bom xmlns="http://cyclonedx.org/schema/bom/1.5"><metadata>{}{}</metadata><components/></bom>"#,
+            "<x>".repeat(depth),
+            "</x>".repeat(depth)
+        )
+    }
+
+    /// Components nested `depth` levels deep, in XML.
+    fn deep_components_xml(depth: usize) -> String {
+        format!(
+            r#"<bom xmlns="http://cyclonedx.org/schema/bom/1.5"><components>{}{}</components></bom>"#,
+            r#"<component type="library"><name>a</name><components>"#.repeat(depth),
+            "</components></component>".repeat(depth)
+        )
+    }
+
+    /// Parses on a thread with half the stack of a server thread (1 MiB of 2), so that
+    /// recursion over the document's depth shows as a crash here, even in a debug build
+    /// (whose frames are several times larger than a release build's).
+    fn parse_on_small_stack(body: String) -> Result<Sbom, SbomError> {
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || parse(body.as_bytes()))
+            .unwrap()
+            .join()
+            .expect("the parser overflowed its stack")
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_naming_the_limit() {
+        let deep_json = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","metadata":{}1{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let deep_json_components = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}{}]}}"#,
+            r#"{"name":"a","components":["#.repeat(2_000),
+            "]}".repeat(2_000)
+        );
+        let deep_spdx3 = format!(
+            r#"{{"@context":"https://spdx.org/rdf/3.0.1/spdx-context.jsonld","@graph":[{{"type":"CreationInfo","specVersion":"3.0.1","x":{}1{}}}]}}"#,
+            "[".repeat(5_000),
+            "]".repeat(5_000)
+        );
+        for (what, body) in [
+            ("metadata XML", deep_metadata_xml(10_000)),
+            ("components XML", deep_components_xml(2_000)),
+            ("components XML", deep_components_xml(100_000)),
+            ("JSON", deep_json),
+            ("JSON components", deep_json_components),
+            ("SPDX 3", deep_spdx3),
+        ] {
+            let e = parse_on_small_stack(body).unwrap_err();
+            assert!(
+                matches!(&e, SbomError::Invalid(m) if m.contains("deeper than 128 levels")),
+                "{what}: {e}"
+            );
+        }
+        // Up to the limit is fine: 128 levels of elements, components nested 60 deep.
+        let sbom = parse_on_small_stack(deep_metadata_xml(MAX_DEPTH - 3)).unwrap();
+        assert!(sbom.components.is_empty());
+        let sbom = parse_on_small_stack(deep_components_xml(60)).unwrap();
+        assert_eq!(sbom.components.len(), 1, "the same component 60 times");
+        let nested = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}{}]}}"#,
+            (0..60)
+                .map(|i| format!(r#"{{"name":"c{i}","purl":"pkg:npm/c{i}@1.0.0","components":["#))
+                .collect::<String>(),
+            "]}".repeat(60)
+        );
+        let sbom = parse_on_small_stack(nested).unwrap();
+        assert_eq!(sbom.components.len(), 60);
+    }
+
+    #[test]
+    fn xml_depth_follows_the_markup() {
+        // Self-closing elements, `>` and `/` in attribute values, comments, CDATA and
+        // processing instructions open nothing.
+        let shallow = format!(
+            "<?xml version=\"1.0\"?><!-- <a><a><a> --><r>{}</r>",
+            "<b x=\"/>\" y='>'/><![CDATA[<c><c><c>]]><?pi <d><d>?><e></e>".repeat(500)
+        );
+        assert!(!xml_nests_deeper_than(&shallow, 2));
+        assert!(xml_nests_deeper_than("<a><b><c/></b></a>", 2));
+        assert!(!xml_nests_deeper_than("<a><b><c/></b></a>", 3));
+        assert!(xml_nests_deeper_than("<a x='>'><b y=\"/\"><c>", 2));
+    }
+
+    #[test]
+    fn component_limit() {
+        let listing = |n: usize| {
+            (0..n)
+                .map(|i| format!(r#"{{"purl":"pkg:npm/c{i}@1.0.0"}}"#))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let at_limit = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}]}}"#,
+            listing(MAX_COMPONENTS)
+        );
+        assert_eq!(
+            parse(at_limit.as_bytes()).unwrap().components.len(),
+            MAX_COMPONENTS
+        );
+        let over = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}]}}"#,
+            listing(MAX_COMPONENTS + 1)
+        );
+        let e = parse(over.as_bytes()).unwrap_err();
+        assert_eq!(e, SbomError::TooManyComponents);
+        assert!(e.to_string().contains("100000 components"), "{e}");
+        // Listing the same package many times is one component, within the limit.
+        let same = format!(
+            r#"{{"spdxVersion":"SPDX-2.3","packages":[{}]}}"#,
+            vec![r#"{"name":"a","versionInfo":"1"}"#; MAX_COMPONENTS + 10].join(",")
+        );
+        assert_eq!(parse(same.as_bytes()).unwrap().components.len(), 1);
+        let tag_value = format!(
+            "SPDXVersion: SPDX-2.3\n{}",
+            (0..=MAX_COMPONENTS)
+                .map(|i| format!("PackageName: p{i}\nPackageVersion: 1\n"))
+                .collect::<String>()
+        );
+        assert_eq!(
+            parse(tag_value.as_bytes()).unwrap_err(),
+            SbomError::TooManyComponents
+        );
+    }
+
+    #[test]
+    fn artefacts_differing_in_qualifiers_or_digests_stay_apart() {
+        let other = "1".repeat(64);
+        // Two Maven artefacts of one version: the jar and its test jar, each with its digest.
+        let body = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[
+              {{"name":"keycloak-core","group":"org.keycloak","version":"24.0.1",
+                "purl":"pkg:maven/org.keycloak/keycloak-core@24.0.1?type=jar",
+                "hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}},
+              {{"name":"keycloak-core","group":"org.keycloak","version":"24.0.1",
+                "purl":"pkg:maven/org.keycloak/keycloak-core@24.0.1?classifier=tests&type=jar",
+                "hashes":[{{"alg":"SHA-256","content":"{other}"}}]}},
+              {{"name":"keycloak-core","version":"24.0.1",
+                "purl":"pkg:maven/org.keycloak/keycloak-core@24.0.1?type=jar&classifier=tests"}},
+              {{"name":"keycloak-core","version":"24.0.1",
+                "purl":"pkg:maven/org.keycloak/keycloak-core@24.0.1?TYPE=jar",
+                "hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}},
+              {{"name":"wheel","purl":"pkg:pypi/six@1.16.0","hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}},
+              {{"name":"sdist","purl":"pkg:pypi/six@1.16.0","hashes":[{{"alg":"SHA-256","content":"{other}"}}]}},
+              {{"name":"nohash","purl":"pkg:pypi/Six@1.16.0"}},
+              {{"name":"same-digest","purl":"pkg:pypi/six@1.16.0?file_name=six.whl","hashes":[{{"alg":"SHA-256","content":"{other}"}}]}}
+            ]}}"#
+        );
+        let sbom = parse(body.as_bytes()).unwrap();
+        let listed: Vec<(&str, Option<&str>)> = sbom
+            .components
+            .iter()
+            .map(|c| (c.name.as_str(), c.hash.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("org.keycloak/keycloak-core", Some(SHA)),
+                ("org.keycloak/keycloak-core", Some(other.as_str())),
+                ("six", Some(SHA)),
+                ("six", Some(other.as_str())),
+            ],
+            "{:?}",
+            sbom.components
+        );
+        // A listing without a digest fills in the digest of a later listing of the same
+        // artefact, and the two are one component.
+        let body = format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[
+              {{"name":"a","purl":"pkg:npm/a@1.0.0"}},
+              {{"name":"a","purl":"pkg:npm/a@1.0.0","hashes":[{{"alg":"SHA-256","content":"{SHA}"}}]}},
+              {{"name":"a","purl":"pkg:npm/a@1.0.0","hashes":[{{"alg":"SHA-256","content":"{other}"}}]}}]}}"#
+        );
+        let sbom = parse(body.as_bytes()).unwrap();
+        let hashes: Vec<Option<&str>> = sbom.components.iter().map(|c| c.hash.as_deref()).collect();
+        assert_eq!(hashes, [Some(SHA), Some(other.as_str())]);
+    }
+
+    #[test]
+    fn versions_as_the_document_states_them() {
+        let e = parse(br#"{"bomFormat":"CycloneDX","specVersion":"1.1"}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("1.2, 1.3, 1.4, 1.5 and 1.6 are"),
+            "{e}"
+        );
+        for version in ["1.2", "1.3"] {
+            let body = format!(r#"{{"bomFormat":"CycloneDX","specVersion":"{version}"}}"#);
+            assert_eq!(parse(body.as_bytes()).unwrap().spec_version, version);
+        }
+        // SPDX 3: the CreationInfo element's specVersion (referenced by id, as generators
+        // write it), else the one the @context names.
+        for (context, creation, expected) in [
+            ("3.0.1", r#""specVersion":"3.0.1""#, "3.0.1"),
+            ("3.0.1", r#""specVersion":"3.0.0""#, "3.0.0"),
+            ("3.0.1", r#""created":"2024-01-01T00:00:00Z""#, "3.0.1"),
+        ] {
+            let body = format!(
+                r#"{{"@context":"https://spdx.org/rdf/{context}/spdx-context.jsonld","@graph":[
+                {{"type":"CreationInfo","@id":"_:creationinfo",{creation}}},
+                {{"type":"software_Package","creationInfo":"_:creationinfo","name":"a","software_packageUrl":"pkg:npm/a@1.0.0"}}]}}"#
+            );
+            let sbom = parse(body.as_bytes()).unwrap();
+            assert_eq!(sbom.spec_version, expected, "{body}");
+            assert_eq!(sbom.components.len(), 1);
+        }
     }
 }

@@ -28,6 +28,11 @@ use crate::routing::{Api, Rule};
 pub const MAX_TYPOSQUAT_PACKAGES: usize = 200;
 pub const MAX_INTERNAL_NAMES: usize = 1000;
 pub const MAX_SBOM_BYTES: usize = 16 << 20;
+/// SBOM scans one key may have running at once on one replica, from reading the body to
+/// the last byte of the report; another answers `429` with `Retry-After`.
+pub const MAX_SBOM_SCANS_PER_KEY: usize = 2;
+/// The `Retry-After` of that `429`: a 16 MB scan takes about a second.
+const SBOM_RETRY_AFTER_SECS: u32 = 1;
 
 /// The package routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {
@@ -49,6 +54,8 @@ pub struct PackageIntel {
     lists: Vec<PopularList>,
     detector: tokio::sync::OnceCell<Arc<Detector>>,
     tracked: Mutex<Option<(u64, Arc<Tracked>)>>,
+    /// SBOM scans running, per key id (keys with none are removed).
+    scans: Mutex<HashMap<String, usize>>,
 }
 
 /// Tracked package names per ecosystem, as each ecosystem compares names.
@@ -80,6 +87,7 @@ impl PackageIntel {
             lists,
             detector: tokio::sync::OnceCell::new(),
             tracked: Mutex::new(None),
+            scans: Mutex::new(HashMap::new()),
         }
     }
 
@@ -257,6 +265,68 @@ pub async fn typosquat(
     }))
 }
 
+/// One of the caller's [`MAX_SBOM_SCANS_PER_KEY`] SBOM scans, taken before the body is read
+/// and given back when dropped (with the report's last byte).
+pub struct SbomScanSlot {
+    intel: Arc<PackageIntel>,
+    key: String,
+}
+
+impl axum::extract::FromRequestParts<AppState> for SbomScanSlot {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let Some(caller) = parts.extensions.get::<Principal>() else {
+            return Err(crate::error::ApiError(Error::internal(
+                "an SBOM scan without an authenticated caller",
+            ))
+            .into_response());
+        };
+        let intel = state.packages.clone();
+        {
+            let mut scans = intel.scans.lock().unwrap_or_else(|e| e.into_inner());
+            let running = scans.entry(caller.key_id.clone()).or_default();
+            if *running >= MAX_SBOM_SCANS_PER_KEY {
+                let mut refused = (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    Json(ErrorBody {
+                        error: "rate limit exceeded",
+                        message: Some(format!(
+                            "at most {MAX_SBOM_SCANS_PER_KEY} SBOM scans per key run at once; retry when one has finished"
+                        )),
+                    }),
+                )
+                    .into_response();
+                refused.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    header::HeaderValue::from(SBOM_RETRY_AFTER_SECS),
+                );
+                return Err(refused);
+            }
+            *running += 1;
+        }
+        Ok(Self {
+            key: caller.key_id.clone(),
+            intel,
+        })
+    }
+}
+
+impl Drop for SbomScanSlot {
+    fn drop(&mut self) {
+        let mut scans = self.intel.scans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = scans.get_mut(&self.key) {
+            *running = running.saturating_sub(1);
+            if *running == 0 {
+                scans.remove(&self.key);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SbomReport {
     /// CycloneDX or SPDX.
@@ -313,13 +383,22 @@ pub struct NameRisk {
     request_body(content = String, description = "CycloneDX (JSON or XML) or SPDX (JSON, tag-value, 3.0 JSON-LD), at most 16 MB", content_type = "application/json"),
     responses((status = 200, body = SbomReport), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiResult<Response> {
+pub async fn sbom(
+    State(state): State<AppState>,
+    slot: SbomScanSlot,
+    RawBody(body): RawBody,
+) -> ApiResult<Response> {
     let intel = state.packages.clone();
     let detector = intel.detector().await?;
     let tracked = intel.tracked(&state).await?;
     // Parsing and name analysis are CPU work: off the request threads.
     let analysed = tokio::task::spawn_blocking(move || {
-        let sbom = packages::sbom::parse(&body).map_err(|e| Error::bad_request(e.0))?;
+        let sbom = packages::sbom::parse(&body).map_err(|e| match e {
+            packages::SbomError::Invalid(m) => Error::bad_request(m),
+            too_many @ packages::SbomError::TooManyComponents => {
+                Error::PayloadTooLarge(too_many.to_string())
+            }
+        })?;
         drop(body);
         // A name listed in several versions is analysed once.
         let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
@@ -419,6 +498,8 @@ pub async fn sbom(State(state): State<AppState>, RawBody(body): RawBody) -> ApiR
     .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
     tokio::task::spawn_blocking(move || {
+        // The scan counts against the caller until its report is written.
+        let _slot = slot;
         const PIECE: usize = 64 << 10;
         let mut out = head;
         out.pop(); // the head's closing brace
