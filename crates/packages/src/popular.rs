@@ -4,7 +4,14 @@
 //! A list file is UTF-8 text: `#` comment lines (source and date), a `name<TAB>rank` header,
 //! then one `name<TAB>rank` line per package, rank 1 the most used. [`PopularList::parse`]
 //! also reads the registries' own listings the lists are built from: a PyPI table with a
-//! `rank_among_…` column, or an npm table with a `downloads_a_month` column.
+//! `rank_among_…` column, or an npm table with a `downloads_a_month` column (rows with
+//! fewer than [`MIN_MONTHLY_DOWNLOADS`] downloads, and the registry's security holding
+//! packages that replace removed malware, are left out).
+//!
+//! Every listed name is *known*: people install it. The first [`TARGET_NAMES`] of a list
+//! are also the *targets* look-alikes are compared with; the rest are known through their
+//! own standing (an established package is no squat of its neighbour) without being
+//! compared with.
 
 use std::collections::HashMap;
 
@@ -16,7 +23,11 @@ pub const SHIPPED_NPM: &str = include_str!("../data/npm-popular.tsv");
 pub const SHIPPED_GO: &str = include_str!("../data/go-popular.tsv");
 
 /// The most names a list keeps (the most popular ones).
-pub const MAX_NAMES: usize = 15_000;
+pub const MAX_NAMES: usize = 150_000;
+/// The most popular names of each list, the ones look-alikes are compared with.
+pub const TARGET_NAMES: usize = 15_000;
+/// The fewest monthly downloads that make a package of a downloads listing established.
+pub const MIN_MONTHLY_DOWNLOADS: u64 = 10_000;
 
 /// One ecosystem's popular names, in rank order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +68,8 @@ impl PopularList {
     pub fn parse(ecosystem: Ecosystem, text: &str) -> Result<Self, ListError> {
         let mut header = Vec::new();
         let mut columns: Option<(usize, usize, bool)> = None; // name, score, higher is better
+        // Version and summary columns of a registry listing, if any.
+        let mut described: (Option<usize>, Option<usize>) = (None, None);
         let mut scored: Vec<(String, u64)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line_no = i + 1;
@@ -87,6 +100,10 @@ impl PopularList {
                     });
                 };
                 columns = Some((name, score, higher));
+                described = (
+                    find(&|f| f == "version"),
+                    find(&|f| f.starts_with("summary")),
+                );
                 continue;
             };
             let (Some(name), Some(score)) = (fields.get(name_col), fields.get(score_col)) else {
@@ -106,6 +123,19 @@ impl PopularList {
                 line: line_no,
                 why: format!("{score:?} is not a whole number"),
             })?;
+            if higher_better && score < MIN_MONTHLY_DOWNLOADS {
+                continue;
+            }
+            // npm replaces removed malware with a security holding package, which keeps
+            // being downloaded by whatever still depends on the malware.
+            let field = |c: Option<usize>| c.and_then(|c| fields.get(c)).copied().unwrap_or("");
+            if field(described.0).contains("-security")
+                || field(described.1)
+                    .to_ascii_lowercase()
+                    .contains("security holding")
+            {
+                continue;
+            }
             let Ok(name) = ecosystem.normalize(name) else {
                 continue;
             };
@@ -161,8 +191,11 @@ impl PopularList {
 /// the service (known, without a rank).
 #[derive(Debug, Clone, Default)]
 pub struct KnownNames {
-    ranks: HashMap<Ecosystem, HashMap<String, u32>>,
+    ranks: HashMap<Ecosystem, HashMap<Box<str>, u32>>,
+    /// The targets: the first [`TARGET_NAMES`] of each list.
     lists: HashMap<Ecosystem, Vec<String>>,
+    /// npm scopes holding at least one listed package.
+    scopes: HashMap<Box<str>, u32>,
 }
 
 impl KnownNames {
@@ -175,12 +208,23 @@ impl KnownNames {
         let mut known = Self::default();
         for list in lists {
             let ranks = known.ranks.entry(list.ecosystem).or_default();
+            ranks.reserve(list.names.len());
             for (i, name) in list.names.iter().enumerate() {
-                ranks
-                    .entry(name.clone())
-                    .or_insert(u32::try_from(i + 1).unwrap_or(u32::MAX));
+                let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
+                ranks.entry(name.as_str().into()).or_insert(rank);
+                if list.ecosystem == Ecosystem::Npm
+                    && let Some(scope) = name
+                        .strip_prefix('@')
+                        .and_then(|n| n.split_once('/'))
+                        .map(|(scope, _)| scope)
+                {
+                    known.scopes.entry(scope.into()).or_insert(rank);
+                }
             }
-            known.lists.insert(list.ecosystem, list.names);
+            let mut targets = list.names;
+            targets.truncate(TARGET_NAMES);
+            targets.shrink_to_fit();
+            known.lists.insert(list.ecosystem, targets);
         }
         known
     }
@@ -190,13 +234,27 @@ impl KnownNames {
         self.ranks.get(&ecosystem)?.get(name).copied()
     }
 
-    /// Popular names of the ecosystem, most popular first.
+    /// The most popular names of the ecosystem (at most [`TARGET_NAMES`]), most popular
+    /// first: the names look-alikes are compared with.
     pub fn popular(&self, ecosystem: Ecosystem) -> &[String] {
         self.lists.get(&ecosystem).map_or(&[], Vec::as_slice)
     }
 
+    /// How many names of the ecosystem are listed (targets and established packages).
     pub fn len(&self, ecosystem: Ecosystem) -> usize {
-        self.popular(ecosystem).len()
+        self.ranks.get(&ecosystem).map_or(0, HashMap::len)
+    }
+
+    /// The rank of the most popular listed npm package under `@scope` (None when the
+    /// scope holds no listed package). npm scopes belong to one user or organisation, so
+    /// a scope holding established packages is that organisation's own.
+    pub fn npm_scope_rank(&self, scope: &str) -> Option<u32> {
+        self.scopes.get(scope).copied()
+    }
+
+    /// The npm scopes holding at least one listed package.
+    pub fn npm_scopes(&self) -> impl Iterator<Item = &str> {
+        self.scopes.keys().map(|s| &**s)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -239,8 +297,11 @@ mod tests {
                     Requests\t2\t2026-01\t2\tx\nboto3\t1\t2026-01\t1\ty\nobscure\t1\t2020-01\t\tz\n";
         let list = PopularList::parse(Ecosystem::Pypi, pypi).unwrap();
         assert_eq!(list.names, ["boto3", "requests"]);
-        let npm = "name\tversion\tdownloads_a_month\tsummary\nlodash\t4\t500\t\nsemver\t7\t900\t\n";
+        let npm = "name\tversion\tdownloads_a_month\tsummary\nlodash\t4\t50000\t\n\
+                   semver\t7\t90000\t\nobscure\t1\t9999\t\n\
+                   crossenv\t0.0.2-security\t10533\tsecurity holding package\n";
         let list = PopularList::parse(Ecosystem::Npm, npm).unwrap();
+        // Below the download threshold, or malware npm replaced: not established.
         assert_eq!(list.names, ["semver", "lodash"]);
         let again = PopularList::parse(Ecosystem::Npm, &list.to_tsv()).unwrap();
         assert_eq!(again.names, list.names);

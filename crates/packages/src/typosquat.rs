@@ -18,19 +18,28 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 use crate::names::{Ecosystem, NameError};
-use crate::popular::KnownNames;
+use crate::popular::{KnownNames, TARGET_NAMES};
 
 /// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
 /// to this rank. Longer names and the look-alike checks compare with every listed name.
 pub const SHORT_EDIT_RANK: u32 = 5_000;
 const SHORT_NAME: usize = 6;
 /// Targets of two-edit checks: names up to this rank.
-pub const TWO_EDIT_RANK: u32 = 1_000;
+pub const TWO_EDIT_RANK: u32 = 300;
+/// Targets of the weak single edits (a character substituted by one neither next to it on
+/// the keyboard nor alike, or inserted without repeating a neighbour; an affix around a
+/// misspelling): names up to this rank. Long-tail names are one such edit from some listed
+/// name far more often than a squatter picks a less popular target.
+pub const WEAK_EDIT_RANK: u32 = 1_500;
+/// An affix alone (`mysqljs`) imitates short names (under 4 characters) only up to this rank.
+const SHORT_CORE_RANK: u32 = 3_000;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
 /// Two edits only for names at least this long.
 const MIN_TWO_EDIT_LEN: usize = 8;
+/// Go repository names shorter than this are generic (see `Targets::go_distinctive`).
+const DISTINCTIVE_REPO_LEN: usize = 8;
 /// Affix removal must leave at least this much of a name.
 const MIN_CORE_LEN: usize = 2;
 /// An affix plus an edit only for cores at least this long.
@@ -95,6 +104,14 @@ struct Targets {
     go_by_repo: HashMap<String, Vec<usize>>,
     /// Go: the path in lower case -> indexes, most popular first.
     go_by_folded: HashMap<String, Vec<usize>>,
+    /// Go: the path without its major version (`/vN`, `gopkg.in/…​.vN`) -> index.
+    go_by_base: HashMap<String, usize>,
+    /// Go: repository names (lower case, without major version) held by one owner among
+    /// the targets, at least [`DISTINCTIVE_REPO_LEN`] long: only these are judged
+    /// "published under another owner" (`errors`, `testify`, `backoff` are everyone's).
+    go_distinctive: HashSet<String>,
+    /// Go: the targets are module paths (owners publish several look-alike paths).
+    is_go: bool,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -288,7 +305,12 @@ impl Detector {
         }
         if public {
             let reason = match self.known.rank(ecosystem, &name) {
-                Some(rank) => format!("popular {ecosystem} package (rank {rank})"),
+                Some(rank) if rank as usize <= TARGET_NAMES => {
+                    format!("popular {ecosystem} package (rank {rank})")
+                }
+                Some(rank) => format!(
+                    "established {ecosystem} package (rank {rank} by downloads): an established package is not a squat of its neighbours"
+                ),
                 None => "package tracked by the service".to_string(),
             };
             return Ok(Verdict {
@@ -300,15 +322,20 @@ impl Detector {
             });
         }
         if ecosystem == Ecosystem::Go
-            && let Some(module) = self.go_within_known(&name, tracked)
+            && let Some((module, how)) = self.go_within_known(&name, tracked)
         {
             return Ok(Verdict {
                 risk: Risk::Known,
                 distance: Some(0),
-                reason: format!("package or major version of the known module {module}"),
+                reason: how,
                 nearest_known: Some(module),
                 name,
             });
+        }
+        if ecosystem == Ecosystem::Npm
+            && let Some(v) = self.npm_own_scope(&name, tracked)
+        {
+            return Ok(v);
         }
         Ok(self
             .lookalike(ecosystem, raw.trim(), &name)
@@ -325,16 +352,92 @@ impl Detector {
         self.known.rank(ecosystem, name).is_some() || tracked.contains(name)
     }
 
-    /// A package inside a known Go module, or a later major version of one.
-    fn go_within_known(&self, path: &str, tracked: &HashSet<String>) -> Option<String> {
+    /// A package inside a known Go module, or another major version of one (`/v5` of a
+    /// known `/v4`, `gopkg.in/yaml.v1` of a known `yaml.v3`): with the module's owner, so
+    /// published by the same people. Returns the module and the reason.
+    fn go_within_known(&self, path: &str, tracked: &HashSet<String>) -> Option<(String, String)> {
+        let t = self.targets.get(&Ecosystem::Go);
         let mut prefix = path;
-        while let Some((parent, _)) = prefix.rsplit_once('/') {
-            prefix = parent;
-            if self.is_known(Ecosystem::Go, prefix, tracked) {
-                return Some(prefix.to_string());
+        loop {
+            if prefix != path && self.is_known(Ecosystem::Go, prefix, tracked) {
+                return Some((
+                    prefix.to_string(),
+                    format!("package or major version of the known module {prefix}"),
+                ));
+            }
+            let (base, major) = go_major(prefix);
+            if let Some(t) = t
+                && let Some(&i) = t.go_by_base.get(base)
+                && let target = &t.names[i].0
+                && target != prefix
+            {
+                {
+                    let version = match major {
+                        Some(v) => format!("major version {v}"),
+                        None => "the first major version".to_string(),
+                    };
+                    let what = if prefix == path { "" } else { "a package of " };
+                    return Some((
+                        target.clone(),
+                        format!(
+                            "{what}{version} of the known module {target}: a major-version suffix is a version, not a typo"
+                        ),
+                    ));
+                }
+            }
+            match prefix.rsplit_once('/') {
+                Some((parent, _)) => prefix = parent,
+                None => return None,
             }
         }
-        None
+    }
+
+    /// npm names that are not squats by who publishes them: `@types/<x>` is judged by the
+    /// package it types, and a scope holding established packages is its organisation's own
+    /// (npm scopes belong to one user or organisation).
+    fn npm_own_scope(&self, name: &str, tracked: &HashSet<String>) -> Option<Verdict> {
+        let (scope, bare) = scoped(name)?;
+        let clear = |reason: String| Verdict {
+            name: name.to_string(),
+            risk: Risk::Clear,
+            nearest_known: None,
+            distance: None,
+            reason,
+        };
+        if scope == "types" {
+            // DefinitelyTyped writes `@scope/pkg` as `@types/scope__pkg`.
+            let typed = match bare.split_once("__") {
+                Some((s, n)) => format!("@{s}/{n}"),
+                None => bare.to_string(),
+            };
+            if self.is_known(Ecosystem::Npm, &typed, tracked) {
+                return Some(clear(format!(
+                    "type definitions for the known package {typed} (@types is published by DefinitelyTyped)"
+                )));
+            }
+            return Some(match self.lookalike(Ecosystem::Npm, &typed, &typed) {
+                Some(v) => {
+                    let target = v.nearest_known.unwrap_or_default();
+                    Verdict {
+                        name: name.to_string(),
+                        risk: Risk::Typosquat,
+                        distance: Some(osa(&typed, &target)),
+                        reason: format!(
+                            "type definitions named after a look-alike of {target} ({})",
+                            v.reason
+                        ),
+                        nearest_known: Some(target),
+                    }
+                }
+                None => clear(format!(
+                    "type definitions for {typed}, which is not close to any popular name"
+                )),
+            });
+        }
+        let rank = self.known.npm_scope_rank(scope)?;
+        Some(clear(format!(
+            "published under @{scope}, the scope of established packages (the most popular at rank {rank}); an npm scope belongs to one organisation"
+        )))
     }
 
     /// The first look-alike relation to a target, checked from the most telling technique
@@ -385,7 +488,9 @@ impl Detector {
             return Some(v);
         }
         for core in cores(ecosystem, name) {
-            if let Some(i) = other(t.cores.get(&core)) {
+            if let Some(i) = other(t.cores.get(&core))
+                && (core.chars().count() >= MIN_EDIT_LEN || t.names[i].1 <= SHORT_CORE_RANK)
+            {
                 let target = &t.names[i].0;
                 let how = if name.len() > target.len() {
                     "added to"
@@ -402,7 +507,13 @@ impl Detector {
         for core in cores(ecosystem, name) {
             if core.chars().count() >= MIN_EDITED_CORE_LEN
                 && let Some(v) = self.edits(t, &core)
+                && v.distance == Some(1)
                 && let Some(target) = v.nearest_known
+                && self
+                    .known
+                    .rank(ecosystem, &target)
+                    .is_some_and(|r| r <= WEAK_EDIT_RANK)
+                && !is_weak_edit(edit_kind(&core, &target))
             {
                 return Some(Verdict {
                     name: name.to_string(),
@@ -429,14 +540,19 @@ impl Detector {
         };
         if let Some((scope, bare)) = scoped(name) {
             let same_name = t.scoped_by_name.get(bare).map_or(&[][..], Vec::as_slice);
-            // `@evil/lodash` for `lodash` (type packages under `@types` are the norm).
-            if scope != "types"
-                && let Some(&i) = same_name.iter().find(|&&i| scoped(&t.names[i].0).is_none())
+            // `@typescript_eslinter/eslint` for `eslint`: a popular name under a look-alike
+            // of an established scope. A popular name under any other scope is a fork or a
+            // wrapper as often as not, and says nothing by itself.
+            if let Some(&i) = same_name.iter().find(|&&i| scoped(&t.names[i].0).is_none())
                 && bare.len() >= MIN_EDIT_LEN
+                && let Some(like) = self.lookalike_scope(scope)
             {
                 return verdict(
                     i,
-                    format!("unscoped package {} under the scope @{scope}", t.names[i].0),
+                    format!(
+                        "unscoped package {} under the scope @{scope}, a look-alike of the established scope @{like}",
+                        t.names[i].0
+                    ),
                 );
             }
             // `@typescript_eslinter/eslint` style: a look-alike of a popular scope.
@@ -455,6 +571,21 @@ impl Detector {
             }
         }
         None
+    }
+
+    /// An established npm scope within two edits of `scope` (separators aside), for scopes
+    /// of at least [`MIN_EDITED_CORE_LEN`] characters.
+    fn lookalike_scope(&self, scope: &str) -> Option<String> {
+        let mine = squash(scope);
+        if mine.chars().count() < MIN_EDITED_CORE_LEN {
+            return None;
+        }
+        self.known
+            .npm_scopes()
+            .filter(|s| *s != scope)
+            .filter_map(|s| osa_bounded(&squash(s), &mine, 2).map(|d| (d, s)))
+            .min()
+            .map(|(_, s)| s.to_string())
     }
 
     /// The most popular target one edit away (two for long names of very popular ones),
@@ -477,9 +608,25 @@ impl Detector {
                 if len < SHORT_NAME && t.names[i].1 > SHORT_EDIT_RANK {
                     continue;
                 }
-                let Some(d) = osa_bounded(name, &t.names[i].0, max) else {
+                // Type packages are judged by the package they type.
+                if t.names[i].0.starts_with("@types/") {
+                    continue;
+                }
+                let (target, rank) = (&t.names[i].0, t.names[i].1);
+                let Some(d) = osa_bounded(name, target, max) else {
                     continue;
                 };
+                if d == 1 && rank > WEAK_EDIT_RANK && is_weak_edit(edit_kind(name, target)) {
+                    continue;
+                }
+                // Two module paths of one owner are that owner's, not a squat.
+                if t.is_go
+                    && let (Some((h, o, _)), Some((th, to, _))) = (go_parts(name), go_parts(target))
+                    && h.eq_ignore_ascii_case(th)
+                    && o == to
+                {
+                    continue;
+                }
                 if d > 0 && best.is_none_or(|(bd, bi)| (d, i) < (bd, bi)) {
                     *best = Some((d, i));
                 }
@@ -540,8 +687,12 @@ fn for_each_deletion(s: &str, k: usize, mut f: impl FnMut(&str)) {
 
 impl Targets {
     fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
-        let mut t = Targets::default();
+        let mut t = Targets {
+            is_go: ecosystem == Ecosystem::Go,
+            ..Targets::default()
+        };
         let (mut one_edit, mut two_edits) = (Vec::new(), Vec::new());
+        let mut owners: HashMap<String, HashSet<String>> = HashMap::new();
         for (i, name) in known.popular(ecosystem).iter().enumerate() {
             let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
             t.names.push((name.clone(), rank));
@@ -582,6 +733,15 @@ impl Targets {
                         .entry(name.to_ascii_lowercase())
                         .or_default()
                         .push(i);
+                    t.go_by_base
+                        .entry(go_major(name).0.to_string())
+                        .or_insert(i);
+                    if let Some((_, owner, repo)) = go_parts(name) {
+                        owners
+                            .entry(strip_major(repo).to_ascii_lowercase())
+                            .or_default()
+                            .insert(owner.to_ascii_lowercase());
+                    }
                     if let Some((_, _, repo)) = go_parts(name) {
                         t.go_by_repo
                             .entry(strip_major(repo).to_string())
@@ -592,6 +752,13 @@ impl Targets {
                 Ecosystem::Pypi => {}
             }
         }
+        t.go_distinctive = owners
+            .into_iter()
+            .filter(|(repo, owners)| {
+                owners.len() == 1 && repo.chars().count() >= DISTINCTIVE_REPO_LEN
+            })
+            .map(|(repo, _)| repo)
+            .collect();
         t.one_edit = DeletionIndex::build(one_edit);
         t.two_edits = DeletionIndex::build(two_edits);
         t
@@ -620,6 +787,27 @@ fn strip_major(repo: &str) -> &str {
         }
         _ => repo,
     }
+}
+
+/// A Go module path without its major-version suffix, and the major version: `/vN`
+/// (N >= 2) at the end, or `.vN` ending a `gopkg.in` path (N >= 0).
+fn go_major(path: &str) -> (&str, Option<&str>) {
+    let digits = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    if let Some((base, v)) = path.rsplit_once('/')
+        && let Some(n) = v.strip_prefix('v')
+        && digits(n)
+        && base.contains('/')
+    {
+        return (base, Some(v));
+    }
+    if path.starts_with("gopkg.in/")
+        && let Some((base, n)) = path.rsplit_once(".v")
+        && digits(n)
+        && !base.ends_with('/')
+    {
+        return (base, Some(&path[base.len() + 1..]));
+    }
+    (path, None)
 }
 
 /// A Go path imitating a popular module: its owner or host altered, or its repository
@@ -655,13 +843,16 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
             continue;
         };
         if t_host == host && t_owner != owner {
-            let reason = if osa(&t_owner.to_ascii_lowercase(), &owner.to_ascii_lowercase()) <= 2
-                || owner.contains(t_owner)
+            let (mine, theirs) = (owner.to_ascii_lowercase(), t_owner.to_ascii_lowercase());
+            // Short owners are one or two edits from many others.
+            let close = if theirs.len() < 6 { 1 } else { 2 };
+            let reason = if osa(&theirs, &mine) <= close
+                || (theirs.len() >= 4 && mine.contains(&theirs))
             {
                 format!("look-alike owner of {}", t.names[i].0)
-            } else if repo_key.len() >= MIN_EDIT_LEN {
+            } else if t.go_distinctive.contains(&repo_key.to_ascii_lowercase()) {
                 format!(
-                    "repository of {} published under another owner",
+                    "repository of {} published under another owner (a name no other popular module uses)",
                     t.names[i].0
                 )
             } else {
@@ -758,10 +949,11 @@ fn words_key(name: &str) -> Option<String> {
 const PREFIXES: &[&str] = &[
     "python3-", "python-", "python", "py3-", "py-", "py", "node-", "node", "js-",
 ];
+/// Language and registry words squatters add (`mysqljs`, `twilio-npm`, `python3-dateutil`);
+/// generic ones (`-utils`, `-cli`, `-lite`, `2`) name most legitimate companion packages.
 const SUFFIXES: &[&str] = &[
-    "-python3", "-python", "-py3", "-py", "py", "-nodejs", "-node", "-js", ".js", "js", "-dev",
-    "-ng", "-cli", "cli", "-utils", "-util", "-lib", "-sdk", "-api", "-npm", "npm", "-plus",
-    "-lite", "-pro", "-2", "-3", "2", "3",
+    "-python3", "-python", "-py3", "-py", "py", "-nodejs", "-node", "-js", ".js", "js", "-npm",
+    "npm", "-plus",
 ];
 
 /// The name with one affix removed at either end, or both (each at least
@@ -832,6 +1024,12 @@ fn osa_bounded(a: &str, b: &str, max: u32) -> Option<u32> {
         std::mem::swap(&mut prev, &mut cur);
     }
     (prev[m] <= max).then_some(prev[m])
+}
+
+/// Single edits typing errors rarely make: a character replaced by one neither next to it
+/// on the keyboard nor alike, or one added without repeating a neighbour.
+fn is_weak_edit(kind: &str) -> bool {
+    matches!(kind, "character substituted" | "character inserted")
 }
 
 /// Names the single edit turning `target` into `name`.
@@ -981,7 +1179,6 @@ mod tests {
             (Ecosystem::Pypi, "requests-py", "requests", "affix"),
             (Ecosystem::Npm, "crossenv", "cross-env", "separator"),
             (Ecosystem::Npm, "lodash-js", "lodash", "affix"),
-            (Ecosystem::Npm, "@evil/lodash", "lodash", "scope"),
             (
                 Ecosystem::Npm,
                 "@typescript_eslinter/eslint-plugin",
