@@ -22,15 +22,15 @@ use crate::popular::{KnownNames, TARGET_NAMES};
 
 /// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
 /// to this rank. Longer names and the look-alike checks compare with every listed name.
-pub const SHORT_EDIT_RANK: u32 = 5_000;
+pub const SHORT_EDIT_RANK: u32 = 1_000;
 const SHORT_NAME: usize = 6;
 /// Targets of two-edit checks: names up to this rank.
-pub const TWO_EDIT_RANK: u32 = 300;
+pub const TWO_EDIT_RANK: u32 = 100;
 /// Targets of the weak single edits (a character substituted by one neither next to it on
 /// the keyboard nor alike, or inserted without repeating a neighbour; an affix around a
 /// misspelling): names up to this rank. Long-tail names are one such edit from some listed
 /// name far more often than a squatter picks a less popular target.
-pub const WEAK_EDIT_RANK: u32 = 1_500;
+pub const WEAK_EDIT_RANK: u32 = 500;
 /// An affix alone (`mysqljs`) imitates short names (under 4 characters) only up to this rank.
 const SHORT_CORE_RANK: u32 = 3_000;
 /// Names shorter than this are never compared by edit distance (too many short names are
@@ -559,7 +559,7 @@ impl Detector {
             for &i in same_name {
                 if let Some((their_scope, _)) = scoped(&t.names[i].0)
                     && their_scope != scope
-                    && osa(&squash(their_scope), &squash(scope)) <= 2
+                    && scope_distance(their_scope, scope).is_some()
                 {
                     return verdict(i, format!("look-alike scope of {}", t.names[i].0));
                 }
@@ -573,17 +573,19 @@ impl Detector {
         None
     }
 
-    /// An established npm scope within two edits of `scope` (separators aside), for scopes
-    /// of at least [`MIN_EDITED_CORE_LEN`] characters.
+    /// A scope of the most popular npm packages that `scope` imitates (see
+    /// [`scope_distance`]).
     fn lookalike_scope(&self, scope: &str) -> Option<String> {
-        let mine = squash(scope);
-        if mine.chars().count() < MIN_EDITED_CORE_LEN {
-            return None;
-        }
         self.known
             .npm_scopes()
-            .filter(|s| *s != scope)
-            .filter_map(|s| osa_bounded(&squash(s), &mine, 2).map(|d| (d, s)))
+            .filter(|s| {
+                *s != scope
+                    && self
+                        .known
+                        .npm_scope_rank(s)
+                        .is_some_and(|r| r as usize <= TARGET_NAMES)
+            })
+            .filter_map(|s| scope_distance(s, scope).map(|d| (d, s)))
             .min()
             .map(|(_, s)| s.to_string())
     }
@@ -617,6 +619,14 @@ impl Detector {
                     continue;
                 };
                 if d == 1 && rank > WEAK_EDIT_RANK && is_weak_edit(edit_kind(name, target)) {
+                    continue;
+                }
+                // A number after a name (`httpx2`) names a successor or a port, not a typo.
+                if d == 1
+                    && name.len() == target.len() + 1
+                    && name.starts_with(target.as_str())
+                    && name.ends_with(|c: char| c.is_ascii_digit())
+                {
                     continue;
                 }
                 // Two module paths of one owner are that owner's, not a squat.
@@ -763,6 +773,19 @@ impl Targets {
         t.two_edits = DeletionIndex::build(two_edits);
         t
     }
+}
+
+/// How far `scope` is from the established scope `theirs`, separators aside, when close
+/// enough to imitate it: one edit for scopes under 10 characters, two for longer ones; none
+/// for scopes under 6 characters (`@nx`, `@odx`, `@anev` are many organisations' initials).
+fn scope_distance(theirs: &str, scope: &str) -> Option<u32> {
+    let (a, b) = (squash(theirs), squash(scope));
+    let len = a.chars().count().min(b.chars().count());
+    if len < 6 {
+        return None;
+    }
+    let max = if len < 10 { 1 } else { 2 };
+    osa_bounded(&a, &b, max)
 }
 
 fn scoped(name: &str) -> Option<(&str, &str)> {
@@ -1267,6 +1290,210 @@ mod tests {
         let mut one = Vec::new();
         for_each_deletion("éa", 1, |k| one.push(k.to_string()));
         assert_eq!(one, ["éa", "a", "é"]);
+    }
+
+    fn list(e: Ecosystem, names: &[&str]) -> PopularList {
+        PopularList {
+            ecosystem: e,
+            header: vec![],
+            names: names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn rules_detector() -> Detector {
+        Detector::new(KnownNames::from_lists([
+            list(
+                Ecosystem::Npm,
+                &[
+                    "prettier",
+                    "eslint",
+                    "openai",
+                    "html-tags",
+                    "react",
+                    "lodash",
+                    "ws",
+                    "jws",
+                    "@types/ws",
+                    "@babel/core",
+                    "@prettier/plugin-xml",
+                    "@eslint/js",
+                    "@azure/core-auth",
+                    "@typescript-eslint/parser",
+                ],
+            ),
+            list(
+                Ecosystem::Go,
+                &[
+                    "github.com/cenkalti/backoff/v4",
+                    "go.etcd.io/etcd/client/v3",
+                    "gopkg.in/yaml.v3",
+                    "github.com/pkg/errors",
+                    "github.com/mitchellh/mapstructure",
+                    "github.com/alpha/prometheus-client",
+                    "github.com/beta/prometheus-client",
+                ],
+            ),
+        ]))
+    }
+
+    fn verdict_of(d: &Detector, e: Ecosystem, name: &str) -> Verdict {
+        d.analyse(e, name, &HashSet::new(), false).unwrap()
+    }
+
+    #[test]
+    fn go_major_versions_are_versions() {
+        let d = rules_detector();
+        for (name, module, said) in [
+            (
+                "github.com/cenkalti/backoff/v5",
+                "github.com/cenkalti/backoff/v4",
+                "major version v5",
+            ),
+            (
+                "github.com/cenkalti/backoff",
+                "github.com/cenkalti/backoff/v4",
+                "first major version",
+            ),
+            (
+                "go.etcd.io/etcd/client/v2",
+                "go.etcd.io/etcd/client/v3",
+                "major version v2",
+            ),
+            ("gopkg.in/yaml.v1", "gopkg.in/yaml.v3", "major version v1"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Go, name);
+            assert_eq!(v.risk, Risk::Known, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(module), "{name}");
+            assert!(v.reason.contains(said), "{name}: {}", v.reason);
+        }
+        // Another owner's repository of the same name is no version of it.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/cenkalt1/backoff/v5");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("owner"), "{}", v.reason);
+    }
+
+    #[test]
+    fn go_another_owner_only_for_distinctive_repositories() {
+        let d = rules_detector();
+        // Generic names: short, or held by several owners among the popular modules.
+        for name in [
+            "github.com/someone/errors",
+            "github.com/gamma/prometheus-client",
+        ] {
+            let v = verdict_of(&d, Ecosystem::Go, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/someone/mapstructure");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(
+            v.nearest_known.as_deref(),
+            Some("github.com/mitchellh/mapstructure")
+        );
+        assert!(v.reason.contains("another owner"), "{}", v.reason);
+        // A look-alike owner is judged whatever the repository's name.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/pkgg/errors");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("look-alike owner"), "{}", v.reason);
+        // Two modules of one owner are that owner's.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/pkg/errorz");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn npm_own_scopes_are_their_organisations() {
+        let d = rules_detector();
+        for (name, scope) in [
+            ("@prettier/html-tags", "@prettier"),
+            ("@eslint/css", "@eslint"),
+            ("@azure/openai", "@azure"),
+            ("@babel/cor", "@babel"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+            assert!(v.reason.contains(scope), "{name}: {}", v.reason);
+            assert!(v.reason.contains("organisation"), "{name}: {}", v.reason);
+        }
+        // A popular name under some other scope is not flagged for that alone ...
+        let v = verdict_of(&d, Ecosystem::Npm, "@acme/lodash");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // ... but under a look-alike of an established scope it is.
+        let v = verdict_of(&d, Ecosystem::Npm, "@typescript_eslinter/eslint");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("@typescript-eslint"), "{}", v.reason);
+    }
+
+    #[test]
+    fn npm_types_are_judged_by_the_typed_package() {
+        let d = rules_detector();
+        for (name, typed) in [("@types/jws", "jws"), ("@types/babel__core", "@babel/core")] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+            assert!(
+                v.reason
+                    .contains(&format!("type definitions for the known package {typed}")),
+                "{name}: {}",
+                v.reason
+            );
+        }
+        let v = verdict_of(&d, Ecosystem::Npm, "@types/lodahs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("lodash"));
+        assert!(
+            v.reason
+                .contains("type definitions named after a look-alike of lodash")
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "@types/zz-private-thing");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn an_established_candidate_is_no_squat_of_its_neighbour() {
+        // `lodahs` one swap from `lodash`: a squat, unless it is established itself.
+        let mut names = vec!["lodash".to_string()];
+        names.extend((1..TARGET_NAMES).map(|i| format!("filler-package-{i}")));
+        let without = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Npm,
+            header: vec![],
+            names: names.clone(),
+        }]));
+        let v = verdict_of(&without, Ecosystem::Npm, "lodahs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        names.push("lodahs".to_string());
+        let with = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Npm,
+            header: vec![],
+            names,
+        }]));
+        let v = verdict_of(&with, Ecosystem::Npm, "lodahs");
+        assert_eq!(v.risk, Risk::Known, "{v:?}");
+        assert!(
+            v.reason.contains("established npm package (rank 15001"),
+            "{}",
+            v.reason
+        );
+    }
+
+    #[test]
+    fn weak_edits_only_against_the_most_popular_names() {
+        let mut names = vec!["mkdirp".to_string(), "httpx".to_string()];
+        names.extend((2..WEAK_EDIT_RANK as usize).map(|i| format!("filler-package-{i}")));
+        names.push("jest-each".to_string());
+        let d = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Pypi,
+            header: vec![],
+            names,
+        }]));
+        // A substitution typing rarely makes, against a less popular name: not enough.
+        assert_eq!(
+            verdict_of(&d, Ecosystem::Pypi, "test-each").risk,
+            Risk::Clear
+        );
+        // Against a top name it is.
+        let v = verdict_of(&d, Ecosystem::Pypi, "mkdirs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("character substituted of mkdirp"));
+        // A number after a name is a successor's name, not a typo.
+        assert_eq!(verdict_of(&d, Ecosystem::Pypi, "httpx2").risk, Risk::Clear);
     }
 
     #[test]
