@@ -16,6 +16,9 @@ testkit::backend_tests!(
     sbom_refusals_and_size_limit,
     sbom_scan_writes_nothing,
     sbom_large_report_streams_whole_and_in_order,
+    sbom_deep_nesting_is_refused_and_the_server_lives,
+    sbom_component_limit_answers_413,
+    sbom_scans_in_flight_are_capped_per_key,
     watchlist_lifecycle_and_account_scope,
     watch_refusals_name_the_problem,
     change_feed_filters_and_pages,
@@ -698,4 +701,226 @@ async fn sbom_large_report_streams_whole_and_in_order(app: TestApp) {
         json!({"components": 3000, "hash_known": 0, "hash_unknown": 3000, "no_hash": 0,
                "typosquat": 1000, "dependency_confusion": 0, "with_advisories": 0})
     );
+}
+
+/// Posts a body with its own content type; the answer as text.
+async fn post_typed(app: &TestApp, key: &str, content_type: &str, body: String) -> testkit::Resp {
+    let resp = reqwest::Client::new()
+        .post(format!("{}{SBOM}", app.base))
+        .header("X-API-Key", key)
+        .header("Content-Type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("the server answers");
+    testkit::Resp {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        text: resp.text().await.expect("body"),
+    }
+}
+
+/// Documents nested far deeper than any real SBOM (each shape once crashed the whole process
+/// with a stack overflow) are refused with 400 naming the limit, and the server goes on
+/// answering.
+async fn sbom_deep_nesting_is_refused_and_the_server_lives(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let xml = |inner: String| {
+        format!(
+            "<?xml version=\"1.0\"?><bom xmlns=\"http://cyclonedx.org/schema/bom/1.5\" version=\"1\">{inner}</bom>"
+        )
+    };
+    let metadata_xml = |depth: usize| {
+        xml(format!(
+            "<metadata>{}{}</metadata><components/>",
+            "<tools>".repeat(depth),
+            "</tools>".repeat(depth)
+        ))
+    };
+    let components_xml = |depth: usize| {
+        xml(format!(
+            "<components>{}{}</components>",
+            "<component type=\"library\"><name>a</name><components>".repeat(depth),
+            "</components></component>".repeat(depth)
+        ))
+    };
+    let json_components = |depth: usize| {
+        format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}{}]}}"#,
+            r#"{"type":"library","name":"a","components":["#.repeat(depth),
+            "]}".repeat(depth)
+        )
+    };
+    let json_metadata = format!(
+        r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","metadata":{}{}}}"#,
+        r#"{"component":"#.repeat(10_000),
+        "}".repeat(10_000)
+    );
+    let spdx3_graph = format!(
+        r#"{{"@context":"https://spdx.org/rdf/3.0.1/spdx-context.jsonld","@graph":[{{"type":"software_Package","name":"a","verifiedUsing":{}[]{}}}]}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let spdx_json = format!(
+        r#"{{"spdxVersion":"SPDX-2.3","packages":[{{"name":"a","externalRefs":{}1{}}}]}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    for (shape, content_type, body) in [
+        (
+            "10,000-deep metadata, XML",
+            "application/xml",
+            metadata_xml(10_000),
+        ),
+        (
+            "2,000-deep components, XML",
+            "application/xml",
+            components_xml(2_000),
+        ),
+        (
+            "100,000-deep components, XML",
+            "application/xml",
+            components_xml(100_000),
+        ),
+        (
+            "3,000-deep components, JSON",
+            "application/json",
+            json_components(3_000),
+        ),
+        (
+            "10,000-deep metadata, JSON",
+            "application/json",
+            json_metadata,
+        ),
+        (
+            "10,000-deep SPDX 3 graph element",
+            "application/ld+json",
+            spdx3_graph,
+        ),
+        ("10,000-deep SPDX 2 package", "application/json", spdx_json),
+    ] {
+        let r = post_typed(&app, &key, content_type, body).await;
+        r.assert_error(400, "bad request");
+        assert!(
+            r.message().contains("deeper than 128 levels"),
+            "{shape}: {}",
+            r.text
+        );
+        // Still alive, and still scanning.
+        let r = app.get("/healthz").await;
+        assert_eq!(r.status, 200, "after {shape}");
+    }
+    // Real nesting is read: components nested 30 deep, in both encodings.
+    let r = post_typed(&app, &key, "application/xml", components_xml(30)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["summary"]["components"], 1);
+    let nested = format!(
+        r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}{}]}}"#,
+        (0..30)
+            .map(|i| format!(r#"{{"name":"c{i}","purl":"pkg:npm/c{i}@1.0.0","components":["#))
+            .collect::<String>(),
+        "]}".repeat(30)
+    );
+    let r = app.post_with(SBOM, &key, nested).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["summary"]["components"], 30);
+}
+
+/// Above 100,000 components the scan answers 413 saying so, and reads no further.
+async fn sbom_component_limit_answers_413(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let listing: Vec<String> = (0..100_001)
+        .map(|i| format!(r#"{{"purl":"pkg:npm/c{i}@1"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}]}}"#,
+        listing.join(",")
+    );
+    assert!(body.len() < 4 << 20, "well within the body limit");
+    let r = app.post_with(SBOM, &key, body).await;
+    r.assert_error(413, "payload too large");
+    assert!(
+        r.message().contains("more than 100000 components"),
+        "{}",
+        r.text
+    );
+    // The same in SPDX tag-value.
+    let tag_value = format!(
+        "SPDXVersion: SPDX-2.3\n{}",
+        (0..100_001)
+            .map(|i| format!("PackageName: p{i}\n"))
+            .collect::<String>()
+    );
+    let r = post_typed(&app, &key, "text/plain", tag_value).await;
+    r.assert_error(413, "payload too large");
+}
+
+/// A key has at most two SBOM scans running at once (counted from the request's headers, so
+/// a body still arriving counts); a third answers 429 with Retry-After. Other keys are not
+/// held up, and a finished scan frees its place.
+async fn sbom_scans_in_flight_are_capped_per_key(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let other = teams_key(&app, "globex").await;
+    let body = cyclonedx(
+        json!([{"name": "lodash", "version": "4.17.21", "purl": "pkg:npm/lodash@4.17.21"}]),
+    );
+    // Two scans whose bodies arrive slowly: the first half now, the rest on a signal.
+    let mut finish = Vec::new();
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (head, tail) = body.split_at(body.len() / 2);
+        let (head, tail) = (head.to_string(), tail.to_string());
+        let chunks = futures::stream::unfold((Some(head), Some((rx, tail))), |state| async move {
+            match state {
+                (Some(head), rest) => Some((Ok::<_, std::io::Error>(head), (None, rest))),
+                (None, Some((rx, tail))) => {
+                    let _ = rx.await;
+                    Some((Ok(tail), (None, None)))
+                }
+                (None, None) => None,
+            }
+        });
+        let request = reqwest::Client::new()
+            .post(format!("{}{SBOM}", app.base))
+            .header("X-API-Key", &key)
+            .header("Content-Type", "application/json")
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send();
+        running.push(tokio::spawn(request));
+        finish.push(tx);
+    }
+    // A third scan by the same key is refused while both are running.
+    let mut refused = None;
+    for _ in 0..100 {
+        let r = app.post_with(SBOM, &key, body.clone()).await;
+        if r.status == 429 {
+            refused = Some(r);
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.text);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = refused.expect("a third concurrent scan is refused");
+    r.assert_error(429, "rate limit exceeded");
+    assert!(r.message().contains("at most 2 SBOM scans"), "{}", r.text);
+    assert_eq!(
+        r.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    // Another key scans meanwhile.
+    let r = app.post_with(SBOM, &other, body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // Once the two finish, the key scans again.
+    for tx in finish {
+        tx.send(()).unwrap();
+    }
+    for request in running {
+        let resp = request.await.unwrap().expect("the slow scan is answered");
+        assert_eq!(resp.status().as_u16(), 200);
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["summary"]["components"], 1);
+    }
+    let r = app.post_with(SBOM, &key, body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
 }
