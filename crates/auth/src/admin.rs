@@ -286,6 +286,56 @@ impl Admin {
         .await
     }
 
+    /// Reissues the key the caller signed in with: any key holder may replace its own key
+    /// (the console's Account page), whatever its role. The old key is revoked at once and
+    /// the holder's second factors follow it to the replacement.
+    pub async fn reissue_own_key(&self, actor: &Principal) -> Result<NewKey, Error> {
+        self.audited(actor, "key.reissue", &actor.key_id, async {
+            if actor.impersonation.is_some() {
+                return Err(Error::Forbidden(
+                    "an impersonation session cannot reissue the staff member's key".into(),
+                ));
+            }
+            let key = self
+                .store
+                .key_by_id(&actor.key_id)
+                .await?
+                .filter(|k| k.team_id == actor.team_id && !k.revoked)
+                .ok_or_else(|| Error::NotFound("no such key".into()))?;
+            let old = self.key_info(&key.key_id, &key.team_id).await?;
+            let issued = self.credentials.hasher().issue(&key.team_id)?;
+            let now = self.clock.now();
+            self.store
+                .reissue_key(
+                    &key.key_id,
+                    NewApiKey {
+                        key_id: issued.key_id.clone(),
+                        team_id: key.team_id.clone(),
+                        key_hash: issued.key_hash,
+                        role: key.role,
+                        label: old.label.clone(),
+                    },
+                    now,
+                )
+                .await?;
+            self.store
+                .move_second_factors(
+                    &crate::key_subject(&key.key_id),
+                    &crate::key_subject(&issued.key_id),
+                )
+                .await?;
+            Ok(NewKey {
+                key_id: issued.key_id,
+                key: issued.key,
+                team_id: key.team_id,
+                role: key.role,
+                label: old.label,
+                created_at: now,
+            })
+        })
+        .await
+    }
+
     /// Grants `role` to a key, permanently or until `expires_at` (at most 30 days ahead).
     pub async fn grant_role(
         &self,

@@ -884,7 +884,7 @@ async fn reissue(
             &Error::bad_request("you signed in as a user, not with a key"),
         );
     }
-    let new = match state.admin.reissue_key(&principal, &principal.key_id).await {
+    let new = match state.admin.reissue_own_key(&principal).await {
         Ok(k) => k,
         Err(e) => return refused(&state, &ctx, &e),
     };

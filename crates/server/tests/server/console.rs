@@ -2,7 +2,7 @@
 //! the same pages in Chromium): its security headers, the CSRF double submit, the session
 //! cookie's flags, signing out revoking the session, and its scripts served locally.
 
-use model::{Role, Tier};
+use model::{Clock as _, Role, Tier};
 use reqwest::header::{HeaderMap, SET_COOKIE};
 use reqwest::redirect::Policy;
 use testkit::TestApp;
@@ -10,6 +10,7 @@ use testkit::TestApp;
 testkit::backend_tests!(
     pages_carry_a_strict_policy_and_no_inline_script,
     forms_need_the_csrf_token_and_sign_out_revokes,
+    every_key_holder_reissues_its_own_key_on_account,
 );
 
 fn client() -> reqwest::Client {
@@ -169,4 +170,162 @@ async fn forms_need_the_csrf_token_and_sign_out_revokes(app: TestApp) {
         )
         .await;
     r.assert_error(401, "unauthorized");
+}
+
+/// A browser's cookies for the console: the CSRF token, and the session and pending
+/// sign-in cookies as the server sets and clears them.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    csrf: String,
+    session: Option<String>,
+    pending: Option<String>,
+}
+
+impl Browser {
+    async fn open(app: &TestApp) -> Self {
+        let http = client();
+        let r = http
+            .get(format!("{}/console/sign-in", app.base))
+            .send()
+            .await
+            .unwrap();
+        let csrf = value(&set_cookie(r.headers(), "kg_csrf").unwrap());
+        Self {
+            http,
+            base: app.base.clone(),
+            csrf,
+            session: None,
+            pending: None,
+        }
+    }
+
+    fn cookies(&self) -> String {
+        let mut c = format!("kg_csrf={}", self.csrf);
+        if let Some(s) = &self.session {
+            c.push_str(&format!("; kg_session={s}"));
+        }
+        if let Some(p) = &self.pending {
+            c.push_str(&format!("; kg_pending={p}"));
+        }
+        c
+    }
+
+    fn keep(&mut self, headers: &HeaderMap) {
+        for (name, slot) in [
+            ("kg_session", &mut self.session),
+            ("kg_pending", &mut self.pending),
+        ] {
+            if let Some(c) = set_cookie(headers, name) {
+                let v = value(&c);
+                *slot = (!v.is_empty()).then_some(v);
+            }
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> (u16, HeaderMap, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("Cookie", self.cookies())
+            .send()
+            .await
+            .unwrap();
+        self.keep(r.headers());
+        let (status, headers) = (r.status().as_u16(), r.headers().clone());
+        (status, headers, r.text().await.unwrap())
+    }
+
+    async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> (u16, HeaderMap, String) {
+        let mut form: Vec<(&str, &str)> = vec![("csrf", self.csrf.as_str())];
+        form.extend_from_slice(fields);
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("Cookie", self.cookies())
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        self.keep(r.headers());
+        let (status, headers) = (r.status().as_u16(), r.headers().clone());
+        (status, headers, r.text().await.unwrap())
+    }
+}
+
+/// The text between `start` and the next `end` in `html`.
+fn between<'a>(html: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = html.find(start)? + start.len();
+    let len = html[from..].find(end)?;
+    Some(&html[from..from + len])
+}
+
+fn code_now(app: &TestApp, secret: &str) -> String {
+    auth::mfa::totp_at(
+        &testkit::fixtures::base32_decode(secret),
+        app.clock.now().timestamp(),
+    )
+}
+
+/// Signs in with `key` and sets up an authenticator app on Account, as a first-time user
+/// does; returns the browser (its session passed the second factor) and the TOTP secret.
+async fn sign_in_and_enrol(app: &TestApp, key: &str) -> (Browser, String) {
+    let mut b = Browser::open(app).await;
+    let (status, headers, _) = b.post("/console/sign-in", &[("key", key)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account?enrol=1");
+    let (status, _, html) = b.post("/console/account/totp/enroll", &[]).await;
+    assert_eq!(status, 200, "{html}");
+    let secret = between(&html, "data-totp-secret>", "<")
+        .expect("the secret on the page")
+        .to_string();
+    let code = code_now(app, &secret);
+    let (status, headers, html) = b
+        .post("/console/account/totp/verify", &[("code", &code)])
+        .await;
+    assert_eq!(status, 303, "{html}");
+    assert_eq!(headers["location"], "/console/account");
+    (b, secret)
+}
+
+async fn every_key_holder_reissues_its_own_key_on_account(app: TestApp) {
+    for (team, role) in [
+        ("acme-analyst", Role::Analyst),
+        ("acme-auditor", Role::Auditor),
+        ("acme-admin", Role::AccountAdmin),
+    ] {
+        let key = app.account(team, role, Tier::Teams).await;
+        let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+        let (status, _, html) = b.get("/console/account").await;
+        assert_eq!(status, 200);
+        assert!(html.contains("Reissue my key"), "{role}: {html}");
+        let (status, _, html) = b.post("/console/account/reissue", &[]).await;
+        assert_eq!(status, 200, "{role}: {html}");
+        let new_key = between(&html, "data-new-key>", "<")
+            .unwrap_or_else(|| panic!("{role}: no new key shown: {html}"))
+            .to_string();
+        assert_ne!(new_key, key);
+        // The old key stopped working at once, and the console session with it.
+        app.get_with("/api/v1/intel/stats", &key)
+            .await
+            .assert_error(401, "unauthorized");
+        assert!(b.session.is_none(), "{role}: the session cookie is cleared");
+        assert_eq!(
+            app.get_with("/api/v1/intel/stats", &new_key).await.status,
+            200,
+            "{role}"
+        );
+        // The new key keeps the role and the authenticator app: signing in asks for it.
+        let mut b = Browser::open(&app).await;
+        let (status, headers, _) = b.post("/console/sign-in", &[("key", &new_key)]).await;
+        assert_eq!(status, 303);
+        assert_eq!(headers["location"], "/console/second-factor", "{role}");
+        let audit = app
+            .text_rows(
+                "SELECT outcome FROM audit_log WHERE action = 'key.reissue' AND team_id = $1",
+                &[team],
+            )
+            .await;
+        assert_eq!(audit.len(), 1, "{role}: one audited reissue");
+    }
 }
