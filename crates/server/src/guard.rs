@@ -293,7 +293,7 @@ const MAX_LOGGED_BURSTS: usize = 4096;
 impl AuthFailures {
     /// Counts a refused credential and returns the answer: `refused` (401) while under the
     /// limits, 429 beyond them.
-    async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         state: &AppState,
         ip: IpAddr,

@@ -5,12 +5,13 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
 use auth::Principal;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use model::{Error, HashValue, Permission, Tier};
 use subtle::ConstantTimeEq;
@@ -26,6 +27,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console", get(|| async { see_other("/console/") }))
         .route("/console/", get(dashboard))
         .route("/console/sign-in", get(sign_in_page).post(sign_in))
+        .route("/console/sign-in/user", post(sign_in_user))
         .route("/console/second-factor", get(second_factor_page))
         .route("/console/second-factor/totp", post(second_factor_totp))
         .route(
@@ -61,6 +63,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/static/console.js", get(script))
         .route("/console/static/md5.js", get(md5_script))
         .route("/console/static/console.css", get(style))
+        .route("/favicon.ico", get(favicon))
+        .route("/console/{*rest}", any(not_found))
 }
 
 // ----- plumbing -----
@@ -123,6 +127,7 @@ fn page(state: &AppState, ctx: &Ctx, status: StatusCode, title: &str, body: &str
 <meta name="csrf-token" content="{csrf}">
 <title>{title} · knowngood</title>
 <link rel="stylesheet" href="/console/static/console.css">
+<link rel="icon" href="/favicon.ico">
 <script src="/console/static/md5.js" defer></script>
 <script src="/console/static/console.js" defer></script>
 </head>
@@ -356,14 +361,80 @@ fn sign_in_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> 
 <div class="card"><h2>Passkey</h2><p>Signed in with a passkey before? Use it directly.</p>
 <button type="button" data-action="passkey-sign-in">Sign in with a passkey</button>
 <p class="msg" role="status" data-passkey-status></p></div>
-<p>Invited by your account admin? <a href="/console/invite">Redeem your invite code</a>.</p>"#,
+<form method="post" action="/console/sign-in/user" class="card">{csrf}
+<h2>Invited user</h2>
+<label for="user">User ID</label>
+<input id="user" name="user" autocomplete="username" spellcheck="false" required aria-describedby="user-help">
+<p id="user-help" class="help">Joined with an invite code? Enter the user ID shown on your Account page. You will be asked for your authenticator code, a recovery code or your passkey next.</p>
+<button type="submit">Continue</button></form>
+<p>Invited by your account admin and not joined yet? <a href="/console/invite">Redeem your invite code</a>.</p>"#,
         csrf = csrf_field(ctx),
     );
     page(state, ctx, status, "Sign in", &body)
 }
 
+/// A refused credential at sign-in, counted under the same per-address (and per-team)
+/// failed-credential limits as the API's: 401 with `text` while under them, 429 beyond.
+async fn failed_sign_in(
+    state: &AppState,
+    ctx: &Ctx,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    team_named: Option<&str>,
+    text: &str,
+) -> Response {
+    let ip = crate::guard::client_ip(peer, headers, &state.settings.trusted_proxies);
+    let team = team_named.filter(|t| auth::validate_team_id(t).is_ok());
+    let answer = state
+        .auth_failures
+        .refuse(state, ip, team, Error::Unauthorized(text.into()))
+        .await;
+    match answer {
+        Error::RateLimited { retry_after_secs } => {
+            let mut r = sign_in_form(
+                state,
+                ctx,
+                StatusCode::TOO_MANY_REQUESTS,
+                &message(
+                    "error",
+                    &format!(
+                        "Too many failed sign-ins from your address. Try again in {retry_after_secs} seconds."
+                    ),
+                ),
+            );
+            if let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r
+        }
+        _ => sign_in_form(
+            state,
+            ctx,
+            StatusCode::UNAUTHORIZED,
+            &message("error", text),
+        ),
+    }
+}
+
+/// Sends a subject with a second factor to the second-factor page, under a pending
+/// sign-in cookie.
+async fn to_second_factor(state: &AppState, ctx: &Ctx, subject: &str) -> Response {
+    match state.mfa.start_pending(subject).await {
+        Ok(pending) => {
+            let mut r = see_other("/console/second-factor");
+            r.headers_mut().append(
+                header::SET_COOKIE,
+                set_cookie(state, PENDING_COOKIE, &pending, 300),
+            );
+            r
+        }
+        Err(e) => refused(state, ctx, &e),
+    }
+}
+
 async fn sign_in(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
@@ -374,14 +445,12 @@ async fn sign_in(
     let key = form.get("key").map(|k| k.trim()).unwrap_or_default();
     let principal = match state.credentials.from_api_key(key).await {
         Ok(p) => p,
-        Err(_) => {
-            return sign_in_form(
-                &state,
-                &ctx,
-                StatusCode::UNAUTHORIZED,
-                &message("error", "That key is not valid."),
-            );
+        Err(Error::Unauthorized(_)) => {
+            let team = key.split_once('.').map(|(team, _)| team);
+            return failed_sign_in(&state, &ctx, &headers, peer, team, "That key is not valid.")
+                .await;
         }
+        Err(e) => return refused(&state, &ctx, &e),
     };
     let subject = principal.mfa_subject();
     let enrolled = match state.mfa.enrolled(&subject).await {
@@ -389,17 +458,7 @@ async fn sign_in(
         Err(e) => return refused(&state, &ctx, &e),
     };
     if enrolled {
-        return match state.mfa.start_pending(&subject).await {
-            Ok(pending) => {
-                let mut r = see_other("/console/second-factor");
-                r.headers_mut().append(
-                    header::SET_COOKIE,
-                    set_cookie(&state, PENDING_COOKIE, &pending, 300),
-                );
-                r
-            }
-            Err(e) => refused(&state, &ctx, &e),
-        };
+        return to_second_factor(&state, &ctx, &subject).await;
     }
     // A first sign-in: a session that reaches only Account until a factor is enrolled.
     match state
@@ -410,6 +469,55 @@ async fn sign_in(
         Ok((token, _)) => {
             with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
         }
+        Err(e) => refused(&state, &ctx, &e),
+    }
+}
+
+/// An invited user signing in again: their user ID, then the second factor they enrolled
+/// (authenticator code, recovery code or passkey) on the second-factor page, under the
+/// same wrong-code budget and lock-out as a key's. An unknown or disabled user counts as a
+/// failed credential.
+async fn sign_in_user(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
+        return r;
+    }
+    let ctx = ctx(&state, &headers).await;
+    let given = form.get("user").map(|u| u.trim()).unwrap_or_default();
+    let user = match uuid::Uuid::parse_str(given) {
+        Ok(id) => match state.store.user(&id.to_string()).await {
+            Ok(user) => user.filter(|u| u.status == "active"),
+            Err(e) => return refused(&state, &ctx, &e),
+        },
+        Err(_) => None,
+    };
+    let Some(user) = user else {
+        return failed_sign_in(
+            &state,
+            &ctx,
+            &headers,
+            peer,
+            None,
+            "No active user has that ID.",
+        )
+        .await;
+    };
+    let subject = format!("user:{}", user.user_id);
+    match state.mfa.enrolled(&subject).await {
+        Ok(true) => to_second_factor(&state, &ctx, &subject).await,
+        Ok(false) => sign_in_form(
+            &state,
+            &ctx,
+            StatusCode::UNAUTHORIZED,
+            &message(
+                "error",
+                "That user has no passkey or authenticator app yet, so it cannot sign in again. Ask your account admin for a new invite code.",
+            ),
+        ),
         Err(e) => refused(&state, &ctx, &e),
     }
 }
@@ -492,22 +600,28 @@ async fn second_factor(
     let left = match checked {
         Ok(left) => left,
         Err(e) => {
-            let text = match e {
-                Error::RateLimited { retry_after_secs } => format!(
-                    "Too many wrong codes. Try again in {} minutes.",
-                    retry_after_secs.div_ceil(60)
+            let (status, text, retry_after) = match e {
+                Error::RateLimited { retry_after_secs } => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "Too many wrong codes. Try again in {} minutes.",
+                        retry_after_secs.div_ceil(60)
+                    ),
+                    Some(retry_after_secs),
                 ),
                 Error::Internal(_) | Error::Unavailable(_) => return refused(&state, &ctx, &e),
-                _ => "That code is not valid (or was already used).".into(),
+                _ => (
+                    StatusCode::UNAUTHORIZED,
+                    "That code is not valid (or was already used).".into(),
+                    None,
+                ),
             };
-            return second_factor_form(
-                &state,
-                &ctx,
-                &headers,
-                StatusCode::UNAUTHORIZED,
-                &message("error", &text),
-            )
-            .await;
+            let mut r =
+                second_factor_form(&state, &ctx, &headers, status, &message("error", &text)).await;
+            if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return r;
         }
     };
     let issued = crate::routes::mfa::session_for_subject(&state, &subject).await;
@@ -634,8 +748,15 @@ async fn account_page(
             "Set up a passkey or an authenticator app to continue: the other pages open once you have one.",
         ));
     }
+    let user = match principal.session.as_ref().and_then(|s| s.user_id.as_ref()) {
+        Some(user_id) => format!(
+            r#"<dt>User ID</dt><dd><code data-user-id>{}</code><p class="help">You sign in again with this user ID and your authenticator app, a recovery code or your passkey: keep it.</p></dd>"#,
+            esc(user_id)
+        ),
+        None => String::new(),
+    };
     body.push_str(&format!(
-        r#"<section aria-labelledby="who"><h2 id="who">Signed in as</h2><dl><dt>Account</dt><dd>{}</dd><dt>Role</dt><dd>{}</dd><dt>Tier</dt><dd>{}</dd></dl></section>"#,
+        r#"<section aria-labelledby="who"><h2 id="who">Signed in as</h2><dl>{user}<dt>Account</dt><dd>{}</dd><dt>Role</dt><dd>{}</dd><dt>Tier</dt><dd>{}</dd></dl></section>"#,
         esc(&principal.team_id),
         esc(principal.role.as_str()),
         principal.tier.as_str()
@@ -1330,6 +1451,22 @@ async fn create_invite(
     }
 }
 
+/// Any other path under `/console/`: the console's own 404 page (with its navigation and
+/// headers), not the API's JSON error.
+async fn not_found(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    let home = if ctx.principal.is_some() {
+        r#"<a href="/console/lookup">Lookup</a> or the <a href="/console/">dashboard</a>"#
+    } else {
+        r#"the <a href="/console/">dashboard</a> or <a href="/console/sign-in">sign in</a>"#
+    };
+    let body = format!(
+        r#"<p>There is no console page at this address. It may have moved, or the link is mistyped.</p>
+<p>Go to {home}.</p>"#
+    );
+    page(&state, &ctx, StatusCode::NOT_FOUND, "Page not found", &body)
+}
+
 // ----- static files -----
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -1358,6 +1495,23 @@ async fn md5_script() -> Response {
         "text/javascript; charset=utf-8",
         include_str!("static/md5.js"),
     )
+}
+
+async fn favicon() -> Response {
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("image/x-icon"),
+            ),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=86400"),
+            ),
+        ],
+        &include_bytes!("static/favicon.ico")[..],
+    )
+        .into_response()
 }
 
 async fn style() -> Response {

@@ -11,6 +11,9 @@ testkit::backend_tests!(
     pages_carry_a_strict_policy_and_no_inline_script,
     forms_need_the_csrf_token_and_sign_out_revokes,
     every_key_holder_reissues_its_own_key_on_account,
+    key_sign_in_is_under_the_failed_credential_limit with the_api_failure_limits,
+    unknown_console_paths_answer_the_console_404_page,
+    invited_users_sign_in_again_with_what_they_enrolled,
 );
 
 fn client() -> reqwest::Client {
@@ -327,5 +330,220 @@ async fn every_key_holder_reissues_its_own_key_on_account(app: TestApp) {
             )
             .await;
         assert_eq!(audit.len(), 1, "{role}: one audited reissue");
+    }
+}
+
+/// The documented failed-credential limits (the test default raises them out of reach).
+fn the_api_failure_limits(s: &mut server::Settings) {
+    let documented = server::Settings::default().limits;
+    s.limits.failed_auth_per_ip = documented.failed_auth_per_ip;
+    s.limits.failed_auth_per_team = documented.failed_auth_per_team;
+}
+
+async fn key_sign_in_is_under_the_failed_credential_limit(app: TestApp) {
+    let key = app.account("acme", Role::Analyst, Tier::Teams).await;
+    let mut b = Browser::open(&app).await;
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    for i in 0..40 {
+        let bad = format!("acme.{}", "A".repeat(40 + i));
+        let (status, headers, html) = b.post("/console/sign-in", &[("key", &bad)]).await;
+        if status == 429 {
+            retry_after = headers.get("retry-after").cloned();
+            assert!(html.contains("Too many failed sign-ins"), "{html}");
+        } else {
+            assert!(html.contains("That key is not valid."), "{html}");
+        }
+        statuses.push(status);
+    }
+    // The API's limit (30 failures a minute per address) holds here too.
+    assert!(statuses[..30].iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(statuses[30..].iter().all(|s| *s == 429), "{statuses:?}");
+    assert!(retry_after.is_some(), "a 429 says when to retry");
+    // The API counts the same failures: the address is over its limit there as well.
+    let r = app
+        .get_with("/api/v1/intel/stats", &format!("acme.{}", "B".repeat(43)))
+        .await;
+    assert_eq!(r.status, 429, "{}", r.text);
+    // A valid key still signs in.
+    let (status, headers, _) = b.post("/console/sign-in", &[("key", &key)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account?enrol=1");
+}
+
+async fn unknown_console_paths_answer_the_console_404_page(app: TestApp) {
+    let http = client();
+    for path in ["/console/nonexistent", "/console/lookup/extra/parts"] {
+        let r = http
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        let h = r.headers();
+        assert!(
+            h["content-type"].to_str().unwrap().starts_with("text/html"),
+            "{path}"
+        );
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        assert_eq!(h["x-frame-options"], "DENY");
+        assert_eq!(h["cache-control"], "no-store");
+        let html = r.text().await.unwrap();
+        assert!(html.contains("<h1>Page not found</h1>"), "{html}");
+        assert!(html.contains(r#"href="/console/sign-in""#), "{html}");
+    }
+    // The API keeps its JSON 404.
+    let r = app.get("/api/v1/nonexistent").await;
+    r.assert_error(404, "not found");
+    let r = http
+        .get(format!("{}/favicon.ico", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "image/x-icon");
+    let icon = r.bytes().await.unwrap();
+    assert_eq!(&icon[..4], &[0, 0, 1, 0], "an ICO header");
+}
+
+/// The first step of an invited user's sign-in: the user ID, then the second factor.
+async fn sign_in_user(b: &mut Browser, user_id: &str) {
+    let (status, headers, _) = b.post("/console/sign-in/user", &[("user", user_id)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/second-factor");
+    assert!(b.pending.is_some());
+}
+
+async fn invited_users_sign_in_again_with_what_they_enrolled(app: TestApp) {
+    let admin = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+    let r = app
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/admin/invites",
+            &admin,
+            Some(serde_json::json!({"role": "auditor", "display_name": "Ada", "contact": "ada@example.org"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let code = r.json()["code"].as_str().unwrap().to_string();
+
+    // Redeem the invite in the console, set up an authenticator app, keep recovery codes.
+    let mut b = Browser::open(&app).await;
+    let (status, headers, _) = b.post("/console/invite", &[("code", &code)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account?enrol=1");
+    let (_, _, html) = b.get("/console/account").await;
+    let user_id = between(&html, "data-user-id>", "<")
+        .expect("the Account page shows the user ID to sign in with")
+        .to_string();
+    let (_, _, html) = b.post("/console/account/totp/enroll", &[]).await;
+    let secret = between(&html, "data-totp-secret>", "<")
+        .unwrap()
+        .to_string();
+    let (status, _, _) = b
+        .post(
+            "/console/account/totp/verify",
+            &[("code", &code_now(&app, &secret))],
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (status, _, html) = b.post("/console/account/recovery", &[]).await;
+    assert_eq!(status, 200, "{html}");
+    let recovery = between(&html, "<li><code>", "<").unwrap().to_string();
+    b.post("/console/sign-out", &[]).await;
+    assert!(b.session.is_none());
+
+    // The invite code worked once only.
+    let mut b = Browser::open(&app).await;
+    let (status, _, _) = b.post("/console/invite", &[("code", &code)]).await;
+    assert_eq!(status, 401);
+
+    // The sign-in page offers the user sign-in; the user ID leads to the second factor.
+    let (_, _, html) = b.get("/console/sign-in").await;
+    assert!(html.contains(r#"action="/console/sign-in/user""#), "{html}");
+    sign_in_user(&mut b, &user_id).await;
+    app.clock.advance(chrono::Duration::seconds(30));
+    let (status, _, html) = b
+        .post(
+            "/console/second-factor/totp",
+            &[("code", &code_now(&app, &secret))],
+        )
+        .await;
+    assert_eq!(status, 303, "{html}");
+    assert!(b.session.is_some() && b.pending.is_none());
+    let token = b.session.clone().unwrap();
+    // A full session of the invited user, with the invite's role.
+    let r = app
+        .call_bearer(reqwest::Method::GET, "/api/v1/intel/stats", &token, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (status, _, html) = b.get("/console/account").await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains(&user_id) && html.contains("auditor"),
+        "{html}"
+    );
+    b.post("/console/sign-out", &[]).await;
+
+    // A recovery code, used once.
+    let mut b = Browser::open(&app).await;
+    sign_in_user(&mut b, &user_id).await;
+    let (status, headers, _) = b
+        .post("/console/second-factor/recovery", &[("code", &recovery)])
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account?recovery_left=9");
+    b.post("/console/sign-out", &[]).await;
+    let mut b = Browser::open(&app).await;
+    sign_in_user(&mut b, &user_id).await;
+    let (status, _, _) = b
+        .post("/console/second-factor/recovery", &[("code", &recovery)])
+        .await;
+    assert_eq!(status, 401, "a recovery code works once");
+
+    // Wrong codes spend the same budget as a key's: the fifth locks the user out, audited.
+    app.clock.advance(chrono::Duration::seconds(30));
+    let right = code_now(&app, &secret);
+    let wrong = if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    let mut last = 0;
+    for _ in 0..4 {
+        last = b
+            .post("/console/second-factor/totp", &[("code", wrong)])
+            .await
+            .0;
+    }
+    assert_eq!(
+        last, 429,
+        "one wrong recovery code and four wrong TOTP codes lock out"
+    );
+    let (status, _, html) = b
+        .post("/console/second-factor/totp", &[("code", &right)])
+        .await;
+    assert_eq!(status, 429, "{html}");
+    assert!(html.contains("Too many wrong codes"), "{html}");
+    let audit = app
+        .text_rows(
+            "SELECT target FROM audit_log WHERE action = 'mfa.lockout'",
+            &[],
+        )
+        .await;
+    assert_eq!(audit, vec![vec![format!("user:{user_id}")]]);
+
+    // An unknown user ID is a failed credential, said plainly.
+    let mut b = Browser::open(&app).await;
+    for unknown in ["00000000-0000-4000-8000-000000000000", "ada@example.org"] {
+        let (status, _, html) = b.post("/console/sign-in/user", &[("user", unknown)]).await;
+        assert_eq!(status, 401);
+        assert!(html.contains("No active user has that ID."), "{html}");
+        assert!(b.pending.is_none());
     }
 }
