@@ -249,7 +249,7 @@ impl Admin {
     pub async fn reissue_key(&self, actor: &Principal, key_id: &str) -> Result<NewKey, Error> {
         self.audited(actor, "key.reissue", key_id, async {
             let target = self.load_target(actor, key_id).await?;
-            actor.can_reissue(&target.as_key_target())?;
+            actor.can_alter(&target.as_key_target())?;
             let key = &target.key;
             let old = self.key_info(key_id, &key.team_id).await?;
             let issued = self.credentials.hasher().issue(&key.team_id)?;
@@ -705,18 +705,18 @@ mod tests {
     }
 
     #[test]
-    fn reissue_needs_own_key_strictly_lower_rank_or_staff() {
+    fn altering_needs_own_key_strictly_lower_rank_or_staff() {
         use TenantKind::{Customer, Platform};
         let admin = principal("k_admin", "acme", Customer, &[Role::AccountAdmin]);
         let peer = [Role::AccountAdmin];
         let analyst = [Role::Analyst];
         // A peer would be locked out and its secret handed over.
         assert!(forbidden(
-            admin.can_reissue(&target("k_peer", "acme", Customer, &peer))
+            admin.can_alter(&target("k_peer", "acme", Customer, &peer))
         ));
         // A grant of account_admin makes a peer too.
         let granted_peer = [Role::Analyst, Role::AccountAdmin];
-        assert!(forbidden(admin.can_reissue(&target(
+        assert!(forbidden(admin.can_alter(&target(
             "k_peer",
             "acme",
             Customer,
@@ -724,34 +724,28 @@ mod tests {
         ))));
         assert!(
             admin
-                .can_reissue(&target("k_admin", "acme", Customer, &peer))
+                .can_alter(&target("k_admin", "acme", Customer, &peer))
                 .is_ok()
         );
         assert!(
             admin
-                .can_reissue(&target("k_an", "acme", Customer, &analyst))
+                .can_alter(&target("k_an", "acme", Customer, &analyst))
                 .is_ok()
         );
         assert!(matches!(
-            admin.can_reissue(&target("k_other", "globex", Customer, &analyst)),
+            admin.can_alter(&target("k_other", "globex", Customer, &analyst)),
             Err(Error::NotFound(_))
         ));
-        // Altering is still allowed between peers; only reissue is stricter.
-        assert!(
-            admin
-                .can_alter(&target("k_peer", "acme", Customer, &peer))
-                .is_ok()
-        );
 
         let staff = principal("k_pa", "platform", Platform, &[Role::PlatformAdmin]);
         assert!(
             staff
-                .can_reissue(&target("k_peer", "acme", Customer, &peer))
+                .can_alter(&target("k_peer", "acme", Customer, &peer))
                 .is_ok()
         );
         assert!(
             staff
-                .can_reissue(&target(
+                .can_alter(&target(
                     "k_pa",
                     "platform",
                     Platform,
@@ -759,13 +753,13 @@ mod tests {
                 ))
                 .is_ok()
         );
-        assert!(forbidden(staff.can_reissue(&target(
+        assert!(forbidden(staff.can_alter(&target(
             "k_pa2",
             "platform",
             Platform,
             &[Role::PlatformAdmin]
         ))));
-        assert!(forbidden(staff.can_reissue(&target(
+        assert!(forbidden(staff.can_alter(&target(
             "k_owner",
             "platform",
             Platform,
@@ -775,7 +769,7 @@ mod tests {
         let owner = principal("k_owner", "platform", Platform, &[Role::PlatformOwner]);
         assert!(
             owner
-                .can_reissue(&target(
+                .can_alter(&target(
                     "k_owner",
                     "platform",
                     Platform,
@@ -785,7 +779,7 @@ mod tests {
         );
         assert!(
             owner
-                .can_reissue(&target(
+                .can_alter(&target(
                     "k_pa",
                     "platform",
                     Platform,
@@ -794,7 +788,7 @@ mod tests {
                 .is_ok()
         );
         // A second owner key is the owner's alone.
-        assert!(forbidden(owner.can_reissue(&target(
+        assert!(forbidden(owner.can_alter(&target(
             "k_owner2",
             "platform",
             Platform,

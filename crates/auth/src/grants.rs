@@ -81,20 +81,23 @@ impl Principal {
         }
     }
 
-    /// May this principal update, revoke or reissue the target key?
+    /// May this principal update, revoke, reissue or grant roles to the target key?
+    ///
+    /// Every one of these can take a key away from its holder (a revoked or demoted key
+    /// can then be reissued), so they share one rule: the key must be the caller's own,
+    /// rank strictly below the caller, or be a customer key in the hands of staff
+    /// (platform:keys). The platform owner is altered by no one else, and platform admins
+    /// by the owner only.
     pub fn can_alter(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
         self.can_manage_team(target.team_id)?;
+        let own = target.key_id == self.key_id;
         let target_rank = target.rank();
-        if target_rank == Role::PlatformOwner && target.key_id != self.key_id {
+        if target_rank == Role::PlatformOwner && !own {
             return Err(Error::Forbidden(
                 "the platform owner cannot be altered by others".into(),
             ));
         }
-        // A platform_admin cannot manage other platform admins or the owner.
-        if target_rank == Role::PlatformAdmin
-            && self.rank() != Role::PlatformOwner
-            && target.key_id != self.key_id
-        {
+        if target_rank == Role::PlatformAdmin && self.rank() != Role::PlatformOwner && !own {
             return Err(Error::Forbidden(
                 "platform admins are managed by the platform owner only".into(),
             ));
@@ -105,23 +108,12 @@ impl Principal {
                 self.rank()
             )));
         }
-        Ok(())
-    }
-
-    /// May this principal reissue the target key? Reissuing hands the caller the new secret
-    /// and locks the holder out, so on top of [`Self::can_alter`] the key must be the
-    /// caller's own or rank strictly below the caller; staff (platform:keys) may reissue
-    /// any customer key.
-    pub fn can_reissue(&self, target: &KeyTarget<'_>) -> Result<(), Error> {
-        self.can_alter(target)?;
-        let own = target.key_id == self.key_id;
         let staff_on_customer = self.is_staff() && target.tenant_kind == TenantKind::Customer;
-        if own || staff_on_customer || target.rank() < self.rank() {
+        if own || staff_on_customer || target_rank < self.rank() {
             Ok(())
         } else {
             Err(Error::Forbidden(format!(
-                "the key holds {}, as high as your {}; only its holder or a higher rank may reissue it",
-                target.rank(),
+                "the key holds {target_rank}, as high as your {}; only its holder or a higher rank may change, revoke or reissue it",
                 self.rank()
             )))
         }

@@ -994,7 +994,15 @@ fn rank_steps() -> Vec<Step> {
         Step { by: "owner", req: (M::POST, KEYS), body: Some(json!({"role": "platform_admin", "team_id": "acme"})), expect: (403, FORBIDDEN), audit: ("key.issue", "acme"), ..Step::default() },
         Step { by: "owner", req: (M::POST, "{keys}/{staff_analyst}/roles"), body: role("client_liaison"), expect: (200, "ok"), audit: ("role.grant:client_liaison", "{staff_analyst}"), ..Step::default() },
         // Staff may give account_admin to a customer.
-        Step { by: "pa", req: (M::POST, KEYS), body: Some(json!({"role": "account_admin", "team_id": "acme"})), expect: (201, "ok"), audit: ("key.issue", "acme"), ..Step::default() },
+        Step { by: "pa", req: (M::POST, KEYS), body: Some(json!({"role": "account_admin", "team_id": "acme"})), expect: (201, "ok"), audit: ("key.issue", "acme"), saves: Some("acme_peer"), ..Step::default() },
+        // A peer account admin's key is its holder's: revoking, demoting, relabelling or
+        // granting to it would let a peer take it over (then reissue it), so only staff may.
+        Step { by: "acme", req: (M::DELETE, "{keys}/{acme_peer}"), expect: (403, FORBIDDEN), audit: ("key.revoke", "{acme_peer}"), says: Some("only its holder or a higher rank"), ..Step::default() },
+        Step { by: "acme", req: (M::PATCH, "{keys}/{acme_peer}"), body: role("analyst"), expect: (403, FORBIDDEN), audit: ("key.update", "{acme_peer}"), ..Step::default() },
+        Step { by: "acme", req: (M::PATCH, "{keys}/{acme_peer}"), body: Some(json!({"label": "mine now"})), expect: (403, FORBIDDEN), audit: ("key.update", "{acme_peer}"), ..Step::default() },
+        Step { by: "acme", req: (M::POST, "{keys}/{acme_peer}/roles"), body: role("auditor"), expect: (403, FORBIDDEN), audit: ("role.grant:auditor", "{acme_peer}"), ..Step::default() },
+        Step { by: "acme", req: (M::POST, "{keys}/{acme_peer}/reissue"), expect: (403, FORBIDDEN), audit: ("key.reissue", "{acme_peer}"), ..Step::default() },
+        Step { by: "pa", req: (M::PATCH, "{keys}/{acme_peer}"), body: Some(json!({"label": "second admin"})), expect: (200, "ok"), audit: ("key.update", "{acme_peer}"), ..Step::default() },
         // Nobody revokes, demotes or alters the owner's key; not even the owner.
         Step { by: "pa", req: (M::DELETE, "{keys}/{owner}"), expect: (403, FORBIDDEN), audit: ("key.revoke", "{owner}"), ..Step::default() },
         Step { by: "pa", req: (M::PATCH, "{keys}/{owner}"), body: role("analyst"), expect: (403, FORBIDDEN), audit: ("key.update", "{owner}"), ..Step::default() },
