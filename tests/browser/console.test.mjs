@@ -13,6 +13,7 @@ let adminKey = process.env.KG_ADMIN_KEY;
 let browser;
 let totpSecret;
 let recoveryCodes;
+let invitee; // { userId, secret } of the invited user
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
@@ -253,7 +254,9 @@ test("an invited user is held at MFA_REQUIRED until they enrol", async () => {
   await page.goto(`${BASE}/console/history`);
   assert.match(page.url(), /\/console\/account/);
 
-  await enrolTotp(page);
+  const userId = (await page.locator("[data-user-id]").textContent()).trim();
+  assert.match(userId, /^[0-9a-f-]{36}$/, "the Account page shows the user ID to sign in with");
+  invitee = { userId, secret: await enrolTotp(page) };
   const allowed = await page.request.get(`${BASE}/api/v1/intel/stats`, {
     headers: { Authorization: `Bearer ${token}` },
   });
@@ -264,6 +267,80 @@ test("an invited user is held at MFA_REQUIRED until they enrol", async () => {
   await page.goto(`${BASE}/console/usage`);
   assert.ok(await page.locator("svg.chart").count());
   await shoot(page, "usage");
+  await page.context().close();
+});
+
+async function signInAsUser(page, userId) {
+  await page.goto(`${BASE}/console/sign-in`);
+  await page.getByLabel("User ID").fill(userId);
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(`${BASE}/console/second-factor`);
+}
+
+test("an invited user signs in again with their authenticator, a recovery code or a passkey", async () => {
+  const page = await newPage();
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: {
+      protocol: "ctap2", transport: "internal", hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+    },
+  });
+  // The invite code worked once; the user ID and the authenticator app work again.
+  await page.goto(`${BASE}/console/invite`);
+  await page.getByLabel("Invite code").fill("used-or-unknown-code");
+  await page.getByRole("button", { name: "Join" }).click();
+  assert.match(await page.textContent("main"), /not valid, has expired or was used/);
+  await signInAsUser(page, invitee.userId);
+  await page.getByLabel("6-digit code").fill(await freshCode(invitee.secret));
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(/\/console\/account/);
+  assert.match(await page.textContent("main"), new RegExp(invitee.userId));
+  assert.match(await page.textContent("header"), /console-teams · analyst/);
+  await page.getByRole("button", { name: "Generate new recovery codes" }).click();
+  const codes = await page.locator("[data-recovery-codes] code").allTextContents();
+  assert.equal(codes.length, 10);
+  await page.goto(`${BASE}/console/account`);
+  await shoot(page, "account-invited-user");
+  await signOut(page);
+
+  await signInAsUser(page, invitee.userId);
+  await page.getByLabel("Recovery code", { exact: true }).fill(codes[0]);
+  await page.getByRole("button", { name: "Use recovery code" }).click();
+  await page.waitForURL(/\/console\/account/);
+  assert.match(await page.textContent("main"), /recovery code; 9 left/);
+  await page.getByLabel("Name for a new passkey").fill("Grace's laptop");
+  await Promise.all([
+    page.waitForEvent("load"),
+    page.getByRole("button", { name: "Add a passkey" }).click(),
+  ]);
+  assert.match(await page.locator("[data-passkey-list]").textContent(), /Grace's laptop/);
+  await signOut(page);
+
+  await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+  await page.waitForURL(`${BASE}/console/account`);
+  assert.match(await page.textContent("main"), new RegExp(invitee.userId));
+  await signOut(page);
+
+  // An unknown user ID is refused plainly.
+  await page.getByLabel("User ID").fill("00000000-0000-4000-8000-000000000000");
+  await page.getByRole("button", { name: "Continue" }).click();
+  assert.match(await page.textContent("main"), /No active user has that ID/);
+  await page.context().close();
+});
+
+test("an unknown console address answers the console's 404 page; the favicon exists", async () => {
+  const page = await newPage();
+  const response = await page.goto(`${BASE}/console/no-such-page`);
+  assert.equal(response.status(), 404);
+  assert.match(response.headers()["content-security-policy"], /frame-ancestors 'none'/);
+  assert.equal(await page.locator("h1").textContent(), "Page not found");
+  assert.ok(await page.getByRole("link", { name: "sign in" }).count());
+  await shoot(page, "not-found");
+  const icon = await page.request.get(`${BASE}/favicon.ico`);
+  assert.equal(icon.status(), 200);
+  assert.equal(icon.headers()["content-type"], "image/x-icon");
   await page.context().close();
 });
 
