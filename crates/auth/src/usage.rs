@@ -1,7 +1,7 @@
 //! Usage counting and monthly quotas without a database write per request.
 //!
 //! Each authenticated request adds one to an in-memory counter per (account, day, route).
-//! A background task flushes the counters to the store every couple of seconds, and the
+//! A background task flushes the counters to the store every half second, and the
 //! server flushes once more on a clean shutdown, so a crash loses at most one interval.
 //! Quota checks read a per-account month total loaded once from the store and kept current
 //! by local counts and periodic refreshes (which also pick up other replicas' counts).

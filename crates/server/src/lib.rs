@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
+mod bare_refusals;
 pub mod connections;
 pub mod console;
 pub mod error;
@@ -272,16 +273,20 @@ pub fn router(state: AppState) -> Router {
 /// Background upkeep until `shutdown` resolves: notice credential and settings changes
 /// made by other replicas and pick up a new reference-corpus generation (every 0.5 s; the
 /// loading runs beside the loop, so a large generation never delays the other polls), write
-/// batched usage counts (every 2 s) and re-read month totals (every 10 s), prune idle
+/// batched usage counts (every half second, in a task of its own) and re-read month totals (every 10 s), prune idle
 /// rate-limit buckets (every minute) and start the cluster jobs that are due (every
 /// [`Settings::jobs_every`], a minute by default; see [`jobs::Runner`]). Flushes usage once
 /// more on the way out.
 pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut epoch = tokio::time::interval(Duration::from_millis(500));
-    // Nothing is counted before the first request: the first flush is one period in.
-    let flush_every = Duration::from_secs(2);
-    let mut flush =
-        tokio::time::interval_at(tokio::time::Instant::now() + flush_every, flush_every);
+    // Usage counts are written in a task of their own, so a slow poll or job start never
+    // holds them back: a crash (kill -9) loses at most the last second's counts.
+    let (stop_flusher, flusher_stopped) = tokio::sync::oneshot::channel::<()>();
+    let usage_flusher = tokio::spawn(flush_usage_every(
+        state.usage.clone(),
+        USAGE_FLUSH_EVERY,
+        flusher_stopped,
+    ));
     let mut totals = tokio::time::interval(Duration::from_secs(10));
     let mut prune = tokio::time::interval(Duration::from_secs(60));
     let mut due = tokio::time::interval(state.settings.jobs_every.max(Duration::from_millis(100)));
@@ -314,11 +319,6 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 state.classifier.catch_up();
             }
             _ = reindex.tick() => state.classifier.rebuild_in_background(),
-            _ = flush.tick() => {
-                if let Err(e) = state.usage.flush().await {
-                    tracing::warn!(error = %e, "usage flush failed; will retry");
-                }
-            }
             _ = totals.tick() => {
                 if let Err(e) = state.usage.refresh_totals().await {
                     tracing::warn!(error = %e, "usage totals refresh failed");
@@ -348,8 +348,35 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
             }
         }
     }
+    // Stopped between flushes, never inside one, so no taken counts are dropped.
+    let _ = stop_flusher.send(());
+    let _ = usage_flusher.await;
     if let Err(e) = state.usage.flush().await {
         tracing::error!(error = %e, "final usage flush failed");
+    }
+}
+
+/// How often counted requests reach the store; what a crash can lose.
+const USAGE_FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+/// Writes pending usage counts every `every` until `stop`; a failed write keeps its counts
+/// for the next one.
+async fn flush_usage_every(
+    usage: Arc<Usage>,
+    every: Duration,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    // Nothing is counted before the first request: the first flush is one period in.
+    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = flush.tick() => {}
+        }
+        if let Err(e) = usage.flush().await {
+            tracing::warn!(error = %e, "usage flush failed; will retry");
+        }
     }
 }
 

@@ -129,3 +129,91 @@ fn metrics_listener_and_draining_on_sigterm() {
     };
     assert!(exit.success(), "{exit}");
 }
+
+/// `knowngood serve` on a fresh data dir; the child and its API address.
+fn serve(data: &std::path::Path, config: &std::path::Path) -> (std::process::Child, String) {
+    let api = free_port();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .env_remove("KNOWNGOOD_DATABASE_URL")
+        .env_remove("KNOWNGOOD_REDIS_URL")
+        .env("KNOWNGOOD_DATA_DIR", data)
+        .env("KNOWNGOOD_CONFIG", config)
+        .env("KNOWNGOOD_LISTEN", format!("127.0.0.1:{api}"))
+        .env(
+            "KNOWNGOOD_METRICS_LISTEN",
+            format!("127.0.0.1:{}", free_port()),
+        )
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{api}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status(&format!("{base}/readyz")) != Some(200) {
+        assert!(child.try_wait().unwrap().is_none(), "serve exited early");
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (child, base)
+}
+
+/// Status and body of a GET with an API key.
+fn get_with_key(base: &str, path: &str, key: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--max-time", "5"])
+        .args(["-H", &format!("X-API-Key: {key}")])
+        .arg(format!("{base}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.parse().unwrap(), body.to_string())
+}
+
+/// Usage counts reach the database within a second: after `kill -9` a second after the
+/// last request, the restarted server reports every request made before it.
+#[test]
+fn usage_counts_survive_kill_9_after_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("knowngood.toml");
+    std::fs::write(&config, "[schedule]\ndaily_refresh = \"off\"\n").unwrap();
+    let (mut child, base) = serve(&data, &config);
+    let created = Command::new(BIN)
+        .args(["admin", "create-account", "--team", "acme-soc"])
+        .args(["--tier", "basic", "--role", "analyst"])
+        .env_remove("KNOWNGOOD_DATABASE_URL")
+        .env("KNOWNGOOD_DATA_DIR", &data)
+        .env("KNOWNGOOD_CONFIG", &config)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let stdout = String::from_utf8(created.stdout).unwrap();
+    let key = stdout.lines().last().unwrap().trim().to_string();
+    const REQUESTS: u64 = 40;
+    for _ in 0..REQUESTS {
+        assert_eq!(get_with_key(&base, "/api/v1/intel/stats", &key).0, 200);
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait().unwrap();
+
+    let (mut child, base) = serve(&data, &config);
+    let (code, body) = get_with_key(&base, "/api/v1/admin/usage", &key);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 200, "{body}");
+    let usage: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let stats = usage["by_endpoint"]["GET /api/v1/intel/stats"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(stats, REQUESTS, "requests lost to the crash: {body}");
+}
