@@ -97,6 +97,13 @@ pub async fn publish_day(
     now: DateTime<Utc>,
     date: NaiveDate,
 ) -> Result<StoredRoot, Error> {
+    // A root for a day still to come would close every day before it for good.
+    if date > now.date_naive() {
+        return Err(Error::bad_request(format!(
+            "{date} is after today ({} UTC); a day's root is published on or after that day",
+            now.date_naive()
+        )));
+    }
     if let Some(existing) = store.root(date).await? {
         return Ok(existing);
     }

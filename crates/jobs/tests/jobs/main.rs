@@ -359,7 +359,32 @@ mod publish {
     testkit::backend_tests!(
         due_after_its_time_until_the_days_root_exists,
         the_runner_publishes_todays_root,
+        a_day_after_today_is_refused,
     );
+
+    /// Publishing tomorrow's root today would close today for good (roots are appended in
+    /// date order): refused, and today stays publishable.
+    async fn a_day_after_today_is_refused(db: Db) {
+        let env = Env::new(&db, JobSettings::default()).await;
+        let now = t("2026-03-10T23:59:00Z");
+        let tomorrow = t("2026-03-11T00:00:00Z").date_naive();
+        let refused = publish_day(env.ctx.store.as_ref(), &env.ctx.log_key, now, tomorrow).await;
+        match refused {
+            Err(model::Error::BadRequest(message)) => {
+                assert!(message.contains("after today"), "{message}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(env.ctx.store.root(tomorrow).await.expect("root").is_none());
+        publish_day(
+            env.ctx.store.as_ref(),
+            &env.ctx.log_key,
+            now,
+            now.date_naive(),
+        )
+        .await
+        .expect("today is still publishable");
+    }
 
     async fn due_after_its_time_until_the_days_root_exists(db: Db) {
         let env = Env::new(&db, JobSettings::default()).await;
