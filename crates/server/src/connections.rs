@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tower::ServiceExt as _;
 
 use crate::Settings;
+use crate::bare_refusals::JsonRefusals;
 use crate::error::ErrorBody;
 
 /// Limits on client connections.
@@ -59,7 +60,8 @@ impl Default for ConnectionLimits {
 }
 
 /// Largest request head hyper buffers; a head beyond it is answered 431 by hyper itself
-/// (empty body). Smaller excesses get JSON answers from `headers::head_limits`.
+/// (given its JSON body by `bare_refusals`). Smaller excesses get JSON answers from
+/// `headers::head_limits`.
 const MAX_HEAD_BUFFER: usize = 64 * 1024;
 
 /// Refusals closer together than this are one burst, logged once.
@@ -119,8 +121,10 @@ async fn accept_loop(
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request
             });
-        let connection =
-            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = builder.serve_connection(
+            TokioIo::new(JsonRefusals::new(stream)),
+            TowerToHyperService::new(service),
+        );
         let mut stop = stop_rx.clone();
         let done = done_rx.clone();
         tokio::spawn(async move {

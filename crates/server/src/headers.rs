@@ -12,7 +12,7 @@ use crate::error::ErrorBody;
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// Largest total of header names and values served; larger heads are answered 431. (Heads
 /// beyond 64 KiB, or with more than 100 headers, never reach the application: the HTTP
-/// layer answers 431 itself, with an empty body.)
+/// layer answers 431 itself, and `bare_refusals` gives that answer its JSON body.)
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 /// `X-Content-Type-Options: nosniff` on every answer, so no browser reads a JSON or CSV

@@ -293,7 +293,7 @@ async fn over_large_heads_are_refused_as_json_where_the_server_can() {
             let body: Value = r.json().await.unwrap();
             assert_eq!(body["error"], "request header fields too large", "{body}");
 
-            // Past what the HTTP layer buffers, it answers 431 itself (empty body).
+            // Past what the HTTP layer buffers, it answers 431 itself, with the same body.
             let r = client
                 .get(format!("{}/healthz", app.base))
                 .header("X-Pad", "c".repeat(100_000))
@@ -301,6 +301,59 @@ async fn over_large_heads_are_refused_as_json_where_the_server_can() {
                 .await
                 .unwrap();
             assert_eq!(r.status(), 431);
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["error"], "request header fields too large", "{body}");
+        },
+    )
+    .await;
+}
+
+/// Raw request heads the HTTP layer refuses before the application sees them: each answer
+/// still carries the JSON error body, and the server keeps serving.
+#[tokio::test]
+async fn unparseable_heads_get_json_error_bodies() {
+    testkit::run(
+        Backend::Sqlite,
+        "unparseable_heads",
+        |_: &mut server::Settings| {},
+        |app: TestApp| async move {
+            let long_target = format!("GET /healthz?q={} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(100_000));
+            let heads: [(&[u8], u16, &str); 5] = [
+                (b"GET /\xff HTTP/1.1\r\nHost: t\r\n\r\n", 400, "bad request"),
+                (b"GET /a\x00b HTTP/1.1\r\nHost: t\r\n\r\n", 400, "bad request"),
+                (
+                    b"POST /api/v1/intel/lookup HTTP/1.1\r\nHost: t\r\nContent-Length: 12abc\r\n\r\n",
+                    400,
+                    "bad request",
+                ),
+                (
+                    b"POST /api/v1/intel/lookup HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+                    400,
+                    "bad request",
+                ),
+                (long_target.as_bytes(), 414, "uri too long"),
+            ];
+            for (head, status, error) in heads {
+                let mut stream = TcpStream::connect(addr(&app)).await.unwrap();
+                stream.write_all(head).await.unwrap();
+                let seen = closed_within(&mut stream, Duration::from_secs(10))
+                    .await
+                    .expect("the server answers and closes");
+                let text = String::from_utf8_lossy(&seen);
+                let (answer_head, body) = text.split_once("\r\n\r\n").expect("an answer");
+                assert!(
+                    answer_head.starts_with(&format!("HTTP/1.1 {status} ")),
+                    "{answer_head}"
+                );
+                assert!(
+                    answer_head.to_ascii_lowercase().contains("content-type: application/json"),
+                    "{answer_head}"
+                );
+                let body: Value = serde_json::from_str(body).expect("a JSON body");
+                assert_eq!(body["error"], error, "{body}");
+                assert!(body["message"].is_string(), "{body}");
+            }
+            assert_eq!(app.get("/healthz").await.status, 200);
         },
     )
     .await;
