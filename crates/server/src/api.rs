@@ -95,6 +95,9 @@ pub struct HashOfDay {
     /// True when this body came from the feed cache (kept at most one hour).
     pub cache_hit: bool,
     pub hashes: Vec<HashRecordJson>,
+    /// Without `executable`, the feed comes a page at a time: the `after` value of the next
+    /// page (also in the `Link` header, `rel="next"`), or null on the last page.
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -19,9 +19,9 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::migrate::{self, Migration};
 use crate::{
-    AccountStore, ExportCursor, ExportQuery, HealthStore, HistoryQuery, KeyPrincipal, NewApiKey,
-    Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, VendorHealth, db_error,
-    new_id,
+    AccountStore, ExportCursor, ExportQuery, FeedPosition, HealthStore, HistoryQuery, KeyPrincipal,
+    NewApiKey, Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, VendorHealth,
+    db_error, new_id,
 };
 
 const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
@@ -692,6 +692,37 @@ macro_rules! backend {
                         "SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current' \
                          ORDER BY executable_name, platform, arch"
                     )))
+                    .fetch_all(&self.pool)
+                    .await,
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_records_page(
+                &self,
+                after: Option<&FeedPosition>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = match after {
+                    None => sqlx::query(AssertSqlSafe(format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current' \
+                         ORDER BY executable_name, platform, arch, id LIMIT $1"
+                    )))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await,
+                    Some(p) => sqlx::query(AssertSqlSafe(format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current' \
+                         AND (executable_name, platform, arch, id) > ($1, $2, $3, $4) \
+                         ORDER BY executable_name, platform, arch, id LIMIT $5"
+                    )))
+                    .bind(&p.executable_name)
+                    .bind(&p.platform)
+                    .bind(&p.arch)
+                    .bind(&p.id)
+                    .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await,
                 }

@@ -81,6 +81,16 @@ pub struct ExportQuery {
     pub to: NaiveDate,
 }
 
+/// Keyset position in the public feed's order (executable name, platform, arch, id): the
+/// last record of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedPosition {
+    pub executable_name: String,
+    pub platform: String,
+    pub arch: String,
+    pub id: String,
+}
+
 /// Keyset position of an export stream: the last row sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportCursor {
@@ -192,6 +202,15 @@ pub trait RecordStore: Send + Sync {
     /// Current records, optionally only those whose executable name equals `executable`
     /// case-insensitively; ordered by executable name.
     async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>>;
+
+    /// At most `limit` current records in the public feed's order (executable name,
+    /// platform, arch, id), those after `after`; a walk over every page reads each current
+    /// record once, in bounded memory, whatever their number.
+    async fn current_records_page(
+        &self,
+        after: Option<&FeedPosition>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
 
     /// Records with any of the hashes (SHA-256, SHA-1 or MD5 by length); superseded
     /// records only when asked.

@@ -23,6 +23,7 @@ testkit::backend_tests!(
     hash_of_day_date_is_forbidden,
     hash_of_day_cache_hits_and_invalidation,
     hash_of_day_cache_expires,
+    hash_of_day_pages_and_streams,
     lookup_matches_each_hash_kind,
     lookup_keys_every_hash_lowercase_once,
     lookup_superseded_only_in_historical,
@@ -135,6 +136,86 @@ async fn hash_of_day_lists_current_records_only(app: TestApp) {
     assert_eq!(pkg["hash_sha1"], Value::Null);
     assert_eq!(pkg["hash_md5"], Value::Null);
     assert_eq!(pkg["download_verified"], false);
+}
+
+/// Without `executable` the feed comes a page at a time: following `next` (or the `Link`
+/// header) visits every current record once, in name order, and the JSON Lines route
+/// streams the same records whole.
+async fn hash_of_day_pages_and_streams(app: TestApp) {
+    let mut ids = BTreeSet::new();
+    for (i, name) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
+        let seed = i as u64 + 1;
+        ids.insert(app.record(pypi(name, "1.0", seed)).await);
+    }
+    let mut seen = Vec::new();
+    let mut path = "/public/hash-of-day?limit=3".to_string();
+    let mut pages = 0;
+    loop {
+        let r = app.get(&path).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let body = r.json();
+        let hashes = body["hashes"].as_array().unwrap();
+        assert!(hashes.len() <= 3, "{}", r.text);
+        seen.extend(hashes.iter().map(|h| h["id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match body["next"].as_str() {
+            Some(next) => {
+                let link = r
+                    .headers
+                    .get("link")
+                    .expect("a Link header")
+                    .to_str()
+                    .unwrap();
+                assert!(
+                    link.contains(next) && link.ends_with("rel=\"next\""),
+                    "{link}"
+                );
+                path = format!("/public/hash-of-day?limit=3&after={next}");
+            }
+            None => {
+                assert!(r.headers.get("link").is_none());
+                break;
+            }
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 7, "every record once: {seen:?}");
+    assert_eq!(seen.iter().cloned().collect::<BTreeSet<_>>(), ids);
+
+    // The default page holds them all; bad paging parameters are refused.
+    let all = app.get("/public/hash-of-day").await.json();
+    assert_eq!(all["hashes"].as_array().unwrap().len(), 7);
+    assert_eq!(all["next"], Value::Null);
+    for query in [
+        "limit=0",
+        "limit=10001",
+        "limit=x",
+        "after=%21%21",
+        "after=YQ",
+    ] {
+        app.get(&format!("/public/hash-of-day?{query}"))
+            .await
+            .assert_error(400, "bad request");
+    }
+
+    let r = app.get("/public/hash-of-day.ndjson").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.content_type().starts_with("application/x-ndjson"));
+    let streamed: Vec<Value> = r
+        .text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(streamed.len(), 7);
+    assert_eq!(
+        streamed
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        seen,
+        "the same records in the same order"
+    );
 }
 
 async fn hash_of_day_executable_filter(app: TestApp) {
