@@ -117,6 +117,15 @@ fn build_document() -> Value {
                     "The key's role or the account's tier does not allow this",
                 );
             }
+            // Refused to impersonation sessions, or to a console session without its
+            // second factor (`MFA_REQUIRED`), whatever the role.
+            if route.rule.impersonation == Impersonation::Refused || route.rule.second_factor {
+                add_error_response(
+                    op,
+                    "403",
+                    "Refused to this session: an impersonation session, or MFA_REQUIRED for a session without its second factor",
+                );
+            }
         }
         if route.limit != LimitClass::None {
             add_error_response(
@@ -126,7 +135,37 @@ fn build_document() -> Value {
             );
         }
     }
+    declare_retry_after(&mut doc);
     doc
+}
+
+/// Every `429` answer carries `Retry-After`, however the operation came to list it.
+fn declare_retry_after(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let ops = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|ops| ops.values_mut());
+    for op in ops {
+        if let Some(answer) = op
+            .pointer_mut("/responses/429")
+            .and_then(Value::as_object_mut)
+        {
+            let headers = answer
+                .entry("headers")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(headers) = headers.as_object_mut() {
+                headers.entry("Retry-After").or_insert_with(|| {
+                    serde_json::json!({
+                        "description": "Whole seconds until a request may succeed again (at least 1)",
+                        "schema": {"type": "integer", "minimum": 1}
+                    })
+                });
+            }
+        }
+    }
 }
 
 /// Adds an error response to an operation unless it already documents that status.

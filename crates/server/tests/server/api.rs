@@ -14,7 +14,7 @@ use chrono::Duration;
 use model::{Arch, Clock as _, Platform, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
-use server::routing::{Access, ROUTES, RouteSpec};
+use server::routing::{Access, Impersonation, ROUTES, RouteSpec};
 use testkit::{TestApp, go, hex_of, putty, pypi, q, rec, t};
 
 testkit::backend_tests!(
@@ -2353,7 +2353,21 @@ async fn openapi_document(app: TestApp) {
                     "{} documents 429",
                     route.path
                 );
+                if route.rule.impersonation == Impersonation::Refused {
+                    assert!(
+                        op["responses"]["403"].is_object(),
+                        "{} documents the 403 of impersonation sessions",
+                        route.path
+                    );
+                }
             }
+        }
+        if op["responses"]["429"].is_object() {
+            assert_eq!(
+                op["responses"]["429"]["headers"]["Retry-After"]["schema"]["type"], "integer",
+                "{} {} declares Retry-After on its 429",
+                route.method, route.path
+            );
         }
     }
     // Nothing documented that is not served.
