@@ -114,6 +114,23 @@ pub fn validate_team_id(team_id: &str) -> Result<(), Error> {
     }
 }
 
+/// Namespace of account uuids (UUIDv5), fixed so every replica and release agrees.
+const ACCOUNT_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6b6e_6f77_6e67_4f6f_a4e1_6163_636f_756e);
+
+/// An account's uuid: derived from its team id (UUIDv5), so it never changes, needs no
+/// storage and names the same account on every replica. The API accepts it wherever an
+/// account is named by `account_id`, beside the team id.
+pub fn account_uuid(team_id: &str) -> uuid::Uuid {
+    uuid::Uuid::new_v5(&ACCOUNT_NAMESPACE, team_id.as_bytes())
+}
+
+/// Whether `account_id` names the account `team_id`: its team id or its uuid (any case).
+pub fn names_account(account_id: &str, team_id: &str) -> bool {
+    account_id == team_id
+        || uuid::Uuid::parse_str(account_id).is_ok_and(|u| u == account_uuid(team_id))
+}
+
 /// Checks the shape of a presented key before any lookup: `<TEAM_ID>.<SECRET>`.
 pub fn parse_key(key: &str) -> Result<&str, Error> {
     let invalid = || Error::Unauthorized("invalid API key".into());

@@ -158,7 +158,7 @@ impl Admin {
         let membership = match account_id {
             Some(account) => memberships
                 .iter()
-                .find(|m| m.team_id == account)
+                .find(|m| crate::names_account(account, &m.team_id))
                 .ok_or_else(|| {
                     Error::NotFound(format!(
                         "user {user_id} is not a member of account {account:?}"

@@ -46,6 +46,8 @@ pub struct InviteJson {
     /// The one-time code the invited person redeems at `POST /api/v1/auth/invite`.
     pub code: String,
     pub team_id: String,
+    /// The account's uuid; `account_id` accepts it as well as the team id.
+    pub account_uuid: String,
     pub role: String,
     pub expires_at: String,
 }
@@ -83,6 +85,7 @@ pub async fn create_invite(
         Json(InviteJson {
             invite_id: invite.invite_id,
             code: invite.code,
+            account_uuid: auth::account_uuid(&invite.team_id).to_string(),
             team_id: invite.team_id,
             role: invite.role.as_str().into(),
             expires_at: timestamp(invite.expires_at),

@@ -753,6 +753,14 @@ async fn staff_impersonate_a_user_with_their_membership_role(app: TestApp) {
         claims(r.json()["token"].as_str().unwrap())["role"],
         "analyst"
     );
+    // The account's uuid names it as well as its team id; another account's uuid does not.
+    let globex = auth::account_uuid("globex").to_string();
+    let r = impersonate(json!({"user_id": user_id, "account_id": globex, "mode": "view"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(claims(r.json()["token"].as_str().unwrap())["sub"], "globex");
+    let initech = auth::account_uuid("initech").to_string();
+    let r = impersonate(json!({"user_id": user_id, "account_id": initech, "mode": "view"})).await;
+    r.assert_error(404, "not found");
 
     // Unknown user 404; a user with a membership in the platform tenant is staff: 403.
     let r = impersonate(json!({"user_id": "7d444840-9dc0-11d1-b245-5ffdce74fad2", "mode": "view"}))
