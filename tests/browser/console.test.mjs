@@ -262,7 +262,7 @@ test("an invited user is held at MFA_REQUIRED until they enrol", async () => {
   });
   assert.equal(allowed.status(), 200);
   await page.goto(`${BASE}/console/history?executable=sample-tool.exe`);
-  assert.match(await page.textContent("main"), /1 versions of sample-tool\.exe/);
+  assert.match(await page.textContent("main"), /2 versions of sample-tool\.exe/);
   await shoot(page, "history");
   await page.goto(`${BASE}/console/usage`);
   assert.ok(await page.locator("svg.chart").count());
@@ -376,6 +376,26 @@ test("a dropped file is hashed in the browser and classified", async () => {
   const classes = await page.locator("[data-classification]").allTextContents();
   assert.deepEqual(classes, ["known_vendor_release", "known_vendor_release", "known_vendor_release"]);
   await shoot(page, "lookup");
+  await page.context().close();
+});
+
+test("a superseded build is known, marked superseded, with the current version beside it", async () => {
+  const page = await newPage();
+  await signInWithKey(page, adminKey);
+  await page.waitForURL(`${BASE}/console/second-factor`);
+  await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(/\/console\/account/);
+  await page.goto(`${BASE}/console/lookup`);
+  const old = createHash("sha256").update(readFileSync(process.env.KG_OLD_SAMPLE)).digest("hex");
+  await page.getByLabel(/^Hashes/).fill(old);
+  await page.getByRole("button", { name: "Look up" }).click();
+  const row = page.locator("tbody tr", { hasText: old });
+  assert.equal(await row.locator("[data-classification]").textContent(), "known_vendor_release");
+  assert.equal(await row.locator("[data-superseded]").textContent(), "superseded");
+  assert.match(await row.textContent(), /sample-tool\.exe 0\.9\.0/);
+  assert.match(await row.locator("[data-current-version]").textContent(), /current version: 1\.0\.0/);
+  await shoot(page, "lookup-superseded");
   await page.context().close();
 });
 

@@ -52,20 +52,24 @@ CONF
 
 kg() { RUST_LOG=${RUST_LOG:-warn} "$BIN" "$@" --data-dir "$DATA" --config "$CONFIG"; }
 
-# The file the Lookup test drops: its hashes are recorded as a vendor release.
+# The file the Lookup test drops: its hashes are recorded as a vendor release (1.0.0), after
+# an older build (0.9.0) that it supersedes.
 SAMPLE="$WORK/sample-tool.exe"
 printf 'knowngood console test file\n%.0s' $(seq 1 200) >"$SAMPLE"
-python3 - "$SAMPLE" >"$WORK/records.jsonl" <<'PY'
+OLD_SAMPLE="$WORK/sample-tool-0.9.0.exe"
+printf 'knowngood console test file, an older build\n%.0s' $(seq 1 200) >"$OLD_SAMPLE"
+python3 - "$OLD_SAMPLE" "$SAMPLE" >"$WORK/records.jsonl" <<'PY'
 import hashlib, json, sys
-data = open(sys.argv[1], "rb").read()
-print(json.dumps({
-    "vendor": "example", "executable_name": "sample-tool.exe", "version": "1.0.0",
-    "platform": "windows", "arch": "amd64",
-    "hash_sha256": hashlib.sha256(data).hexdigest(),
-    "hash_sha1": hashlib.sha1(data).hexdigest(),
-    "hash_md5": hashlib.md5(data).hexdigest(),
-    "source_url": "https://example.org/sample-tool.exe", "download_verified": True,
-}))
+for path, version in zip(sys.argv[1:], ["0.9.0", "1.0.0"]):
+    data = open(path, "rb").read()
+    print(json.dumps({
+        "vendor": "example", "executable_name": "sample-tool.exe", "version": version,
+        "platform": "windows", "arch": "amd64",
+        "hash_sha256": hashlib.sha256(data).hexdigest(),
+        "hash_sha1": hashlib.sha1(data).hexdigest(),
+        "hash_md5": hashlib.md5(data).hexdigest(),
+        "source_url": "https://example.org/sample-tool.exe", "download_verified": True,
+    }))
 PY
 
 kg admin bootstrap >/dev/null
@@ -85,7 +89,7 @@ for _ in $(seq 1 300); do
     sleep 0.2
 done
 
-export KG_CONSOLE="http://localhost:$PORT" KG_ADMIN_KEY="$ADMIN_KEY" KG_SAMPLE="$SAMPLE"
+export KG_CONSOLE="http://localhost:$PORT" KG_ADMIN_KEY="$ADMIN_KEY" KG_SAMPLE="$SAMPLE" KG_OLD_SAMPLE="$OLD_SAMPLE"
 export KG_CHROMIUM="$CHROMIUM" KG_SCREENSHOTS="$HERE/screenshots"
 rc=0
 (cd "$HERE" && npm test --silent) || rc=$?

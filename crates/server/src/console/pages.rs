@@ -1178,9 +1178,10 @@ async fn lookup(
         return r;
     }
     let ctx = ctx(&state, &headers).await;
-    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
-        return r;
-    }
+    let principal = match allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
+        Ok(p) => p.clone(),
+        Err(r) => return r,
+    };
     let raw = form.get("hashes").cloned().unwrap_or_default();
     let parsed: Result<Vec<HashValue>, Error> = raw
         .split(|c: char| c.is_whitespace() || c == ',')
@@ -1210,31 +1211,47 @@ async fn lookup(
     };
     batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
     batch.dedup_by(|a, b| a.as_str() == b.as_str());
-    let classified = match state.classifier.classify(batch, false).await {
-        Ok(c) => c,
+    // Superseded builds are genuine too: with intel:history (as the CLI does) they are
+    // answered and marked, with the current version beside them.
+    let historical = principal.has(Permission::IntelHistory);
+    let rows = match state.classifier.classify(batch, historical).await {
+        Ok(classified) => classified
+            .results()
+            .into_iter()
+            .map(|(hash, verdict)| LookupRow::of(hash, &verdict))
+            .collect::<Vec<_>>(),
         Err(e) => return refused(&state, &ctx, &e),
     };
-    let rows: String = classified
-        .results()
-        .into_iter()
-        .map(|(hash, verdict)| {
-            let class = verdict.classification().as_str();
-            let detail = match &verdict {
-                lookup::Verdict::VendorRelease(m) => format!(
-                    "{} {} ({}, {})",
-                    esc(m.executable_name),
-                    esc(m.version),
-                    esc(m.vendor),
-                    m.platform.as_str()
+    let mut current_versions: HashMap<(String, String, model::Platform), String> = HashMap::new();
+    for row in &rows {
+        if let Some(key) = &row.superseded
+            && !current_versions.contains_key(key)
+        {
+            let current = match current_version(&state, key).await {
+                Ok(v) => v,
+                Err(e) => return refused(&state, &ctx, &e),
+            };
+            current_versions.insert(key.clone(), current);
+        }
+    }
+    let rows: String = rows
+        .iter()
+        .map(|row| {
+            let class = row.classification;
+            let (mark, detail) = match &row.superseded {
+                Some(key) => (
+                    r#" <span class="badge superseded" data-superseded>superseded</span>"#,
+                    format!(
+                        r#"{} <span class="help" data-current-version>{}</span>"#,
+                        row.detail,
+                        esc(&current_versions[key])
+                    ),
                 ),
-                lookup::Verdict::File(e) => {
-                    format!("{} ({}, {})", esc(e.file_name), esc(e.product_name), esc(e.source))
-                }
-                lookup::Verdict::Unknown => "found in no source".into(),
+                None => ("", row.detail.clone()),
             };
             format!(
-                r#"<tr><td class="hash">{}</td><td><span class="badge {class}" data-classification>{class}</span></td><td>{detail}</td></tr>"#,
-                esc(hash.as_str())
+                r#"<tr><td class="hash">{}</td><td><span class="badge {class}" data-classification>{class}</span>{mark}</td><td>{detail}</td></tr>"#,
+                esc(&row.hash)
             )
         })
         .collect();
@@ -1242,6 +1259,84 @@ async fn lookup(
         r#"<section aria-labelledby="results"><h2 id="results">Results</h2><div class="scroll"><table><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></div></section>"#
     );
     lookup_form(&state, &ctx, StatusCode::OK, &raw, &results)
+}
+
+/// One answered hash of the Lookup page, owned (the classifier's answer borrows from the
+/// index, which is not held across the look-ups of current versions).
+struct LookupRow {
+    hash: String,
+    classification: &'static str,
+    /// The match as HTML (escaped).
+    detail: String,
+    /// A superseded vendor build: its vendor, executable and platform.
+    superseded: Option<(String, String, model::Platform)>,
+}
+
+impl LookupRow {
+    fn of(hash: &HashValue, verdict: &lookup::Verdict<'_>) -> Self {
+        let (detail, superseded) = match verdict {
+            lookup::Verdict::VendorRelease(m) => (
+                format!(
+                    "{} {} ({}, {})",
+                    esc(m.executable_name),
+                    esc(m.version),
+                    esc(m.vendor),
+                    m.platform.as_str()
+                ),
+                (!m.current).then(|| {
+                    (
+                        m.vendor.to_string(),
+                        m.executable_name.to_string(),
+                        m.platform,
+                    )
+                }),
+            ),
+            lookup::Verdict::File(e) => (
+                format!(
+                    "{} ({}, {})",
+                    esc(e.file_name),
+                    esc(e.product_name),
+                    esc(e.source)
+                ),
+                None,
+            ),
+            lookup::Verdict::Unknown => ("found in no source".into(), None),
+        };
+        Self {
+            hash: hash.as_str().to_string(),
+            classification: verdict.classification().as_str(),
+            detail,
+            superseded,
+        }
+    }
+}
+
+/// What to show beside a superseded build: the current version(s) of the same vendor's
+/// executable on that platform, or that none is current.
+async fn current_version(
+    state: &AppState,
+    (vendor, executable, platform): &(String, String, model::Platform),
+) -> Result<String, Error> {
+    let query = store::HistoryQuery {
+        executable: executable.clone(),
+        platform: Some(*platform),
+        limit: 200,
+        ..store::HistoryQuery::default()
+    };
+    let page = state.store.history(&query).await?;
+    let mut versions: Vec<&str> = page
+        .items
+        .iter()
+        .filter(|r| r.valid_until.is_none() && r.record.vendor == *vendor)
+        .map(|r| r.record.version.as_str())
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    Ok(if versions.is_empty() {
+        "no version of it is current".to_string()
+    } else {
+        format!("current version: {}", versions.join(", "))
+    })
 }
 
 async fn history(

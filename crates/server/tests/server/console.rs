@@ -14,6 +14,7 @@ testkit::backend_tests!(
     key_sign_in_is_under_the_failed_credential_limit with the_api_failure_limits,
     unknown_console_paths_answer_the_console_404_page,
     invited_users_sign_in_again_with_what_they_enrolled,
+    lookup_marks_superseded_builds_with_the_current_version,
 );
 
 fn client() -> reqwest::Client {
@@ -546,4 +547,44 @@ async fn invited_users_sign_in_again_with_what_they_enrolled(app: TestApp) {
         assert!(html.contains("No active user has that ID."), "{html}");
         assert!(b.pending.is_none());
     }
+}
+
+async fn lookup_marks_superseded_builds_with_the_current_version(app: TestApp) {
+    use testkit::fixtures::{hex_of, putty};
+    app.record(putty("0.81", model::Arch::Amd64, 1)).await;
+    app.record(putty("0.82", model::Arch::Amd64, 2)).await;
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let hashes = [hex_of(1, 64), hex_of(2, 40), hex_of(1, 32), hex_of(9, 64)].join("\n");
+    let (status, _, html) = b.post("/console/lookup", &[("hashes", &hashes)]).await;
+    assert_eq!(status, 200, "{html}");
+    let rows: Vec<&str> = html.split("<tr>").skip(2).collect();
+    let row = |hash: &str| {
+        *rows
+            .iter()
+            .find(|r| r.contains(hash))
+            .unwrap_or_else(|| panic!("no row for {hash}: {html}"))
+    };
+    // The old build is genuine: known, marked superseded, the current version beside it.
+    for old in [hex_of(1, 64), hex_of(1, 32)] {
+        let r = row(&old);
+        assert!(r.contains(">known_vendor_release<"), "{r}");
+        assert!(r.contains("data-superseded>superseded<"), "{r}");
+        assert!(r.contains("putty.exe 0.81 (PuTTY, windows)"), "{r}");
+        assert!(r.contains("current version: 0.82"), "{r}");
+    }
+    let r = row(&hex_of(2, 40));
+    assert!(
+        r.contains(">known_vendor_release<") && r.contains("putty.exe 0.82"),
+        "{r}"
+    );
+    assert!(
+        !r.contains("superseded"),
+        "the current build is not marked: {r}"
+    );
+    let r = row(&hex_of(9, 64));
+    assert!(
+        r.contains(">unknown<") && r.contains("found in no source"),
+        "{r}"
+    );
 }
