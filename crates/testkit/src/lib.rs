@@ -9,7 +9,9 @@
 //!
 //! PostgreSQL runs when `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable database (e.g.
 //! `postgres://postgres:postgres@127.0.0.1:5432/postgres`); each test gets its own schema,
-//! dropped afterwards. Without it the PostgreSQL variants print `SKIPPED` and pass.
+//! dropped afterwards. Whether it is set is read when the tests are built: without it the
+//! PostgreSQL variants are marked ignored (and reported so); a URL set but unreachable
+//! fails them.
 
 // Test code: a failed step panics with its cause.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -91,7 +93,7 @@ macro_rules! backend_tests {
     (@on $module:ident $backend:ident; $($name:ident $(with $configure:ident)?),+) => {
         mod $module {
             $(
-                #[tokio::test]
+                $crate::backend_test! { $backend
                 async fn $name() {
                     $crate::run(
                         $crate::Backend::$backend,
@@ -101,7 +103,43 @@ macro_rules! backend_tests {
                     )
                     .await;
                 }
+                }
             )+
         }
+    };
+}
+
+/// One test of the backend matrix: a `#[tokio::test]`, ignored on PostgreSQL when the tests
+/// were built without `KNOWNGOOD_TEST_POSTGRES_URL`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! backend_test {
+    (Sqlite $test:item) => {
+        #[tokio::test]
+        $test
+    };
+    (Postgres $test:item) => {
+        $crate::postgres_test! { $test }
+    };
+}
+
+#[cfg(postgres_configured)]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! postgres_test {
+    ($test:item) => {
+        #[tokio::test]
+        $test
+    };
+}
+
+#[cfg(not(postgres_configured))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! postgres_test {
+    ($test:item) => {
+        #[tokio::test]
+        #[ignore = "KNOWNGOOD_TEST_POSTGRES_URL was not set when the tests were built"]
+        $test
     };
 }

@@ -4,8 +4,8 @@
 //! Redis by two OS processes), monthly quotas and usage accounting.
 //!
 //! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as `sqlite::<name>`
-//! and `postgres::<name>` (the latter skipped, with a visible `SKIPPED` line, unless
-//! `KNOWNGOOD_TEST_POSTGRES_URL` is set). `name with f` first adjusts the server's
+//! and `postgres::<name>` (the latter ignored unless
+//! `KNOWNGOOD_TEST_POSTGRES_URL` was set when the tests were built). `name with f` first adjusts the server's
 //! `Settings` with `f`. The Redis test needs Redis at `KNOWNGOOD_TEST_REDIS_URL` (default
 //! `redis://127.0.0.1:6379`) and prints `SKIPPED` when it is unreachable.
 

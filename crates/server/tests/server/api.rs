@@ -2,8 +2,8 @@
 //! real server on each storage backend.
 //!
 //! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as `sqlite::<name>`
-//! and `postgres::<name>` (the latter skipped, with a visible `SKIPPED` line, unless
-//! `KNOWNGOOD_TEST_POSTGRES_URL` is set). The harness is the `testkit` crate.
+//! and `postgres::<name>` (the latter ignored unless
+//! `KNOWNGOOD_TEST_POSTGRES_URL` was set when the tests were built). The harness is the `testkit` crate.
 //!
 //! `UPDATE_SNAPSHOTS=1 cargo test -p server --test server openapi` rewrites the committed
 //! OpenAPI snapshot `crates/server/openapi.json`.

@@ -4,8 +4,8 @@
 //! the service's back, the root log's checkpoint and consistency proofs, and key rotation.
 //!
 //! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as
-//! `sqlite::<name>` and `postgres::<name>` (the latter skipped, with a visible `SKIPPED`
-//! line, unless `KNOWNGOOD_TEST_POSTGRES_URL` is set).
+//! `sqlite::<name>` and `postgres::<name>` (the latter ignored unless
+//! `KNOWNGOOD_TEST_POSTGRES_URL` was set when the tests were built).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
