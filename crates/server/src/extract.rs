@@ -215,6 +215,40 @@ fn decode_query(raw: &str) -> Result<String, ()> {
 /// Longest file name a record can have, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
 
+/// Default page size of the listing routes (history, revocations, downloads, audit,
+/// package changes).
+pub const DEFAULT_PAGE: u32 = 50;
+/// Largest page size of the listing routes.
+pub const MAX_PAGE: u32 = 200;
+
+/// `limit` of a listing route: 1 to [`MAX_PAGE`], default [`DEFAULT_PAGE`].
+pub fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
+    parse_limit_within(raw, DEFAULT_PAGE, MAX_PAGE)
+}
+
+/// `limit` from 1 to `max`, `default` when absent.
+pub fn parse_limit_within(raw: Option<&str>, default: u32, max: u32) -> Result<u32, Error> {
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(Error::bad_request(format!(
+            "limit must be an integer from 1 to {max} (got {raw:?})"
+        ))),
+    }
+}
+
+/// `offset` of a listing route: 0 or more, default 0.
+pub fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
+    let Some(raw) = raw else { return Ok(0) };
+    raw.trim().parse::<u64>().map_err(|_| {
+        Error::bad_request(format!(
+            "offset must be a non-negative integer (got {raw:?})"
+        ))
+    })
+}
+
 /// A name filter (`executable`, `vendor`): trimmed, empty means absent; longer than any
 /// recorded name can be is a 400 rather than a search that cannot match.
 pub fn name_filter(raw: Option<&str>, field: &str) -> Result<Option<String>, Error> {

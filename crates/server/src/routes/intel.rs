@@ -19,7 +19,7 @@ use crate::api::{
     LookupResult, Stats, StatsTotals, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, QueryParams, parse_limit, parse_offset};
 use crate::routing::{Api, Rule};
 
 /// The intel routes and who may call them.
@@ -47,8 +47,6 @@ pub(crate) fn routes(api: Api) -> Api {
 }
 
 pub const MAX_LOOKUP_HASHES: usize = 100;
-pub const DEFAULT_PAGE: u32 = 50;
-pub const MAX_PAGE: u32 = 200;
 pub const MAX_EXPORT_DAYS: i64 = 366;
 pub const MAX_EXPORT_ROWS: u64 = 100_000;
 const EXPORT_PAGE_ROWS: u32 = 1000;
@@ -242,27 +240,6 @@ pub struct HistoryParams {
     limit: Option<String>,
     /// 0 or more, default 0.
     offset: Option<String>,
-}
-
-pub fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
-    let Some(raw) = raw else {
-        return Ok(DEFAULT_PAGE);
-    };
-    match raw.trim().parse::<u32>() {
-        Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
-        _ => Err(Error::bad_request(format!(
-            "limit must be an integer from 1 to {MAX_PAGE} (got {raw:?})"
-        ))),
-    }
-}
-
-pub fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
-    let Some(raw) = raw else { return Ok(0) };
-    raw.trim().parse::<u64>().map_err(|_| {
-        Error::bad_request(format!(
-            "offset must be a non-negative integer (got {raw:?})"
-        ))
-    })
 }
 
 fn parse_opt<T: std::str::FromStr<Err = Error>>(

@@ -22,7 +22,8 @@ use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, RawBody};
-use crate::routes::intel::{lookup_result_owned, parse_limit, parse_offset};
+use crate::extract::{parse_limit, parse_offset};
+use crate::routes::intel::lookup_result_owned;
 use crate::routing::{Api, Rule};
 
 pub const MAX_TYPOSQUAT_PACKAGES: usize = 200;

@@ -110,7 +110,11 @@ pub async fn hash_of_day(
         .unwrap_or_default()
         .to_lowercase();
     let page = if name.is_empty() {
-        let limit = parse_feed_limit(query.limit.as_deref())?;
+        let limit = crate::extract::parse_limit_within(
+            query.limit.as_deref(),
+            FEED_PAGE_DEFAULT,
+            FEED_PAGE_MAX,
+        )?;
         let after = query.after.as_deref().map(decode_position).transpose()?;
         Some((limit, after))
     } else {
@@ -228,18 +232,6 @@ pub async fn hash_of_day_ndjson(State(state): State<AppState>) -> Response {
         axum::body::Body::from_stream(pages),
     )
         .into_response()
-}
-
-fn parse_feed_limit(raw: Option<&str>) -> Result<u32, Error> {
-    let Some(raw) = raw else {
-        return Ok(FEED_PAGE_DEFAULT);
-    };
-    match raw.trim().parse::<u32>() {
-        Ok(n) if (1..=FEED_PAGE_MAX).contains(&n) => Ok(n),
-        _ => Err(Error::bad_request(format!(
-            "limit must be an integer from 1 to {FEED_PAGE_MAX} (got {raw:?})"
-        ))),
-    }
 }
 
 fn position_of(r: &HashRecord) -> FeedPosition {

@@ -12,7 +12,7 @@ use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
-use crate::routes::intel::{parse_limit, parse_offset};
+use crate::extract::{parse_limit, parse_offset};
 use crate::routing::{Api, Rule};
 
 pub(crate) fn routes(api: Api) -> Api {

@@ -11,8 +11,8 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
+use crate::extract::parse_limit;
 use crate::extract::{QueryParams, instant};
-use crate::routes::intel::parse_limit;
 use crate::routing::{Api, Rule};
 
 pub(super) fn routes(api: Api) -> Api {
