@@ -18,6 +18,9 @@ const MAX_WAIT: Duration = Duration::from_secs(120);
 /// Waits for one batch before giving up.
 const MAX_RETRIES: u32 = 20;
 
+/// Told before each wait for a `Retry-After`, with how long the wait is.
+pub type WaitNotice = Box<dyn Fn(Duration) + Send + Sync>;
+
 /// Where the server is, and the key.
 pub struct ApiClient {
     base: String,
@@ -25,6 +28,25 @@ pub struct ApiClient {
     http: reqwest::Client,
     /// Whether superseded builds can be asked about (`intel:history`); cleared on a 403.
     historical: bool,
+    /// Says that the client waits out a `Retry-After` (default: a line on stderr).
+    on_wait: WaitNotice,
+}
+
+/// The line that says a 429 is being waited out: on a terminal as is, otherwise prefixed
+/// with the UTC time, as a log line.
+pub fn wait_line(wait: Duration, terminal: bool) -> String {
+    let text = format!(
+        "rate limited by the server: waiting {} s as its Retry-After says, then continuing",
+        wait.as_secs()
+    );
+    if terminal {
+        text
+    } else {
+        format!(
+            "{} knowngood: {text}",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+        )
+    }
 }
 
 /// One hash's answer, as the lookup routes give it.
@@ -109,7 +131,16 @@ impl ApiClient {
             key,
             http,
             historical: true,
+            on_wait: Box::new(|wait| {
+                use std::io::IsTerminal as _;
+                eprintln!("{}", wait_line(wait, std::io::stderr().is_terminal()));
+            }),
         })
+    }
+
+    /// Replaces how a wait for `Retry-After` is announced.
+    pub fn on_wait(&mut self, notice: WaitNotice) {
+        self.on_wait = notice;
     }
 
     /// Classifies `hashes` (any number; sent 100 at a time), keyed by the lowercase hash.
@@ -161,6 +192,7 @@ impl ApiClient {
                 let wait = retry_after(response.headers());
                 if let Some(wait) = wait.filter(|w| *w <= MAX_WAIT) {
                     retries += 1;
+                    (self.on_wait)(wait);
                     tokio::time::sleep(wait).await;
                     continue;
                 }

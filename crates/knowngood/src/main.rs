@@ -92,7 +92,8 @@ enum Command {
     /// special files are reported, never fatal.
     #[command(after_help = "Exit status:\n  \
         0  scanned\n  \
-        1  an error (the server could not be asked, bad usage of the key)\n  \
+        1  an error (a path that does not exist, the server could not be asked, bad usage\n     \
+           of the key)\n  \
         2  bad usage\n  \
         4  --fail-on-unknown and at least one file is unknown")]
     Scan {
@@ -113,6 +114,10 @@ enum Command {
         /// With --offline: trust only this log public key (base64); repeatable.
         #[arg(long = "trust-key", requires = "offline")]
         trust_key: Vec<String>,
+        /// When standard error is not a terminal: a progress line every this many
+        /// seconds (0: none). On a terminal a progress bar shows instead.
+        #[arg(long, default_value_t = 10)]
+        progress_every: u64,
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
     },
@@ -565,6 +570,7 @@ async fn run(cli: Cli) -> Result<()> {
             jobs,
             offline,
             trust_key,
+            progress_every,
             paths,
         } => {
             let jobs = jobs.unwrap_or_else(|| {
@@ -579,6 +585,7 @@ async fn run(cli: Cli) -> Result<()> {
                 jobs,
                 offline,
                 trust_keys: trust_key,
+                progress_every: std::time::Duration::from_secs(progress_every),
             })
             .await
         }

@@ -62,6 +62,8 @@ pub struct ScanArgs {
     /// Classify with this bundle instead of the server.
     pub offline: Option<PathBuf>,
     pub trust_keys: Vec<String>,
+    /// Off a terminal: a progress line on stderr this often.
+    pub progress_every: std::time::Duration,
 }
 
 /// What the walk found at a path.
@@ -161,13 +163,24 @@ impl Summary {
 }
 
 pub async fn run(args: ScanArgs) -> Result<()> {
+    // A path named on the command line that does not exist is a mistake, not a finding.
+    for root in &args.paths {
+        if let Err(e) = std::fs::symlink_metadata(root)
+            && e.kind() == std::io::ErrorKind::NotFound
+        {
+            anyhow::bail!("{}: no such file or directory", root.display());
+        }
+    }
     // A bundle that does not verify is refused before anything is read.
     if let Some(dir) = &args.offline {
         let verified = crate::offline::verify_bundle(dir, &args.trust_keys)
             .with_context(|| format!("the bundle {} is refused", dir.display()))?;
         let found = walk(&args.paths);
+        let progress = Progress::start(found.len(), args.progress_every);
         let jobs = args.jobs.max(1);
-        let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs)).await?;
+        let hashing = progress.clone();
+        let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs, &hashing)).await?;
+        progress.finish();
         for row in &mut rows {
             classify_offline(row, &verified);
         }
@@ -176,15 +189,22 @@ pub async fn run(args: ScanArgs) -> Result<()> {
     let key = api_key(args.key_file.as_deref())?;
     let mut client = ApiClient::new(&args.server, key)?;
     let found = walk(&args.paths);
+    let progress = Progress::start(found.len(), args.progress_every);
+    let waits = progress.clone();
+    client.on_wait(Box::new(move |wait| waits.waiting(wait)));
     let jobs = args.jobs.max(1);
-    let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs)).await?;
+    let hashing = progress.clone();
+    let mut rows = tokio::task::spawn_blocking(move || hash_all(found, jobs, &hashing)).await?;
     let hashes: Vec<String> = {
         let mut h: Vec<String> = rows.iter().filter_map(|r| r.sha256.clone()).collect();
         h.sort();
         h.dedup();
         h
     };
-    let answers = client.lookup(&hashes, |_| {}).await?;
+    progress.looking_up(hashes.len());
+    let answers = client.lookup(&hashes, |n| progress.looked_up(n)).await;
+    progress.finish();
+    let answers = answers?;
     for row in &mut rows {
         if let Some(answer) = row.sha256.as_ref().and_then(|h| answers.get(h)) {
             apply(row, answer);
@@ -329,14 +349,13 @@ fn problem(path: &Path, status: &'static str, reason: String) -> Found {
 }
 
 /// Hashes every file on `jobs` threads, each taking the next file as it finishes one
-/// (sixteen at a time with AVX-512); rows come back in walk order. A progress bar shows on
-/// a terminal only.
-fn hash_all(found: Vec<Found>, jobs: usize) -> Vec<Row> {
-    hash_all_with(found, jobs, crate::md5x16::available())
+/// (sixteen at a time with AVX-512); rows come back in walk order, each counted in
+/// `progress`.
+fn hash_all(found: Vec<Found>, jobs: usize, progress: &Progress) -> Vec<Row> {
+    hash_all_with(found, jobs, crate::md5x16::available(), progress)
 }
 
-fn hash_all_with(found: Vec<Found>, jobs: usize, lanes: bool) -> Vec<Row> {
-    let progress = Progress::new(found.len());
+fn hash_all_with(found: Vec<Found>, jobs: usize, lanes: bool, progress: &Progress) -> Vec<Row> {
     let next = AtomicUsize::new(0);
     let rows: Vec<Mutex<Option<Row>>> = found.iter().map(|_| Mutex::new(None)).collect();
     let done = |i: usize, row: Row| {
@@ -360,7 +379,7 @@ fn hash_all_with(found: Vec<Found>, jobs: usize, lanes: bool) -> Vec<Row> {
             });
         }
     });
-    progress.finish();
+    progress.hashed();
     rows.into_iter()
         .filter_map(|slot| slot.into_inner().ok().flatten())
         .collect()
@@ -600,16 +619,24 @@ fn open_file(item: &Found) -> Result<(std::fs::File, String), Box<Row>> {
     }
 }
 
-/// Files/s and bytes/s on stderr while it is a terminal; nothing otherwise.
+/// How far the scan is. On a terminal: a progress bar (files/s, MB/s, then the lookups)
+/// on stderr. Otherwise: a line on stderr every `every` (hashed files and bytes, hashes
+/// looked up, time so far), so a log shows a long scan is alive. Either way a wait for the
+/// server's `Retry-After` is said when it starts.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    total: usize,
     files: AtomicUsize,
     bytes: std::sync::atomic::AtomicU64,
+    to_look_up: AtomicUsize,
+    looked_up: AtomicUsize,
     started: std::time::Instant,
+    /// Set when the scan is over: the line printer stops.
+    done: std::sync::atomic::AtomicBool,
 }
 
 impl Progress {
-    fn new(total: usize) -> Self {
+    fn start(total: usize, every: std::time::Duration) -> std::sync::Arc<Self> {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = indicatif::ProgressBar::new(total as u64);
             if let Ok(style) = indicatif::ProgressStyle::with_template(
@@ -619,19 +646,61 @@ impl Progress {
             }
             bar
         });
-        Self {
+        let progress = std::sync::Arc::new(Self {
             bar,
+            total,
             files: AtomicUsize::new(0),
             bytes: std::sync::atomic::AtomicU64::new(0),
+            to_look_up: AtomicUsize::new(0),
+            looked_up: AtomicUsize::new(0),
             started: std::time::Instant::now(),
+            done: std::sync::atomic::AtomicBool::new(false),
+        });
+        if progress.bar.is_none() && !every.is_zero() {
+            let lines = progress.clone();
+            std::thread::spawn(move || {
+                let mut next = every;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    if lines.done.load(Ordering::Acquire) {
+                        break;
+                    }
+                    if lines.started.elapsed() >= next {
+                        eprintln!("{}", lines.line());
+                        next += every;
+                    }
+                }
+            });
         }
+        progress
+    }
+
+    /// One progress line, with the UTC time (a log line).
+    fn line(&self) -> String {
+        let to_look_up = self.to_look_up.load(Ordering::Relaxed);
+        let lookups = if to_look_up == 0 {
+            String::new()
+        } else {
+            format!(
+                ", {}/{to_look_up} hashes looked up",
+                self.looked_up.load(Ordering::Relaxed)
+            )
+        };
+        format!(
+            "{} knowngood scan: {}/{} paths hashed ({:.1} MB){lookups}, {} s so far",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ"),
+            self.files.load(Ordering::Relaxed),
+            self.total,
+            self.bytes.load(Ordering::Relaxed) as f64 / 1e6,
+            self.started.elapsed().as_secs()
+        )
     }
 
     fn file(&self, bytes: u64) {
-        let Some(bar) = &self.bar else { return };
         let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
-        bar.inc(1);
         let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let Some(bar) = &self.bar else { return };
+        bar.inc(1);
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!(
             "{:.0} files/s {:.1} MB/s",
@@ -640,7 +709,44 @@ impl Progress {
         ));
     }
 
+    /// Every path is hashed.
+    fn hashed(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message("hashed");
+        }
+    }
+
+    /// The lookups begin: `n` distinct hashes.
+    fn looking_up(&self, n: usize) {
+        self.to_look_up.store(n, Ordering::Relaxed);
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("looking up 0/{n} hashes"));
+        }
+    }
+
+    fn looked_up(&self, n: usize) {
+        let done = self.looked_up.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!(
+                "looking up {done}/{} hashes",
+                self.to_look_up.load(Ordering::Relaxed)
+            ));
+        }
+    }
+
+    /// The server said to wait (`Retry-After`).
+    fn waiting(&self, wait: std::time::Duration) {
+        match &self.bar {
+            Some(bar) => {
+                bar.println(crate::client::wait_line(wait, true));
+                bar.set_message(format!("waiting {} s (rate limited)", wait.as_secs()));
+            }
+            None => eprintln!("{}", crate::client::wait_line(wait, false)),
+        }
+    }
+
     fn finish(&self) {
+        self.done.store(true, Ordering::Release);
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -676,35 +782,76 @@ fn print(rows: &[Row], summary: &Summary, format: Format) -> Result<()> {
             eprintln!("{}", summary.line());
         }
         Format::Table => {
-            for row in rows {
-                let detail = match row.status {
-                    "known_vendor_release" => format!(
-                        "{} {} {}{}",
-                        row.vendor.as_deref().unwrap_or(""),
-                        row.executable_name.as_deref().unwrap_or(""),
-                        row.version.as_deref().unwrap_or(""),
-                        if row.superseded { " (superseded)" } else { "" }
-                    ),
-                    "known_file" => format!(
-                        "{} {}",
-                        row.source.as_deref().unwrap_or(""),
-                        row.file_name.as_deref().unwrap_or("")
-                    ),
-                    "unknown" => row.sha256.clone().unwrap_or_default(),
-                    _ => row.reason.clone().unwrap_or_default(),
-                };
-                writeln!(
-                    out,
-                    "{:<20}  {}  {}",
-                    row.status,
-                    one_line(&row.path),
-                    printable(&detail)
-                )?;
+            for line in table(rows) {
+                writeln!(out, "{}", line.trim_end())?;
             }
             writeln!(out, "{}", summary.line())?;
         }
     }
     Ok(())
+}
+
+/// The table's columns, one meaning each.
+const TABLE_COLUMNS: [&str; 6] = ["STATUS", "SOURCE", "NAME", "VERSION", "NOTE", "PATH"];
+/// A column wider than this keeps its text but no longer pads the others.
+const MAX_COLUMN: usize = 40;
+
+/// The table's cells of a row: what vouches for the file (vendor, or the reference set or
+/// bundle filter), the name it is known by, the vendor's version, a note (superseded, or
+/// why a path was not hashed), and the path last.
+fn table_cells(row: &Row) -> [String; 6] {
+    let source = match row.status {
+        "known_vendor_release" => row.vendor.clone().or_else(|| row.source.clone()),
+        "known_file" => row.source.clone(),
+        _ => None,
+    };
+    let name = row
+        .executable_name
+        .clone()
+        .or_else(|| row.file_name.clone());
+    let note = if row.superseded {
+        Some("superseded by a newer release".to_owned())
+    } else {
+        row.reason.clone()
+    };
+    [
+        row.status.to_owned(),
+        printable(&source.unwrap_or_default()),
+        printable(&name.unwrap_or_default()),
+        printable(&row.version.clone().unwrap_or_default()),
+        printable(&note.unwrap_or_default()),
+        one_line(&row.path),
+    ]
+}
+
+/// The header and one line per row, columns padded to their widest cell (up to
+/// [`MAX_COLUMN`]); empty cells show `-`.
+fn table(rows: &[Row]) -> Vec<String> {
+    let mut cells: Vec<[String; 6]> = vec![TABLE_COLUMNS.map(str::to_owned)];
+    cells.extend(
+        rows.iter()
+            .map(|row| table_cells(row).map(|c| if c.is_empty() { "-".to_owned() } else { c })),
+    );
+    let mut widths = [0usize; 6];
+    for line in &cells {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count().min(MAX_COLUMN));
+        }
+    }
+    cells
+        .iter()
+        .map(|line| {
+            let mut text = String::new();
+            for (i, cell) in line.iter().enumerate() {
+                if i + 1 == line.len() {
+                    text.push_str(cell);
+                } else {
+                    let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
+                }
+            }
+            text
+        })
+        .collect()
 }
 
 const CSV_COLUMNS: [&str; 13] = [
@@ -809,8 +956,9 @@ mod tests {
                 } => problem(path, status, reason.clone()),
             })
             .collect();
-        let lanes = hash_all_with(found, 2, true);
-        let single = hash_all_with(again, 1, false);
+        let quiet = Progress::start(0, std::time::Duration::ZERO);
+        let lanes = hash_all_with(found, 2, true, &quiet);
+        let single = hash_all_with(again, 1, false, &quiet);
         assert_eq!(lanes.len(), single.len());
         for (a, b) in lanes.iter().zip(&single) {
             assert_eq!(

@@ -262,19 +262,100 @@ async fn scan_reports_every_path_and_never_stops() {
     )));
     assert!(run.stderr.contains("1 unknown"), "{}", run.stderr);
 
-    // The table names each unknown file by path, and sums up.
+    // The table: a header, one meaning per column, each unknown file named by path, and
+    // a summary.
     let run = knowngood(scan_args(&f, &[]), Some(&f.key), None).await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let unknown_line = run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("unknown "))
-        .unwrap();
-    assert!(unknown_line.contains("mystery.bin"));
-    assert!(run.stdout.contains("(superseded)"));
-    assert!(run.stdout.lines().last().unwrap().contains("1 unknown"));
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["STATUS", "SOURCE", "NAME", "VERSION", "NOTE", "PATH"],
+        "{}",
+        run.stdout
+    );
+    // Cells line up under their header.
+    let column = |name: &str| lines[0].find(name).unwrap();
+    let cells = |file: &str| {
+        let line = lines
+            .iter()
+            .find(|l| l.ends_with(file))
+            .unwrap_or_else(|| panic!("no line for {file}: {}", run.stdout));
+        let at = |name: &str| {
+            line[column(name)..]
+                .split("  ")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        (
+            at("STATUS"),
+            at("SOURCE"),
+            at("NAME"),
+            at("VERSION"),
+            at("NOTE"),
+        )
+    };
+    assert_eq!(
+        cells("/putty.exe"),
+        (
+            "known_vendor_release".into(),
+            "PuTTY".into(),
+            "putty.exe".into(),
+            "0.82".into(),
+            "-".into()
+        )
+    );
+    let (status, _, _, version, note) = cells("old/putty-0.81.exe");
+    assert_eq!(
+        (status.as_str(), version.as_str()),
+        ("known_vendor_release", "0.81")
+    );
+    assert_eq!(note, "superseded by a newer release");
+    let (status, _, name, _, _) = cells("kernel32.dll");
+    assert_eq!(
+        (status.as_str(), name.as_str()),
+        ("known_file", "kernel32.dll")
+    );
+    let (status, source, name, version, _) = cells("mystery.bin");
+    assert_eq!(
+        (
+            status.as_str(),
+            source.as_str(),
+            name.as_str(),
+            version.as_str()
+        ),
+        ("unknown", "-", "-", "-")
+    );
+    let (status, _, _, _, note) = cells("pipe");
+    assert_eq!(status, "special");
+    assert!(note.contains("FIFO"), "{note}");
+    assert!(lines.last().unwrap().contains("1 unknown"));
     // No progress bar off a terminal.
     assert!(!run.stderr.contains("files/s"), "{}", run.stderr);
+
+    // A path that does not exist is an error, not a row.
+    let missing = f.dir.path().join("no-such-dir");
+    let run = knowngood(
+        vec![
+            "scan".into(),
+            "--server".into(),
+            f.app.base.clone(),
+            missing.display().to_string(),
+        ],
+        Some(&f.key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains(&format!("{}: no such file or directory", missing.display())),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test]
@@ -387,6 +468,8 @@ async fn scan_waits_out_retry_after_and_classifies_every_file() {
         front,
         "--format".into(),
         "jsonl".into(),
+        "--progress-every".into(),
+        "1".into(),
         dir.path().display().to_string(),
     ];
     let run = knowngood(args, Some(&f.key), None).await;
@@ -394,8 +477,33 @@ async fn scan_waits_out_retry_after_and_classifies_every_file() {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert_eq!(throttle.refused.load(Ordering::SeqCst), 3);
     assert_eq!(throttle.requests.load(Ordering::SeqCst), 6);
-    // Three waits of a second each.
+    // Three waits of a second each, each said as a log line (stderr is no terminal).
     assert!(took >= std::time::Duration::from_secs(3), "{took:?}");
+    let waits: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("rate limited by the server: waiting 1 s as its Retry-After says"))
+        .collect();
+    assert_eq!(waits.len(), 3, "{}", run.stderr);
+    for line in &waits {
+        let stamp = line.split_whitespace().next().unwrap();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(stamp).is_ok(),
+            "a log line starts with its time: {line}"
+        );
+    }
+    // And a progress line every second meanwhile.
+    let progress: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("knowngood scan: 251/251 paths hashed"))
+        .collect();
+    assert!(progress.len() >= 2, "{}", run.stderr);
+    assert!(
+        progress.iter().any(|l| l.contains("hashes looked up")),
+        "{}",
+        run.stderr
+    );
     let lines: Vec<Value> = run
         .stdout
         .lines()
