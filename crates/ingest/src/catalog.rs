@@ -19,7 +19,7 @@ use model::{Arch, Platform};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes};
+use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, resolve_url};
 use crate::formats::{
     encode_path, file_name, glob_match, hex_digest, json_at, json_str, listing_links, newest,
     parse_checksums, valid_version,
@@ -885,7 +885,14 @@ impl CatalogFetcher {
                     .and_then(|h| hex_digest(h, 40)),
                 md5: None,
             };
-            out.push(self.artifact(version, file, file.into(), (platform, arch), published));
+            let file_url = match resolve_url(&url, file) {
+                Ok(u) => u,
+                Err(e) => {
+                    failures.push(e);
+                    continue;
+                }
+            };
+            out.push(self.artifact(version, file, file_url, (platform, arch), published));
         }
         ctx.settle(out, failures)
     }
@@ -939,8 +946,15 @@ impl CatalogFetcher {
                     sha256,
                     ..Default::default()
                 };
-                let url = asset.browser_download_url.clone();
-                out.push(self.artifact(&version, &asset.name, url, (p, a), published));
+                // GitHub Enterprise and mirrors of the API may answer relative links.
+                let file_url = match resolve_url(&url, &asset.browser_download_url) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        ctx.note(e);
+                        continue;
+                    }
+                };
+                out.push(self.artifact(&version, &asset.name, file_url, (p, a), published));
             }
         }
         Ok(out)

@@ -48,8 +48,19 @@ pub struct VendorConfig {
     /// (Firefox: product-details then archive.mozilla.org; Terraform: API then releases).
     pub files_url: Option<String>,
     /// What to follow, for vendors that track a list: F-Droid app ids, PyPI and npm
-    /// packages, Go modules.
+    /// packages, Go modules, distribution packages (there also `*`, every binary package,
+    /// and `@base`, the base system by the distribution's own definition; `name=version`
+    /// pins a version).
     pub items: Vec<String>,
+    /// Distributions: a file of further package names, one per line, optionally pinned
+    /// `name=version` (the output of `dpkg-query -W -f '${Package}=${Version}\n'` or
+    /// `rpm -qa --qf '%{NAME}=%{VERSION}-%{RELEASE}\n'` as is); read at each run.
+    pub items_file: Option<std::path::PathBuf>,
+    /// Debian: the releases followed, by code name, or `supported` (oldstable and stable,
+    /// read from the archive's Release files).
+    pub releases: Vec<String>,
+    /// Debian: the security archive (`<root>/dists/<release>-security/`).
+    pub security_url: Option<String>,
 }
 
 impl VendorConfig {
@@ -59,6 +70,9 @@ impl VendorConfig {
             base_url: base_url.into(),
             files_url: None,
             items: Vec::new(),
+            items_file: None,
+            releases: Vec::new(),
+            security_url: None,
         }
     }
 
@@ -137,6 +151,29 @@ impl FetchError {
     }
 }
 
+/// The address `reference` names, read in the document fetched from `document` (RFC 3986
+/// resolution, as a browser or pip does): absolute URLs stay as they are, and mirrors that
+/// answer relative links (`../../packages/…`, `/pool/…`, `pool/…`) are followed. A
+/// directory base must end with `/`. Only `https://` and `http://` results are accepted
+/// (the client then refuses plain HTTP unless it was built to allow it).
+pub fn resolve_url(document: &str, reference: &str) -> Result<String, FetchError> {
+    let base = reqwest::Url::parse(document)
+        .map_err(|e| FetchError::malformed(document, format!("not a URL: {e}")))?;
+    let resolved = base.join(reference.trim()).map_err(|e| {
+        FetchError::malformed(
+            document,
+            format!("unusable link {}: {e}", model::shown(reference)),
+        )
+    })?;
+    if !matches!(resolved.scheme(), "https" | "http") {
+        return Err(FetchError::malformed(
+            document,
+            format!("link {} is not an HTTP(S) URL", model::shown(reference)),
+        ));
+    }
+    Ok(resolved.into())
+}
+
 /// A vendor release channel reader.
 #[async_trait]
 pub trait Fetcher: Send + Sync {
@@ -184,6 +221,41 @@ impl FetchContext {
             .files_url
             .as_deref()
             .map_or(self.base_url(), |u| u.trim_end_matches('/'))
+    }
+
+    /// The configured items followed by those of `items_file`, each trimmed, without blank
+    /// lines and `#` comments. A `name:arch=version` line (dpkg's multi-arch spelling) is
+    /// read as `name=version`. An unreadable file is an error naming it.
+    pub fn items(&self) -> Result<Vec<String>, FetchError> {
+        let mut items: Vec<String> = self.config.items.clone();
+        if let Some(path) = &self.config.items_file {
+            let shown = path.display().to_string();
+            let meta = std::fs::metadata(path)
+                .map_err(|e| FetchError::malformed(&shown, format!("items_file: {e}")))?;
+            if meta.len() > self.limits.max_document_bytes {
+                return Err(FetchError::TooLarge {
+                    url: shown,
+                    limit: self.limits.max_document_bytes,
+                });
+            }
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| FetchError::malformed(&shown, format!("items_file: {e}")))?;
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (name, version) = match line.split_once('=') {
+                    Some((n, v)) => (n.trim(), Some(v.trim())),
+                    None => (line, None),
+                };
+                let name = name.split_once(':').map_or(name, |(n, _)| n);
+                items.push(match version {
+                    Some(v) if !v.is_empty() => format!("{name}={v}"),
+                    _ => name.to_owned(),
+                });
+            }
+        }
+        Ok(items)
     }
 
     /// Records a failure that does not stop discovery (one F-Droid app missing from the

@@ -1,6 +1,8 @@
 //! The one place outbound HTTP clients are built (vendor channels, downloads, corpus
-//! releases): the built-in web roots plus, when configured, the certificates of a PEM bundle
-//! (a private mirror or a TLS-inspecting proxy), and the proxies of the environment.
+//! releases): the built-in web roots, the operating system's trust store ([`SystemRoots`],
+//! read where OpenSSL reads it, as apt, pip and curl on the same machine do), plus, when
+//! configured, the certificates of a PEM bundle (a private mirror or a TLS-inspecting
+//! proxy), and the proxies of the environment.
 //!
 //! Proxies are read once into [`ProxySettings`] and applied explicitly, so what a client
 //! does is decided by its settings, not by the environment at the moment it is built.
@@ -94,6 +96,16 @@ impl ExtraCa {
     }
 }
 
+/// Whether the TLS library accepts `cert` as a trust anchor.
+fn usable_anchor(cert: &Certificate) -> bool {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .no_proxy()
+        .add_root_certificate(cert.clone())
+        .build()
+        .is_ok()
+}
+
 impl fmt::Debug for ExtraCa {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExtraCa")
@@ -101,6 +113,148 @@ impl fmt::Debug for ExtraCa {
             .field("certificates", &self.certs.len())
             .finish()
     }
+}
+
+/// Where the operating system keeps its trusted CA certificates, found the way OpenSSL (and
+/// `openssl-probe`, `rustls-native-certs`) find them: `SSL_CERT_FILE` (a PEM bundle) and
+/// `SSL_CERT_DIR` (directories of PEM files, `:`-separated) when either is set; otherwise
+/// the distribution's bundle (`/etc/ssl/certs/ca-certificates.crt` on Debian and Ubuntu,
+/// `/etc/pki/tls/certs/ca-bundle.crt` on Rocky Linux and RHEL, `/etc/ssl/cert.pem` on Arch
+/// and Alpine, ...) and `/etc/ssl/certs`. A CA installed there (`update-ca-certificates`,
+/// `update-ca-trust`) is trusted without any setting of this service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemRoots {
+    pub files: Vec<PathBuf>,
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Bundles OpenSSL builds of the common distributions read, first found wins.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/usr/local/share/certs/ca-root-nss.crt",
+];
+
+/// Directories of one-certificate PEM files.
+const SYSTEM_DIRS: &[&str] = &["/etc/ssl/certs"];
+
+/// Largest certificate file read from the system store.
+const MAX_SYSTEM_FILE: u64 = 16 << 20;
+
+impl SystemRoots {
+    /// No system store (the bundled roots and `extra_ca_file` only).
+    pub fn none() -> Self {
+        Self {
+            files: Vec::new(),
+            dirs: Vec::new(),
+        }
+    }
+
+    /// From the process environment.
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// From variables looked up by `var` (`SSL_CERT_FILE`, `SSL_CERT_DIR`); empty values
+    /// count as unset.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let (file, dir) = (set("SSL_CERT_FILE"), set("SSL_CERT_DIR"));
+        if file.is_some() || dir.is_some() {
+            return Self {
+                files: file.into_iter().map(PathBuf::from).collect(),
+                dirs: dir
+                    .iter()
+                    .flat_map(|d| d.split(':'))
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect(),
+            };
+        }
+        Self {
+            files: SYSTEM_BUNDLES
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.is_file())
+                .into_iter()
+                .collect(),
+            dirs: SYSTEM_DIRS.iter().map(PathBuf::from).collect(),
+        }
+    }
+
+    /// The certificates found, DER, each once. Unreadable files and blocks that do not
+    /// decode are skipped (a system store holds what other programs put there); so are
+    /// certificates that do not parse as X.509.
+    pub fn load(&self) -> Vec<Vec<u8>> {
+        use der::Decode as _;
+        let mut pem_files: Vec<PathBuf> = self.files.clone();
+        for dir in &self.dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    // Certificates by name, and OpenSSL's hash links (`5a3f0ff8.0`).
+                    name.ends_with(".pem")
+                        || name.ends_with(".crt")
+                        || name
+                            .rsplit_once('.')
+                            .is_some_and(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .collect();
+            found.sort();
+            pem_files.extend(found);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for path in pem_files {
+            let readable =
+                std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= MAX_SYSTEM_FILE);
+            if !readable {
+                continue;
+            }
+            let Ok(text) = std::fs::read(&path) else {
+                continue;
+            };
+            for der in pem_certificates(&text) {
+                if x509_cert::Certificate::from_der(&der).is_ok() && seen.insert(der.clone()) {
+                    out.push(der);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The DER of every `CERTIFICATE` block of a PEM text (other blocks, and blocks that do not
+/// decode, skipped).
+fn pem_certificates(text: &[u8]) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let text = String::from_utf8_lossy(text);
+    let mut out = Vec::new();
+    let mut rest = text.as_ref();
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    while let Some(start) = rest.find(BEGIN) {
+        let body = &rest[start + BEGIN.len()..];
+        let Some(end) = body.find(END) else { break };
+        let b64: String = body[..end]
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b64) {
+            out.push(der);
+        }
+        rest = &body[end + END.len()..];
+    }
+    out
 }
 
 /// Proxies, as curl and reqwest read them: `HTTPS_PROXY` (or `https_proxy`) for `https://`
@@ -190,7 +344,9 @@ impl fmt::Debug for ProxySettings {
 /// How outbound clients are built.
 #[derive(Debug, Clone)]
 pub struct OutboundSettings {
-    /// Trusted besides the built-in web roots.
+    /// The operating system's trust store, trusted besides the built-in web roots.
+    pub system_roots: SystemRoots,
+    /// Trusted besides the built-in web roots and the system store.
     pub extra_ca: Option<ExtraCa>,
     pub proxy: ProxySettings,
     /// Time allowed to connect (TCP, and the proxy's tunnel).
@@ -198,9 +354,10 @@ pub struct OutboundSettings {
 }
 
 impl Default for OutboundSettings {
-    /// Built-in roots only, proxies from the environment (as reqwest on its own would).
+    /// Built-in roots and the system store, proxies from the environment (as curl would).
     fn default() -> Self {
         Self {
+            system_roots: SystemRoots::from_env(),
             extra_ca: None,
             proxy: ProxySettings::from_env(),
             connect_timeout: Duration::from_secs(30),
@@ -217,6 +374,16 @@ impl OutboundSettings {
             .user_agent(concat!("knowngood-ingest/", env!("CARGO_PKG_VERSION")))
             .tls_built_in_root_certs(true)
             .connect_timeout(self.connect_timeout);
+        for der in self.system_roots.load() {
+            // Checked one by one: a system certificate that is no usable trust anchor is
+            // left out rather than failing every outbound client.
+            let Ok(cert) = Certificate::from_der(&der) else {
+                continue;
+            };
+            if usable_anchor(&cert) {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
         if let Some(ca) = &self.extra_ca {
             for cert in &ca.certs {
                 builder = builder.add_root_certificate(cert.clone());
@@ -232,6 +399,36 @@ impl OutboundSettings {
             .build()
             .map_err(OutboundError::Build)
     }
+}
+
+/// Which setting fixes a failed connection, from the error's text (with its causes): a name
+/// that does not resolve (`HTTPS_PROXY`, `base_url`), a certificate of an unknown issuer
+/// (`extra_ca_file`, the system store), a proxy that refused the tunnel (`HTTPS_PROXY`,
+/// `NO_PROXY`). `None` for other errors.
+pub fn hint(error_text: &str) -> Option<&'static str> {
+    let text = error_text.to_ascii_lowercase();
+    if text.contains("tunnel error") || text.contains("proxy authorization required") {
+        return Some(
+            "the proxy refused the connection: check HTTPS_PROXY (its address and \
+             credentials) and NO_PROXY, or set the vendor's base_url to a mirror reachable \
+             without it",
+        );
+    }
+    if text.contains("dns error") || text.contains("failed to lookup address") {
+        return Some(
+            "the host name does not resolve from this machine: if it reaches the internet \
+             through a proxy, set HTTPS_PROXY; otherwise set the vendor's base_url to a \
+             mirror it can reach",
+        );
+    }
+    if text.contains("unknownissuer") || text.contains("unknown issuer") {
+        return Some(
+            "the server's certificate is signed by a CA this machine does not trust: put the \
+             CA of the TLS-inspecting proxy or private mirror in the system trust store or in \
+             extra_ca_file",
+        );
+    }
+    None
 }
 
 #[cfg(test)]

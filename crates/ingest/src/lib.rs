@@ -9,7 +9,8 @@
 //! - [`pipeline`]: [`ingest_vendor`] records each artifact through a [`RecordSink`], using a
 //!   published SHA-256 as is and downloading the file otherwise.
 //! - [`http`]: [`OutboundSettings`], where every outbound client is built (HTTPS only, the
-//!   built-in roots plus an optional extra CA bundle, proxies from the environment).
+//!   built-in roots, the system trust store and an optional extra CA bundle, proxies from
+//!   the environment), and the hints that say which setting fixes a failed connection.
 //! - [`hasher`], [`download`], [`authenticode`]: one-pass SHA-256/SHA-1/MD5 of a streamed
 //!   download, never written to disk, with the Authenticode signer of PE files.
 //! - [`members`]: the files inside zip, tar and `.deb` archives, decoded and hashed while the
@@ -73,12 +74,12 @@ pub use catalog::{CATALOG, CatalogEntry, CatalogFetcher};
 pub use download::{DownloadError, DownloadLimits, Downloaded, download_and_hash};
 pub use fetch::{
     Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, VendorConfig,
-    default_client,
+    default_client, resolve_url,
 };
 pub use hasher::{
     Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,
 };
-pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings};
+pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings, SystemRoots};
 pub use members::{
     ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,
     MemberScan, ScannedArchive, download_archive, scan_archive,

@@ -185,11 +185,16 @@ pub enum MemberError {
         format: &'static str,
         reason: String,
     },
-    /// An Arch Linux package whose files disagree with its own `.MTREE`: the package's
-    /// SHA-256 matched the signed database, so its builder's file list and its files do
-    /// not agree (possible tampering before signing).
-    #[error("{path} does not match the package's .MTREE: {why}")]
-    PackageManifestMismatch { path: String, why: &'static str },
+    /// A package whose files disagree with its own manifest (an Arch Linux package's
+    /// `.MTREE`, a `.deb`'s `md5sums`): the package's SHA-256 matched the signed index, so
+    /// its builder's file list and its files do not agree (possible tampering before
+    /// signing).
+    #[error("{path} does not match the package's {manifest}: {why}")]
+    PackageManifestMismatch {
+        path: String,
+        manifest: &'static str,
+        why: &'static str,
+    },
     #[error("the package's .MTREE is unreadable: {0}")]
     PackageManifestUnreadable(String),
     #[error(transparent)]
@@ -235,6 +240,7 @@ pub fn scan_archive(
         scan: MemberScan::default(),
         decoded: 0,
         package_manifest: None,
+        deb_control: None,
     };
     let reader = BufReader::with_capacity(CHUNK, reader);
     let (name, result) = match format {
@@ -258,6 +264,9 @@ pub fn scan_archive(
     }
     if let Some(raw) = &scanner.package_manifest {
         check_package_manifest(raw, &scan.members)?;
+    }
+    if let Some(control) = &scanner.deb_control {
+        check_deb_md5sums(control, &scan.members)?;
     }
     Ok(scan)
 }
@@ -300,6 +309,51 @@ fn check_package_manifest(raw: &[u8], members: &[Member]) -> Result<(), MemberEr
         };
         return Err(MemberError::PackageManifestMismatch {
             path: path.to_owned(),
+            manifest: ".MTREE",
+            why,
+        });
+    }
+    Ok(())
+}
+
+/// The `md5sums` and `conffiles` of a `.deb`'s control archive.
+#[derive(Debug, Default)]
+struct DebControl {
+    md5sums: Option<String>,
+    conffiles: Option<String>,
+}
+
+/// Checks the members of a `.deb` against its `md5sums` control file (`<md5>  <path>` per
+/// line, as `dh_md5sums` writes it and `dpkg --verify` reads it): a member listed with
+/// another MD5 disagrees; a member not listed disagrees unless it is a conffile (which
+/// `md5sums` leaves out by design). A package without `md5sums` is not checked.
+fn check_deb_md5sums(control: &DebControl, members: &[Member]) -> Result<(), MemberError> {
+    let Some(md5sums) = &control.md5sums else {
+        return Ok(());
+    };
+    let listed: std::collections::HashMap<&str, &str> = md5sums
+        .lines()
+        .filter_map(|l| l.split_once(char::is_whitespace))
+        .map(|(md5, path)| (path.trim_start().trim_start_matches("./"), md5))
+        .collect();
+    let conffiles: std::collections::HashSet<&str> = control
+        .conffiles
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/'))
+        .collect();
+    for member in members {
+        let path = member.path.trim_start_matches("./").trim_start_matches('/');
+        let why = match listed.get(path) {
+            Some(md5) if md5.eq_ignore_ascii_case(&member.digests.md5) => continue,
+            Some(_) => "a different MD5",
+            None if conffiles.contains(path) => continue,
+            None => "not listed",
+        };
+        return Err(MemberError::PackageManifestMismatch {
+            path: path.to_owned(),
+            manifest: "md5sums",
             why,
         });
     }
@@ -337,6 +391,8 @@ struct Scanner<'a> {
     decoded: u64,
     /// An Arch Linux package's `.MTREE`, compressed, checked against the members at the end.
     package_manifest: Option<Vec<u8>>,
+    /// A `.deb`'s control files, checked against the members at the end.
+    deb_control: Option<DebControl>,
 }
 
 impl Scanner<'_> {
@@ -473,6 +529,23 @@ impl Scanner<'_> {
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
                 .ok_or_else(|| invalid("bad ar member size".into()))?;
+            let control = match name {
+                "control.tar" => Some(Compression::None),
+                "control.tar.gz" => Some(Compression::Gzip),
+                "control.tar.xz" => Some(Compression::Xz),
+                "control.tar.zst" => Some(Compression::Zstd),
+                _ => None,
+            };
+            if let Some(c) = control {
+                let mut member = (&mut r).take(size);
+                self.deb_control = Some(self.control_tar(&mut member, c)?);
+                // What the control reader left of the member.
+                io::copy(&mut member, &mut io::sink())?;
+                if size % 2 == 1 {
+                    r.read_exact(&mut [0u8; 1])?;
+                }
+                continue;
+            }
             let compression = match name {
                 "data.tar" => Some(Compression::None),
                 "data.tar.gz" => Some(Compression::Gzip),
@@ -490,6 +563,38 @@ impl Scanner<'_> {
                 r.read_exact(&mut [0u8; 1])?;
             }
         }
+    }
+
+    /// The `md5sums` and `conffiles` of a `.deb`'s control archive (each at most
+    /// [`MAX_PACKAGE_MANIFEST`] bytes; a larger one is not used).
+    fn control_tar(&mut self, reader: impl BufRead, c: Compression) -> Result<DebControl, Stop> {
+        let reader: Box<dyn Read + '_> = match c {
+            Compression::None => Box::new(reader),
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
+            Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(reader)),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(reader)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(reader)?),
+        };
+        let mut control = DebControl::default();
+        let mut archive = tar::Archive::new(reader);
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            self.count_entry()?;
+            let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let slot = match path.trim_start_matches("./") {
+                "md5sums" => &mut control.md5sums,
+                "conffiles" => &mut control.conffiles,
+                _ => continue,
+            };
+            let mut raw = Vec::new();
+            (&mut entry)
+                .take(MAX_PACKAGE_MANIFEST + 1)
+                .read_to_end(&mut raw)?;
+            if raw.len() as u64 <= MAX_PACKAGE_MANIFEST {
+                *slot = Some(String::from_utf8_lossy(&raw).into_owned());
+            }
+        }
+        Ok(control)
     }
 
     fn tar(&mut self, reader: impl Read) -> Result<(), Stop> {

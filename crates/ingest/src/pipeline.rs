@@ -8,11 +8,15 @@
 //! concurrently, at most `FetchLimits::downloads_per_host` at once from one host.
 //!
 //! An artifact that is an archive (zip, tar in its usual compressions) is also read for the
-//! files inside it that a host runs or loads ([`crate::members`]): when it is first recorded
-//! (or downloaded anyway) it is streamed once, every hash the vendor published for it is
-//! checked against the bytes, and only then is each member recorded, named by its path
-//! inside the archive, with `<archive URL>#<member path>` as source URL, the archive's
-//! version, platform and arch, and the signer of a signed PE.
+//! files inside it that a host runs or loads ([`crate::members`]): when the store does not
+//! have it yet ([`RecordSink::already_recorded`]) it is streamed once, every hash the vendor
+//! published for it is checked against the bytes, and only then are the archive and each
+//! member recorded, a member named by its path inside the archive, with
+//! `<archive URL>#<member path>` as source URL, the archive's version, platform and arch,
+//! and the signer of a signed PE. Bytes that disagree with a published hash, or a package
+//! that contradicts its own manifest (`.MTREE`, `md5sums`), leave no record at all: the
+//! previous version stays current and the vendor's run reports the mismatch. An archive
+//! already recorded is not downloaded again.
 
 use std::sync::Arc;
 
@@ -53,6 +57,12 @@ pub struct RecordedOutcome {
 pub trait RecordSink: Send + Sync {
     async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error>;
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error>;
+    /// Whether this very record (vendor, file, version, platform, arch and SHA-256) is
+    /// already in the store, current or superseded: a package or archive recorded before
+    /// is not downloaded again. Sinks that cannot tell answer `false` (download again).
+    async fn already_recorded(&self, _record: &NewRecord) -> Result<bool, model::Error> {
+        Ok(false)
+    }
     /// A certificate that signed the downloaded file recorded as `record_id` (primary or
     /// nested signature), kept with its CRL distribution points and issuer for the
     /// revocation checker. Sinks that don't track certificates ignore it.
@@ -171,7 +181,8 @@ impl VendorReport {
 }
 
 /// An error with its causes on one line ("error sending request…: connection refused"):
-/// reqwest's own message alone says little.
+/// reqwest's own message alone says little. A failed connection ends with the setting that
+/// fixes it ([`crate::http::hint`]).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -182,6 +193,11 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
             text.push_str(&m);
         }
         source = cause.source();
+    }
+    if let Some(hint) = crate::http::hint(&text) {
+        text.push_str(" (");
+        text.push_str(hint);
+        text.push(')');
     }
     text
 }
@@ -337,30 +353,68 @@ async fn ingest_artifact(
             hash_md5: a.published.md5.clone(),
             ..new_record(a)
         };
-        let outcome = store(sink, record, &a.url, report).await;
-        // A package seen for the first time is read once for the files its header lists.
-        if rpm
-            && let Some(outcome) = &outcome
-            && outcome.inserted
-        {
-            rpm_files(a, outcome.id.clone(), ctx, sink, clock, report).await;
+        if !rpm && archive.is_none() {
+            store(sink, record, &a.url, report).await;
             return;
         }
-        // An archive seen for the first time is read once for the files inside it.
-        if let (Some(format), Some(outcome)) = (archive, outcome)
-            && outcome.inserted
-            && let Some((downloaded, scan)) = fetch_archive(a, format, ctx, clock, report).await
-        {
-            audit(sink, &downloaded, a, outcome.id, report).await;
-            record_members(a, scan, sink, report).await;
+        // A package or archive already recorded is not downloaded again: its files were
+        // read when it was first seen.
+        match sink.already_recorded(&record).await {
+            Ok(true) => {
+                store(sink, record, &a.url, report).await;
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => return report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e)),
+        }
+        // Seen for the first time: downloaded and checked before anything is recorded, so
+        // that bytes which disagree with the published hash leave no record at all (the
+        // previous version stays current).
+        if rpm {
+            rpm_files(a, record, ctx, sink, clock, report).await;
+            return;
+        }
+        if let Some(format) = archive {
+            match fetch_archive(a, format, ctx, clock, report).await {
+                Fetched::Verified(verified) => {
+                    let (downloaded, scan) = *verified;
+                    if let Err(e @ MemberError::PackageManifestMismatch { .. }) = &scan {
+                        // The package contradicts its own manifest: refused whole.
+                        let message = error_chain(e);
+                        return report.problem(ProblemKind::HashMismatch, Some(&a.url), message);
+                    }
+                    let record = NewRecord {
+                        size: Some(downloaded.size_bytes),
+                        ..record
+                    };
+                    let Some(outcome) = store(sink, record, &a.url, report).await else {
+                        return;
+                    };
+                    audit(sink, &downloaded, a, outcome.id, report).await;
+                    record_members(a, scan, sink, report).await;
+                }
+                // The published hash is recorded as for any file the service does not
+                // download; its members are read on a later run.
+                Fetched::Failed => {
+                    store(sink, record, &a.url, report).await;
+                }
+                Fetched::Refused => {}
+            }
         }
         return;
     }
 
     let (downloaded, scan) = match archive {
         Some(format) => match fetch_archive(a, format, ctx, clock, report).await {
-            Some((downloaded, scan)) => (downloaded, Some(scan)),
-            None => return,
+            Fetched::Verified(verified) => {
+                let (downloaded, scan) = *verified;
+                if let Err(e @ MemberError::PackageManifestMismatch { .. }) = &scan {
+                    let message = error_chain(e);
+                    return report.problem(ProblemKind::HashMismatch, Some(&a.url), message);
+                }
+                (downloaded, Some(scan))
+            }
+            Fetched::Failed | Fetched::Refused => return,
         },
         None => {
             let downloaded =
@@ -431,15 +485,24 @@ fn published_match(a: &Artifact, downloaded: &Downloaded, report: &mut VendorRep
     true
 }
 
-/// Downloads an archive, hashing it and scanning its members in one pass; `None` when the
-/// download failed or the bytes disagree with a published hash (reported either way).
+/// What became of an archive's download.
+enum Fetched {
+    /// Every published hash agrees with the bytes; the members as scanned.
+    Verified(Box<(Downloaded, Result<MemberScan, MemberError>)>),
+    /// The download failed (reported).
+    Failed,
+    /// The bytes disagree with a published hash (reported): possible tampering.
+    Refused,
+}
+
+/// Downloads an archive, hashing it and scanning its members in one pass.
 async fn fetch_archive(
     a: &Artifact,
     format: ArchiveFormat,
     ctx: &FetchContext,
     clock: &dyn Clock,
     report: &mut VendorReport,
-) -> Option<(Downloaded, Result<MemberScan, MemberError>)> {
+) -> Fetched {
     let limits = &ctx.limits;
     let scanned = match download_archive(
         &ctx.client,
@@ -454,7 +517,7 @@ async fn fetch_archive(
         Ok(s) => s,
         Err(e) => {
             report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e));
-            return None;
+            return Fetched::Failed;
         }
     };
     report.downloaded += 1;
@@ -465,7 +528,11 @@ async fn fetch_archive(
         pe_signer: None,
         pe_signer_error: None,
     };
-    published_match(a, &downloaded, report).then_some((downloaded, scanned.scan))
+    if published_match(a, &downloaded, report) {
+        Fetched::Verified(Box::new((downloaded, scanned.scan)))
+    } else {
+        Fetched::Refused
+    }
 }
 
 async fn audit(
@@ -550,14 +617,14 @@ fn is_rpm(url: &str) -> bool {
     name.ends_with(".rpm") && !name.ends_with(".src.rpm")
 }
 
-/// Downloads an RPM package whose SHA-256 the repository published (and recorded as
-/// `record_id`), checks its bytes against every published hash, then records the
+/// Downloads an RPM package whose SHA-256 the repository published, checks its bytes
+/// against every published hash, and only then records the package (`record`) and the
 /// executables and libraries its header lists, each with the header's SHA-256 (the only
 /// digest an RPM header carries; SHA-1 and MD5 stay empty, and `download_verified` is false:
-/// the file itself was not hashed here).
+/// the file itself was not hashed here). A failed download records the published hash alone.
 async fn rpm_files(
     a: &Artifact,
-    record_id: String,
+    record: NewRecord,
     ctx: &FetchContext,
     sink: &dyn RecordSink,
     clock: &dyn Clock,
@@ -565,7 +632,11 @@ async fn rpm_files(
 ) {
     let scanned = match download_rpm(&ctx.client, &a.url, &ctx.limits.download, clock).await {
         Ok(s) => s,
-        Err(e) => return report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e)),
+        Err(e) => {
+            report.problem(ProblemKind::Download, Some(&a.url), error_chain(&e));
+            store(sink, record, &a.url, report).await;
+            return;
+        }
     };
     report.downloaded += 1;
     let downloaded = Downloaded {
@@ -578,7 +649,14 @@ async fn rpm_files(
     if !published_match(a, &downloaded, report) {
         return;
     }
-    audit(sink, &downloaded, a, record_id, report).await;
+    let record = NewRecord {
+        size: Some(downloaded.size_bytes),
+        ..record
+    };
+    let Some(outcome) = store(sink, record, &a.url, report).await else {
+        return;
+    };
+    audit(sink, &downloaded, a, outcome.id, report).await;
     let header: RpmHeader = match scanned.header {
         Ok(h) => h,
         Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),

@@ -26,8 +26,16 @@ pub struct VendorOverride {
     pub enabled: Option<bool>,
     pub base_url: Option<String>,
     pub files_url: Option<String>,
-    /// Packages, modules or app ids to follow, for vendors that track a list.
+    /// Packages, modules or app ids to follow, for vendors that track a list
+    /// (distributions: also `*` and `@base`, and `name=version` pins).
     pub items: Option<Vec<String>>,
+    /// Distributions: a file of further package names, one per line, optionally pinned
+    /// `name=version`; read at each run.
+    pub items_file: Option<std::path::PathBuf>,
+    /// Debian: releases by code name, or `supported` (the default).
+    pub releases: Option<Vec<String>>,
+    /// Debian: the security archive.
+    pub security_url: Option<String>,
 }
 
 /// Ecosystems whose versions are immutable once published.
@@ -38,6 +46,9 @@ struct StoreSink {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     vendor: String,
+    /// The vendors of the records written, when they name more than the fetcher's vendor
+    /// (`Debian bookworm`, `Debian trixie`): each gets the run's health too.
+    record_vendors: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 #[async_trait]
@@ -51,6 +62,12 @@ impl RecordSink for StoreSink {
         // Packages only (`name (ecosystem)` under their ecosystem): the Go toolchain's
         // vendor `Go` is not the `go` module ecosystem.
         let ecosystem = r.vendor.clone();
+        if r.vendor != self.vendor {
+            self.record_vendors
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(r.vendor.clone());
+        }
         let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
             && name.ends_with(&format!(" ({ecosystem})"));
         match self.store.record(r, self.clock.now()).await? {
@@ -91,6 +108,30 @@ impl RecordSink for StoreSink {
         self.store
             .record_signed_by(record_id, &signer.sig_thumbprint)
             .await
+    }
+
+    async fn already_recorded(&self, r: &NewRecord) -> Result<bool, Error> {
+        let Ok(sha256) = model::HashValue::parse_as(&r.hash_sha256, model::HashAlgo::Sha256) else {
+            return Ok(false);
+        };
+        let found = self.store.find_by_hashes(&[sha256], true).await?;
+        Ok(found.iter().any(|h| {
+            let k = &h.record;
+            h.integrity_ok
+                && (
+                    &k.vendor,
+                    &k.executable_name,
+                    &k.version,
+                    k.platform,
+                    k.arch,
+                ) == (
+                    &r.vendor,
+                    &r.executable_name,
+                    &r.version,
+                    r.platform,
+                    r.arch,
+                )
+        }))
     }
 
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
@@ -318,6 +359,15 @@ pub async fn refresh_vendors(
             if let Some(items) = &o.items {
                 config.items = items.clone();
             }
+            if o.items_file.is_some() {
+                config.items_file = o.items_file.clone();
+            }
+            if let Some(releases) = &o.releases {
+                config.releases = releases.clone();
+            }
+            if o.security_url.is_some() {
+                config.security_url = o.security_url.clone();
+            }
         }
         let ecosystem = package_ecosystem(setup.fetcher.id());
         let watched_here =
@@ -326,6 +376,7 @@ pub async fn refresh_vendors(
             store: store.clone(),
             clock: clock.clone(),
             vendor: setup.fetcher.vendor().to_string(),
+            record_vendors: Default::default(),
         };
         let mut wait = options.backoff;
         let mut report = VendorReport::default();
@@ -355,6 +406,17 @@ pub async fn refresh_vendors(
             store
                 .record_vendor_run(&report.vendor, error.as_deref(), now)
                 .await?;
+            let record_vendors = std::mem::take(
+                &mut *sink
+                    .record_vendors
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            for vendor in record_vendors {
+                store
+                    .record_vendor_run(&vendor, error.as_deref(), now)
+                    .await?;
+            }
         }
         if let Some(e) = ecosystem
             && !report.skipped

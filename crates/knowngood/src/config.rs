@@ -85,7 +85,8 @@ pub struct FileConfig {
     pub database: DatabaseSettings,
     #[serde(default)]
     pub archive_members: ArchiveMemberSettings,
-    /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`.
+    /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`, and for
+    /// distributions `items_file`, for Debian `releases` and `security_url`.
     #[serde(default)]
     pub vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
     #[serde(default)]
@@ -467,6 +468,7 @@ impl Config {
             std::env::var_os("KNOWNGOOD_EXTRA_CA_FILE"),
             ingest::ProxySettings::from_env(),
         )?;
+        check_vendors(&file.vendors)?;
         let data_dir = common
             .data_dir
             .clone()
@@ -735,6 +737,48 @@ fn outbound(
     Ok(settings)
 }
 
+/// The distribution settings of `[vendors.<id>]`: `items_file` readable (it is read again
+/// at each run), `releases` and `security_url` only where they mean something.
+fn check_vendors(
+    vendors: &std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
+) -> Result<()> {
+    const DISTRIBUTIONS: [&str; 4] = ["debian", "ubuntu", "archlinux", "rockylinux"];
+    for (id, o) in vendors {
+        if let Some(path) = &o.items_file {
+            if !DISTRIBUTIONS.contains(&id.as_str()) {
+                anyhow::bail!("vendors.{id}.items_file: only distributions read an items file");
+            }
+            std::fs::File::open(path).with_context(|| {
+                format!("vendors.{id}.items_file: cannot read {}", path.display())
+            })?;
+        }
+        if o.releases.is_some() && id != "debian" {
+            anyhow::bail!("vendors.{id}.releases: only debian follows configured releases");
+        }
+        if o.security_url.is_some() && id != "debian" {
+            anyhow::bail!("vendors.{id}.security_url: only debian reads a security archive");
+        }
+        for release in o.releases.iter().flatten() {
+            let ok = !release.is_empty()
+                && release
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                anyhow::bail!(
+                    "vendors.{id}.releases: {release:?} is not a code name (e.g. \"bookworm\") \
+                     nor \"supported\""
+                );
+            }
+        }
+        if let Some(url) = &o.security_url
+            && !url.starts_with("https://")
+        {
+            anyhow::bail!("vendors.{id}.security_url must be an https:// URL");
+        }
+    }
+    Ok(())
+}
+
 fn load_file(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config {}", path.display()))?;
@@ -744,6 +788,33 @@ fn load_file(path: &Path) -> Result<FileConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distribution_vendor_settings_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("packages.txt");
+        std::fs::write(&list, "coreutils=9.7-3\nlibc6:amd64=2.41-12\n").unwrap();
+        let parse = |text: &str| {
+            let file: FileConfig = toml::from_str(text).unwrap();
+            check_vendors(&file.vendors)
+        };
+        let good = format!(
+            "[vendors.debian]\nreleases = [\"bookworm\", \"trixie\"]\nitems = [\"*\"]\n\
+             items_file = {:?}\nsecurity_url = \"https://security.example/debian-security\"\n",
+            list.display().to_string()
+        );
+        parse(&good).unwrap();
+        let e = parse("[vendors.debian]\nitems_file = \"/nonexistent/list\"\n").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("vendors.debian.items_file"),
+            "{e:#}"
+        );
+        let e = parse("[vendors.pypi]\nreleases = [\"bookworm\"]\n").unwrap_err();
+        assert!(e.to_string().contains("vendors.pypi.releases"), "{e}");
+        let e = parse("[vendors.debian]\nreleases = [\"Bookworm 12\"]\n").unwrap_err();
+        assert!(e.to_string().contains("not a code name"), "{e}");
+        assert!(toml::from_str::<FileConfig>("[vendors.debian]\nrelease = [\"x\"]\n").is_err());
+    }
 
     #[test]
     fn flags_win_over_file_and_secrets_stay_hidden() {

@@ -123,11 +123,13 @@ impl Fetcher for AndroidPlatformTools {
                     .filter(|c| c.attribute("type").is_none_or(|t| t == "sha1"))
                     .and_then(|c| c.text())
                     .and_then(|h| hex_digest(h, 40));
-                // Archive URLs are relative to the repository directory.
-                let file_url = if file.contains("://") {
-                    file.to_owned()
-                } else {
-                    format!("{}/{file}", ctx.base_url())
+                // Archive URLs are relative to the repository document.
+                let file_url = match crate::fetch::resolve_url(&url, file) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        ctx.note(e);
+                        continue;
+                    }
                 };
                 out.push(Artifact {
                     vendor: self.vendor().into(),

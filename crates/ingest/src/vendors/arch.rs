@@ -6,15 +6,22 @@
 //! pacman's `repo-add`, <https://wiki.archlinux.org/title/Pacman>). Each followed package's
 //! `.pkg.tar.zst` is an artifact with its SHA-256; the pipeline reads its files as members.
 //! Arch is a rolling release: the databases are the current release.
+//!
+//! Which packages: `@base` (the default, with the tools attackers replace or imitate) is the
+//! `base` package and its dependencies, transitively ([`base_closure`]); `*` every package
+//! of `core` and `extra`; names from `items` and `items_file`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use async_trait::async_trait;
 use model::{Arch, Platform};
 
-use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
+use crate::fetch::{
+    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+};
 use crate::formats::hex_digest;
+use crate::vendors::debian::BASE_SYSTEM;
 
 pub struct ArchLinux;
 
@@ -47,8 +54,11 @@ pub const DEFAULT_PACKAGES: &[&str] = &[
 ];
 
 impl ArchLinux {
+    /// The base system (`base` and its dependencies) and the tools attackers replace.
     pub fn default_config() -> VendorConfig {
-        VendorConfig::new("https://geo.mirror.pkgbuild.com").with_items(DEFAULT_PACKAGES)
+        let mut items = vec![BASE_SYSTEM];
+        items.extend_from_slice(DEFAULT_PACKAGES);
+        VendorConfig::new("https://geo.mirror.pkgbuild.com").with_items(&items)
     }
 }
 
@@ -93,6 +103,41 @@ fn db_descs(bytes: &[u8]) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
+/// The packages `@base` stands for: the `base` package and everything it depends on,
+/// transitively, a dependency naming a package or something one provides (`sh` is
+/// provided by `bash`), version constraints (`glibc>=2.40`) ignored.
+pub fn base_closure<'a>(descs: &[BTreeMap<&'a str, Vec<&'a str>>]) -> BTreeSet<&'a str> {
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, f) in descs.iter().enumerate() {
+        if let Some(name) = f.get("NAME").and_then(|v| v.first()) {
+            by_name.entry(name).or_insert(i);
+        }
+    }
+    for (i, f) in descs.iter().enumerate() {
+        for provided in f.get("PROVIDES").into_iter().flatten() {
+            by_name.entry(strip_constraint(provided)).or_insert(i);
+        }
+    }
+    let mut out = BTreeSet::new();
+    let mut todo = vec!["base"];
+    while let Some(dep) = todo.pop() {
+        let Some(&i) = by_name.get(strip_constraint(dep)) else {
+            continue;
+        };
+        let Some(&name) = descs[i].get("NAME").and_then(|v| v.first()) else {
+            continue;
+        };
+        if out.insert(name) {
+            todo.extend(descs[i].get("DEPENDS").into_iter().flatten().copied());
+        }
+    }
+    out
+}
+
+fn strip_constraint(dep: &str) -> &str {
+    dep.split(['<', '>', '=', ':']).next().unwrap_or(dep).trim()
+}
+
 #[async_trait]
 impl Fetcher for ArchLinux {
     fn id(&self) -> &str {
@@ -104,8 +149,20 @@ impl Fetcher for ArchLinux {
     }
 
     async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError> {
-        let mut out = Vec::new();
+        let items = ctx.items()?;
+        let all = items.iter().any(|i| i == "*");
+        let base = items.iter().any(|i| i == BASE_SYSTEM);
+        let named: BTreeMap<&str, Option<&str>> = items
+            .iter()
+            .filter(|i| *i != "*" && *i != BASE_SYSTEM)
+            .map(|i| match i.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim())),
+                None => (i.trim(), None),
+            })
+            .collect();
         let mut failures = Vec::new();
+        // Every repository's database first: `base`'s dependencies span them.
+        let mut read: Vec<(String, String, Vec<String>)> = Vec::new();
         for repo in REPOS {
             let dir = format!("{}/{repo}/os/x86_64", ctx.base_url());
             let url = format!("{dir}/{repo}.db");
@@ -114,18 +171,28 @@ impl Fetcher for ArchLinux {
                     .map_err(|e| FetchError::malformed(&url, format!("unreadable database: {e}"))),
                 Err(e) => Err(e),
             };
-            let descs = match descs {
-                Ok(d) => d,
-                Err(e) => {
-                    failures.push(e);
-                    continue;
-                }
-            };
-            for text in &descs {
-                let f = desc_fields(text);
+            match descs {
+                Ok(d) => read.push((dir, url, d)),
+                Err(e) => failures.push(e),
+            }
+        }
+        let parsed: Vec<Vec<BTreeMap<&str, Vec<&str>>>> = read
+            .iter()
+            .map(|(_, _, descs)| descs.iter().map(|t| desc_fields(t)).collect())
+            .collect();
+        let closure = if base {
+            let flat: Vec<BTreeMap<&str, Vec<&str>>> = parsed.iter().flatten().cloned().collect();
+            base_closure(&flat)
+        } else {
+            BTreeSet::new()
+        };
+        let mut out = Vec::new();
+        for ((dir, url, _), descs) in read.iter().zip(&parsed) {
+            for f in descs {
                 let one = |k: &str| f.get(k).and_then(|v| v.first().copied());
                 let Some(name) = one("NAME") else { continue };
-                if !ctx.config.items.iter().any(|i| i == name) {
+                let pin = named.get(name).copied();
+                if !(all || pin.is_some() || closure.contains(name)) {
                     continue;
                 }
                 let (Some(file), Some(version), Some(sha256)) = (
@@ -134,11 +201,21 @@ impl Fetcher for ArchLinux {
                     one("SHA256SUM").and_then(|h| hex_digest(h, 64)),
                 ) else {
                     ctx.note(FetchError::malformed(
-                        &url,
+                        url,
                         format!("{name}: incomplete desc"),
                     ));
                     continue;
                 };
+                if let Some(Some(pinned)) = pin
+                    && pinned != version
+                {
+                    // A rolling release serves one version of each package.
+                    ctx.note(FetchError::malformed(
+                        url,
+                        format!("{name}={pinned}: the repository serves {version} only"),
+                    ));
+                    continue;
+                }
                 if file.contains('/') {
                     continue;
                 }
@@ -147,13 +224,20 @@ impl Fetcher for ArchLinux {
                     Some("any") => Arch::Universal,
                     _ => continue,
                 };
+                let file_url = match resolve_url(&format!("{dir}/"), file) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        ctx.note(e);
+                        continue;
+                    }
+                };
                 out.push(Artifact {
                     vendor: self.vendor().into(),
                     executable_name: file.into(),
                     version: version.into(),
                     platform: Platform::Linux,
                     arch,
-                    url: format!("{dir}/{file}"),
+                    url: file_url,
                     published: PublishedHashes {
                         sha256: Some(sha256),
                         ..Default::default()
@@ -177,5 +261,20 @@ mod tests {
         );
         assert_eq!(f["NAME"], ["coreutils"]);
         assert_eq!(f["DEPENDS"], ["glibc", "acl"]);
+    }
+
+    #[test]
+    fn base_is_the_closure_of_its_dependencies() {
+        let texts = [
+            "%NAME%\nbase\n\n%DEPENDS%\nbash\ncoreutils>=9\nsh\n\n",
+            "%NAME%\nbash\n\n%PROVIDES%\nsh\n\n%DEPENDS%\nglibc\nreadline>=7.0\n\n",
+            "%NAME%\ncoreutils\n\n%DEPENDS%\nglibc\nacl\n\n",
+            "%NAME%\nglibc\n\n",
+            "%NAME%\nreadline\n\n",
+            "%NAME%\nnginx\n\n%DEPENDS%\nglibc\n\n",
+        ];
+        let descs: Vec<_> = texts.iter().map(|t| desc_fields(t)).collect();
+        let closure: Vec<&str> = base_closure(&descs).into_iter().collect();
+        assert_eq!(closure, ["base", "bash", "coreutils", "glibc", "readline"]);
     }
 }

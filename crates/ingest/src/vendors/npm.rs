@@ -12,7 +12,9 @@ use async_trait::async_trait;
 use model::{Arch, Platform};
 use serde::Deserialize;
 
-use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
+use crate::fetch::{
+    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+};
 use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 
 pub struct Npm;
@@ -84,13 +86,21 @@ impl Fetcher for Npm {
                 .cloned();
             for version in newest(candidates, ctx.limits.max_versions) {
                 let dist = &doc.versions[&version].dist;
+                // Registry mirrors may answer tarball links relative to the packument.
+                let tarball = match resolve_url(&url, &dist.tarball) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        ctx.note(e);
+                        continue;
+                    }
+                };
                 out.push(Artifact {
                     vendor: "npm".into(),
                     executable_name: format!("{name} (npm)"),
                     version,
                     platform: Platform::Universal,
                     arch: Arch::Universal,
-                    url: dist.tarball.clone(),
+                    url: tarball,
                     published: PublishedHashes {
                         sha1: dist.shasum.as_deref().and_then(|h| hex_digest(h, 40)),
                         ..Default::default()

@@ -22,7 +22,9 @@ use async_trait::async_trait;
 use model::{Arch, Platform};
 use serde::Deserialize;
 
-use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
+use crate::fetch::{
+    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+};
 use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 
 pub struct PyPi;
@@ -209,25 +211,39 @@ impl Fetcher for PyPi {
                 let Some(files) = project.releases.get(&version) else {
                     continue;
                 };
-                if let Some(file) = canonical(files) {
+                // Mirrors (devpi, bandersnatch, Artifactory, Nexus) answer file URLs relative
+                // to the document.
+                let link = |file: &File| match resolve_url(&url, &file.url) {
+                    Ok(u) => Some(u),
+                    Err(e) => {
+                        ctx.note(e);
+                        None
+                    }
+                };
+                if let Some(file) = canonical(files)
+                    && let Some(file_url) = link(file)
+                {
                     out.push(Artifact {
                         vendor: "pypi".into(),
                         executable_name: format!("{name} (pypi)"),
                         version: version.clone(),
                         platform: Platform::Universal,
                         arch: Arch::Universal,
-                        url: file.url.clone(),
+                        url: file_url,
                         published: published(file),
                     });
                 }
                 for (file, platform, arch) in platform_wheels(files) {
+                    let Some(file_url) = link(file) else {
+                        continue;
+                    };
                     out.push(Artifact {
                         vendor: "pypi".into(),
                         executable_name: file.filename.clone(),
                         version: version.clone(),
                         platform,
                         arch,
-                        url: file.url.clone(),
+                        url: file_url,
                         published: published(file),
                     });
                 }

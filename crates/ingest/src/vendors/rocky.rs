@@ -24,7 +24,9 @@ use std::io::Read;
 use async_trait::async_trait;
 use model::{Arch, Platform};
 
-use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
+use crate::fetch::{
+    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+};
 use crate::formats::{file_name, hex_digest};
 use crate::openpgp::Keyring;
 
@@ -132,7 +134,9 @@ pub fn primary_location(repomd: &str) -> Result<(String, String), String> {
         .ok_or("the primary metadata has no SHA-256")?;
     let href = child("location")
         .and_then(|l| l.attribute("href"))
-        .filter(|h| !h.contains("..") && !h.starts_with('/') && !h.contains(':'))
+        // Relative to the repository's root, `..` included (repository managers answer
+        // such links); the file is checked against the SHA-256 given here either way.
+        .filter(|h| !h.trim().is_empty() && !h.contains(':'))
         .ok_or("the primary metadata has no usable location")?;
     Ok((href.to_owned(), sha256))
 }
@@ -164,7 +168,7 @@ pub fn primary_packages(primary: &str, wanted: &[&str]) -> Vec<Package> {
             .split_once("<name>")
             .and_then(|(_, r)| r.split_once("</name>"))
             .map(|(n, _)| n);
-        if !name.is_some_and(|n| wanted.contains(&n)) {
+        if !name.is_some_and(|n| wanted.contains(&"*") || wanted.contains(&n)) {
             continue;
         }
         if let Some(p) = package(element) {
@@ -198,7 +202,8 @@ fn package(element: &str) -> Option<Package> {
         .and_then(|c| c.text())
         .and_then(|t| hex_digest(t.trim(), 64))?;
     let href = child("location")?.attribute("href")?;
-    if href.contains("..") || href.starts_with('/') || href.contains(':') {
+    // Resolved against the repository's root; the package is checked against its SHA-256.
+    if href.trim().is_empty() || href.contains(':') {
         return None;
     }
     Some(Package {
@@ -242,7 +247,13 @@ impl Fetcher for RockyLinux {
         if releases.is_empty() {
             return Err(FetchError::malformed(&top, "no release directory listed"));
         }
-        let wanted: Vec<&str> = ctx.config.items.iter().map(String::as_str).collect();
+        // Names (a pinned `name=version` is followed by name: the repositories serve one
+        // version of most packages) or `*`, every package.
+        let items = ctx.items()?;
+        let wanted: Vec<&str> = items
+            .iter()
+            .map(|i| i.split_once('=').map_or(i.as_str(), |(n, _)| n).trim())
+            .collect();
         let mut out = Vec::new();
         let mut failures = Vec::new();
         for major in releases {
@@ -280,7 +291,9 @@ impl RockyLinux {
             .map_err(|e| FetchError::malformed(&url, format!("not UTF-8: {e}")))?;
         let (href, expected) =
             primary_location(&repomd).map_err(|e| FetchError::malformed(&url, e))?;
-        let primary_url = format!("{dir}/{href}");
+        // Locations are relative to the repository's root (the parent of `repodata/`).
+        let root = format!("{dir}/");
+        let primary_url = resolve_url(&root, &href)?;
         let bytes = ctx.get_bytes(&primary_url, None).await?;
         let digest = hex::encode(aws_lc_rs::digest::digest(
             &aws_lc_rs::digest::SHA256,
@@ -313,7 +326,11 @@ impl RockyLinux {
         }
         Ok(newest
             .into_values()
-            .map(|p| Artifact {
+            .filter_map(|p| {
+                let url = resolve_url(&root, &p.href).map_err(|e| ctx.note(e)).ok()?;
+                Some((p, url))
+            })
+            .map(|(p, url)| Artifact {
                 vendor: self.vendor().into(),
                 executable_name: file_name(&p.href).into(),
                 version: p.version,
@@ -323,7 +340,7 @@ impl RockyLinux {
                 } else {
                     arch
                 },
-                url: format!("{dir}/{}", p.href),
+                url,
                 published: PublishedHashes {
                     sha256: Some(p.sha256),
                     ..Default::default()

@@ -49,6 +49,13 @@ pub const DEFAULT_PACKAGES: &[&str] = &[
     "busybox-static",
 ];
 
+/// The base system (`Priority: required`, `important`, `standard`) and the tools above.
+fn default_items() -> Vec<&'static str> {
+    let mut items = vec![super::debian::BASE_SYSTEM];
+    items.extend_from_slice(DEFAULT_PACKAGES);
+    items
+}
+
 pub struct Ubuntu {
     archive: Debian,
 }
@@ -70,7 +77,7 @@ impl Ubuntu {
     pub fn default_config() -> VendorConfig {
         VendorConfig::new("https://changelogs.ubuntu.com")
             .with_files_url("https://mirrors.edge.kernel.org/ubuntu")
-            .with_items(DEFAULT_PACKAGES)
+            .with_items(&default_items())
     }
 }
 
@@ -113,12 +120,12 @@ impl Fetcher for Ubuntu {
             for suite in [dist.clone(), format!("{dist}-updates")] {
                 match self
                     .archive
-                    .suite(ctx, archive, archive, &suite, self.vendor())
+                    .suite(ctx, archive, &suite, self.vendor())
                     .await
                 {
-                    Ok((found, failed)) => {
-                        out.extend(found);
-                        failures.extend(failed);
+                    Ok(found) => {
+                        out.extend(found.artifacts);
+                        failures.extend(found.failures);
                     }
                     Err(e) => failures.push(e),
                 }

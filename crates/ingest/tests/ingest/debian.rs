@@ -101,10 +101,22 @@ pub(crate) fn ls_binary(arch: &str) -> Vec<u8> {
 }
 
 pub(crate) fn deb(arch: &str) -> Vec<u8> {
+    deb_listing(arch, &md5(&ls_binary(arch)))
+}
+
+/// A coreutils `.deb` whose `md5sums` control file lists `ls_md5` for `usr/bin/ls`.
+pub(crate) fn deb_listing(arch: &str, ls_md5: &str) -> Vec<u8> {
     let ls = ls_binary(arch);
+    let md5sums = format!(
+        "{ls_md5}  usr/bin/ls\n{}  usr/share/doc/coreutils/copyright\n",
+        md5(b"GPL-3+\n")
+    );
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar(&[("./control", b"Package: coreutils\n")]))
-        .unwrap();
+    gz.write_all(&tar(&[
+        ("./control", b"Package: coreutils\n"),
+        ("./md5sums", md5sums.as_bytes()),
+    ]))
+    .unwrap();
     let control = gz.finish().unwrap();
     let data = xz(&tar(&[
         ("./usr/bin/ls", &ls),
@@ -165,10 +177,12 @@ fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
         if tamper == Tamper::Index && arch == "amd64" {
             index = xz(packages.replace("9.7-3", "9.7-4").as_bytes());
         }
-        site.file(
-            &format!("/dists/stable/main/binary-{arch}/Packages.xz"),
-            index,
-        );
+        for suite in ["stable", "trixie"] {
+            site.file(
+                &format!("/dists/{suite}/main/binary-{arch}/Packages.xz"),
+                index.clone(),
+            );
+        }
         let served = if tamper == Tamper::Deb && arch == "amd64" {
             let mut evil = current.clone();
             evil.extend_from_slice(b"implant");
@@ -193,8 +207,57 @@ fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
         Tamper::OtherKey => signed = sign(&archive_key().0, &release),
         _ => {}
     }
-    site.file("/dists/stable/InRelease", signed);
+    site.file("/dists/stable/InRelease", signed.clone());
+    site.file("/dists/trixie/InRelease", signed);
+    publish_suite(&site, key, "", "trixie-updates", "trixie-updates", &[]);
     Archive { site, debs }
+}
+
+/// A signed suite at `<prefix>/dists/<suite>/`: its `InRelease` (with `Codename`) over one
+/// `Packages.xz` per architecture, each listing `packages` (stanza text per arch, with the
+/// `.deb` bytes served at their `Filename` under `prefix`).
+pub(crate) fn publish_suite(
+    site: &Site,
+    key: &SignedSecretKey,
+    prefix: &str,
+    suite: &str,
+    codename: &str,
+    packages: &[(&str, &str, &str, Vec<u8>)],
+) {
+    let mut sums = String::new();
+    for arch in ["amd64", "arm64"] {
+        let mut stanzas = Vec::new();
+        for (name, version, priority, body) in packages {
+            let filename = format!(
+                "pool/main/{}/{name}/{name}_{version}_{arch}.deb",
+                &name[..1]
+            );
+            stanzas.push(
+                stanza(name, version, arch, &filename, body)
+                    .replace("Priority: required", &format!("Priority: {priority}")),
+            );
+            site.file(&format!("{prefix}/{filename}"), body.clone());
+        }
+        let index = xz(stanzas.join("\n").as_bytes());
+        sums.push_str(&format!(
+            " {} {} main/binary-{arch}/Packages.xz\n",
+            sha256(&index),
+            index.len()
+        ));
+        site.file(
+            &format!("{prefix}/dists/{suite}/main/binary-{arch}/Packages.xz"),
+            index,
+        );
+    }
+    let release = format!(
+        "Origin: Debian\nLabel: Debian\nSuite: {suite}\nCodename: {codename}\n\
+         Date: Sat, 08 Nov 2025 09:00:00 UTC\nArchitectures: amd64 arm64\nComponents: main\n\
+         SHA256:\n{sums}"
+    );
+    site.file(
+        &format!("{prefix}/dists/{suite}/InRelease"),
+        sign(key, &release),
+    );
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -208,14 +271,20 @@ enum Tamper {
 
 async fn run(public: &str, site: &Site) -> (VendorReport, MemorySink) {
     let base = site.serve().await;
-    let mut config = config_for("debian", &base);
+    let sink = MemorySink::default();
+    let report = run_into(public, &base, &sink).await;
+    (report, sink)
+}
+
+async fn run_into(public: &str, base: &str, sink: &MemorySink) -> VendorReport {
+    let mut config = config_for("debian", base);
     config.items = vec!["coreutils".into()];
+    config.releases = vec!["stable".into()];
+    config.security_url = None;
     let mut limits = limits();
     limits.members.enabled = true;
     let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits);
-    let sink = MemorySink::default();
-    let report = ingest_vendor(&Debian::with_keys(&[public]), &ctx, &sink, &clock()).await;
-    (report, sink)
+    ingest_vendor(&Debian::with_keys(&[public]), &ctx, sink, &clock()).await
 }
 
 #[tokio::test]
@@ -235,7 +304,7 @@ async fn debian_follows_the_signed_chain_to_the_files_in_each_package() {
     );
     for (arch, model_arch) in [("amd64", Amd64), ("arm64", Arm64)] {
         let deb = sink.get(&format!("coreutils_9.7-3_{arch}.deb"), Linux, model_arch);
-        assert_eq!(deb.vendor, "Debian");
+        assert_eq!(deb.vendor, "Debian trixie");
         assert_eq!(deb.version, "9.7-3");
         let served = &repo.debs.iter().find(|(a, _)| a == arch).unwrap().1;
         assert_eq!(deb.hash_sha256, sha256(served));
@@ -294,16 +363,235 @@ async fn a_tampered_index_or_package_is_refused() {
             .all(|(_, r)| r.arch == Arm64)
     );
 
-    // A .deb whose bytes disagree with the index: refused, nothing inside it recorded.
+    // A .deb whose bytes disagree with the index: refused, and neither it nor anything
+    // inside it recorded (neither the index's hash nor the bytes' can be trusted).
     let repo = archive(&key, Tamper::Deb);
     let (report, sink) = run(&public, &repo.site).await;
-    assert_eq!((report.mismatches, report.members), (1, 1), "{report:#?}");
+    assert_eq!(
+        (report.mismatches, report.members, report.recorded),
+        (1, 1, 2),
+        "{report:#?}"
+    );
+    let records = sink.records.lock().unwrap();
+    assert!(records.iter().all(|(_, r)| r.arch == Arm64), "{records:#?}");
+}
+
+#[tokio::test]
+async fn a_second_run_over_an_unchanged_index_downloads_nothing() {
+    let (key, public) = archive_key();
+    let repo = archive(&key, Tamper::Nothing);
+    let base = repo.site.serve().await;
+    let sink = MemorySink::default();
+    let first = run_into(&public, &base, &sink).await;
+    assert_eq!((first.downloaded, first.recorded), (2, 4), "{first:#?}");
+    let second = run_into(&public, &base, &sink).await;
+    assert!(second.problems.is_empty(), "{:#?}", second.problems);
+    assert_eq!(
+        (
+            second.discovered,
+            second.downloaded,
+            second.recorded,
+            second.unchanged
+        ),
+        (2, 0, 0, 2),
+        "{second:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_package_whose_files_disagree_with_its_md5sums_is_refused() {
+    let (key, public) = archive_key();
+    let site = Site::new();
+    // The builder's md5sums lists another ls than the one the package carries.
+    let forged = deb_listing("amd64", &md5(b"the ls the maintainer built"));
+    let genuine = deb("amd64");
+    let amd64_only = |body: Vec<u8>| vec![("coreutils", "9.7-3", "required", body)];
+    publish_suite(
+        &site,
+        &key,
+        "",
+        "stable",
+        "trixie",
+        &amd64_only(forged.clone()),
+    );
+    publish_suite(&site, &key, "", "trixie", "trixie", &amd64_only(forged));
+    publish_suite(&site, &key, "", "trixie-updates", "trixie-updates", &[]);
+    let (report, sink) = run(&public, &site).await;
+    // Both architectures' indexes list the forged package.
+    assert_eq!((report.mismatches, report.recorded), (2, 0), "{report:#?}");
     assert!(
-        sink.records
-            .lock()
-            .unwrap()
+        report.problems[0].message.contains("md5sums"),
+        "{:#?}",
+        report.problems
+    );
+    assert!(sink.records.lock().unwrap().is_empty());
+
+    // The genuine package agrees with its md5sums: recorded with its files.
+    let site = Site::new();
+    publish_suite(
+        &site,
+        &key,
+        "",
+        "stable",
+        "trixie",
+        &amd64_only(genuine.clone()),
+    );
+    publish_suite(&site, &key, "", "trixie", "trixie", &amd64_only(genuine));
+    publish_suite(&site, &key, "", "trixie-updates", "trixie-updates", &[]);
+    let (report, sink) = run(&public, &site).await;
+    assert_eq!((report.mismatches, report.members), (0, 2), "{report:#?}");
+    sink.get("usr/bin/ls", Linux, Amd64);
+}
+
+/// `releases = ["supported"]`: oldstable and stable, whose code names come from the
+/// archive's Release files, each with its updates pocket and the security archive. A
+/// bookworm and a trixie build are told apart by their vendor; within bookworm the
+/// security build is the newest of its history. `@base` follows packages by priority.
+#[tokio::test]
+async fn supported_releases_are_read_with_their_updates_and_security_pockets() {
+    let (key, public) = archive_key();
+    let site = Site::new();
+    let pkg = |name: &'static str, version: &'static str, priority: &'static str| {
+        let body = format!("{name} {version}").repeat(40).into_bytes();
+        (name, version, priority, body)
+    };
+    let bookworm = [
+        pkg("coreutils", "9.1-1", "required"),
+        pkg("less", "590-2", "important"),
+        pkg("nginx", "1.22.1-9", "optional"),
+    ];
+    let trixie = [
+        pkg("coreutils", "9.7-3", "required"),
+        pkg("nginx", "1.26.3-3", "optional"),
+    ];
+    for (suite, codename, packages) in [
+        ("oldstable", "bookworm", &bookworm[..]),
+        ("bookworm", "bookworm", &bookworm[..]),
+        ("stable", "trixie", &trixie[..]),
+        ("trixie", "trixie", &trixie[..]),
+    ] {
+        publish_suite(&site, &key, "/debian", suite, codename, packages);
+    }
+    publish_suite(
+        &site,
+        &key,
+        "/debian",
+        "bookworm-updates",
+        "bookworm-updates",
+        &[pkg("less", "590-2.1~deb12u2", "important")],
+    );
+    publish_suite(
+        &site,
+        &key,
+        "/debian",
+        "trixie-updates",
+        "trixie-updates",
+        &[],
+    );
+    publish_suite(
+        &site,
+        &key,
+        "/debian-security",
+        "bookworm-security",
+        "bookworm-security",
+        &[pkg("coreutils", "9.1-1+deb12u1", "required")],
+    );
+    publish_suite(
+        &site,
+        &key,
+        "/debian-security",
+        "trixie-security",
+        "trixie-security",
+        &[],
+    );
+    let base = site.serve().await;
+
+    let sink = MemorySink::default();
+    let mut config = config_for("debian", &format!("{base}/debian"));
+    config.security_url = Some(format!("{base}/debian-security"));
+    assert_eq!(config.releases, ["supported"]);
+    config.items = vec!["@base".into()];
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits());
+    let report = ingest_vendor(
+        &Debian::with_keys(&[public.as_str()]),
+        &ctx,
+        &sink,
+        &clock(),
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    let mut seen: Vec<(String, String, String)> = sink
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r.arch == Amd64)
+        .map(|(_, r)| {
+            (
+                r.vendor.clone(),
+                r.executable_name.clone(),
+                r.version.clone(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let row = |v: &str, n: &str, ver: &str| (v.to_owned(), n.to_owned(), ver.to_owned());
+    assert_eq!(
+        seen,
+        [
+            row(
+                "Debian bookworm",
+                "coreutils_9.1-1+deb12u1_amd64.deb",
+                "9.1-1+deb12u1"
+            ),
+            row("Debian bookworm", "coreutils_9.1-1_amd64.deb", "9.1-1"),
+            row(
+                "Debian bookworm",
+                "less_590-2.1~deb12u2_amd64.deb",
+                "590-2.1~deb12u2"
+            ),
+            row("Debian bookworm", "less_590-2_amd64.deb", "590-2"),
+            row("Debian trixie", "coreutils_9.7-3_amd64.deb", "9.7-3"),
+        ],
+        "base packages only (no nginx), each release under its own vendor"
+    );
+    // The security build is newer than the release build of the same package: the store
+    // keeps it current and the release build in its history.
+    assert!(
+        model::version::compare("Debian", "9.1-1+deb12u1", "9.1-1").is_gt()
+            && model::family_of("coreutils_9.1-1+deb12u1_amd64.deb", "9.1-1+deb12u1")
+                == model::family_of("coreutils_9.1-1_amd64.deb", "9.1-1")
+    );
+    let security = sink.get("coreutils_9.1-1+deb12u1_amd64.deb", Linux, Amd64);
+    assert!(
+        security
+            .source_url
+            .starts_with(&format!("{base}/debian-security/pool/")),
+        "{}",
+        security.source_url
+    );
+
+    // `releases` restricts: trixie alone.
+    let sink = MemorySink::default();
+    let mut config = config_for("debian", &format!("{base}/debian"));
+    config.security_url = Some(format!("{base}/debian-security"));
+    config.releases = vec!["trixie".into()];
+    config.items = vec!["*".into()];
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits());
+    let report = ingest_vendor(
+        &Debian::with_keys(&[public.as_str()]),
+        &ctx,
+        &sink,
+        &clock(),
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    let records = sink.records.lock().unwrap();
+    assert!(records.iter().all(|(_, r)| r.vendor == "Debian trixie"));
+    assert!(
+        records
             .iter()
-            .filter(|(_, r)| r.executable_name == "usr/bin/ls")
-            .all(|(_, r)| r.arch == Arm64)
+            .any(|(_, r)| r.executable_name == "nginx_1.26.3-3_amd64.deb"),
+        "`*` follows every package"
     );
 }

@@ -12,6 +12,7 @@ mod authenticode;
 mod debian;
 mod download;
 mod members;
+mod mirrors;
 mod rockylinux;
 mod stream_memory;
 mod ubuntu;

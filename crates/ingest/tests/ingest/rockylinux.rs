@@ -306,6 +306,9 @@ enum Tamper {
     OtherKey,
     Primary,
     Rpm,
+    /// Not tampering: a mirror whose `location href`s are relative paths out of the
+    /// repository (`../../../shared/…`), as repository managers answer.
+    MirrorLinks,
 }
 
 struct Mirror {
@@ -360,8 +363,17 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
                 packages.push((format!("coreutils-9.5-6.el10.{arch}.rpm"), current));
             } else {
                 let current = wget(arch);
-                let href = format!("Packages/w/wget-1.24.5-5.el10.{arch}.rpm");
-                site.file(&format!("{dir}/{href}"), current.clone());
+                let href = if tamper == Tamper::MirrorLinks {
+                    format!("../../../shared/wget-1.24.5-5.el10.{arch}.rpm")
+                } else {
+                    format!("Packages/w/wget-1.24.5-5.el10.{arch}.rpm")
+                };
+                let served_at = if tamper == Tamper::MirrorLinks {
+                    format!("/10/shared/wget-1.24.5-5.el10.{arch}.rpm")
+                } else {
+                    format!("{dir}/{href}")
+                };
+                site.file(&served_at, current.clone());
                 listed.push(package("wget", arch, "1.24.5", "5.el10", &href, &current));
                 packages.push((format!("wget-1.24.5-5.el10.{arch}.rpm"), current));
             }
@@ -373,7 +385,11 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
             );
             let mut primary = gz(primary_xml.as_bytes());
             let primary_sum = sha256(&primary);
-            let href = format!("repodata/{primary_sum}-primary.xml.gz");
+            let href = if tamper == Tamper::MirrorLinks {
+                format!("./repodata/../repodata/{primary_sum}-primary.xml.gz")
+            } else {
+                format!("repodata/{primary_sum}-primary.xml.gz")
+            };
             let repomd = format!(
                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" \
                  xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n  <revision>1762938000</revision>\n\
@@ -390,7 +406,10 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
             if tamper == Tamper::Primary && arch == "x86_64" {
                 primary = gz(primary_xml.replace("6.el10", "7.el10").as_bytes());
             }
-            site.file(&format!("{dir}/{href}"), primary);
+            site.file(
+                &format!("{dir}/repodata/{primary_sum}-primary.xml.gz"),
+                primary,
+            );
             let signature = match tamper {
                 Tamper::OtherKey => detach_sign(&archive_key().0, repomd.as_bytes()),
                 _ => detach_sign(key, repomd.as_bytes()),
@@ -578,4 +597,28 @@ fn the_package_header_parses_to_its_files() {
     for cut in [10, 100, 200, end - 1] {
         assert!(ingest::rpm::parse_header(&bytes[..cut]).is_err());
     }
+}
+
+#[tokio::test]
+async fn locations_relative_to_the_repository_are_followed() {
+    let (key, public) = archive_key();
+    let repo = mirror(&key, Tamper::MirrorLinks);
+    let (report, sink) = run(&public, &repo.site).await;
+    assert!(
+        report.errors == 0 && report.rejected == 0,
+        "{:#?}",
+        report.problems
+    );
+    assert_eq!((report.discovered, report.downloaded), (4, 4));
+    let wget = sink.get("wget-1.24.5-5.el10.x86_64.rpm", Linux, Amd64);
+    assert!(
+        wget.source_url
+            .ends_with("/10/shared/wget-1.24.5-5.el10.x86_64.rpm"),
+        "{}",
+        wget.source_url
+    );
+    assert_eq!(
+        sink.get("usr/bin/wget", Linux, Amd64).hash_sha256,
+        sha256(&elf("wget", "x86_64"))
+    );
 }

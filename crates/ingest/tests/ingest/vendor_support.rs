@@ -66,6 +66,27 @@ impl RecordSink for MemorySink {
         })
     }
 
+    async fn already_recorded(&self, r: &NewRecord) -> Result<bool, model::Error> {
+        let records = self.records.lock().unwrap();
+        Ok(records.iter().any(|(_, k)| {
+            (
+                &k.vendor,
+                &k.executable_name,
+                &k.version,
+                k.platform,
+                k.arch,
+                &k.hash_sha256,
+            ) == (
+                &r.vendor,
+                &r.executable_name,
+                &r.version,
+                r.platform,
+                r.arch,
+                &r.hash_sha256,
+            )
+        }))
+    }
+
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
         self.audits.lock().unwrap().push(audit);
         Ok(())

@@ -32,6 +32,7 @@ testkit::backend_tests!(
     watched_packages_are_tracked_at_the_next_refresh,
     one_failing_vendor_never_blocks_the_others,
     a_vanished_item_leaves_the_vendor_degraded,
+    an_archive_that_disagrees_with_its_published_hash_is_not_recorded,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -113,6 +114,7 @@ impl Channels {
                 base_url: Some(format!("{}/{id}", self.base)),
                 files_url: None,
                 items,
+                ..VendorOverride::default()
             };
             assert!(
                 vendors.insert((*id).to_owned(), on).is_some(),
@@ -1211,4 +1213,98 @@ async fn a_vanished_item_leaves_the_vendor_degraded(app: TestApp) {
     let (status, vendors) = vendor_status(&app).await;
     assert_eq!(vendors["go"]["status"], "ok", "{status:#}");
     assert_eq!(vendors["go"]["records"], 2);
+}
+
+/// A zip holding `go/bin/go`, an ELF whose bytes depend on `label`.
+fn go_archive(label: &str) -> Vec<u8> {
+    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    elf.extend(format!("go toolchain {label} ").repeat(200).bytes());
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    writer.start_file("go/bin/go", options).expect("zip");
+    std::io::Write::write_all(&mut writer, &elf).expect("zip");
+    writer.finish().expect("zip").into_inner()
+}
+
+/// go.dev's manifest listing one stable release with a Windows zip whose published SHA-256
+/// is `published`; `served` is what the download answers.
+fn publish_go_archive(ch: &Channels, version: &str, published: &str, served: &[u8]) {
+    let name = format!("{version}.windows-amd64.zip");
+    let doc = json!([{"version": version, "stable": true, "files": [
+        {"filename": name, "os": "windows", "arch": "amd64", "version": version,
+         "sha256": published, "size": served.len(), "kind": "archive"}]}]);
+    ch.file("/go/dl/", doc.to_string());
+    ch.file(&format!("/go/dl/{name}"), served.to_vec());
+}
+
+/// An archive whose downloaded bytes disagree with the SHA-256 the vendor published: neither
+/// value can be trusted, so nothing is recorded for it (not the archive, not its files), the
+/// previous release stays current, and the vendor shows as possibly tampered.
+async fn an_archive_that_disagrees_with_its_published_hash_is_not_recorded(app: TestApp) {
+    let analyst = app.analyst().await;
+    let ch = Channels::start().await;
+    let mut options = ch.options(&["go"]);
+    options.limits.members.enabled = true;
+
+    let genuine = go_archive("go1.23.4");
+    publish_go_archive(&ch, "go1.23.4", &sha256(&genuine), &genuine);
+    app.clock.advance(Duration::minutes(1));
+    let reports = refresh(&app, &options).await;
+    assert_clean(&reports["go"]);
+    assert_eq!(
+        (reports["go"].recorded, reports["go"].members),
+        (2, 1),
+        "{:#?}",
+        reports["go"]
+    );
+
+    // The next release is published with one hash and served with other bytes.
+    app.clock.advance(Duration::days(1));
+    let announced = go_archive("go1.23.5");
+    let served = go_archive("go1.23.5 with an implant");
+    publish_go_archive(&ch, "go1.23.5", &sha256(&announced), &served);
+    let reports = refresh(&app, &options).await;
+    let go = &reports["go"];
+    assert_eq!(
+        (go.downloaded, go.mismatches, go.recorded, go.members),
+        (1, 1, 0, 0),
+        "{go:#?}"
+    );
+
+    let versions: Vec<(String, String)> = history(
+        &app,
+        &analyst,
+        &format!("executable={}", q("go1.23.4.windows-amd64.zip")),
+    )
+    .await
+    .iter()
+    .map(|e| {
+        (
+            e["version"].as_str().unwrap().to_owned(),
+            e["status"].as_str().unwrap().to_owned(),
+        )
+    })
+    .collect();
+    assert_eq!(versions, [("go1.23.4".to_owned(), "current".to_owned())]);
+    let (announced_sha, served_sha) = (sha256(&announced), sha256(&served));
+    for route in ["/api/v1/intel/lookup", "/api/v1/intel/lookup/historical"] {
+        let found = lookup(&app, &analyst, route, &[&announced_sha, &served_sha]).await;
+        for h in [&announced_sha, &served_sha] {
+            assert_eq!(
+                found[h]["classification"], "unknown",
+                "{route} {h}: {found:#}"
+            );
+        }
+    }
+    let current = lookup(&app, &analyst, "/api/v1/intel/lookup", &[&sha256(&genuine)]).await;
+    assert_eq!(
+        current[&sha256(&genuine)]["classification"],
+        "known_vendor_release"
+    );
+    let (_, vendors) = vendor_status(&app).await;
+    assert_eq!(
+        vendors["Go"]["last_error"], "published hash mismatch (possible tampering)",
+        "{vendors:#?}"
+    );
 }
