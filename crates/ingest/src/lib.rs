@@ -45,7 +45,7 @@
 //! | `vault`, `packer`, `consul`, `nomad` | HashiCorp | as `terraform` | SHA-256 | no |
 //! | 19 GitHub channels (`git-windows`, `powershell`, `windows-terminal`, `keepassxc`, `docker-compose`, `obs-studio`, `gh`, `rclone`, `syncthing`, `jq`, `ripgrep`, `minikube`, `restic`, `k9s`, `velociraptor`, `neovim`, `age`, `chainsaw`, `hayabusa`) | each project | GitHub releases, `assets[].digest` | SHA-256 | assets without digest |
 //! | `archlinux` | Arch Linux | `geo.mirror.pkgbuild.com/{core,extra}/os/x86_64/<repo>.db`, `.pkg.tar.zst` | SHA-256 | archives, for their files |
-//! | `debian` | Debian | `deb.debian.org/debian/dists/stable/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
+//! | `debian` | Debian | `deb.debian.org/debian/dists/{oldstable,stable}/InRelease` (release code names), `dists/<release>{,-updates}/InRelease` and `security.debian.org/debian-security/dists/<release>-security/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files (checked against `md5sums`) |
 //! | `ubuntu` | Ubuntu | `changelogs.ubuntu.com/meta-release` (supported releases), `mirrors.edge.kernel.org/ubuntu/dists/<dist>{,-updates}/InRelease` (signed), `Packages.xz`, `.deb` | SHA-256 | archives, for their files |
 //! | `rockylinux` | Rocky Linux | `download.rockylinux.org/pub/rocky/` listing, `<major>/{BaseOS,AppStream}/<arch>/os/repodata/repomd.xml` (+ `.asc`, signed), `primary.xml`, `.rpm` | SHA-256 | packages, for their header's file digests |
 //!
