@@ -249,6 +249,7 @@ pub fn router(state: AppState) -> Router {
     let app = routes::api()
         .into_router(&state)
         .merge(console::router())
+        .merge(routes::hashlookup::unkeyed(&state.settings))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(|_| {

@@ -412,6 +412,47 @@ pub async fn stats_top(Path(_key): Path<String>) -> Response {
     )
 }
 
+/// Any other path under the prefix: a hashlookup client pointed at the prefix without a
+/// key (`<prefix>lookup/sha1/<hash>`, as CIRCL's public service takes it) gets 401 saying
+/// where the key goes, counted as a refused credential like a request without a key on any
+/// other route. A path that has a key but no such route stays a 404.
+pub fn unkeyed(settings: &Settings) -> axum::Router<AppState> {
+    let prefix = settings.hashlookup_prefix.clone();
+    // The console has a catch-all of its own there.
+    if prefix == "/console/" {
+        return axum::Router::new();
+    }
+    let example = format!("{prefix}k/<API key>/lookup/sha1/<hash>");
+    axum::Router::new().route(
+        &format!("{prefix}{{*rest}}"),
+        axum::routing::any(
+            move |State(state): State<AppState>,
+                  axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<
+                std::net::SocketAddr,
+            >,
+                  Path(rest): Path<String>,
+                  headers: axum::http::HeaderMap| {
+                let example = example.clone();
+                async move {
+                    if rest.starts_with("k/") {
+                        return crate::error::ApiError(model::Error::NotFound(
+                            "no such hashlookup route".into(),
+                        ))
+                        .into_response();
+                    }
+                    let ip =
+                        crate::guard::client_ip(peer, &headers, &state.settings.trusted_proxies);
+                    let refused = model::Error::Unauthorized(format!(
+                        "the hashlookup-compatible routes take the API key in the path: {example}"
+                    ));
+                    let answer = state.auth_failures.refuse(&state, ip, None, refused).await;
+                    crate::error::ApiError(answer).into_response()
+                }
+            },
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,8 +246,26 @@ async fn path_key_is_the_one_credential(app: TestApp) {
     let key = app.analyst().await;
     let hash = hex_of(2, 40);
     // No key, a bad key, a key of an account below the route's tier.
-    let r = get(&app, &format!("/hashlookup/lookup/sha1/{hash}")).await;
-    assert_eq!(r.status, 404);
+    // Without a key (CIRCL's own URL shape): 401 saying where the key goes, for every
+    // route and method under the prefix.
+    for (method, path) in [
+        (Method::GET, format!("/hashlookup/lookup/sha1/{hash}")),
+        (Method::POST, "/hashlookup/bulk/sha1".to_string()),
+        (Method::GET, "/hashlookup/info".to_string()),
+    ] {
+        let r = app.call(method, &path, None, None).await;
+        r.assert_error(401, "unauthorized");
+        assert!(
+            r.message().contains(
+                "take the API key in the path: /hashlookup/k/<API key>/lookup/sha1/<hash>"
+            ),
+            "{path}: {}",
+            r.text
+        );
+    }
+    // A key and a path that is no hashlookup route: 404.
+    let r = get(&app, &format!("{}nothing-here", root(&key))).await;
+    assert_eq!(r.status, 404, "{}", r.text);
     let r = get(&app, &format!("/hashlookup/k/nope.nope/lookup/sha1/{hash}")).await;
     r.assert_error(401, "unauthorized");
     // A free-tier account has no intel routes.
@@ -328,6 +346,10 @@ async fn prefix_is_configurable(app: TestApp) {
     )
     .await;
     assert_eq!(r.status, 404);
+    // The key hint names the configured prefix.
+    let r = get(&app, &format!("/circl/lookup/md5/{}", hex_of(2, 32))).await;
+    r.assert_error(401, "unauthorized");
+    assert!(r.message().contains("/circl/k/<API key>/"), "{}", r.text);
 }
 
 async fn misp_warninglist_lists_current_vendor_hashes(app: TestApp) {
