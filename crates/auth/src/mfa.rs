@@ -89,6 +89,35 @@ pub struct TotpEnrollment {
     pub qr_code_svg: String,
 }
 
+/// What a caller changing its second factors shows besides its credential. Once a subject
+/// has a passkey or an enabled TOTP, enrolling another factor, removing a passkey and
+/// generating recovery codes need [`Proof::Session`] or [`Proof::TotpCode`]; a raw key (or
+/// a token exchanged for it) alone may only enrol the first factor. Otherwise the key alone
+/// would mint the factor that its console sign-in then asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof<'a> {
+    /// A raw key, a key token, or a session that has not passed a second factor.
+    None,
+    /// A console or user session that passed a second factor.
+    Session,
+    /// The current TOTP code, sent with the request: checked against the wrong-code budget
+    /// and accepted once, like a sign-in.
+    TotpCode(&'a str),
+}
+
+impl<'a> Proof<'a> {
+    /// The proof of a request by `principal` that sent `code` (a TOTP code) or none.
+    pub fn of(principal: &crate::Principal, code: Option<&'a str>) -> Self {
+        if principal.session.as_ref().is_some_and(|s| s.mfa) {
+            Proof::Session
+        } else if let Some(code) = code {
+            Proof::TotpCode(code)
+        } else {
+            Proof::None
+        }
+    }
+}
+
 pub struct Mfa {
     store: Arc<dyn Store>,
     hasher: KeyHasher,
@@ -152,11 +181,40 @@ impl Mfa {
         })
     }
 
+    /// The second-factor rule for changing factors (see [`Proof`]). With `first`, a
+    /// subject that has no passkey and no enabled TOTP yet may go ahead without proof (it is
+    /// enrolling its first factor). `403 MFA_REQUIRED` otherwise.
+    async fn require_second_factor(
+        &self,
+        subject: &str,
+        proof: Proof<'_>,
+        first: bool,
+    ) -> Result<(), Error> {
+        if proof == Proof::Session || (first && !self.enrolled(subject).await?) {
+            return Ok(());
+        }
+        match proof {
+            Proof::TotpCode(code) => self.check_totp_code(subject, code, false).await,
+            Proof::None | Proof::Session => Err(Error::MfaRequired),
+        }
+    }
+
     // ----- TOTP -----
 
     /// Starts an enrolment: a fresh 160-bit seed, stored encrypted and not yet enabled.
     /// `label` names the account in the authenticator app.
-    pub async fn totp_enroll(&self, subject: &str, label: &str) -> Result<TotpEnrollment, Error> {
+    pub async fn totp_enroll(
+        &self,
+        subject: &str,
+        label: &str,
+        proof: Proof<'_>,
+    ) -> Result<TotpEnrollment, Error> {
+        if self.store.totp(subject).await?.is_some_and(|t| t.enabled) {
+            return Err(Error::Conflict(
+                "TOTP is already enabled; disable it with a current code first".into(),
+            ));
+        }
+        self.require_second_factor(subject, proof, true).await?;
         let seed: [u8; 20] = rand::random();
         self.store
             .put_pending_totp(&TotpRow {
@@ -181,9 +239,9 @@ impl Mfa {
     }
 
     /// Checks a code of the subject's TOTP (enabled, or pending when `enable`) against the
-    /// budget: a wrong or replayed code counts as a failure.
+    /// budget: the guess is taken from the budget before the code is looked at, and a wrong
+    /// or replayed code stays counted.
     async fn check_totp_code(&self, subject: &str, code: &str, enable: bool) -> Result<(), Error> {
-        self.refuse_if_locked(subject).await?;
         let stored = self
             .store
             .totp(subject)
@@ -201,6 +259,7 @@ impl Mfa {
             return Err(Error::bad_request("code must be 6 digits"));
         }
         let seed = self.open(&stored.secret_enc)?;
+        self.take_guess(subject).await?;
         let now = self.clock.now().timestamp();
         let step = matching_step(&seed, code, now);
         let accepted = match step {
@@ -214,8 +273,20 @@ impl Mfa {
         Ok(())
     }
 
-    /// Confirms an enrolment with a first code; TOTP is enabled from then on.
-    pub async fn totp_verify(&self, subject: &str, code: &str) -> Result<(), Error> {
+    /// Confirms an enrolment with a first code; TOTP is enabled from then on. When the
+    /// subject has another factor by now, only with a [`Proof::Session`].
+    pub async fn totp_verify(
+        &self,
+        subject: &str,
+        code: &str,
+        proof: Proof<'_>,
+    ) -> Result<(), Error> {
+        let proof = match proof {
+            // The code here is the new seed's, not a proof of an enabled factor.
+            Proof::TotpCode(_) => Proof::None,
+            other => other,
+        };
+        self.require_second_factor(subject, proof, true).await?;
         self.check_totp_code(subject, code, true).await
     }
 
@@ -233,8 +304,14 @@ impl Mfa {
 
     // ----- recovery codes -----
 
-    /// A new set of codes; the old set stops working.
-    pub async fn recovery_generate(&self, subject: &str) -> Result<Vec<String>, Error> {
+    /// A new set of codes; the old set stops working. Always needs a proof: recovery codes
+    /// stand in for a second factor, so they are never made with the key alone.
+    pub async fn recovery_generate(
+        &self,
+        subject: &str,
+        proof: Proof<'_>,
+    ) -> Result<Vec<String>, Error> {
+        self.require_second_factor(subject, proof, false).await?;
         let codes: Vec<String> = (0..RECOVERY_CODES).map(|_| recovery_code()).collect();
         let hashes: Vec<String> = codes.iter().map(|c| self.recovery_hash(c)).collect();
         self.store.replace_recovery_codes(subject, &hashes).await?;
@@ -243,7 +320,7 @@ impl Mfa {
 
     /// Uses a code once; the codes left.
     pub async fn recovery_use(&self, subject: &str, code: &str) -> Result<u64, Error> {
-        self.refuse_if_locked(subject).await?;
+        self.take_guess(subject).await?;
         let hash = self.recovery_hash(code);
         match self
             .store
@@ -272,21 +349,30 @@ impl Mfa {
 
     // ----- budget -----
 
-    async fn refuse_if_locked(&self, subject: &str) -> Result<(), Error> {
-        if let Some(until) = self
+    /// Takes a guess from the subject's budget (one atomic step in the database, so
+    /// concurrent requests on any replica never try more codes than the budget): 429 when
+    /// locked out or when every guess of the window is taken.
+    async fn take_guess(&self, subject: &str) -> Result<(), Error> {
+        let now = self.clock.now();
+        match self
             .store
-            .mfa_locked_until(subject, self.clock.now())
+            .mfa_take_guess(subject, now, FAILURE_BUDGET)
             .await?
         {
-            return Err(locked(until, self.clock.now()));
+            Some(until) => Err(locked(until, now)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Counts a wrong code; the error to answer (401, or 429 once the budget is spent).
+    /// A wrong code (its guess already counted); the error to answer (401, or 429 when it
+    /// spent the budget and locked the subject out).
     async fn wrong_code(&self, subject: &str, factor: &str) -> Error {
         let now = self.clock.now();
-        match self.store.mfa_failure(subject, now, FAILURE_BUDGET).await {
+        match self
+            .store
+            .mfa_settle_failure(subject, now, FAILURE_BUDGET)
+            .await
+        {
             Ok(Some(until)) => {
                 let entry = store::admin::AuditEntry {
                     at: now,
@@ -317,7 +403,12 @@ impl Mfa {
         subject: &str,
         user_name: &str,
         display_name: &str,
+        proof: Proof<'_>,
     ) -> Result<serde_json::Value, Error> {
+        self.require_second_factor(subject, proof, true).await?;
+        // Whether the ceremony began with a proof; without one, completing it needs the
+        // subject to have no factor still (or a session that passed one by then).
+        let proven = proof != Proof::None;
         let exclude = self
             .store
             .passkeys(subject)
@@ -340,7 +431,8 @@ impl Mfa {
             .and_then(|c| c.as_str())
             .ok_or_else(|| Error::internal("registration options without a challenge"))?
             .to_string();
-        let state = serde_json::json!({"display_name": display_name, "state": state});
+        let state =
+            serde_json::json!({"display_name": display_name, "proven": proven, "state": state});
         self.put_ceremony(&challenge, Some(subject), "register", &state)
             .await?;
         Ok(options)
@@ -351,6 +443,7 @@ impl Mfa {
         &self,
         subject: &str,
         credential: serde_json::Value,
+        proof: Proof<'_>,
     ) -> Result<PasskeyRow, Error> {
         let credential: RegisterPublicKeyCredential = serde_json::from_value(credential)
             .map_err(|e| Error::bad_request(format!("not a WebAuthn credential: {e}")))?;
@@ -363,6 +456,9 @@ impl Mfa {
             .ok_or_else(|| Error::bad_request("no registration in progress for this challenge"))?;
         let state: serde_json::Value =
             serde_json::from_str(&ceremony.state).map_err(Error::internal)?;
+        if state["proven"] != true {
+            self.require_second_factor(subject, proof, true).await?;
+        }
         let reg: PasskeyRegistration =
             serde_json::from_value(state["state"].clone()).map_err(Error::internal)?;
         let passkey = self
@@ -392,25 +488,44 @@ impl Mfa {
         Ok(row)
     }
 
+    /// Removes one of the subject's passkeys (always with a proof); false when it has no
+    /// such passkey.
+    pub async fn passkey_delete(
+        &self,
+        subject: &str,
+        passkey_id: &str,
+        proof: Proof<'_>,
+    ) -> Result<bool, Error> {
+        self.require_second_factor(subject, proof, false).await?;
+        self.store.delete_passkey(subject, passkey_id).await
+    }
+
     /// Sign-in options. With a `user_handle` hint (from the MFA status) the options list
-    /// that subject's passkeys; without, any discoverable passkey may answer.
+    /// that subject's passkeys; without, any discoverable passkey may answer. A handle with
+    /// no passkey gets options of the same shape (a credential id derived from the handle,
+    /// the same on every call), so the answer does not tell a stranger whether a handle has
+    /// passkeys; no passkey can finish that ceremony.
     pub async fn passkey_sign_in_begin(
         &self,
         user_handle: Option<&str>,
     ) -> Result<serde_json::Value, Error> {
         let (options, subject, state) = match user_handle {
             Some(handle) => {
-                let subject = self.subject_of_handle(handle).await?;
-                let passkeys: Vec<Passkey> = self
-                    .store
-                    .passkeys(&subject)
-                    .await?
-                    .iter()
-                    .filter_map(|p| serde_json::from_str(&p.passkey).ok())
-                    .collect();
-                if passkeys.is_empty() {
-                    return Err(Error::NotFound("no passkey for this user handle".into()));
-                }
+                let handle = handle.trim_end_matches('=');
+                let subject = self.store.subject_of_user_handle(handle).await?;
+                let passkeys: Vec<Passkey> = match &subject {
+                    Some(subject) => self
+                        .store
+                        .passkeys(subject)
+                        .await?
+                        .iter()
+                        .filter_map(|p| serde_json::from_str(&p.passkey).ok())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                let Some(subject) = subject.filter(|_| !passkeys.is_empty()) else {
+                    return self.decoy_sign_in_begin(handle).await;
+                };
                 let (options, state) = self
                     .webauthn()?
                     .start_passkey_authentication(&passkeys)
@@ -503,11 +618,41 @@ impl Mfa {
         Ok(row.subject)
     }
 
-    async fn subject_of_handle(&self, handle: &str) -> Result<String, Error> {
-        self.store
-            .subject_of_user_handle(handle.trim_end_matches('='))
-            .await?
-            .ok_or_else(|| Error::NotFound("no passkey for this user handle".into()))
+    /// The sign-in options for a handle without passkeys: shaped like a real subject's (one
+    /// allowed credential), its ceremony kept like a real one, bound to no subject that can
+    /// hold a passkey, so completing it is refused as any unknown credential is.
+    async fn decoy_sign_in_begin(&self, handle: &str) -> Result<serde_json::Value, Error> {
+        let (options, _) = self
+            .webauthn()?
+            .start_discoverable_authentication()
+            .map_err(|e| Error::internal(format!("passkey sign-in: {e}")))?;
+        let mut options = serde_json::to_value(&options).map_err(Error::internal)?;
+        // Passkey sign-in options carry no mediation and no extensions.
+        if let Some(o) = options.as_object_mut() {
+            o.remove("mediation");
+        }
+        if let Some(o) = options.get_mut("publicKey").and_then(|p| p.as_object_mut()) {
+            o.remove("extensions");
+        }
+        let id = hex::decode(self.hasher.hash(&format!("decoy passkey:{handle}")))
+            .map_err(Error::internal)?;
+        if let Some(public_key) = options.get_mut("publicKey") {
+            public_key["allowCredentials"] =
+                serde_json::json!([{"type": "public-key", "id": URL_SAFE_NO_PAD.encode(&id)}]);
+        }
+        let challenge = options
+            .pointer("/publicKey/challenge")
+            .and_then(|c| c.as_str())
+            .ok_or_else(|| Error::internal("sign-in options without a challenge"))?
+            .to_string();
+        self.put_ceremony(
+            &challenge,
+            Some(&format!("none:{handle}")),
+            "authenticate",
+            &serde_json::Value::Null,
+        )
+        .await?;
+        Ok(options)
     }
 
     async fn put_ceremony(

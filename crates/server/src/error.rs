@@ -74,7 +74,11 @@ impl IntoResponse for ApiError {
             | Error::PayloadTooLarge(m)
             | Error::RangeNotSatisfiable(m)
             | Error::Unavailable(m) => Some(m.clone()),
-            Error::MfaRequired => Some("enroll a passkey or authenticator first".into()),
+            Error::MfaRequired => Some(
+                "a second factor is needed: enroll a passkey or authenticator first, or use a \
+                 session that passed one"
+                    .into(),
+            ),
             Error::RateLimited { .. } | Error::QuotaExceeded { .. } => None,
             Error::Internal(detail) => {
                 tracing::error!(%detail, "internal error");

@@ -195,8 +195,20 @@ pub trait UserStore: Send + Sync {
         subject: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<DateTime<Utc>>>;
-    /// Counts a wrong code; returns the lock-out end when this failure spent the budget.
-    async fn mfa_failure(
+    /// Takes one guess from the subject's budget before a code is checked, in one atomic
+    /// statement: the guess counts as a failure until [`UserStore::clear_mfa_failures`]
+    /// (the code was right) takes it back. None when taken; when refused (locked out, or
+    /// every guess of the window taken), until when. Concurrent callers on any replica
+    /// never take more than `budget` guesses per window.
+    async fn mfa_take_guess(
+        &self,
+        subject: &str,
+        now: DateTime<Utc>,
+        budget: FailureBudget,
+    ) -> Result<Option<DateTime<Utc>>>;
+    /// A guess taken turned out wrong: when the window's guesses are all spent this locks
+    /// the subject out and returns the lock-out end, to exactly one caller.
+    async fn mfa_settle_failure(
         &self,
         subject: &str,
         now: DateTime<Utc>,
@@ -781,55 +793,80 @@ macro_rules! users_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn mfa_failure(
+            async fn mfa_take_guess(
                 &self,
                 subject: &str,
                 now: DateTime<Utc>,
                 budget: FailureBudget,
             ) -> Result<Option<DateTime<Utc>>> {
                 let now = now.trunc_subsecs(6);
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
-                let row: Option<$row> = sqlx::query(
-                    "SELECT failures, window_start FROM mfa_failures WHERE subject = $1",
-                )
-                .bind(subject)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let (failures, window_start) = match row {
-                    Some(r) => {
-                        let failures: i64 = r.try_get("failures").map_err(db_error)?;
-                        let start: DateTime<Utc> = r.try_get("window_start").map_err(db_error)?;
-                        if now - start > budget.window {
-                            (1, now)
-                        } else {
-                            (failures + 1, start)
-                        }
-                    }
-                    None => (1, now),
-                };
-                let locked_until = (failures >= i64::from(budget.budget)).then(|| now + budget.lock);
-                // A lock-out starts a fresh window once it ends.
-                let (failures, window_start) = if locked_until.is_some() {
-                    (0, now + budget.lock)
-                } else {
-                    (failures, window_start)
-                };
-                sqlx::query(
+                // One statement: the row is locked (PostgreSQL) or the database written
+                // (SQLite, waiting its busy timeout) while the count is read and moved, so
+                // no two callers take the same guess.
+                let taken: Option<i64> = sqlx::query_scalar(
                     "INSERT INTO mfa_failures (subject, failures, window_start, locked_until) \
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (subject) DO UPDATE SET \
-                     failures = excluded.failures, window_start = excluded.window_start, \
-                     locked_until = COALESCE(excluded.locked_until, mfa_failures.locked_until)",
+                     VALUES ($1, 1, $2, NULL) ON CONFLICT (subject) DO UPDATE SET \
+                     failures = CASE WHEN mfa_failures.window_start <= $3 THEN 1 \
+                                ELSE mfa_failures.failures + 1 END, \
+                     window_start = CASE WHEN mfa_failures.window_start <= $3 THEN $2 \
+                                    ELSE mfa_failures.window_start END \
+                     WHERE (mfa_failures.locked_until IS NULL OR mfa_failures.locked_until <= $2) \
+                     AND (mfa_failures.window_start <= $3 OR mfa_failures.failures < $4) \
+                     RETURNING failures",
                 )
                 .bind(subject)
-                .bind(failures)
-                .bind(window_start)
-                .bind(locked_until)
-                .execute(&mut *tx)
+                .bind(now)
+                .bind(now - budget.window)
+                .bind(i64::from(budget.budget))
+                .fetch_optional(&self.pool)
                 .await
                 .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                Ok(locked_until)
+                if taken.is_some() {
+                    return Ok(None);
+                }
+                let row: Option<$row> = sqlx::query(
+                    "SELECT window_start, locked_until FROM mfa_failures WHERE subject = $1",
+                )
+                .bind(subject)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let mut until = now + Duration::seconds(1);
+                if let Some(r) = row {
+                    let start: DateTime<Utc> = r.try_get("window_start").map_err(db_error)?;
+                    let locked: Option<DateTime<Utc>> =
+                        r.try_get("locked_until").map_err(db_error)?;
+                    until = until.max(locked.unwrap_or(start + budget.window));
+                }
+                Ok(Some(until))
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn mfa_settle_failure(
+                &self,
+                subject: &str,
+                now: DateTime<Utc>,
+                budget: FailureBudget,
+            ) -> Result<Option<DateTime<Utc>>> {
+                let now = now.trunc_subsecs(6);
+                let until = now + budget.lock;
+                // A lock-out starts a fresh window once it ends.
+                let locked = sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
+                    "UPDATE mfa_failures SET failures = 0, window_start = $2, locked_until = $2 \
+                     WHERE subject = $1 AND failures >= $3 AND window_start > $4 \
+                     AND (locked_until IS NULL OR locked_until <= $5) \
+                     RETURNING locked_until",
+                )
+                .bind(subject)
+                .bind(until)
+                .bind(i64::from(budget.budget))
+                .bind(now - budget.window)
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?
+                .flatten();
+                Ok(locked)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

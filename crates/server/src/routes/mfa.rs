@@ -3,10 +3,15 @@
 //! (`/api/v1/admin/auth/*`), which answer a console session token.
 //!
 //! Enrolment routes work in a session that has not passed a second factor yet (that is how
-//! a first sign-in enrols); removing a factor or making recovery codes needs one.
+//! a first sign-in enrols); removing a factor or making recovery codes needs one. Once the
+//! caller's subject has a passkey or TOTP, a raw key (or key token) alone may change none of
+//! its factors: enrolling another, removing a passkey and making recovery codes need a
+//! session that passed a second factor or the current TOTP code as `code` (`auth::mfa::Proof`),
+//! else `403 MFA_REQUIRED`.
 //! Impersonation sessions reach none of them: staff never enrol or use a customer's factors.
 
 use auth::Principal;
+use auth::mfa::Proof;
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue};
@@ -19,7 +24,7 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, RawBody, decode_json};
 use crate::routing::{Api, Impersonation, Rule};
 
 /// The cookie of a console sign-in waiting for its second factor.
@@ -48,6 +53,26 @@ pub(crate) fn routes(api: Api) -> Api {
 pub struct PasskeyBegin {
     /// A name for the passkey, shown in its list.
     pub display_name: String,
+    /// The current TOTP code: needed (unless the session passed a second factor) when the
+    /// caller already has a passkey or TOTP.
+    pub code: Option<String>,
+}
+
+/// The optional body of a factor change: `{}`, or the current TOTP code, which a raw key
+/// needs once its holder has a second factor.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProofBody {
+    /// The current TOTP code (6 digits).
+    pub code: Option<String>,
+}
+
+/// `{}`, `{code}` or no body at all.
+fn proof_body(body: &[u8]) -> Result<ProofBody, Error> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ProofBody::default());
+    }
+    decode_json(body)
 }
 
 /// A passkey as registered.
@@ -128,11 +153,13 @@ pub struct RecoveryCodes {
     pub warning: String,
 }
 
-/// A console session token.
+/// A session token.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionToken {
-    /// RS256 JWT with the `mfa` claim; send it as a Bearer token.
+    /// RS256 JWT with the `mfa` claim; send it as a Bearer token. It lives 15 minutes and is
+    /// renewed at `/api/v1/auth/refresh` while its sign-in session (12 hours) lasts.
     pub token: String,
+    /// When the token expires (its `exp`).
     pub expires_at: String,
 }
 
@@ -158,7 +185,8 @@ async fn mark_session(state: &AppState, principal: &Principal) -> ApiResult<()> 
 #[utoipa::path(post, path = "/api/v1/admin/mfa/passkey/begin", tag = "mfa",
     security(("api_key" = []), ("bearer" = [])), request_body = PasskeyBegin,
     responses((status = 200, description = "WebAuthn `CredentialCreationOptions` (`publicKey`)"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "`MFA_REQUIRED`: the caller has a second factor and neither a session that passed it nor a current `code`", body = ErrorBody)))]
 pub async fn passkey_begin(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -171,7 +199,12 @@ pub async fn passkey_begin(
     let user_name = format!("{}@{}", principal.key_id, principal.team_id);
     let options = state
         .mfa
-        .passkey_register_begin(&principal.mfa_subject(), &user_name, name)
+        .passkey_register_begin(
+            &principal.mfa_subject(),
+            &user_name,
+            name,
+            Proof::of(&principal, body.code.as_deref()),
+        )
         .await?;
     Ok(Json(options))
 }
@@ -181,6 +214,7 @@ pub async fn passkey_begin(
     security(("api_key" = []), ("bearer" = [])),
     request_body(content = serde_json::Value, description = "The WebAuthn `PublicKeyCredential` from `navigator.credentials.create`"),
     responses((status = 200, body = PasskeyJson), (status = 400, body = ErrorBody),
+        (status = 403, description = "`MFA_REQUIRED`: the caller gained a second factor after the ceremony began without proof", body = ErrorBody),
         (status = 409, body = ErrorBody)))]
 pub async fn passkey_complete(
     State(state): State<AppState>,
@@ -189,7 +223,11 @@ pub async fn passkey_complete(
 ) -> ApiResult<Json<PasskeyJson>> {
     let row = state
         .mfa
-        .passkey_register_complete(&principal.mfa_subject(), credential)
+        .passkey_register_complete(
+            &principal.mfa_subject(),
+            credential,
+            Proof::of(&principal, None),
+        )
         .await?;
     mark_session(&state, &principal).await?;
     Ok(Json(PasskeyJson::from(&row)))
@@ -214,15 +252,23 @@ pub async fn list_passkeys(
 #[utoipa::path(delete, path = "/api/v1/admin/mfa/passkeys/{id}", tag = "mfa",
     security(("api_key" = []), ("bearer" = [])),
     params(("id" = String, Path, description = "passkey_id")),
-    responses((status = 204), (status = 404, body = ErrorBody)))]
+    request_body(content = ProofBody, description = "Optional: `{code}` with the current TOTP code, for a caller without a session that passed a second factor"),
+    responses((status = 204), (status = 403, description = "`MFA_REQUIRED`: neither a session that passed a second factor nor a current `code`", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 pub async fn delete_passkey(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
+    RawBody(body): RawBody,
 ) -> ApiResult<axum::http::StatusCode> {
+    let body = proof_body(&body)?;
     if state
-        .store
-        .delete_passkey(&principal.mfa_subject(), &id)
+        .mfa
+        .passkey_delete(
+            &principal.mfa_subject(),
+            &id,
+            Proof::of(&principal, body.code.as_deref()),
+        )
         .await?
     {
         Ok(axum::http::StatusCode::NO_CONTENT)
@@ -253,20 +299,29 @@ pub async fn status(
     }))
 }
 
-/// Start a TOTP enrolment: the seed, its otpauth URI and QR code (shown once). The body
-/// (`{}`) is ignored.
+/// Start a TOTP enrolment: the seed, its otpauth URI and QR code (shown once). The body is
+/// `{}` (or absent); once the caller has a passkey it needs a session that passed a second
+/// factor.
 #[utoipa::path(post, path = "/api/v1/admin/mfa/totp/enroll", tag = "mfa",
     security(("api_key" = []), ("bearer" = [])),
+    request_body(content = ProofBody, description = "Optional: `{}`"),
     responses((status = 200, body = TotpEnrollmentJson),
+        (status = 403, description = "`MFA_REQUIRED`: the caller has a passkey and no session that passed a second factor", body = ErrorBody),
         (status = 409, description = "TOTP is already enabled", body = ErrorBody)))]
 pub async fn totp_enroll(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    RawBody(body): RawBody,
 ) -> ApiResult<Json<TotpEnrollmentJson>> {
+    let body = proof_body(&body)?;
     let label = format!("{}@{}", principal.key_id, principal.team_id);
     let e = state
         .mfa
-        .totp_enroll(&principal.mfa_subject(), &label)
+        .totp_enroll(
+            &principal.mfa_subject(),
+            &label,
+            Proof::of(&principal, body.code.as_deref()),
+        )
         .await?;
     Ok(Json(TotpEnrollmentJson {
         secret: e.secret,
@@ -280,6 +335,7 @@ pub async fn totp_enroll(
     security(("api_key" = []), ("bearer" = [])), request_body = CodeBody,
     responses((status = 200, body = Enrolled), (status = 400, body = ErrorBody),
         (status = 401, description = "Wrong or reused code", body = ErrorBody),
+        (status = 403, description = "`MFA_REQUIRED`: the caller has a passkey by now and no session that passed a second factor", body = ErrorBody),
         (status = 429, description = "Too many wrong codes: locked out", body = ErrorBody)))]
 pub async fn totp_verify(
     State(state): State<AppState>,
@@ -288,7 +344,11 @@ pub async fn totp_verify(
 ) -> ApiResult<Json<Enrolled>> {
     state
         .mfa
-        .totp_verify(&principal.mfa_subject(), &body.code)
+        .totp_verify(
+            &principal.mfa_subject(),
+            &body.code,
+            Proof::of(&principal, None),
+        )
         .await?;
     mark_session(&state, &principal).await?;
     Ok(Json(Enrolled { enrolled: true }))
@@ -311,18 +371,29 @@ pub async fn totp_disable(
     Ok(Json(Disabled { disabled: true }))
 }
 
-/// Ten new recovery codes; the earlier set stops working. The body (`{}`) is ignored.
+/// Ten new recovery codes; the earlier set stops working. Needs a session that passed a
+/// second factor, or the current TOTP code as `code`: a key alone never makes them.
 #[utoipa::path(post, path = "/api/v1/admin/mfa/recovery/generate", tag = "mfa",
     security(("api_key" = []), ("bearer" = [])),
+    request_body(content = ProofBody, description = "`{}` in a session that passed a second factor, else `{code}` with the current TOTP code"),
     responses((status = 200, body = RecoveryCodes,
-        headers(("X-Recovery-Codes-Remaining" = u64, description = "Unused codes (10)")))))]
+        headers(("X-Recovery-Codes-Remaining" = u64, description = "Unused codes (10)"))),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "Wrong or reused `code`", body = ErrorBody),
+        (status = 403, description = "`MFA_REQUIRED`: neither a session that passed a second factor nor a current `code`", body = ErrorBody),
+        (status = 429, description = "Too many wrong codes: locked out", body = ErrorBody)))]
 pub async fn recovery_generate(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    RawBody(body): RawBody,
 ) -> ApiResult<Response> {
+    let body = proof_body(&body)?;
     let codes = state
         .mfa
-        .recovery_generate(&principal.mfa_subject())
+        .recovery_generate(
+            &principal.mfa_subject(),
+            Proof::of(&principal, body.code.as_deref()),
+        )
         .await?;
     let count = codes.len();
     Ok(with_remaining(
@@ -346,8 +417,8 @@ fn with_remaining(body: impl IntoResponse, remaining: u64) -> Response {
 /// Begin a passkey sign-in: WebAuthn credential-request options.
 #[utoipa::path(post, path = "/api/v1/admin/auth/passkey/begin", tag = "mfa",
     request_body = SignInBegin,
-    responses((status = 200, description = "WebAuthn `CredentialRequestOptions` (`publicKey`)"),
-        (status = 404, description = "No passkey for the user handle", body = ErrorBody)))]
+    responses((status = 200, description = "WebAuthn `CredentialRequestOptions` (`publicKey`); of the same shape whether or not the `user_handle` has passkeys"),
+        (status = 400, body = ErrorBody)))]
 pub async fn sign_in_passkey_begin(
     State(state): State<AppState>,
     body: axum::body::Bytes,

@@ -58,6 +58,7 @@ testkit::backend_tests!(
     deceptive_names_and_plain_http_are_rejected_whole_batch,
     each_record_is_added_after_the_previous_one,
     concurrent_usage_flushes_in_any_order_all_count,
+    concurrent_guesses_never_exceed_the_mfa_budget,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2228,4 +2229,100 @@ async fn revocations_set_cert_revoked_at_and_filter_literally(db: Db) {
     let released = s.revocation(&a).await.unwrap().unwrap();
     assert_eq!(released.released_at, Some(now));
     assert_eq!(s.revocations_in_force().await.unwrap().len(), 1);
+}
+
+/// 200 guesses of one subject's second-factor budget taken at once (on one store, and on a
+/// second store over the same database, as two replicas): exactly five are taken, none
+/// fails; the five settled wrong lock the subject out once; the lock refuses every guess
+/// until it ends; a right code (clear) gives the budget back.
+async fn concurrent_guesses_never_exceed_the_mfa_budget(db: Db) {
+    use store::users::FailureBudget;
+    let budget = FailureBudget {
+        budget: 5,
+        window: chrono::Duration::minutes(15),
+        lock: chrono::Duration::minutes(15),
+    };
+    let replica = db.open(SECRET).await;
+    let stores = [db.store.clone(), replica];
+    let now = t("2025-01-01T00:00:00Z");
+    let subject = "key:key_guess";
+    let takes = (0..200).map(|i| {
+        let s = stores[i % 2].clone();
+        async move { s.mfa_take_guess(subject, now, budget).await }
+    });
+    let results = futures::future::join_all(takes).await;
+    let taken = results.iter().filter(|r| matches!(r, Ok(None))).count();
+    let errors: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(taken, 5, "guesses taken out of 200 at once");
+    // Refusals say until when: the end of the window.
+    assert!(results.iter().all(|r| match r {
+        Ok(Some(until)) => *until == now + budget.window,
+        _ => true,
+    }));
+
+    // The five settle wrong at once: one of them locks the subject out.
+    let later = now + chrono::Duration::seconds(1);
+    let settles = (0..5).map(|i| {
+        let s = stores[i % 2].clone();
+        async move { s.mfa_settle_failure(subject, later, budget).await.unwrap() }
+    });
+    let locks: Vec<_> = futures::future::join_all(settles)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(locks, vec![later + budget.lock]);
+    let s = &*db.store;
+    assert_eq!(
+        s.mfa_locked_until(subject, later).await.unwrap(),
+        Some(later + budget.lock)
+    );
+    assert_eq!(
+        s.mfa_take_guess(subject, later + chrono::Duration::minutes(14), budget)
+            .await
+            .unwrap(),
+        Some(later + budget.lock)
+    );
+    // After the lock-out a fresh budget of five.
+    let after = later + budget.lock;
+    for _ in 0..5 {
+        assert_eq!(
+            s.mfa_take_guess(subject, after, budget).await.unwrap(),
+            None
+        );
+    }
+    assert!(
+        s.mfa_take_guess(subject, after, budget)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A right code gives the budget back.
+    s.clear_mfa_failures(subject).await.unwrap();
+    assert_eq!(
+        s.mfa_take_guess(subject, after, budget).await.unwrap(),
+        None
+    );
+    // A window without a lock-out ends after its 15 minutes.
+    for _ in 0..4 {
+        s.mfa_take_guess(subject, after, budget).await.unwrap();
+    }
+    assert!(
+        s.mfa_take_guess(subject, after, budget)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        s.mfa_take_guess(subject, after + budget.window, budget)
+            .await
+            .unwrap(),
+        None
+    );
+    // Other subjects have their own budget.
+    assert_eq!(
+        s.mfa_take_guess("user:other", after, budget).await.unwrap(),
+        None
+    );
 }
