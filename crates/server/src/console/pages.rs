@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use auth::Principal;
+use auth::mfa::Proof;
 use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -850,7 +851,11 @@ async fn totp_enroll(
     let label = format!("{}@{}", principal.key_id, principal.team_id);
     let enrollment = match state
         .mfa
-        .totp_enroll(&principal.mfa_subject(), &label)
+        .totp_enroll(
+            &principal.mfa_subject(),
+            &label,
+            Proof::of(&principal, None),
+        )
         .await
     {
         Ok(e) => e,
@@ -888,7 +893,10 @@ async fn totp_verify(
         Err(r) => return r,
     };
     let code = form.get("code").map(String::as_str).unwrap_or_default();
-    let result = state.mfa.totp_verify(&principal.mfa_subject(), code).await;
+    let result = state
+        .mfa
+        .totp_verify(&principal.mfa_subject(), code, Proof::of(&principal, None))
+        .await;
     match result {
         Ok(()) => {
             if let Err(e) = mark_session_mfa(&state, &principal).await {
@@ -947,7 +955,11 @@ async fn recovery_generate(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let codes = match state.mfa.recovery_generate(&principal.mfa_subject()).await {
+    let codes = match state
+        .mfa
+        .recovery_generate(&principal.mfa_subject(), Proof::of(&principal, None))
+        .await
+    {
         Ok(c) => c,
         Err(e) => return refused(&state, &ctx, &e),
     };
@@ -976,8 +988,8 @@ async fn passkey_delete(
         Err(r) => return r,
     };
     match state
-        .store
-        .delete_passkey(&principal.mfa_subject(), &id)
+        .mfa
+        .passkey_delete(&principal.mfa_subject(), &id, Proof::of(&principal, None))
         .await
     {
         Ok(_) => see_other("/console/account"),
@@ -1059,7 +1071,12 @@ async fn passkey_register_begin(
     let user_name = format!("{}@{}", principal.key_id, principal.team_id);
     match state
         .mfa
-        .passkey_register_begin(&principal.mfa_subject(), &user_name, name)
+        .passkey_register_begin(
+            &principal.mfa_subject(),
+            &user_name,
+            name,
+            Proof::of(principal, None),
+        )
         .await
     {
         Ok(options) => Json(options).into_response(),
@@ -1081,7 +1098,11 @@ async fn passkey_register_complete(
     };
     match state
         .mfa
-        .passkey_register_complete(&principal.mfa_subject(), credential)
+        .passkey_register_complete(
+            &principal.mfa_subject(),
+            credential,
+            Proof::of(principal, None),
+        )
         .await
     {
         Ok(row) => {
