@@ -21,7 +21,8 @@ use crate::grants::{Grant, effective_roles};
 use crate::jwt::{Claims, ISSUER, JwtKeys, TOKEN_TTL_SECS};
 use crate::{Credential, Impersonation, KeyHasher, Principal, SessionInfo, parse_key};
 
-/// Lifetime of console and invited-user sessions.
+/// Lifetime of console and invited-user sessions. Their tokens live 15 minutes like every
+/// other ([`TOKEN_TTL_SECS`]) and are refreshed within the session.
 pub const SESSION_TTL_SECS: i64 = 12 * 3600;
 
 /// The `key_id` of a user's principal (rate limits and audit name the user).
@@ -198,6 +199,19 @@ impl Credentials {
         self.principal(&entry, Credential::Jwt)
     }
 
+    /// The principal of the console's session cookie: a session token whose session is
+    /// still open. The token itself may have expired (a token lives 15 minutes, a console
+    /// sign-in 12 hours): as for every session token, the session row decides, read on every
+    /// request, so signing out or the session's end stops the cookie at once. Key tokens and
+    /// impersonation tokens are refused.
+    pub async fn from_session_cookie(&self, token: &str) -> Result<Principal, Error> {
+        let claims = self.jwt.verify_ignoring_expiry(token, self.clock.now())?;
+        if claims.mfa.is_none() || claims.act.is_some() {
+            return Err(Error::Unauthorized("not a session token".into()));
+        }
+        self.in_session(&claims).await
+    }
+
     /// The principal of an impersonation session's token: the session must be open, the
     /// staff key still valid and still allowed to impersonate, and the account still
     /// active. Sessions are rare and short, so this reads the store on every request:
@@ -355,7 +369,7 @@ impl Credentials {
     }
 
     /// Opens a console session for a key (after its second factor when `mfa`): the token
-    /// and when it expires.
+    /// and when it expires (15 minutes; refreshed within the session's 12 hours).
     pub async fn key_session(
         &self,
         key_id: &str,
@@ -378,7 +392,7 @@ impl Credentials {
     }
 
     /// Opens a session for a user in `team_id` (required when they belong to several
-    /// accounts; their only account otherwise).
+    /// accounts; their only account otherwise): the token and when it expires.
     pub async fn user_session(
         &self,
         user_id: &str,
@@ -447,7 +461,7 @@ impl Credentials {
             mfa: session.mfa,
             expires_at: session.expires_at,
         });
-        Ok((self.issue_token(&principal)?, session.expires_at))
+        self.issue_token_until(&principal)
     }
 
     /// Signs a session out: its tokens stop working at once.
@@ -458,15 +472,23 @@ impl Credentials {
     }
 
     /// A fresh 15-minute token for the principal; for a session principal, a token of the
-    /// same session (valid until the session expires).
+    /// same session (its `jti`), never outliving the session.
     pub fn issue_token(&self, p: &Principal) -> Result<String, Error> {
+        self.issue_token_until(p).map(|(token, _)| token)
+    }
+
+    /// [`Credentials::issue_token`], with the token's expiry.
+    pub fn issue_token_until(&self, p: &Principal) -> Result<(String, DateTime<Utc>), Error> {
         let now = self.clock.now().timestamp();
         let roles: Vec<String> = p
             .roles
             .iter()
             .map(|r| Role::as_str(*r).to_string())
             .collect();
-        self.jwt.issue(&Claims {
+        let exp = p.session.as_ref().map_or(now + TOKEN_TTL_SECS, |s| {
+            (now + TOKEN_TTL_SECS).min(s.expires_at.timestamp())
+        });
+        let token = self.jwt.issue(&Claims {
             iss: ISSUER.into(),
             sub: p.team_id.clone(),
             role: p.role.as_str().into(),
@@ -474,10 +496,7 @@ impl Credentials {
             tier: p.tier.as_str().into(),
             iat: now,
             nbf: now,
-            exp: p
-                .session
-                .as_ref()
-                .map_or(now + TOKEN_TTL_SECS, |s| s.expires_at.timestamp()),
+            exp,
             jti: p.session.as_ref().map_or_else(
                 || hex::encode(rand::random::<[u8; 16]>()),
                 |s| s.session_id.clone(),
@@ -487,6 +506,9 @@ impl Credentials {
             imp_mode: None,
             imp_uid: None,
             mfa: p.session.as_ref().map(|s| s.mfa),
-        })
+        })?;
+        let expires_at = DateTime::from_timestamp(exp, 0)
+            .ok_or_else(|| Error::internal("token expiry out of range"))?;
+        Ok((token, expires_at))
     }
 }

@@ -27,15 +27,20 @@ pub struct TokenResponse {
     pub token: String,
     /// Always `Bearer`.
     pub token_type: &'static str,
-    /// Seconds: 900.
+    /// Seconds until the token expires: 900, or less when the sign-in session it belongs
+    /// to ends sooner.
     pub expires_in: i64,
+    /// When the token expires (its `exp`).
+    pub expires_at: String,
 }
 
 fn token_for(state: &AppState, principal: &Principal) -> ApiResult<Json<TokenResponse>> {
+    let (token, expires_at) = state.credentials.issue_token_until(principal)?;
     Ok(Json(TokenResponse {
-        token: state.credentials.issue_token(principal)?,
+        token,
         token_type: "Bearer",
-        expires_in: auth::jwt::TOKEN_TTL_SECS,
+        expires_in: (expires_at - state.clock.now()).num_seconds().max(0),
+        expires_at: crate::api::timestamp(expires_at),
     }))
 }
 
@@ -43,6 +48,7 @@ fn token_for(state: &AppState, principal: &Principal) -> ApiResult<Json<TokenRes
 #[utoipa::path(post, path = "/api/v1/auth/token", tag = "auth",
     security(("api_key" = [])),
     responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody),
+        (status = 403, description = "An impersonation session (`forbidden`: sessions cannot mint tokens), or a console or user session that has not passed a second factor (`MFA_REQUIRED`)", body = ErrorBody),
         (status = 429, description = "More than 10 per minute for this key", body = ErrorBody)))]
 pub async fn token(
     State(state): State<AppState>,
@@ -57,10 +63,14 @@ pub async fn token(
     token_for(&state, &principal)
 }
 
-/// A new token with a fresh 15-minute lifetime, for a valid token.
+/// A new token with a fresh 15-minute lifetime, for a valid (unexpired) token. A session
+/// token's refresh stays in its session: refused once the session is signed out or over,
+/// and never past the session's end.
 #[utoipa::path(post, path = "/api/v1/auth/refresh", tag = "auth",
     security(("bearer" = [])),
-    responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = TokenResponse),
+        (status = 401, description = "An expired or invalid token, or its session signed out or over", body = ErrorBody),
+        (status = 403, description = "An impersonation session (`forbidden`: sessions cannot refresh tokens), or a console or user session that has not passed a second factor (`MFA_REQUIRED`)", body = ErrorBody)))]
 pub async fn refresh(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
