@@ -5,7 +5,10 @@
 //!
 //! Sessions and security:
 //! - Signing in with a key opens a session whose token (the same JWT the API takes, with
-//!   the `mfa` claim) lives in the HttpOnly cookie `kg_session`. A key whose principal has
+//!   the `mfa` claim) lives in the HttpOnly cookie `kg_session`. The API stops taking the
+//!   token after its 15 minutes; the console keeps taking it as the handle of its session,
+//!   checked on every request, for as long as the session lasts (12 hours, or until signed
+//!   out). A key whose principal has
 //!   a passkey or TOTP first gets the `kg_pending` cookie and the second-factor page; one
 //!   without is sent to Account to enrol, and every other page waits until it has.
 //! - Cookies are HttpOnly, `SameSite=Strict`, and `Secure` when the console's configured

@@ -80,7 +80,7 @@ struct Ctx {
 
 async fn ctx(state: &AppState, headers: &HeaderMap) -> Ctx {
     let principal = match cookie(headers, SESSION_COOKIE) {
-        Some(token) => state.credentials.from_bearer(&token).await.ok(),
+        Some(token) => state.credentials.from_session_cookie(&token).await.ok(),
         None => None,
     };
     let (csrf, new_csrf) = match cookie(headers, CSRF_COOKIE) {
