@@ -9,6 +9,7 @@
 //! file; every document is read before anything is stored, so a corrupt archive imports
 //! nothing. A URL that fails is logged and counted; the others are still imported.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::Path;
@@ -41,11 +42,43 @@ impl From<std::io::Error> for ReadError {
     }
 }
 
-/// What was read: the rows, and the documents naming no npm, PyPI or Go package.
+/// What was read: the rows, the documents naming no npm, PyPI or Go package, and every
+/// affected package not kept, by reason.
 #[derive(Debug, Default)]
 pub struct Reader {
     pub rows: Vec<AdvisoryRow>,
     pub skipped: u64,
+    /// Affected packages not kept, per reason ([`packages::advisories::Skipped::category`]).
+    pub not_kept: BTreeMap<String, NotKept>,
+}
+
+/// Affected packages not kept for one reason.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NotKept {
+    /// How many affected packages.
+    pub packages: u64,
+    /// The first few advisories naming one.
+    pub examples: Vec<String>,
+}
+
+/// Advisory ids shown per reason.
+const EXAMPLES: usize = 3;
+
+impl Reader {
+    /// One line per reason a package was not kept: `<reason>: <count> (<ids>, …)`.
+    pub fn not_kept_lines(&self) -> Vec<String> {
+        self.not_kept
+            .iter()
+            .map(|(reason, n)| {
+                let more = if n.packages > n.examples.len() as u64 {
+                    ", …"
+                } else {
+                    ""
+                };
+                format!("{reason}: {} ({}{more})", n.packages, n.examples.join(", "))
+            })
+            .collect()
+    }
 }
 
 impl Reader {
@@ -105,10 +138,17 @@ impl Reader {
     }
 
     /// Adds one OSV JSON document (counted as skipped when it names no npm, PyPI or Go
-    /// package).
+    /// package; each affected package not kept is counted under its reason).
     pub fn json(&mut self, bytes: &[u8]) -> Result<(), ReadError> {
-        let advisory = packages::parse_osv(bytes).map_err(|e| ReadError(e.to_string()))?;
-        let Some(advisory) = advisory else {
+        let osv = packages::advisories::read_osv(bytes).map_err(|e| ReadError(e.to_string()))?;
+        for skipped in &osv.skipped {
+            let n = self.not_kept.entry(skipped.category()).or_default();
+            n.packages += 1;
+            if n.examples.len() < EXAMPLES && !n.examples.contains(&osv.id) {
+                n.examples.push(osv.id.clone());
+            }
+        }
+        let Some(advisory) = osv.advisory else {
             self.skipped += 1;
             return Ok(());
         };
@@ -263,6 +303,9 @@ pub async fn refresh(
             Ok(read) => {
                 let written = import(store, &read.rows, clock.now()).await?;
                 tracing::info!(url = %shown, read = read.rows.len(), written, skipped = read.skipped, "advisories imported");
+                for line in read.not_kept_lines() {
+                    tracing::info!(url = %shown, not_kept = %line, "affected packages not kept");
+                }
                 report.urls_good += 1;
                 report.read += read.rows.len();
                 report.written += written;

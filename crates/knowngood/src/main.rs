@@ -296,8 +296,8 @@ fn main() -> std::process::ExitCode {
     // Everything this process creates (data dir, SQLite database and its -wal/-shm, corpus
     // generations, saved documents) is for its own user only.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-    init_logging();
     let cli = Cli::parse();
+    init_logging(cli.command.default_log_level());
     let outcome = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -320,11 +320,27 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+impl Command {
+    /// The log level when `RUST_LOG` does not say: the service and the long foreground
+    /// jobs (ingest, NSRL import, revocation check) log their progress at `info`; the
+    /// short administrative commands print their result on stdout and log only warnings.
+    fn default_log_level(&self) -> &'static str {
+        match self {
+            Command::Serve { .. }
+            | Command::Ingest { .. }
+            | Command::Nsrl(_)
+            | Command::Revocation(_) => "info",
+            _ => "warn",
+        }
+    }
+}
+
 /// Logs go to stderr so that stdout carries only what a command prints on purpose (e.g. a
-/// new key). `RUST_LOG` filters them (default `info`); `KNOWNGOOD_LOG_FORMAT=json` writes
-/// one JSON object per line for log collectors.
-fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// new key). `RUST_LOG` filters them (default: [`Command::default_log_level`]);
+/// `KNOWNGOOD_LOG_FORMAT=json` writes one JSON object per line for log collectors.
+fn init_logging(default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -481,7 +497,8 @@ async fn run(cli: Cli) -> Result<()> {
                 read.path(path)
                     .with_context(|| format!("reading {}", path.display()))?;
             }
-            let jobs::advisories::Reader { rows, skipped } = read;
+            let not_kept = read.not_kept_lines();
+            let jobs::advisories::Reader { rows, skipped, .. } = read;
             let store = open_store(&config, &secrets).await?;
             let written =
                 jobs::advisories::import(store.as_ref(), &rows, chrono::Utc::now()).await?;
@@ -491,6 +508,12 @@ async fn run(cli: Cli) -> Result<()> {
                 rows.len(),
                 rows.len() as u64 - written
             );
+            if !not_kept.is_empty() {
+                println!("affected packages not kept, by reason:");
+                for line in not_kept {
+                    println!("  {line}");
+                }
+            }
             Ok(())
         }
         Command::Nsrl(NsrlCommand::Import { common, paths, set }) => {

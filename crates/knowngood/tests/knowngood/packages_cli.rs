@@ -149,6 +149,11 @@ fn advisories_popular_lists_and_a_private_sbom_scan() {
             && said.contains("1 documents"),
         "{said}"
     );
+    // What was not kept is said, with the reason and the advisory.
+    assert!(
+        said.contains("ecosystem Debian (only npm, PyPI and Go are analysed): 1 (DSA-1)"),
+        "{said}"
+    );
 
     // A refreshed npm list makes an obscure name popular.
     let listing = tmp.path().join("npm.tsv");

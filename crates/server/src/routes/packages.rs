@@ -581,8 +581,10 @@ impl Advisories {
             .iter()
             .filter_map(|c| {
                 let e = c.analysed_ecosystem()?;
-                Some((e.as_str().to_string(), e.normalize(&c.name).ok()?))
+                let names = packages::advisories::advisory_names(e, &c.name);
+                Some(names.into_iter().map(move |n| (e.as_str().to_string(), n)))
             })
+            .flatten()
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -607,24 +609,24 @@ impl Advisories {
         Ok(Self(by_package))
     }
 
-    /// The advisories affecting the component's version.
+    /// The advisories affecting the component's version (for Go's standard library, those
+    /// of `stdlib` and of `toolchain`), each once.
     fn affecting(&self, c: &packages::Component) -> Vec<serde_json::Value> {
         let Some(e) = c.analysed_ecosystem() else {
             return Vec::new();
         };
-        let Ok(name) = e.normalize(&c.name) else {
-            return Vec::new();
-        };
-        let Some(found) = self.0.get(&(e, name.clone())) else {
-            return Vec::new();
-        };
-        found
-            .iter()
-            .filter(|a| {
-                a.affected
-                    .iter()
-                    .any(|x| x.ecosystem == e && x.name == name && x.affects(&c.version))
+        let mut seen = HashSet::new();
+        packages::advisories::advisory_names(e, &c.name)
+            .into_iter()
+            .filter_map(|name| Some((self.0.get(&(e, name.clone()))?, name)))
+            .flat_map(|(found, name)| {
+                found.iter().filter(move |a| {
+                    a.affected
+                        .iter()
+                        .any(|x| x.ecosystem == e && x.name == name && x.affects(&c.version))
+                })
             })
+            .filter(|a| seen.insert(a.id.clone()))
             .map(|a| {
                 serde_json::json!({
                     "id": a.id,

@@ -19,6 +19,7 @@ testkit::backend_tests!(
     sbom_deep_nesting_is_refused_and_the_server_lives,
     sbom_component_limit_answers_413,
     sbom_scans_in_flight_are_capped_per_key,
+    sbom_go_standard_library_gets_its_advisories,
     watchlist_lifecycle_and_account_scope,
     watch_refusals_name_the_problem,
     change_feed_filters_and_pages,
@@ -923,4 +924,50 @@ async fn sbom_scans_in_flight_are_capped_per_key(app: TestApp) {
     }
     let r = app.post_with(SBOM, &key, body).await;
     assert_eq!(r.status, 200, "{}", r.text);
+}
+
+/// An advisory for Go's standard library, imported as `knowngood advisories import` reads it
+/// (the real GO-2022-0229 record from vuln.go.dev), reaches the standard-library component
+/// however generators write it: Trivy `pkg:golang/stdlib@v1.13.5`, cyclonedx-gomod
+/// `pkg:golang/std@go1.12.10`, Syft `pkg:golang/stdlib@1.13.7` (a fixed release).
+async fn sbom_go_standard_library_gets_its_advisories(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let mut read = jobs::advisories::Reader::default();
+    read.json(include_bytes!(
+        "../../../packages/testdata/osv/GO-2022-0229.json"
+    ))
+    .unwrap();
+    assert!(read.not_kept.is_empty(), "{:?}", read.not_kept);
+    let written = jobs::advisories::import(app.store.as_ref(), &read.rows, app.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(written, 1);
+    let body = cyclonedx(json!([
+        {"type": "library", "name": "stdlib", "version": "v1.13.5", "purl": "pkg:golang/stdlib@v1.13.5"},
+        {"type": "library", "name": "std", "version": "go1.12.10", "purl": "pkg:golang/std@go1.12.10?type=module"},
+        {"type": "library", "name": "stdlib", "version": "go1.13.7", "purl": "pkg:golang/stdlib@1.13.7"},
+        {"type": "library", "name": "golang.org/x/crypto", "version": "v0.0.0-20200115085410-6d4e4cb37c7d",
+         "purl": "pkg:golang/golang.org/x/crypto@v0.0.0-20200115085410-6d4e4cb37c7d"}
+    ]));
+    let r = app.post_with(SBOM, &key, body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v = r.json();
+    let comps = v["components"].as_array().unwrap();
+    let ids = |i: usize| -> Vec<&str> {
+        comps[i]["advisories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(ids(0), ["GO-2022-0229"], "{}", comps[0]);
+    assert_eq!(
+        comps[0]["advisories"][0]["aliases"],
+        json!(["CVE-2020-7919", "GHSA-cjjc-xp8v-855w"])
+    );
+    assert_eq!(ids(1), ["GO-2022-0229"], "{}", comps[1]);
+    assert!(ids(2).is_empty(), "fixed in 1.13.7: {}", comps[2]);
+    assert_eq!(ids(3), ["GO-2022-0229"], "{}", comps[3]);
+    assert_eq!(v["summary"]["with_advisories"], 3);
 }
