@@ -337,6 +337,26 @@ mod tests {
     }
 
     #[test]
+    fn a_session_handle_outlives_its_token_but_not_its_signature() {
+        let keys = JwtKeys::from_pkcs8(&[generate_rsa_pkcs8().unwrap()]).unwrap();
+        let t0 = 1_800_000_000;
+        let token = keys.issue(&claims(t0)).unwrap();
+        let later = at(t0 + 12 * 3600);
+        assert!(keys.verify(&token, later).is_err());
+        assert_eq!(
+            keys.verify_ignoring_expiry(&token, later).unwrap().jti,
+            "j1"
+        );
+        assert!(keys.verify_ignoring_expiry(&token, at(t0 - 5)).is_err());
+        let parts: Vec<&str> = token.split('.').collect();
+        let mut c = claims(t0);
+        c.role = "platform_owner".into();
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&c).unwrap());
+        let tampered = format!("{}.{body}.{}", parts[0], parts[2]);
+        assert!(keys.verify_ignoring_expiry(&tampered, later).is_err());
+    }
+
+    #[test]
     fn refuses_none_and_tampered_tokens() {
         let keys = JwtKeys::from_pkcs8(&[generate_rsa_pkcs8().unwrap()]).unwrap();
         let t0 = 1_800_000_000;
