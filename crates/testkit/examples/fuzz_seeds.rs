@@ -1,6 +1,7 @@
 //! Writes the seed inputs of the fuzz targets (`fuzz/`), made by the same code the tests use:
 //! a signed and an unsigned PE, CRLs, small RDS databases of both layouts, SBOMs of every
-//! accepted format, lookup bodies and TAXII query strings.
+//! accepted format (and nested past the parser's depth limit), OSV advisories, lookup bodies
+//! and TAXII query strings.
 //!
 //!     cargo run -p testkit --example fuzz_seeds -- fuzz/corpus
 //!
@@ -145,6 +146,96 @@ fn main() {
     for (name, body) in &sboms {
         write(&out, "sbom", name, body.as_bytes());
     }
+    // Nesting far past the parser's limit (each of these once overflowed the stack), and
+    // just within it.
+    let xml = |inner: String| {
+        format!(
+            r#"<?xml version="1.0"?><bom xmlns="http://cyclonedx.org/schema/bom/1.5" version="1">{inner}</bom>"#
+        )
+    };
+    let metadata_xml = |depth: usize| {
+        xml(format!(
+            "<metadata>{}{}</metadata><components/>",
+            "<tools>".repeat(depth),
+            "</tools>".repeat(depth)
+        ))
+    };
+    let components_xml = |depth: usize| {
+        xml(format!(
+            "<components>{}{}</components>",
+            r#"<component type="library"><name>a</name><components>"#.repeat(depth),
+            "</components></component>".repeat(depth)
+        ))
+    };
+    let components_json = |depth: usize| {
+        format!(
+            r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{}{}]}}"#,
+            r#"{"name":"a","purl":"pkg:npm/a@1.0.0","components":["#.repeat(depth),
+            "]}".repeat(depth)
+        )
+    };
+    let nested = [
+        ("deep-metadata.xml", metadata_xml(10_000)),
+        ("deep-components.xml", components_xml(2_000)),
+        ("limit-components.xml", components_xml(62)),
+        ("deep-components.json", components_json(3_000)),
+        ("limit-components.json", components_json(63)),
+        (
+            "deep-metadata.json",
+            format!(
+                r#"{{"bomFormat":"CycloneDX","specVersion":"1.5","metadata":{}1{}}}"#,
+                "[".repeat(10_000),
+                "]".repeat(10_000)
+            ),
+        ),
+        (
+            "deep-spdx3.jsonld",
+            format!(
+                r#"{{"@context":"https://spdx.org/rdf/3.0.1/spdx-context.jsonld","@graph":[{{"type":"software_Package","name":"a","verifiedUsing":{}[]{}}}]}}"#,
+                "[".repeat(10_000),
+                "]".repeat(10_000)
+            ),
+        ),
+        (
+            "deep-spdx.tv",
+            format!(
+                "SPDXVersion: SPDX-2.3\n{}PackageName: a\n",
+                "PackageComment: <text>\n".repeat(2_000)
+            ),
+        ),
+    ];
+    for (name, body) in &nested {
+        write(&out, "sbom", name, body.as_bytes());
+    }
+
+    // OSV advisories: a real Go standard-library record, a mixed one, one nested too deep.
+    write(
+        &out,
+        "osv",
+        "GO-2022-0229.json",
+        include_bytes!("../../packages/testdata/osv/GO-2022-0229.json"),
+    );
+    write(
+        &out,
+        "osv",
+        "mixed.json",
+        br#"{"id":"MIX-1","aliases":["CVE-2024-1"],"affected":[
+            {"package":{"ecosystem":"Maven","name":"org.x:y"}},
+            {"package":{"ecosystem":"PyPI","name":"Django"},"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"4.2"},{"fixed":"4.2.11"},{"introduced":"5.0a1"},{"last_affected":"5.0.2"}]}],"versions":["3.2.1"]},
+            {"package":{"ecosystem":"npm","name":"lodash"},"ranges":[{"type":"SEMVER","events":[{"introduced":"0"},{"fixed":"4.17.21"}]}]},
+            {"package":{"ecosystem":"Go","name":"toolchain"},"ranges":[{"type":"SEMVER","events":[{"introduced":"1.21.0-0"},{"fixed":"1.21.5"}]}]}]}"#,
+    );
+    write(
+        &out,
+        "osv",
+        "deep.json",
+        format!(
+            r#"{{"id":"X","affected":[{{"package":{{"ecosystem":"npm","name":"a"}},"ranges":[{{"type":"SEMVER","events":[{{"introduced":{}1{}}}]}}]}}]}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        )
+        .as_bytes(),
+    );
 
     // TAXII query strings.
     let queries = [
@@ -157,6 +248,19 @@ fn main() {
     ];
     for (i, q) in queries.iter().enumerate() {
         write(&out, "taxii_query", &format!("seed-{i}.txt"), q.as_bytes());
+    }
+    // Filters are flat comma-separated lists: long ones, and bracket runs that would nest in
+    // a recursive reader.
+    let long_lists = [
+        format!("match[id]={}", vec!["indicator--1"; 5_000].join(",")),
+        format!(
+            "match[type]={}&match[version]={}",
+            "[".repeat(10_000),
+            "(".repeat(10_000)
+        ),
+    ];
+    for (i, q) in long_lists.iter().enumerate() {
+        write(&out, "taxii_query", &format!("long-{i}.txt"), q.as_bytes());
     }
     println!("fuzz seeds written under {}", out.display());
 }
