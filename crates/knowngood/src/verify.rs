@@ -238,6 +238,17 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         );
     }
     let key = key_for(&key_doc, &key_id)?;
+    if args.trusted_keys.is_empty() {
+        let whose = if args.offline.is_some() {
+            "the saved documents carry"
+        } else {
+            "the server publishes"
+        };
+        eprintln!(
+            "warning: no --trust-key given; checking against the key {whose} ({}), which trusts that source; pin the log's key obtained out of band with --trust-key",
+            translog::encoding::public_key_to_base64(&key)
+        );
+    }
     check_pinned(&key, &args.trusted_keys, date)?;
     root.verify(&key)
         .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;

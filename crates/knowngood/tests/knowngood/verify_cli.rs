@@ -371,7 +371,7 @@ fn verify_against_a_real_server_and_offline() {
         .unwrap_or_default()
         .to_string();
     assert!(!real_key.is_empty(), "{key_doc}");
-    run(&[
+    let pinned = run(&[
         "verify",
         "--server",
         &base,
@@ -379,8 +379,19 @@ fn verify_against_a_real_server_and_offline() {
         &d10,
         "--trust-key",
         &real_key,
-    ])
-    .ok("verify with the pinned key");
+    ]);
+    pinned.ok("verify with the pinned key");
+    assert!(!pinned.stderr.contains("warning"), "{}", pinned.stderr);
+    // Without a pinned key it still verifies, and says whose key it trusted.
+    let unpinned = run(&["verify", "--server", &base, "--sha256", &d10]);
+    unpinned.ok("verify trusting the server's key");
+    assert!(
+        unpinned.stderr.contains(&format!(
+            "warning: no --trust-key given; checking against the key the server publishes ({real_key})"
+        )),
+        "{}",
+        unpinned.stderr
+    );
     let other_key = "A".repeat(43) + "=";
     run(&[
         "verify",
