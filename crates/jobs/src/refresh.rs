@@ -314,6 +314,37 @@ pub async fn refresh_now(
     }))
 }
 
+/// A vendor's channel as configured: its official channel with the `[vendors.<id>]`
+/// overrides applied.
+pub fn channel_config(
+    setup: &ingest::vendors::VendorSetup,
+    options: &RefreshOptions,
+) -> ingest::VendorConfig {
+    let mut config = setup.config.clone();
+    if let Some(o) = options.vendors.get(setup.fetcher.id()) {
+        config.enabled = o.enabled.unwrap_or(config.enabled);
+        if let Some(url) = &o.base_url {
+            config.base_url = url.clone();
+        }
+        if o.files_url.is_some() {
+            config.files_url = o.files_url.clone();
+        }
+        if let Some(items) = &o.items {
+            config.items = items.clone();
+        }
+        if o.items_file.is_some() {
+            config.items_file = o.items_file.clone();
+        }
+        if let Some(releases) = &o.releases {
+            config.releases = releases.clone();
+        }
+        if o.security_url.is_some() {
+            config.security_url = o.security_url.clone();
+        }
+    }
+    config
+}
+
 /// Ids of every known vendor fetcher.
 pub fn vendor_ids() -> Vec<String> {
     ingest::vendors::all()
@@ -347,28 +378,7 @@ pub async fn refresh_vendors(
     let watched = store.watched_packages().await?;
     let mut reports = Vec::new();
     for setup in setups {
-        let mut config = setup.config.clone();
-        if let Some(o) = options.vendors.get(setup.fetcher.id()) {
-            config.enabled = o.enabled.unwrap_or(config.enabled);
-            if let Some(url) = &o.base_url {
-                config.base_url = url.clone();
-            }
-            if o.files_url.is_some() {
-                config.files_url = o.files_url.clone();
-            }
-            if let Some(items) = &o.items {
-                config.items = items.clone();
-            }
-            if o.items_file.is_some() {
-                config.items_file = o.items_file.clone();
-            }
-            if let Some(releases) = &o.releases {
-                config.releases = releases.clone();
-            }
-            if o.security_url.is_some() {
-                config.security_url = o.security_url.clone();
-            }
-        }
+        let mut config = channel_config(&setup, options);
         let ecosystem = package_ecosystem(setup.fetcher.id());
         let watched_here =
             ecosystem.map_or_else(Vec::new, |e| follow_watched(e, &watched, &mut config.items));

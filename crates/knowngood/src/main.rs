@@ -71,7 +71,8 @@ enum Command {
         /// Only this vendor (see --list).
         #[arg(long)]
         vendor: Option<String>,
-        /// List the vendor ids and exit.
+        /// List every channel (id, kind, what it follows as configured, its last
+        /// result in this data directory) and exit.
         #[arg(long)]
         list: bool,
     },
@@ -276,6 +277,22 @@ enum AdminCommand {
         #[arg(long, default_value = "account_admin")]
         role: String,
     },
+    /// Issue another key to an existing account (e.g. an account_admin for an account
+    /// created with an analyst key); prints the key once. The account admin then invites
+    /// people (console Keys page, or POST /api/v1/admin/invites).
+    AddKey {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The account's team id.
+        #[arg(long)]
+        team: String,
+        /// analyst, auditor or account_admin (platform roles on the platform tenant only).
+        #[arg(long, default_value = "account_admin")]
+        role: String,
+        /// A label for the key [default: "<role> key"].
+        #[arg(long)]
+        label: Option<String>,
+    },
     /// Record vendor files from a JSON Lines file (one record per line, the fields of a
     /// hash record without id and validity), e.g. from an offline mirror. Prints a summary.
     ImportRecords {
@@ -379,13 +396,10 @@ async fn run(cli: Cli) -> Result<()> {
             vendor,
             list,
         } => {
-            if list {
-                for id in jobs::refresh::vendor_ids() {
-                    println!("{id}");
-                }
-                return Ok(());
-            }
             let config = Config::resolve(&common, None)?;
+            if list {
+                return list_channels(&config).await;
+            }
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
             let store = open_store(&config, &secrets).await?;
             let reports = jobs::refresh::refresh_vendors(
@@ -642,6 +656,17 @@ async fn run(cli: Cli) -> Result<()> {
             })
             .await
         }
+        Command::Admin(AdminCommand::AddKey {
+            common,
+            team,
+            role,
+            label,
+        }) => {
+            let role: Role = role.parse()?;
+            let key = add_key(&Config::resolve(&common, None)?, &team, role, label).await?;
+            println!("{key}");
+            Ok(())
+        }
         Command::Admin(AdminCommand::ImportRecords { common, file }) => {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
@@ -689,6 +714,124 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{key}");
             Ok(())
         }
+    }
+}
+
+/// `knowngood ingest --list`: one line per channel under a header: id, kind, vendor, what
+/// it follows (the configured channel, with its packages or releases) and the last result
+/// recorded in this data directory's database (none is created to say so).
+async fn list_channels(config: &Config) -> Result<()> {
+    let sqlite_missing = config
+        .database_url
+        .strip_prefix("sqlite:")
+        .map(|rest| rest.trim_start_matches("//"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))
+        .is_some_and(|path| !std::path::Path::new(path).exists());
+    let health: std::collections::HashMap<String, store::VendorHealth> = if sqlite_missing {
+        Default::default()
+    } else {
+        let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+        let store = open_store(config, &secrets).await?;
+        let health = store.vendor_health().await;
+        store.close().await;
+        health?.into_iter().map(|h| (h.vendor.clone(), h)).collect()
+    };
+    let mut lines = vec![[
+        "ID".to_string(),
+        "KIND".into(),
+        "VENDOR".into(),
+        "FOLLOWS".into(),
+        "LAST RESULT".into(),
+    ]];
+    for setup in ingest::vendors::all() {
+        let channel = jobs::refresh::channel_config(&setup, &config.settings.jobs.refresh);
+        let id = setup.fetcher.id().to_string();
+        let kind = match id.as_str() {
+            "debian" | "ubuntu" | "archlinux" | "rockylinux" => "distribution",
+            "pypi" | "npm" | "gomod" => "package registry",
+            "fdroid" => "app repository",
+            _ => "vendor releases",
+        };
+        let mut follows = channel.base_url.clone();
+        let mut extra = Vec::new();
+        if !channel.releases.is_empty() {
+            extra.push(format!("releases {}", channel.releases.join(",")));
+        }
+        if !channel.items.is_empty() {
+            let shown: Vec<&str> = channel.items.iter().take(3).map(String::as_str).collect();
+            let more = channel.items.len().saturating_sub(3);
+            extra.push(if more > 0 {
+                format!("{} and {more} more", shown.join(","))
+            } else {
+                shown.join(",")
+            });
+        }
+        if let Some(file) = &channel.items_file {
+            extra.push(format!("and the list in {}", file.display()));
+        }
+        if !extra.is_empty() {
+            follows = format!("{follows} ({})", extra.join("; "));
+        }
+        let last = if !channel.enabled {
+            "disabled".to_string()
+        } else {
+            match health.get(setup.fetcher.vendor()) {
+                None => "never run".to_string(),
+                Some(h) => last_result(h),
+            }
+        };
+        lines.push([
+            id,
+            kind.into(),
+            setup.fetcher.vendor().to_string(),
+            follows,
+            client::printable(&last),
+        ]);
+    }
+    let widths: Vec<usize> = (0..4)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for l in &lines {
+        println!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            l[0],
+            l[1],
+            l[2],
+            l[3],
+            l[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        );
+    }
+    Ok(())
+}
+
+/// A channel's last recorded run: when it last succeeded, and the error of a later failure.
+fn last_result(h: &store::VendorHealth) -> String {
+    let at = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    match (h.last_success_at, h.last_error_at) {
+        (Some(ok), Some(err)) if err > ok => format!(
+            "failed {}: {} (last success {}, {} records)",
+            at(err),
+            h.last_error.as_deref().unwrap_or("error"),
+            at(ok),
+            h.records
+        ),
+        (None, Some(err)) => format!(
+            "failed {}: {}",
+            at(err),
+            h.last_error.as_deref().unwrap_or("error")
+        ),
+        (Some(ok), _) => format!("ok {}, {} records", at(ok), h.records),
+        (None, None) => "never run".to_string(),
     }
 }
 
@@ -788,6 +931,59 @@ async fn create_tenant(
     result?;
     tracing::info!(team, key_id = %issued.key_id, %role, %tier, "created account");
     Ok(issued.key)
+}
+
+/// Issues a key of `role` to the existing account `team`, audited as done from the
+/// command line; returns the key.
+async fn add_key(config: &Config, team: &str, role: Role, label: Option<String>) -> Result<String> {
+    auth::validate_team_id(team)?;
+    let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+    let store = open_store(config, &secrets).await?;
+    let result = async {
+        let tenant = store.tenant(team).await?.ok_or_else(|| {
+            anyhow::anyhow!("no account {team:?}: create it with `knowngood admin create-account`")
+        })?;
+        if role.is_platform() != (tenant.kind == TenantKind::Platform) {
+            bail!(
+                "{role} is not a role for {} account {team:?}",
+                if tenant.kind == TenantKind::Platform {
+                    "the platform"
+                } else {
+                    "a customer"
+                }
+            );
+        }
+        let issued = auth::KeyHasher::new(&secrets.hmac).issue(team)?;
+        let now = chrono::Utc::now();
+        store
+            .insert_key(
+                NewApiKey {
+                    key_id: issued.key_id.clone(),
+                    team_id: team.to_string(),
+                    key_hash: issued.key_hash.clone(),
+                    role,
+                    label: label.unwrap_or_else(|| format!("{role} key")),
+                },
+                now,
+            )
+            .await?;
+        store
+            .append_audit(&store::admin::AuditEntry {
+                at: now,
+                actor: "command-line".into(),
+                team_id: team.to_string(),
+                action: "key.issue".into(),
+                target: issued.key_id.clone(),
+                outcome: "ok".into(),
+                detail: format!("knowngood admin add-key --role {role}"),
+            })
+            .await?;
+        tracing::info!(team, key_id = %issued.key_id, %role, "issued a key");
+        Ok(issued.key)
+    }
+    .await;
+    store.close().await;
+    result
 }
 
 async fn serve(config: Config) -> Result<()> {

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
+mod admin_cli;
 mod import_records;
 mod ingest_list;
 mod operations;
