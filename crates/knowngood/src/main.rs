@@ -182,6 +182,11 @@ enum BundleCommand {
     Export {
         #[command(flatten)]
         common: CommonArgs,
+        /// Permissions of the written files, in octal (e.g. 0644 to hand the bundle over on
+        /// removable media); directories get the matching search bits. [default: 0600,
+        /// readable by the exporting user only]
+        #[arg(long, value_parser = offline::parse_mode)]
+        mode: Option<u32>,
         dir: std::path::PathBuf,
     },
 }
@@ -573,7 +578,7 @@ async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
-        Command::Bundle(BundleCommand::Export { common, dir }) => {
+        Command::Bundle(BundleCommand::Export { common, mode, dir }) => {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
             let store = open_store(&config, &secrets).await?;
@@ -592,7 +597,11 @@ async fn run(cli: Cli) -> Result<()> {
             .context("opening the reference corpus")?;
             let outcome = offline::export(store.as_ref(), &key, corpus.current(), &dir).await;
             store.close().await;
-            println!("{}", outcome?);
+            let written = outcome?;
+            if let Some(mode) = mode {
+                offline::set_modes(&dir, mode)?;
+            }
+            println!("{written}");
             Ok(())
         }
         Command::Lookup {

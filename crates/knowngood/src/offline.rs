@@ -6,6 +6,35 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 
+/// An octal file mode for `bundle export --mode` (`0644`, `644`, `0o644`): permission
+/// bits only.
+pub fn parse_mode(text: &str) -> std::result::Result<u32, String> {
+    let digits = text.trim().trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 && !digits.is_empty() => Ok(mode),
+        _ => Err(format!(
+            "{text:?} is not an octal file mode such as 0644 (permission bits only, at most 0777)"
+        )),
+    }
+}
+
+/// Gives the bundle directory's files `mode`, and the directory itself `mode` plus search
+/// (x) bits wherever it grants read.
+pub fn set_modes(dir: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("setting the mode of {}", path.display()))?;
+        }
+    }
+    let dir_mode = mode | ((mode & 0o444) >> 2);
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
+        .with_context(|| format!("setting the mode of {}", dir.display()))?;
+    Ok(())
+}
+
 /// Builds the bundle from the latest published root and the current records, writes it
 /// into `dir`, and says what it wrote.
 pub async fn export(

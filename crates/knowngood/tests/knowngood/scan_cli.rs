@@ -691,6 +691,37 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
     ] {
         assert!(out.join(name).is_file(), "{name}");
     }
+    // Written for the exporting user only, unless --mode says otherwise.
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out.join("manifest.json")), 0o600);
+    let shared = tmp.path().join("shared-bundle");
+    let r = offline_run(&[
+        "bundle",
+        "export",
+        "--data-dir",
+        &data_s,
+        "--mode",
+        "0644",
+        shared.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for entry in std::fs::read_dir(&shared).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o644, "{}", path.display());
+    }
+    assert_eq!(mode(&shared), 0o755);
+    let r = offline_run(&[
+        "bundle",
+        "export",
+        "--data-dir",
+        &data_s,
+        "--mode",
+        "rw-r--r--",
+        shared.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("not an octal file mode"), "{}", r.stderr);
     let key: Value = serde_json::from_slice(&std::fs::read(out.join("key.json")).unwrap()).unwrap();
     let key = key["public_key"].as_str().unwrap().to_owned();
 
