@@ -196,54 +196,216 @@ pub async fn openapi_json() -> Json<Value> {
 #[utoipa::path(get, path = "/api/v1/docs", tag = "public",
     responses((status = 200, description = "An HTML page listing every operation", content_type = "text/html")))]
 pub async fn docs_page() -> Html<String> {
-    let doc = document();
+    Html(DOCS_PAGE.clone())
+}
+
+/// Built once, like the document it renders.
+static DOCS_PAGE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| render_docs(&document()));
+
+/// Who an operation is for, in the order the reference lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Audience {
+    Public,
+    Customer,
+    Staff,
+}
+
+impl Audience {
+    fn of(op: &Value) -> Self {
+        match op.get("x-permission").map(|p| p.as_str()) {
+            None => Audience::Public,
+            Some(Some(p)) if p.starts_with("platform:") || p == "tenant:impersonate" => {
+                Audience::Staff
+            }
+            Some(_) => Audience::Customer,
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Audience::Public => "Public routes (no credential)",
+            Audience::Customer => "Customer routes (an API key or a token)",
+            Audience::Staff => "Staff routes (platform roles)",
+        }
+    }
+}
+
+/// The reference page: the API's description, a table of contents by audience (public,
+/// customer, staff) and tag, then each operation with its rendered description, access
+/// rule, parameters, request body and answers. Markdown is rendered; raw HTML in it is
+/// shown as text. No script, no external resource.
+fn render_docs(doc: &Value) -> String {
+    let text_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut ops: Vec<(Audience, String, String, String, &Value)> = Vec::new();
+    for (path, methods) in doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        for (method, op) in methods.as_object().into_iter().flatten() {
+            let tag = op
+                .pointer("/tags/0")
+                .and_then(Value::as_str)
+                .unwrap_or("other")
+                .to_string();
+            ops.push((
+                Audience::of(op),
+                tag,
+                path.clone(),
+                method.to_uppercase(),
+                op,
+            ));
+        }
+    }
+    ops.sort_by(|a, b| (a.0, &a.1, &a.2, &a.3).cmp(&(b.0, &b.1, &b.2, &b.3)));
+    let anchor = |method: &str, path: &str| {
+        let mut id = format!("{}-{}", method.to_lowercase(), path);
+        id.retain(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        id
+    };
+
     let mut html = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>knowngood API</title><style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;\
-         margin:2rem auto;padding:0 1rem}code{background:#f3f3f3;padding:0 .2em}\
-         h2{margin-top:2rem;border-top:1px solid #ddd;padding-top:1rem}.m{font-weight:bold}\
-         </style></head><body><h1>knowngood API</h1>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>knowngood API reference</title><style>\
+         body{font:15px/1.5 system-ui,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}\
+         code{background:#f3f3f3;padding:0 .2em;overflow-wrap:anywhere}\
+         h2{margin-top:2.5rem;border-bottom:2px solid #ccc}h3{margin-top:2rem;border-top:1px solid #ddd;padding-top:1rem}\
+         .m{font-weight:bold;font-family:monospace;margin-right:.4em}nav ul{columns:2 18rem}nav li{break-inside:avoid}\
+         table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left;vertical-align:top}\
+         .rule{color:#444}</style></head><body><h1>knowngood API reference</h1>\
          <p>Machine-readable: <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a> (OpenAPI 3.1).</p>",
     );
-    if let Some(text) = doc.pointer("/info/description").and_then(Value::as_str) {
-        html.push_str(&format!("<p>{}</p>", escape(text)));
-    }
-    if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
-        for (path, ops) in paths {
-            let Some(ops) = ops.as_object() else { continue };
-            for (method, op) in ops {
-                let text = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or("");
-                html.push_str(&format!(
-                    "<h2><span class=\"m\">{}</span> <code>{}</code></h2><p>{}</p>",
-                    escape(&method.to_uppercase()),
-                    escape(path),
-                    escape(text("summary")),
-                ));
-                if !text("x-min-tier").is_empty() {
-                    html.push_str(&format!(
-                        "<p>Needs permission <code>{}</code>, tier <code>{}</code> or above.</p>",
-                        escape(text("x-permission")),
-                        escape(text("x-min-tier"))
-                    ));
-                }
-                if let Some(params) = op.get("parameters").and_then(Value::as_array) {
-                    html.push_str("<ul>");
-                    for p in params {
-                        let f = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
-                        html.push_str(&format!(
-                            "<li><code>{}</code> ({}) {}</li>",
-                            escape(f("name")),
-                            escape(f("in")),
-                            escape(f("description"))
-                        ));
-                    }
-                    html.push_str("</ul>");
-                }
+    html.push_str(&markdown(&text_of(&doc["info"], "description")));
+
+    html.push_str("<nav><h2>Contents</h2>");
+    let mut current: Option<(Audience, String)> = None;
+    for (audience, tag, path, method, op) in &ops {
+        if current.as_ref().map(|(a, _)| a) != Some(audience) {
+            if current.is_some() {
+                html.push_str("</ul>");
             }
+            html.push_str(&format!("<h3>{}</h3>", audience.title()));
+        }
+        if current.as_ref() != Some(&(*audience, tag.clone())) {
+            if current.as_ref().map(|(a, _)| a) == Some(audience) {
+                html.push_str("</ul>");
+            }
+            html.push_str(&format!("<h4>{}</h4><ul>", escape(tag)));
+            current = Some((*audience, tag.clone()));
+        }
+        html.push_str(&format!(
+            "<li><a href=\"#{}\"><span class=\"m\">{}</span>{}</a> {}</li>",
+            anchor(method, path),
+            escape(method),
+            escape(path),
+            inline_markdown(first_sentence(&text_of(op, "summary")))
+        ));
+    }
+    if current.is_some() {
+        html.push_str("</ul>");
+    }
+    html.push_str("</nav>");
+
+    let mut audience_shown = None;
+    for (audience, _, path, method, op) in &ops {
+        if audience_shown != Some(*audience) {
+            html.push_str(&format!("<h2>{}</h2>", audience.title()));
+            audience_shown = Some(*audience);
+        }
+        html.push_str(&format!(
+            "<h3 id=\"{}\"><span class=\"m\">{}</span><code>{}</code></h3>",
+            anchor(method, path),
+            escape(method),
+            escape(path)
+        ));
+        html.push_str(&markdown(&text_of(op, "summary")));
+        html.push_str(&markdown(&text_of(op, "description")));
+        if op.get("x-min-tier").is_some() {
+            let permission = op
+                .get("x-permission")
+                .and_then(Value::as_str)
+                .map_or("none (any valid credential)".to_string(), |p| {
+                    format!("<code>{}</code>", escape(p))
+                });
+            html.push_str(&format!(
+                "<p class=\"rule\">Permission {permission}; tier <code>{}</code> or above.</p>",
+                escape(&text_of(op, "x-min-tier"))
+            ));
+        }
+        if let Some(params) = op.get("parameters").and_then(Value::as_array) {
+            html.push_str("<table><tr><th>parameter</th><th>in</th><th>description</th></tr>");
+            for p in params {
+                html.push_str(&format!(
+                    "<tr><td><code>{}</code>{}</td><td>{}</td><td>{}</td></tr>",
+                    escape(&text_of(p, "name")),
+                    if p.get("required").and_then(Value::as_bool) == Some(true) {
+                        " (required)"
+                    } else {
+                        ""
+                    },
+                    escape(&text_of(p, "in")),
+                    markdown(&text_of(p, "description"))
+                ));
+            }
+            html.push_str("</table>");
+        }
+        if let Some(body) = op.get("requestBody") {
+            let schema = body
+                .pointer("/content/application~1json/schema/$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.rsplit('/').next())
+                .unwrap_or("");
+            if !schema.is_empty() {
+                html.push_str(&format!(
+                    "<p>Body: <code>{}</code> (JSON).</p>",
+                    escape(schema)
+                ));
+            }
+        }
+        if let Some(responses) = op.get("responses").and_then(Value::as_object) {
+            html.push_str("<table><tr><th>status</th><th>meaning</th></tr>");
+            for (status, answer) in responses {
+                html.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td></tr>",
+                    escape(status),
+                    markdown(&text_of(answer, "description"))
+                ));
+            }
+            html.push_str("</table>");
         }
     }
     html.push_str("</body></html>");
-    Html(html)
+    html
+}
+
+/// The text up to the end of its first sentence.
+fn first_sentence(text: &str) -> &str {
+    text.find(". ").map_or(text, |end| &text[..=end])
+}
+
+/// Markdown of one line, without the paragraph around it.
+fn inline_markdown(text: &str) -> String {
+    let html = markdown(text);
+    let html = html.trim_end();
+    html.strip_prefix("<p>")
+        .and_then(|h| h.strip_suffix("</p>"))
+        .unwrap_or(html)
+        .to_string()
+}
+
+/// Markdown to HTML; raw HTML in the source is shown as text.
+fn markdown(text: &str) -> String {
+    use pulldown_cmark::{Event, Parser};
+    let events = Parser::new(text).map(|event| match event {
+        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+        other => other,
+    });
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, events);
+    html
 }
 
 fn escape(s: &str) -> String {

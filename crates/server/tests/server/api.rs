@@ -2419,4 +2419,22 @@ async fn docs_page(app: TestApp) {
         );
     }
     assert!(!r.text.contains("<script"), "no scripts");
+    // A table of contents, then public, customer and staff routes in that order.
+    let at = |needle: &str| {
+        r.text
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} is on the page"))
+    };
+    assert!(at("<h2>Contents</h2>") < at("<h2>Public routes"));
+    assert!(at("<h2>Public routes") < at("<h2>Customer routes"));
+    assert!(at("<h2>Customer routes") < at("<h2>Staff routes"));
+    assert!(at("<code>/public/hash-of-day</code></h3>") < at("<h2>Customer routes"));
+    assert!(at("<h2>Staff routes") < at("id=\"post-apiv1adminimpersonate\""));
+    assert!(
+        r.text.contains("href=\"#get-publichash-of-day\""),
+        "contents link to each route"
+    );
+    // Markdown is rendered: the API description's `code` spans become <code>.
+    assert!(r.text.contains("<code>X-API-Key</code>"));
+    assert!(!r.text.contains("`X-API-Key`"));
 }
