@@ -488,15 +488,15 @@ impl Mfa {
         Ok(row)
     }
 
-    /// Removes one of the subject's passkeys (always with a proof); false when it has no
-    /// such passkey.
+    /// Removes one of the subject's passkeys (with a proof: the subject has a factor if it
+    /// has a passkey); false when it has no such passkey.
     pub async fn passkey_delete(
         &self,
         subject: &str,
         passkey_id: &str,
         proof: Proof<'_>,
     ) -> Result<bool, Error> {
-        self.require_second_factor(subject, proof, false).await?;
+        self.require_second_factor(subject, proof, true).await?;
         self.store.delete_passkey(subject, passkey_id).await
     }
 
