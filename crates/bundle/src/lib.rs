@@ -117,7 +117,9 @@ pub struct RootDoc {
     pub key_id: String,
 }
 
-/// One record of the day's tree.
+/// One record of the day's tree: the leaf fields, and the vendor that published it (not a
+/// leaf field, so not in the root; the manifest signature covers it with the file). A
+/// bundle written before the vendor was listed has none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FeedRecord {
     pub executable_name: String,
@@ -125,6 +127,8 @@ pub struct FeedRecord {
     pub version: String,
     pub platform: String,
     pub arch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
 }
 
 /// A bundle's files in memory, before they are written or served: all but the corpus
@@ -320,6 +324,11 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         sources.push(format!("reference corpus {}", c.generation));
     }
     let mut feed = Vec::new();
+    let vendors: std::collections::HashMap<&str, &str> = inputs
+        .records
+        .iter()
+        .map(|r| (r.record.hash_sha256.as_str(), r.record.vendor.as_str()))
+        .collect();
     for leaf in inputs.leaves {
         let record = FeedRecord {
             executable_name: leaf.executable_name.clone(),
@@ -327,6 +336,9 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
             version: leaf.version.clone(),
             platform: leaf.platform.clone(),
             arch: leaf.arch.clone(),
+            vendor: vendors
+                .get(leaf.hash_sha256.as_str())
+                .map(|v| (*v).to_owned()),
         };
         serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
         feed.push(b'\n');

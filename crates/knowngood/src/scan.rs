@@ -239,6 +239,7 @@ pub fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
     match verdict {
         OfflineVerdict::Feed(r) => {
             row.status = "known_vendor_release";
+            row.vendor = r.vendor.clone();
             row.executable_name = Some(r.executable_name.clone());
             row.version = Some(r.version.clone());
         }

@@ -763,7 +763,26 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
         "known_vendor_release"
     );
     assert_eq!(row(&rows, &files, "putty.exe")["version"], "0.82");
+    assert_eq!(row(&rows, &files, "putty.exe")["vendor"], "PuTTY");
     assert_eq!(row(&rows, &files, "kernel32.dll")["status"], "known_file");
+    // The table names the vendor, the name and the version, as online.
+    let r = offline_run(&[
+        "scan",
+        "--offline",
+        &out_s,
+        "--trust-key",
+        &key,
+        files.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let line = r.stdout.lines().find(|l| l.ends_with("putty.exe")).unwrap();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        cells[..4],
+        ["known_vendor_release", "PuTTY", "putty.exe", "0.82"],
+        "{}",
+        r.stdout
+    );
     assert_eq!(row(&rows, &files, "mystery.bin")["status"], "unknown");
 
     // A tampered bundle is refused before any file is classified.
