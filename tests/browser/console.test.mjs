@@ -153,10 +153,8 @@ test("a first sign-in with a key goes to Account, enrols TOTP, then signs in wit
   await shoot(page, "second-factor");
   await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(`${BASE}/console/account`);
-  // Signed in with a second factor: Lookup opens.
-  await page.goto(`${BASE}/console/lookup`);
-  assert.equal(page.url(), `${BASE}/console/lookup`);
+  // Signed in with a second factor: the console opens on Lookup.
+  await page.waitForURL(`${BASE}/console/lookup`);
   await page.context().close();
 });
 
@@ -170,11 +168,20 @@ test("recovery codes: generated once, one used at sign-in, the count drops", asy
   assert.match(await page.textContent("main"), /not valid/);
   await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(`${BASE}/console/account`);
+  await page.waitForURL(`${BASE}/console/lookup`);
+  await page.goto(`${BASE}/console/account`);
+  assert.match(await page.textContent("main"), /You have no recovery codes left/);
   await page.getByRole("button", { name: "Generate new recovery codes" }).click();
   recoveryCodes = await page.locator("[data-recovery-codes] code").allTextContents();
   assert.equal(recoveryCodes.length, 10);
   recoveryCodes.forEach((c) => assert.match(c, /^[A-Z0-9]{4}-[A-Z0-9]{4}-[A-Z0-9]{4}$/));
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.getByRole("button", { name: "Download as a text file" }).click(),
+  ]);
+  assert.equal(download.suggestedFilename(), "knowngood-recovery-codes.txt");
+  const saved = readFileSync(await download.path(), "utf8");
+  recoveryCodes.forEach((c) => assert.ok(saved.includes(c), `${c} in the downloaded file`));
   await shoot(page, "recovery-codes");
   await page.goto(`${BASE}/console/account`);
   assert.equal((await page.locator("[data-recovery-left]").textContent()).trim(), "10");
@@ -216,7 +223,7 @@ test("a passkey registered with the virtual authenticator signs in", async () =>
 
   await signOut(page);
   await page.getByRole("button", { name: "Sign in with a passkey" }).click();
-  await page.waitForURL(`${BASE}/console/account`);
+  await page.waitForURL(`${BASE}/console/lookup`);
   assert.match(await page.textContent("header"), /console-teams/);
   await page.context().close();
 });
@@ -295,7 +302,8 @@ test("an invited user signs in again with their authenticator, a recovery code o
   await signInAsUser(page, invitee.userId);
   await page.getByLabel("6-digit code").fill(await freshCode(invitee.secret));
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(/\/console\/account/);
+  await page.waitForURL(`${BASE}/console/lookup`);
+  await page.goto(`${BASE}/console/account`);
   assert.match(await page.textContent("main"), new RegExp(invitee.userId));
   assert.match(await page.textContent("header"), /console-teams · analyst/);
   await page.getByRole("button", { name: "Generate new recovery codes" }).click();
@@ -319,7 +327,8 @@ test("an invited user signs in again with their authenticator, a recovery code o
   await signOut(page);
 
   await page.getByRole("button", { name: "Sign in with a passkey" }).click();
-  await page.waitForURL(`${BASE}/console/account`);
+  await page.waitForURL(`${BASE}/console/lookup`);
+  await page.goto(`${BASE}/console/account`);
   assert.match(await page.textContent("main"), new RegExp(invitee.userId));
   await signOut(page);
 
@@ -385,8 +394,7 @@ test("a superseded build is known, marked superseded, with the current version b
   await page.waitForURL(`${BASE}/console/second-factor`);
   await page.getByLabel("6-digit code").fill(await freshCode(totpSecret));
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(/\/console\/account/);
-  await page.goto(`${BASE}/console/lookup`);
+  await page.waitForURL(`${BASE}/console/lookup`);
   const old = createHash("sha256").update(readFileSync(process.env.KG_OLD_SAMPLE)).digest("hex");
   await page.getByLabel(/^Hashes/).fill(old);
   await page.getByRole("button", { name: "Look up" }).click();

@@ -474,6 +474,20 @@ async fn sign_in(
     }
 }
 
+/// Where a session that passed its second factor lands: Lookup when the account may look
+/// up hashes, Account otherwise.
+async fn landing(state: &AppState, token: &str) -> &'static str {
+    match state.credentials.from_session_cookie(token).await {
+        Ok(p)
+            if p.authorize(Some(Permission::IntelLookup), Tier::Basic)
+                .is_ok() =>
+        {
+            "/console/lookup"
+        }
+        _ => "/console/account",
+    }
+}
+
 /// An invited user signing in again: their user ID, then the second factor they enrolled
 /// (authenticator code, recovery code or passkey) on the second-factor page, under the
 /// same wrong-code budget and lock-out as a key's. An unknown or disabled user counts as a
@@ -635,7 +649,7 @@ async fn second_factor(
     }
     let to = match left {
         Some(left) => format!("/console/account?recovery_left={left}"),
-        None => "/console/account".into(),
+        None => landing(&state, &token).await.into(),
     };
     let response = with_session_cookie(&state, see_other(&to), &token);
     clear_cookie(&state, response, PENDING_COOKIE)
@@ -797,11 +811,26 @@ async fn account_page(
     body.push_str(&format!(
         r#"<section aria-labelledby="totp" class="card"><h2 id="totp">Authenticator app (TOTP)</h2>{totp}</section>"#
     ));
+    let recovery = if !mfa.enrolled {
+        "<p>Recovery codes become available once you have a passkey or an authenticator app: they stand in for it if you lose it.</p>".to_string()
+    } else {
+        let prompt = if mfa.recovery_codes_remaining == 0 {
+            message(
+                "warn",
+                "You have no recovery codes left. Generate a set now, so that losing your passkey or phone does not lock you out.",
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            r#"{prompt}<p><span data-recovery-left>{}</span> unused recovery codes.</p>
+<form method="post" action="/console/account/recovery">{csrf}<button type="submit">Generate new recovery codes</button></form>"#,
+            mfa.recovery_codes_remaining
+        )
+    };
     body.push_str(&format!(
         r#"<section aria-labelledby="recovery" class="card"><h2 id="recovery">Recovery codes</h2>
-<p><span data-recovery-left>{}</span> unused recovery codes.</p>
-<form method="post" action="/console/account/recovery">{csrf}<button type="submit">Generate new recovery codes</button></form></section>"#,
-        mfa.recovery_codes_remaining
+{recovery}</section>"#
     ));
     if principal
         .session
@@ -905,7 +934,16 @@ async fn totp_verify(
             see_other("/console/account")
         }
         Err(e @ (Error::Internal(_) | Error::Unavailable(_))) => refused(&state, &ctx, &e),
-        Err(e) => {
+        Err(Error::RateLimited { retry_after_secs }) => totp_retry(
+            &state,
+            &ctx,
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "Too many wrong codes. Try again in {} minutes, with the same app entry.",
+                retry_after_secs.div_ceil(60)
+            ),
+        ),
+        Err(Error::BadRequest(text)) if text.contains("pending") => {
             account_page(
                 &state,
                 &ctx,
@@ -913,12 +951,40 @@ async fn totp_verify(
                 StatusCode::BAD_REQUEST,
                 &message(
                     "error",
-                    &format!("The code was not accepted ({e}). Start the set-up again."),
+                    "No set-up is in progress: start it again from this page.",
                 ),
             )
             .await
         }
+        Err(Error::BadRequest(_)) => totp_retry(
+            &state,
+            &ctx,
+            StatusCode::BAD_REQUEST,
+            "The code is the 6 digits the app shows now.",
+        ),
+        Err(_) => totp_retry(
+            &state,
+            &ctx,
+            StatusCode::UNAUTHORIZED,
+            "That code was not accepted. Check that the app's clock is right and enter the code it shows now.",
+        ),
     }
+}
+
+/// A wrong code at enrolment: the same secret stays pending (the app already holds it), so
+/// the user only enters the current code again.
+fn totp_retry(state: &AppState, ctx: &Ctx, status: StatusCode, text: &str) -> Response {
+    let body = format!(
+        r#"{note}<p>Your authenticator app keeps the entry you added: enter the code it shows now.</p>
+<form method="post" action="/console/account/totp/verify" class="card">{csrf}
+<label for="code">Code from the app</label>
+<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
+<button type="submit">Turn on</button></form>
+<form method="post" action="/console/account/totp/enroll">{csrf}<button type="submit">Start again with a new secret</button></form>"#,
+        note = message("error", text),
+        csrf = csrf_field(ctx),
+    );
+    page(state, ctx, status, "Set up an authenticator app", &body)
 }
 
 async fn totp_disable(
@@ -968,7 +1034,10 @@ async fn recovery_generate(
         .map(|c| format!("<li><code>{}</code></li>", esc(c)))
         .collect();
     let body = format!(
-        r#"{}<ol class="codes" data-recovery-codes>{items}</ol><p><a href="/console/account">Back to Account</a></p>"#,
+        r#"{}<ol class="codes" data-recovery-codes>{items}</ol>
+<p><button type="button" data-action="copy-codes">Copy the codes</button> <button type="button" data-action="download-codes">Download as a text file</button></p>
+<p class="msg" role="status" data-codes-status></p>
+<p><a href="/console/account">Back to Account</a></p>"#,
         message(
             "warn",
             "Store these codes somewhere safe: each works once, they are shown only now, and these replace any earlier codes."
@@ -1139,7 +1208,8 @@ async fn passkey_sign_in(
     {
         tracing::warn!(error = %e, "could not close a pending sign-in");
     }
-    let response = Json(serde_json::json!({"redirect": "/console/account"})).into_response();
+    let to = landing(&state, &token).await;
+    let response = Json(serde_json::json!({ "redirect": to })).into_response();
     let response = with_session_cookie(&state, response, &token);
     clear_cookie(&state, response, PENDING_COOKIE)
 }

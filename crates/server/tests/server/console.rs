@@ -15,6 +15,7 @@ testkit::backend_tests!(
     unknown_console_paths_answer_the_console_404_page,
     invited_users_sign_in_again_with_what_they_enrolled,
     lookup_marks_superseded_builds_with_the_current_version,
+    totp_enrolment_retries_and_recovery_codes_follow_the_factor,
 );
 
 fn client() -> reqwest::Client {
@@ -587,4 +588,68 @@ async fn lookup_marks_superseded_builds_with_the_current_version(app: TestApp) {
         r.contains(">unknown<") && r.contains("found in no source"),
         "{r}"
     );
+}
+
+async fn totp_enrolment_retries_and_recovery_codes_follow_the_factor(app: TestApp) {
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    let mut b = Browser::open(&app).await;
+    b.post("/console/sign-in", &[("key", &key)]).await;
+    // No recovery codes before a second factor exists.
+    let (_, _, html) = b.get("/console/account").await;
+    assert!(!html.contains("Generate new recovery codes"), "{html}");
+    assert!(
+        html.contains("Recovery codes become available once you have a passkey"),
+        "{html}"
+    );
+    let (_, _, html) = b.post("/console/account/totp/enroll", &[]).await;
+    let secret = between(&html, "data-totp-secret>", "<")
+        .unwrap()
+        .to_string();
+    // A wrong code: told plainly, and the same secret stays for the next try.
+    let right = code_now(&app, &secret);
+    let wrong = if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    let (status, _, html) = b
+        .post("/console/account/totp/verify", &[("code", wrong)])
+        .await;
+    assert_eq!(status, 401, "{html}");
+    assert!(html.contains("That code was not accepted"), "{html}");
+    assert!(!html.to_lowercase().contains("unauthorized"), "{html}");
+    assert!(html.contains(r#"action="/console/account/totp/verify""#));
+    let (status, _, html) = b
+        .post("/console/account/totp/verify", &[("code", "12ab")])
+        .await;
+    assert_eq!(status, 400);
+    assert!(html.contains("6 digits"), "{html}");
+    let (status, headers, _) = b
+        .post("/console/account/totp/verify", &[("code", &right)])
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account");
+    // With a factor: codes offered, and a prompt while none are left.
+    let (_, _, html) = b.get("/console/account").await;
+    assert!(html.contains("Generate new recovery codes"), "{html}");
+    assert!(html.contains("You have no recovery codes left"), "{html}");
+    let (_, _, html) = b.post("/console/account/recovery", &[]).await;
+    assert!(html.contains(r#"data-action="copy-codes""#), "{html}");
+    assert!(html.contains(r#"data-action="download-codes""#), "{html}");
+    let (_, _, html) = b.get("/console/account").await;
+    assert!(!html.contains("You have no recovery codes left"), "{html}");
+
+    // A second sign-in with the authenticator lands on Lookup.
+    b.post("/console/sign-out", &[]).await;
+    let mut b = Browser::open(&app).await;
+    b.post("/console/sign-in", &[("key", &key)]).await;
+    app.clock.advance(chrono::Duration::seconds(30));
+    let (status, headers, _) = b
+        .post(
+            "/console/second-factor/totp",
+            &[("code", &code_now(&app, &secret))],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/lookup");
 }

@@ -100,7 +100,38 @@
     form.submit();
   }
 
+  /** The recovery codes on the page, one a line. */
+  function codesText() {
+    const codes = [...document.querySelectorAll("[data-recovery-codes] code")].map((c) => c.textContent.trim());
+    return "knowngood recovery codes (each works once)\n" + codes.join("\n") + "\n";
+  }
+
+  function codesStatus(text) {
+    const el = document.querySelector("[data-codes-status]");
+    if (el) el.textContent = text;
+  }
+
   function wire() {
+    document.querySelectorAll('[data-action="copy-codes"]').forEach((button) => {
+      button.addEventListener("click", () => {
+        navigator.clipboard.writeText(codesText())
+          .then(() => codesStatus("Copied. Paste them somewhere safe."))
+          .catch(() => codesStatus("Copying is not allowed here: select the codes and copy them."));
+      });
+    });
+    document.querySelectorAll('[data-action="download-codes"]').forEach((button) => {
+      button.addEventListener("click", () => {
+        const url = URL.createObjectURL(new Blob([codesText()], { type: "text/plain" }));
+        const link = document.createElement("a");
+        link.href = url;
+        link.download = "knowngood-recovery-codes.txt";
+        document.body.appendChild(link);
+        link.click();
+        link.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 1000);
+        codesStatus("Downloaded knowngood-recovery-codes.txt.");
+      });
+    });
     document.querySelectorAll('[data-action="passkey-register"]').forEach((button) => {
       button.addEventListener("click", () => registerPasskey().catch((e) => status("Passkey not added: " + e.message)));
     });
