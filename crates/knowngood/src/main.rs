@@ -13,6 +13,7 @@ mod client;
 mod config;
 mod md5x16;
 mod offline;
+mod packages_db;
 mod scan;
 mod secrets;
 mod verify;
@@ -96,7 +97,9 @@ enum Command {
         1  an error (a path that does not exist, the server could not be asked, bad usage\n     \
            of the key)\n  \
         2  bad usage\n  \
-        4  --fail-on-unknown and at least one file is unknown")]
+        4  --fail-on-unknown and at least one file is unknown (with --packages: unknown,\n     \
+           not covered or modified)\n  \
+        5  --fail-on-unknown with --packages and at least one file is modified")]
     Scan {
         #[command(flatten)]
         client: ClientArgs,
@@ -119,6 +122,19 @@ enum Command {
         /// seconds (0: none). On a terminal a progress bar shows instead.
         #[arg(long, default_value_t = 10)]
         progress_every: u64,
+        /// Say why each unknown file an installed package owns is unknown, from dpkg's
+        /// database (status and info/*.list): `modified` when another file of the package
+        /// is known as a vendor release of the installed version (the file differs from
+        /// the genuine build), else `not_covered`; then files, known, modified and not
+        /// covered per package. Offline, a bundle filter's hit carries no version: there any
+        /// known vendor file of the package counts as the package being known. The RPM
+        /// database is not read yet.
+        #[arg(long)]
+        packages: bool,
+        /// With --packages: the root of the system whose dpkg database is read
+        /// (DIR/var/lib/dpkg); its files are named as scanned, under DIR.
+        #[arg(long, requires = "packages", default_value = "/")]
+        dpkg_root: std::path::PathBuf,
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
     },
@@ -328,6 +344,10 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(modified) = e.downcast_ref::<scan::ModifiedFiles>() {
+                eprintln!("{modified}");
+                return std::process::ExitCode::from(scan::EXIT_MODIFIED);
+            }
             if let Some(unknown) = e.downcast_ref::<scan::UnknownFiles>() {
                 eprintln!("{unknown}");
                 return std::process::ExitCode::from(scan::EXIT_UNKNOWN);
@@ -617,6 +637,8 @@ async fn run(cli: Cli) -> Result<()> {
             offline,
             trust_key,
             progress_every,
+            packages,
+            dpkg_root,
             paths,
         } => {
             let jobs = jobs.unwrap_or_else(|| {
@@ -632,6 +654,7 @@ async fn run(cli: Cli) -> Result<()> {
                 offline,
                 trust_keys: trust_key,
                 progress_every: std::time::Duration::from_secs(progress_every),
+                packages: packages.then_some(dpkg_root),
             })
             .await
         }

@@ -30,6 +30,9 @@ use crate::client::{ApiClient, Classified, api_key, printable};
 /// Exit status when `--fail-on-unknown` finds an unknown file.
 pub const EXIT_UNKNOWN: u8 = 4;
 
+/// Exit status when `--fail-on-unknown` with `--packages` finds a `modified` file.
+pub const EXIT_MODIFIED: u8 = 5;
+
 /// The scan found unknown files and was asked to fail on them.
 #[derive(Debug)]
 pub struct UnknownFiles(pub usize);
@@ -41,6 +44,23 @@ impl std::fmt::Display for UnknownFiles {
 }
 
 impl std::error::Error for UnknownFiles {}
+
+/// The scan found files that differ from the genuine build of their installed package
+/// version (`--packages`) and was asked to fail on unknown files.
+#[derive(Debug)]
+pub struct ModifiedFiles(pub usize);
+
+impl std::fmt::Display for ModifiedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} modified file(s): they differ from the genuine build of their package version",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ModifiedFiles {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -64,6 +84,8 @@ pub struct ScanArgs {
     pub trust_keys: Vec<String>,
     /// Off a terminal: a progress line on stderr this often.
     pub progress_every: std::time::Duration,
+    /// Explain unknown files with the dpkg database of the system at this root.
+    pub packages: Option<PathBuf>,
 }
 
 /// What the walk found at a path.
@@ -79,7 +101,8 @@ enum Found {
 /// One reported path.
 #[derive(Debug, Default, Serialize)]
 pub struct Row {
-    /// known_vendor_release, known_file, unknown, unreadable, special or skipped.
+    /// known_vendor_release, known_file, unknown, unreadable, special or skipped; with
+    /// `--packages`, an unknown file a package owns is modified or not_covered.
     pub status: &'static str,
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +130,11 @@ pub struct Row {
     /// Why a path was not hashed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `--packages`: the installed package that owns the file, and its version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package_version: Option<String>,
 }
 
 /// Counts by status.
@@ -121,6 +149,12 @@ pub struct Summary {
     pub unreadable: usize,
     pub special: usize,
     pub skipped: usize,
+    /// `--packages`: unknown files of a package version the service knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<usize>,
+    /// `--packages`: unknown files of a package version the service does not know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_covered: Option<usize>,
 }
 
 impl Summary {
@@ -133,6 +167,8 @@ impl Summary {
                 "unknown" => s.unknown += 1,
                 "unreadable" => s.unreadable += 1,
                 "special" => s.special += 1,
+                "modified" => *s.modified.get_or_insert(0) += 1,
+                "not_covered" => *s.not_covered.get_or_insert(0) += 1,
                 _ => s.skipped += 1,
             }
             if row.superseded {
@@ -147,8 +183,16 @@ impl Summary {
     }
 
     fn line(&self) -> String {
+        let packages = match (self.modified, self.not_covered) {
+            (None, None) => String::new(),
+            (m, n) => format!(
+                "; of package files, {} modified, {} not covered",
+                m.unwrap_or(0),
+                n.unwrap_or(0)
+            ),
+        };
         format!(
-            "{} files hashed ({} bytes): {} vendor releases ({} superseded), {} known files, {} unknown; {} unreadable, {} special, {} skipped",
+            "{} files hashed ({} bytes): {} vendor releases ({} superseded), {} known files, {} unknown; {} unreadable, {} special, {} skipped{packages}",
             self.files,
             self.bytes,
             self.known_vendor_release,
@@ -171,6 +215,11 @@ pub async fn run(args: ScanArgs) -> Result<()> {
             anyhow::bail!("{}: no such file or directory", root.display());
         }
     }
+    // The package database is read first: a host without one is said before any hashing.
+    let packages = match &args.packages {
+        Some(root) => Some(crate::packages_db::PackagesDb::open(root)?),
+        None => None,
+    };
     // A bundle that does not verify is refused before anything is read.
     if let Some(dir) = &args.offline {
         let verified = crate::offline::verify_bundle(dir, &args.trust_keys)
@@ -184,7 +233,7 @@ pub async fn run(args: ScanArgs) -> Result<()> {
         for row in &mut rows {
             classify_offline(row, &verified);
         }
-        return report(&rows, &args);
+        return report(&mut rows, &args, packages.as_ref(), true);
     }
     let key = api_key(args.key_file.as_deref())?;
     let mut client = ApiClient::new(&args.server, key)?;
@@ -210,16 +259,121 @@ pub async fn run(args: ScanArgs) -> Result<()> {
             apply(row, answer);
         }
     }
-    report(&rows, &args)
+    report(&mut rows, &args, packages.as_ref(), false)
 }
 
-fn report(rows: &[Row], args: &ScanArgs) -> Result<()> {
-    let summary = Summary::of(rows);
-    print(rows, &summary, args.format)?;
-    if args.fail_on_unknown && summary.unknown > 0 {
-        return Err(UnknownFiles(summary.unknown).into());
+fn report(
+    rows: &mut [Row],
+    args: &ScanArgs,
+    packages: Option<&crate::packages_db::PackagesDb>,
+    offline: bool,
+) -> Result<()> {
+    let coverage = packages.map(|db| explain_unknowns(rows, db, offline));
+    let mut summary = Summary::of(rows);
+    if coverage.is_some() {
+        summary.modified.get_or_insert(0);
+        summary.not_covered.get_or_insert(0);
+    }
+    print(rows, &summary, coverage.as_deref(), args.format)?;
+    let modified = summary.modified.unwrap_or(0);
+    let unknown = summary.unknown + modified + summary.not_covered.unwrap_or(0);
+    if args.fail_on_unknown && modified > 0 {
+        return Err(ModifiedFiles(modified).into());
+    }
+    if args.fail_on_unknown && unknown > 0 {
+        return Err(UnknownFiles(unknown).into());
     }
     Ok(())
+}
+
+/// One installed package's files among those scanned.
+#[derive(Debug, Default, Serialize)]
+pub struct PackageCoverage {
+    pub package: String,
+    pub version: String,
+    /// Hashed files the package owns.
+    pub files: usize,
+    /// Of those, known as a vendor release or a reference file.
+    pub known: usize,
+    pub modified: usize,
+    pub not_covered: usize,
+}
+
+/// Says why each unknown file a package owns is unknown, and counts every package's
+/// scanned files.
+///
+/// The service knows a package version when another file of that package was answered as
+/// a vendor release whose version is the installed one ([`crate::packages_db::version_matches`]):
+/// an unknown file of it then differs from the genuine build (`modified`); otherwise it is
+/// `not_covered`. Offline, a bundle filter's hit carries no version: any vendor release
+/// of the package known by a filter counts as the package being known. Unowned unknown
+/// files stay `unknown`.
+fn explain_unknowns(
+    rows: &mut [Row],
+    db: &crate::packages_db::PackagesDb,
+    offline: bool,
+) -> Vec<PackageCoverage> {
+    let owners: Vec<&[usize]> = rows
+        .iter()
+        .map(|row| {
+            if row.sha256.is_some() {
+                db.owners_of(Path::new(&row.path))
+            } else {
+                &[]
+            }
+        })
+        .collect();
+    let mut known_version = vec![false; db.packages.len()];
+    for (row, owners) in rows.iter().zip(&owners) {
+        if row.status != "known_vendor_release" {
+            continue;
+        }
+        for &p in *owners {
+            let matches = match &row.version {
+                Some(version) => {
+                    crate::packages_db::version_matches(version, &db.packages[p].version)
+                }
+                None => offline,
+            };
+            known_version[p] |= matches;
+        }
+    }
+    let mut coverage: std::collections::BTreeMap<usize, PackageCoverage> = Default::default();
+    for (row, owners) in rows.iter_mut().zip(&owners) {
+        // A file several packages own (Multi-Arch: same) is told by the first that is known.
+        let Some(&owner) = owners
+            .iter()
+            .find(|&&p| known_version[p])
+            .or(owners.first())
+        else {
+            continue;
+        };
+        let package = &db.packages[owner];
+        let entry = coverage.entry(owner).or_insert_with(|| PackageCoverage {
+            package: package.name.clone(),
+            version: package.version.clone(),
+            ..Default::default()
+        });
+        entry.files += 1;
+        match row.status {
+            "known_vendor_release" | "known_file" => entry.known += 1,
+            "unknown" => {
+                row.package = Some(package.name.clone());
+                row.package_version = Some(package.version.clone());
+                if known_version[owner] {
+                    row.status = "modified";
+                    entry.modified += 1;
+                } else {
+                    row.status = "not_covered";
+                    entry.not_covered += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut coverage: Vec<PackageCoverage> = coverage.into_values().collect();
+    coverage.sort_by(|a, b| a.package.cmp(&b.package));
+    coverage
 }
 
 /// Classifies a hashed file from a verified bundle: the day's feed list by SHA-256
@@ -761,13 +915,25 @@ fn one_line(text: &str) -> String {
         .collect()
 }
 
-fn print(rows: &[Row], summary: &Summary, format: Format) -> Result<()> {
+fn print(
+    rows: &[Row],
+    summary: &Summary,
+    coverage: Option<&[PackageCoverage]>,
+    format: Format,
+) -> Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match format {
         Format::Jsonl => {
             for row in rows {
                 writeln!(out, "{}", serde_json::to_string(row)?)?;
+            }
+            for package in coverage.unwrap_or_default() {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&serde_json::json!({ "package": package }))?
+                )?;
             }
             writeln!(
                 out,
@@ -780,11 +946,22 @@ fn print(rows: &[Row], summary: &Summary, format: Format) -> Result<()> {
             for row in rows {
                 writeln!(out, "{}", csv_line(row))?;
             }
+            if let Some(coverage) = coverage {
+                for line in coverage_table(coverage) {
+                    eprintln!("{}", line.trim_end());
+                }
+            }
             eprintln!("{}", summary.line());
         }
         Format::Table => {
             for line in table(rows) {
                 writeln!(out, "{}", line.trim_end())?;
+            }
+            if let Some(coverage) = coverage {
+                writeln!(out)?;
+                for line in coverage_table(coverage) {
+                    writeln!(out, "{}", line.trim_end())?;
+                }
             }
             writeln!(out, "{}", summary.line())?;
         }
@@ -804,22 +981,29 @@ fn table_cells(row: &Row) -> [String; 6] {
     let source = match row.status {
         "known_vendor_release" => row.vendor.clone().or_else(|| row.source.clone()),
         "known_file" => row.source.clone(),
+        "modified" | "not_covered" => Some("dpkg".to_owned()),
         _ => None,
     };
     let name = row
         .executable_name
         .clone()
-        .or_else(|| row.file_name.clone());
+        .or_else(|| row.file_name.clone())
+        .or_else(|| row.package.clone());
     let note = if row.superseded {
         Some("superseded by a newer release".to_owned())
+    } else if row.status == "modified" {
+        Some("differs from the genuine build of this package version".to_owned())
+    } else if row.status == "not_covered" {
+        Some("this package version is not known to the service".to_owned())
     } else {
         row.reason.clone()
     };
+    let version = row.version.clone().or_else(|| row.package_version.clone());
     [
         row.status.to_owned(),
         printable(&source.unwrap_or_default()),
         printable(&name.unwrap_or_default()),
-        printable(&row.version.clone().unwrap_or_default()),
+        printable(&version.unwrap_or_default()),
         printable(&note.unwrap_or_default()),
         one_line(&row.path),
     ]
@@ -855,7 +1039,48 @@ fn table(rows: &[Row]) -> Vec<String> {
         .collect()
 }
 
-const CSV_COLUMNS: [&str; 13] = [
+/// `--packages`: one line per package with scanned files, columns aligned.
+fn coverage_table(coverage: &[PackageCoverage]) -> Vec<String> {
+    let mut cells: Vec<[String; 6]> = vec![
+        [
+            "PACKAGE",
+            "VERSION",
+            "FILES",
+            "KNOWN",
+            "MODIFIED",
+            "NOT COVERED",
+        ]
+        .map(str::to_owned),
+    ];
+    cells.extend(coverage.iter().map(|c| {
+        [
+            printable(&c.package),
+            printable(&c.version),
+            c.files.to_string(),
+            c.known.to_string(),
+            c.modified.to_string(),
+            c.not_covered.to_string(),
+        ]
+    }));
+    let mut widths = [0usize; 6];
+    for line in &cells {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count().min(MAX_COLUMN));
+        }
+    }
+    cells
+        .iter()
+        .map(|line| {
+            let mut text = String::new();
+            for (i, cell) in line.iter().enumerate() {
+                let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
+            }
+            text
+        })
+        .collect()
+}
+
+const CSV_COLUMNS: [&str; 15] = [
     "status",
     "path",
     "size",
@@ -869,12 +1094,14 @@ const CSV_COLUMNS: [&str; 13] = [
     "source",
     "file_name",
     "reason",
+    "package",
+    "package_version",
 ];
 
 /// RFC 4180: every field quoted, quotes doubled. A leading `=`, `+`, `-` or `@` is
 /// prefixed with `'` so a spreadsheet never runs a file name as a formula.
 fn csv_line(row: &Row) -> String {
-    let fields: [String; 13] = [
+    let fields: [String; 15] = [
         row.status.to_owned(),
         row.path.clone(),
         row.size.map(|s| s.to_string()).unwrap_or_default(),
@@ -888,6 +1115,8 @@ fn csv_line(row: &Row) -> String {
         row.source.clone().unwrap_or_default(),
         row.file_name.clone().unwrap_or_default(),
         row.reason.clone().unwrap_or_default(),
+        row.package.clone().unwrap_or_default(),
+        row.package_version.clone().unwrap_or_default(),
     ];
     let mut line = String::new();
     for (i, field) in fields.iter().enumerate() {
