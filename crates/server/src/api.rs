@@ -233,6 +233,9 @@ impl From<&HashRecord> for ExportRow {
     }
 }
 
+/// Most hashes one lookup request may name (the lookup routes and the hashlookup bulk routes).
+pub const MAX_LOOKUP_HASHES: usize = 100;
+
 pub const EXPORT_COLUMNS: [&str; 13] = [
     "executable_name",
     "version",
@@ -418,3 +421,83 @@ pub struct Status {
 pub fn timestamp(t: DateTime<Utc>) -> String {
     rfc3339(t)
 }
+
+// ---------------------------------------------------------------------------------------
+// Keys (the admin key routes, grants and platform administrators answer these)
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrantJson {
+    pub role: String,
+    /// Absent for a permanent grant.
+    pub expires_at: Option<String>,
+    pub granted_by: String,
+    pub granted_at: String,
+    /// False once `expires_at` has passed.
+    pub active: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyJson {
+    pub key_id: String,
+    pub team_id: String,
+    /// Primary role.
+    pub role: String,
+    /// Primary role plus active grants.
+    pub roles: Vec<String>,
+    pub label: String,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+    pub grants: Vec<GrantJson>,
+}
+
+/// A new key; `key` is shown this once and cannot be recovered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewKeyJson {
+    pub key_id: String,
+    pub key: String,
+    pub team_id: String,
+    pub role: String,
+    pub label: String,
+    pub created_at: String,
+}
+
+impl From<&auth::admin::ManagedKey> for KeyJson {
+    fn from(k: &auth::admin::ManagedKey) -> Self {
+        let info = &k.info;
+        KeyJson {
+            key_id: info.key_id.clone(),
+            team_id: info.team_id.clone(),
+            role: info.role.as_str().into(),
+            roles: k.roles.iter().map(|r| r.as_str().to_string()).collect(),
+            label: info.label.clone(),
+            created_at: timestamp(info.created_at),
+            revoked_at: info.revoked_at.map(timestamp),
+            grants: info
+                .grants
+                .iter()
+                .map(|g| GrantJson {
+                    role: g.role.as_str().into(),
+                    expires_at: g.expires_at.map(timestamp),
+                    granted_by: g.granted_by.clone(),
+                    granted_at: timestamp(g.granted_at),
+                    active: k.grant_active(g),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<auth::admin::NewKey> for NewKeyJson {
+    fn from(k: auth::admin::NewKey) -> Self {
+        NewKeyJson {
+            key_id: k.key_id,
+            key: k.key,
+            team_id: k.team_id,
+            role: k.role.as_str().into(),
+            label: k.label,
+            created_at: timestamp(k.created_at),
+        }
+    }
+}
+

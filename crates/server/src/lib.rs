@@ -24,6 +24,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
 mod bare_refusals;
+pub mod feed_cache;
+pub mod status;
 pub mod connections;
 pub mod console;
 pub mod error;
@@ -40,7 +42,7 @@ pub mod routing;
 pub use connections::{ConnectionLimits, serve_with};
 use error::ApiError;
 use jobs::LogKey;
-use routes::public::FeedCache;
+use feed_cache::FeedCache;
 
 /// Per-minute limits; the documented values by default (docs/api.md).
 #[derive(Debug, Clone)]

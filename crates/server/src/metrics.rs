@@ -18,8 +18,8 @@ use axum::routing::get;
 use model::Classification;
 
 use crate::AppState;
-use crate::routes::public::{ErrorDetail, system_status};
 use crate::routing::ROUTES;
+use crate::status::{ErrorDetail, system_status};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [

@@ -29,7 +29,7 @@ use utoipa_axum::routes;
 
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::routes::intel::MAX_LOOKUP_HASHES;
+use crate::api::MAX_LOOKUP_HASHES;
 use crate::routing::{Api, Rule};
 use crate::{AppState, Settings};
 

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
-    EXPORT_COLUMNS, ExportRow, HistoryEntry, HistoryPage, LookupRequest, LookupResponse,
+    EXPORT_COLUMNS, ExportRow, MAX_LOOKUP_HASHES, HistoryEntry, HistoryPage, LookupRequest, LookupResponse,
     LookupResult, Stats, StatsTotals, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
@@ -46,7 +46,6 @@ pub(crate) fn routes(api: Api) -> Api {
         )
 }
 
-pub const MAX_LOOKUP_HASHES: usize = 100;
 pub const MAX_EXPORT_DAYS: i64 = 366;
 pub const MAX_EXPORT_ROWS: u64 = 100_000;
 const EXPORT_PAGE_ROWS: u32 = 1000;

@@ -195,7 +195,7 @@ async fn list(
         Ok(query) => query,
         Err(e) => return error(e),
     };
-    let docs = match crate::routes::feeds::documents(state).await {
+    let docs = match crate::feed_cache::documents(state).await {
         Ok(docs) => docs,
         Err(e) => return e.into_response(),
     };

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use super::MANAGE_KEYS;
-use super::keys::KeyJson;
+use crate::api::KeyJson;
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;

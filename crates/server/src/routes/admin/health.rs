@@ -15,8 +15,8 @@ use crate::AppState;
 use crate::api::Status;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routes::public::{ErrorDetail, system_status};
 use crate::routing::{Api, Rule};
+use crate::status::{ErrorDetail, system_status};
 
 pub(super) fn routes(api: Api) -> Api {
     api.route(

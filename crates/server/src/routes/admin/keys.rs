@@ -1,7 +1,6 @@
 //! Keys: list, issue, update, revoke, reissue.
 
 use auth::Principal;
-use auth::admin::{ManagedKey, NewKey};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
@@ -11,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::MANAGE_KEYS;
 use crate::AppState;
-use crate::api::timestamp;
+use crate::api::{KeyJson, NewKeyJson};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams};
 use crate::routing::Api;
@@ -25,84 +24,9 @@ pub(super) fn routes(api: Api) -> Api {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct GrantJson {
-    pub role: String,
-    /// Absent for a permanent grant.
-    pub expires_at: Option<String>,
-    pub granted_by: String,
-    pub granted_at: String,
-    /// False once `expires_at` has passed.
-    pub active: bool,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct KeyJson {
-    pub key_id: String,
-    pub team_id: String,
-    /// Primary role.
-    pub role: String,
-    /// Primary role plus active grants.
-    pub roles: Vec<String>,
-    pub label: String,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
-    pub grants: Vec<GrantJson>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
 pub struct KeyList {
     pub results: Vec<KeyJson>,
     pub total: usize,
-}
-
-/// A new key; `key` is shown this once and cannot be recovered.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NewKeyJson {
-    pub key_id: String,
-    pub key: String,
-    pub team_id: String,
-    pub role: String,
-    pub label: String,
-    pub created_at: String,
-}
-
-impl From<&ManagedKey> for KeyJson {
-    fn from(k: &ManagedKey) -> Self {
-        let info = &k.info;
-        KeyJson {
-            key_id: info.key_id.clone(),
-            team_id: info.team_id.clone(),
-            role: info.role.as_str().into(),
-            roles: k.roles.iter().map(|r| r.as_str().to_string()).collect(),
-            label: info.label.clone(),
-            created_at: timestamp(info.created_at),
-            revoked_at: info.revoked_at.map(timestamp),
-            grants: info
-                .grants
-                .iter()
-                .map(|g| GrantJson {
-                    role: g.role.as_str().into(),
-                    expires_at: g.expires_at.map(timestamp),
-                    granted_by: g.granted_by.clone(),
-                    granted_at: timestamp(g.granted_at),
-                    active: k.grant_active(g),
-                })
-                .collect(),
-        }
-    }
-}
-
-impl From<NewKey> for NewKeyJson {
-    fn from(k: NewKey) -> Self {
-        NewKeyJson {
-            key_id: k.key_id,
-            key: k.key,
-            team_id: k.team_id,
-            role: k.role.as_str().into(),
-            label: k.label,
-            created_at: timestamp(k.created_at),
-        }
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

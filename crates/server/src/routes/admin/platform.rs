@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
-use super::keys::{KeyJson, NewKeyJson};
+use crate::api::{KeyJson, NewKeyJson};
 use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
