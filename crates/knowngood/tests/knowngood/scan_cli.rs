@@ -797,3 +797,222 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("feed.jsonl"), "{}", r.stderr);
 }
+
+/// A Debian system root for `scan --packages`: dpkg's `status` and `info/*.list` files
+/// and the files they list, merged-`/usr` (`bin` is a symlink to `usr/bin`).
+fn dpkg_root(root: &Path, packages: &[(&str, &str, &[(&str, &[u8])])]) {
+    let info = root.join("var/lib/dpkg/info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", root.join("bin")).unwrap();
+    let mut status = String::new();
+    for (name, version, files) in packages {
+        status.push_str(&format!(
+            "Package: {name}\nStatus: install ok installed\nPriority: optional\nArchitecture: amd64\n\
+             Version: {version}\nDescription: {name}\n more text\n\n"
+        ));
+        let mut list = String::from("/.\n/usr\n/usr/bin\n");
+        for (path, bytes) in *files {
+            std::fs::write(root.join(path.trim_start_matches('/')), bytes).unwrap();
+            list.push_str(&format!("{path}\n"));
+        }
+        std::fs::write(info.join(format!("{name}.list")), list).unwrap();
+    }
+    // A package removed but for its configuration owns nothing on disk.
+    status.push_str("Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n\n");
+    std::fs::write(root.join("var/lib/dpkg/status"), status).unwrap();
+}
+
+fn debian_record(package: &str, version: &str, bytes: &[u8]) -> model::NewRecord {
+    let d = digests(bytes);
+    let mut r = testkit::fixtures::rec(
+        "Debian",
+        &format!("{package}_{version}_amd64.deb"),
+        version,
+        Platform::Linux,
+        Arch::Amd64,
+        1,
+    );
+    r.hash_sha256 = d.sha256;
+    r.hash_sha1 = Some(d.sha1);
+    r.hash_md5 = Some(d.md5);
+    r
+}
+
+#[tokio::test]
+async fn scan_packages_tells_modified_from_not_covered() {
+    let Some(scratch) = Scratch::new(Backend::Sqlite, "scan_packages").await else {
+        return;
+    };
+    let app = TestApp::on(&scratch, testkit::test_settings(), None).await;
+    let key = app.analyst().await;
+    // The service knows coreutils 9.1-1+deb12u1 (ls and cat as built) and mawk 1.3.4-1,
+    // not the installed mawk 1.3.4-2 nor anything of "tool".
+    let (ls, cat) = (b"genuine ls".as_slice(), b"genuine cat".as_slice());
+    app.record(debian_record("coreutils", "9.1-1+deb12u1", ls))
+        .await;
+    app.record(debian_record("coreutils", "9.1-1+deb12u1", cat))
+        .await;
+    let awk = b"mawk as built for 1.3.4-1".as_slice();
+    app.record(debian_record("mawk", "1.3.4-1", awk)).await;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let altered_cat = b"genuine cat, with a backdoor".as_slice();
+    dpkg_root(
+        &root,
+        &[
+            // dpkg lists /bin/cat; the scan finds it as usr/bin/cat.
+            (
+                "coreutils",
+                "9.1-1+deb12u1",
+                &[("/usr/bin/ls", ls), ("/bin/cat", altered_cat)],
+            ),
+            (
+                "mawk",
+                "1.3.4-2",
+                &[("/usr/bin/mawk", awk), ("/usr/bin/awk-helper", b"helper")],
+            ),
+            ("tool", "2.0-1", &[("/usr/bin/tool", b"a tool")]),
+        ],
+    );
+    std::fs::write(root.join("usr/bin/stray"), b"owned by no package").unwrap();
+    let usr = root.join("usr");
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = vec!["scan".into(), "--server".into(), app.base.clone()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.push(usr.display().to_string());
+        a
+    };
+    let root_s = root.display().to_string();
+
+    // Without --packages an altered file is only "unknown".
+    let run = knowngood(args(&["--format", "jsonl"]), Some(&key), None).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!run.stdout.contains("modified"), "{}", run.stdout);
+
+    let run = knowngood(
+        args(&["--format", "jsonl", "--packages", "--dpkg-root", &root_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_path = |name: &str| {
+        let path = usr.join(name).display().to_string();
+        lines
+            .iter()
+            .find(|l| l["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no row for {name}: {}", run.stdout))
+    };
+    assert_eq!(by_path("bin/ls")["status"], "known_vendor_release");
+    let cat_row = by_path("bin/cat");
+    assert_eq!(cat_row["status"], "modified", "{cat_row}");
+    assert_eq!(cat_row["package"], "coreutils");
+    assert_eq!(cat_row["package_version"], "9.1-1+deb12u1");
+    // A known file of another version of the package does not make this one known.
+    assert_eq!(by_path("bin/mawk")["status"], "known_vendor_release");
+    let helper = by_path("bin/awk-helper");
+    assert_eq!(helper["status"], "not_covered", "{helper}");
+    assert_eq!(helper["package_version"], "1.3.4-2");
+    let tool = by_path("bin/tool");
+    assert_eq!(tool["status"], "not_covered");
+    assert_eq!(tool["package"], "tool");
+    assert_eq!(by_path("bin/stray")["status"], "unknown");
+    assert!(by_path("bin/stray").get("package").is_none());
+    let packages: Vec<&Value> = lines
+        .iter()
+        .filter_map(|l| l.get("package"))
+        .filter(|p| p.is_object())
+        .collect();
+    assert_eq!(
+        packages,
+        [
+            &serde_json::json!({"package": "coreutils", "version": "9.1-1+deb12u1", "files": 2, "known": 1, "modified": 1, "not_covered": 0}),
+            &serde_json::json!({"package": "mawk", "version": "1.3.4-2", "files": 2, "known": 1, "modified": 0, "not_covered": 1}),
+            &serde_json::json!({"package": "tool", "version": "2.0-1", "files": 1, "known": 0, "modified": 0, "not_covered": 1}),
+        ]
+    );
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["unknown"], 1, "{summary}");
+    assert_eq!(summary["modified"], 1);
+    assert_eq!(summary["not_covered"], 2);
+
+    // The table names the package and version, and ends with the coverage per package.
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &root_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let cat_line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("modified"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        cat_line.contains("coreutils") && cat_line.contains("9.1-1+deb12u1"),
+        "{cat_line}"
+    );
+    assert!(
+        cat_line.contains("differs from the genuine build"),
+        "{cat_line}"
+    );
+    let header = run
+        .stdout
+        .lines()
+        .position(|l| l.starts_with("PACKAGE"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let tool_line: Vec<&str> = run
+        .stdout
+        .lines()
+        .nth(header + 3)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(tool_line, ["tool", "2.0-1", "1", "0", "0", "1"]);
+    assert!(
+        run.stdout.trim_end().ends_with("1 modified, 2 not covered"),
+        "{}",
+        run.stdout
+    );
+
+    // --fail-on-unknown: a modified file is exit 5, not covered alone exit 4.
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &root_s, "--fail-on-unknown"]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(5), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("1 modified file(s)"), "{}", run.stderr);
+    let mut only_tool = args(&["--packages", "--dpkg-root", &root_s, "--fail-on-unknown"]);
+    only_tool.pop();
+    only_tool.push(usr.join("bin/tool").display().to_string());
+    let run = knowngood(only_tool, Some(&key), None).await;
+    assert_eq!(run.code, Some(4), "{}\n{}", run.stdout, run.stderr);
+
+    // No dpkg database: said before anything is hashed.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    let bare_s = bare.display().to_string();
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &bare_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("no dpkg database") && run.stderr.contains("RPM database is not read"),
+        "{}",
+        run.stderr
+    );
+}
