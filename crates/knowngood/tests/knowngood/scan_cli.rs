@@ -785,6 +785,50 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
     );
     assert_eq!(row(&rows, &files, "mystery.bin")["status"], "unknown");
 
+    // Offline --packages: a package version is known from the bundle's feed list.
+    let root = tmp.path().join("root");
+    dpkg_root(
+        &root,
+        &[
+            (
+                "putty",
+                "0.82",
+                &[
+                    ("/usr/bin/putty.exe", &vendor_file),
+                    ("/usr/bin/pscp.exe", b"pscp, patched"),
+                ],
+            ),
+            ("other", "1.0-1", &[("/usr/bin/other", b"other")]),
+        ],
+    );
+    let r = offline_run(&[
+        "scan",
+        "--offline",
+        &out_s,
+        "--trust-key",
+        &key,
+        "--format",
+        "jsonl",
+        "--packages",
+        "--dpkg-root",
+        root.to_str().unwrap(),
+        root.join("usr").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let rows: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let bin = root.join("usr/bin");
+    assert_eq!(
+        row(&rows, &bin, "putty.exe")["status"],
+        "known_vendor_release"
+    );
+    assert_eq!(row(&rows, &bin, "pscp.exe")["status"], "modified");
+    assert_eq!(row(&rows, &bin, "other")["status"], "not_covered");
+    assert_eq!(row(&rows, &bin, "other")["package_version"], "1.0-1");
+
     // A tampered bundle is refused before any file is classified.
     let feed = out.join("feed.jsonl");
     let text = std::fs::read_to_string(&feed).unwrap();
