@@ -61,6 +61,26 @@ pub struct VendorConfig {
     pub releases: Vec<String>,
     /// Debian: the security archive (`<root>/dists/<release>-security/`).
     pub security_url: Option<String>,
+    /// PyPI and npm: how many of the versions a channel lists are recorded (the newest
+    /// current, the others as superseded history). `None`: the newest only.
+    pub history: Option<History>,
+}
+
+/// A history horizon: the N newest versions a channel lists, or all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum History {
+    Newest(usize),
+    All,
+}
+
+impl History {
+    /// How many versions this horizon takes.
+    pub fn count(self) -> usize {
+        match self {
+            Self::Newest(n) => n,
+            Self::All => usize::MAX,
+        }
+    }
 }
 
 impl VendorConfig {
@@ -73,6 +93,7 @@ impl VendorConfig {
             items_file: None,
             releases: Vec::new(),
             security_url: None,
+            history: None,
         }
     }
 
@@ -192,6 +213,8 @@ pub struct FetchContext {
     pub config: VendorConfig,
     pub limits: FetchLimits,
     notes: Mutex<Vec<FetchError>>,
+    /// Artifacts (by URL) recorded from their published hashes alone, never downloaded.
+    history_only: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A client for vendor channels with the default [`OutboundSettings`]: HTTPS only, the
@@ -207,6 +230,7 @@ impl FetchContext {
             config,
             limits,
             notes: Mutex::new(Vec::new()),
+            history_only: Mutex::new(Default::default()),
         }
     }
 
@@ -266,6 +290,23 @@ impl FetchContext {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(error);
+    }
+
+    /// Marks an artifact of a past version taken in by a history horizon: its published
+    /// SHA-256 is recorded as is, and the file is not downloaded (nor read for members).
+    pub fn history_only(&self, url: &str) {
+        self.history_only
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_owned());
+    }
+
+    /// Whether `url` was marked by [`FetchContext::history_only`].
+    pub fn is_history_only(&self, url: &str) -> bool {
+        self.history_only
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(url)
     }
 
     /// The failures noted so far, emptying the list.

@@ -73,8 +73,8 @@ pub use authenticode::{AuthenticodeError, SignatureCapture, SignerInfo, extract_
 pub use catalog::{CATALOG, CatalogEntry, CatalogFetcher};
 pub use download::{DownloadError, DownloadLimits, Downloaded, download_and_hash};
 pub use fetch::{
-    Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, VendorConfig,
-    default_client, resolve_url,
+    Artifact, FetchContext, FetchError, FetchLimits, Fetcher, History, PublishedHashes,
+    VendorConfig, default_client, resolve_url,
 };
 pub use hasher::{
     Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,

@@ -353,7 +353,8 @@ async fn ingest_artifact(
             hash_md5: a.published.md5.clone(),
             ..new_record(a)
         };
-        if !rpm && archive.is_none() {
+        // A past version taken in by a history horizon: its published hash only.
+        if (!rpm && archive.is_none()) || ctx.is_history_only(&a.url) {
             store(sink, record, &a.url, report).await;
             return;
         }
