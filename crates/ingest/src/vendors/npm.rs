@@ -13,7 +13,8 @@ use model::{Arch, Platform};
 use serde::Deserialize;
 
 use crate::fetch::{
-    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+    Artifact, FetchContext, FetchError, Fetcher, History, PublishedHashes, VendorConfig,
+    resolve_url,
 };
 use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 
@@ -62,7 +63,18 @@ impl Fetcher for Npm {
     async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError> {
         let mut out = Vec::new();
         let mut failures = Vec::new();
-        for name in &ctx.config.items {
+        let horizon = ctx
+            .config
+            .history
+            .map_or(ctx.limits.max_versions, History::count);
+        for item in &ctx.config.items {
+            let (name, pin) = match parse_item(item) {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    failures.push(e);
+                    continue;
+                }
+            };
             let url = format!("{}/{}", ctx.base_url(), name.replace('/', "%2F"));
             let doc: Packument = match ctx
                 .get_json(&url, Some("application/vnd.npm.install-v1+json"))
@@ -74,17 +86,30 @@ impl Fetcher for Npm {
                     continue;
                 }
             };
-            let Some(latest) = doc.dist_tags.get("latest") else {
-                failures.push(FetchError::malformed(&url, "no dist-tags.latest"));
-                continue;
+            let chosen = if let Some(pin) = pin {
+                // A pinned version is taken whatever `latest` says.
+                if !doc.versions.contains_key(&pin) {
+                    failures.push(FetchError::malformed(
+                        &url,
+                        format!("{name} has no version {}", model::shown(&pin)),
+                    ));
+                    continue;
+                }
+                vec![pin]
+            } else {
+                let Some(latest) = doc.dist_tags.get("latest") else {
+                    failures.push(FetchError::malformed(&url, "no dist-tags.latest"));
+                    continue;
+                };
+                // Versions up to `latest`: later ones are pre-releases or other dist-tags.
+                let candidates = doc
+                    .versions
+                    .keys()
+                    .filter(|v| valid_version(v) && compare_versions(v, latest).is_le())
+                    .cloned();
+                newest(candidates, horizon.max(1))
             };
-            // Versions up to `latest`: later ones are pre-releases or other dist-tags.
-            let candidates = doc
-                .versions
-                .keys()
-                .filter(|v| valid_version(v) && compare_versions(v, latest).is_le())
-                .cloned();
-            for version in newest(candidates, ctx.limits.max_versions) {
+            for version in chosen {
                 let dist = &doc.versions[&version].dist;
                 // Registry mirrors may answer tarball links relative to the packument.
                 let tarball = match resolve_url(&url, &dist.tarball) {
@@ -108,6 +133,44 @@ impl Fetcher for Npm {
                 });
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|a| seen.insert(a.url.clone()));
         ctx.settle(out, failures)
+    }
+}
+
+/// A configured item: a package name (`lodash`, `@types/node`), optionally pinned to one
+/// version with `@` (`lodash@4.17.20`, `@types/node@20.11.5`).
+fn parse_item(item: &str) -> Result<(String, Option<String>), FetchError> {
+    let item = item.trim();
+    let refuse = |why: &str| {
+        FetchError::malformed(
+            "vendors.npm.items",
+            format!("{}: {why}", model::shown(item)),
+        )
+    };
+    let (name, pin) = match item.rfind('@') {
+        Some(at) if at > 0 => (&item[..at], Some(&item[at + 1..])),
+        _ => (item, None),
+    };
+    let scoped = name.strip_prefix('@');
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.~".contains(c))
+    };
+    let ok = match scoped {
+        Some(rest) => rest
+            .split_once('/')
+            .is_some_and(|(s, n)| plain(s) && plain(n)),
+        None => plain(name),
+    };
+    if !ok {
+        return Err(refuse("not a package name, nor `name@version`"));
+    }
+    match pin {
+        Some(v) if !valid_version(v) => Err(refuse("the pinned version is not a version")),
+        Some(v) => Ok((name.to_owned(), Some(v.to_owned()))),
+        None => Ok((name.to_owned(), None)),
     }
 }

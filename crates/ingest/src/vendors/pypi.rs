@@ -23,7 +23,8 @@ use model::{Arch, Platform};
 use serde::Deserialize;
 
 use crate::fetch::{
-    Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
+    Artifact, FetchContext, FetchError, Fetcher, History, PublishedHashes, VendorConfig,
+    resolve_url,
 };
 use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 
@@ -45,6 +46,14 @@ struct Project {
     info: Info,
     #[serde(default)]
     releases: BTreeMap<String, Vec<File>>,
+}
+
+/// `/pypi/<name>/<version>/json`: one release, its files under `urls`.
+#[derive(Deserialize)]
+struct Release {
+    info: Info,
+    #[serde(default)]
+    urls: Vec<File>,
 }
 
 #[derive(Deserialize)]
@@ -178,8 +187,50 @@ impl Fetcher for PyPi {
     async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError> {
         let mut out = Vec::new();
         let mut failures = Vec::new();
+        // Past versions within the history horizon, recorded from their published digests.
+        let mut past_urls = Vec::new();
+        let mut pinned_urls = Vec::new();
+        let horizon = ctx
+            .config
+            .history
+            .map_or(ctx.limits.max_versions, History::count);
         for item in &ctx.config.items {
-            let name = normalize(item);
+            let (name, pin) = match parse_item(item) {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    failures.push(e);
+                    continue;
+                }
+            };
+            if let Some(pin) = pin {
+                // `/pypi/<name>/<version>/json`: that release's files under `urls`.
+                let url = format!("{}/pypi/{name}/{pin}/json", ctx.base_url());
+                let release: Release = match ctx.get_json(&url, None).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failures.push(e);
+                        continue;
+                    }
+                };
+                let version = release.info.version;
+                if !valid_version(&version) {
+                    failures.push(FetchError::malformed(
+                        &url,
+                        format!("unusable version {}", model::shown(&version)),
+                    ));
+                    continue;
+                }
+                let before = out.len();
+                release_artifacts(ctx, &url, &name, &version, &release.urls, &mut out);
+                if out.len() == before {
+                    failures.push(FetchError::malformed(
+                        &url,
+                        format!("release {version} has no usable file"),
+                    ));
+                }
+                pinned_urls.extend(out[before..].iter().map(|a| a.url.clone()));
+                continue;
+            }
             let url = format!("{}/pypi/{name}/json", ctx.base_url());
             let project: Project = match ctx.get_json(&url, None).await {
                 Ok(p) => p,
@@ -199,7 +250,7 @@ impl Fetcher for PyPi {
                 })
                 .filter(|(v, _)| compare_versions(v, latest).is_le())
                 .map(|(v, _)| v.clone());
-            let chosen = newest(candidates, ctx.limits.max_versions);
+            let chosen = newest(candidates, horizon.max(1));
             if chosen.is_empty() {
                 failures.push(FetchError::malformed(
                     &url,
@@ -207,49 +258,113 @@ impl Fetcher for PyPi {
                 ));
                 continue;
             }
-            for version in chosen {
-                let Some(files) = project.releases.get(&version) else {
+            // With a history horizon, every version but the newest is history: recorded
+            // from its published digests, not downloaded.
+            let past = if ctx.config.history.is_some() {
+                chosen.len() - 1
+            } else {
+                0
+            };
+            for (i, version) in chosen.iter().enumerate() {
+                let Some(files) = project.releases.get(version) else {
                     continue;
                 };
-                // Mirrors (devpi, bandersnatch, Artifactory, Nexus) answer file URLs relative
-                // to the document.
-                let link = |file: &File| match resolve_url(&url, &file.url) {
-                    Ok(u) => Some(u),
-                    Err(e) => {
-                        ctx.note(e);
-                        None
-                    }
-                };
-                if let Some(file) = canonical(files)
-                    && let Some(file_url) = link(file)
-                {
-                    out.push(Artifact {
-                        vendor: "pypi".into(),
-                        executable_name: format!("{name} (pypi)"),
-                        version: version.clone(),
-                        platform: Platform::Universal,
-                        arch: Arch::Universal,
-                        url: file_url,
-                        published: published(file),
-                    });
-                }
-                for (file, platform, arch) in platform_wheels(files) {
-                    let Some(file_url) = link(file) else {
-                        continue;
-                    };
-                    out.push(Artifact {
-                        vendor: "pypi".into(),
-                        executable_name: file.filename.clone(),
-                        version: version.clone(),
-                        platform,
-                        arch,
-                        url: file_url,
-                        published: published(file),
-                    });
+                let before = out.len();
+                release_artifacts(ctx, &url, &name, version, files, &mut out);
+                if i < past {
+                    past_urls.extend(out[before..].iter().map(|a| a.url.clone()));
                 }
             }
         }
+        // A pinned version is read whole even where a horizon also takes it in.
+        for url in past_urls {
+            if !pinned_urls.contains(&url) {
+                ctx.history_only(&url);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|a| seen.insert(a.url.clone()));
         ctx.settle(out, failures)
+    }
+}
+
+/// A configured item: a project name, optionally pinned with PEP 440's `==`
+/// (`cryptography==41.0.7`). Other specifiers (`>=`, `~=`, `!=`) name no single release.
+fn parse_item(item: &str) -> Result<(String, Option<String>), FetchError> {
+    let item = item.trim();
+    let refuse = |why: &str| {
+        FetchError::malformed(
+            "vendors.pypi.items",
+            format!("{}: {why}", model::shown(item)),
+        )
+    };
+    let (name, pin) = match item.split_once("==") {
+        Some((name, version)) => (name.trim(), Some(version.trim())),
+        None => (item, None),
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(refuse(
+            "not a project name, nor `name==version` (other specifiers are not followed)",
+        ));
+    }
+    match pin {
+        Some(v) if !valid_version(v) || v.starts_with('=') => {
+            Err(refuse("the pinned version is not a version"))
+        }
+        Some(v) => Ok((normalize(name), Some(v.to_owned()))),
+        None => Ok((normalize(name), None)),
+    }
+}
+
+/// The artifacts of one release's files: its canonical file and its platform wheels, each
+/// link resolved against the document that named it.
+fn release_artifacts(
+    ctx: &FetchContext,
+    document: &str,
+    name: &str,
+    version: &str,
+    files: &[File],
+    out: &mut Vec<Artifact>,
+) {
+    // Mirrors (devpi, bandersnatch, Artifactory, Nexus) answer file URLs relative to the
+    // document.
+    let link = |file: &File| match resolve_url(document, &file.url) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            ctx.note(e);
+            None
+        }
+    };
+    if let Some(file) = canonical(files)
+        && let Some(file_url) = link(file)
+    {
+        out.push(Artifact {
+            vendor: "pypi".into(),
+            executable_name: format!("{name} (pypi)"),
+            version: version.to_owned(),
+            platform: Platform::Universal,
+            arch: Arch::Universal,
+            url: file_url,
+            published: published(file),
+        });
+    }
+    for (file, platform, arch) in platform_wheels(files) {
+        let Some(file_url) = link(file) else {
+            continue;
+        };
+        out.push(Artifact {
+            vendor: "pypi".into(),
+            executable_name: file.filename.clone(),
+            version: version.to_owned(),
+            platform,
+            arch,
+            url: file_url,
+            published: published(file),
+        });
     }
 }
 

@@ -13,6 +13,7 @@ mod debian;
 mod download;
 mod members;
 mod mirrors;
+mod package_pins;
 mod rockylinux;
 mod stream_memory;
 mod ubuntu;
