@@ -305,12 +305,18 @@ impl Mfa {
     // ----- recovery codes -----
 
     /// A new set of codes; the old set stops working. Always needs a proof: recovery codes
-    /// stand in for a second factor, so they are never made with the key alone.
+    /// stand in for a second factor, so they are never made with the key alone (`400` while
+    /// the subject has no factor to stand in for, `403 MFA_REQUIRED` without the proof).
     pub async fn recovery_generate(
         &self,
         subject: &str,
         proof: Proof<'_>,
     ) -> Result<Vec<String>, Error> {
+        if proof != Proof::Session && !self.enrolled(subject).await? {
+            return Err(Error::bad_request(
+                "recovery codes stand in for a second factor: enroll a passkey or TOTP first",
+            ));
+        }
         self.require_second_factor(subject, proof, false).await?;
         let codes: Vec<String> = (0..RECOVERY_CODES).map(|_| recovery_code()).collect();
         let hashes: Vec<String> = codes.iter().map(|c| self.recovery_hash(c)).collect();

@@ -378,7 +378,7 @@ pub async fn totp_disable(
     request_body(content = ProofBody, description = "`{}` in a session that passed a second factor, else `{code}` with the current TOTP code"),
     responses((status = 200, body = RecoveryCodes,
         headers(("X-Recovery-Codes-Remaining" = u64, description = "Unused codes (10)"))),
-        (status = 400, body = ErrorBody),
+        (status = 400, description = "A malformed body or `code`, or no passkey or TOTP yet for the codes to stand in for", body = ErrorBody),
         (status = 401, description = "Wrong or reused `code`", body = ErrorBody),
         (status = 403, description = "`MFA_REQUIRED`: neither a session that passed a second factor nor a current `code`", body = ErrorBody),
         (status = 429, description = "Too many wrong codes: locked out", body = ErrorBody)))]

@@ -247,7 +247,7 @@ fn sample(route: &RouteSpec) -> (Method, String, Option<String>, Option<u16>) {
         // Not a role.
         ("DELETE", "/api/v1/admin/keys/{key_id}/roles/{role}") => (None, Some(400)),
         // Recovery codes stand in for a second factor: none for a key without one.
-        ("POST", "/api/v1/admin/mfa/recovery/generate") => (Some("{}".into()), Some(403)),
+        ("POST", "/api/v1/admin/mfa/recovery/generate") => (Some("{}".into()), Some(400)),
         (_, _) if matches!(method, Method::GET | Method::HEAD | Method::DELETE) => (None, None),
         _ => (Some("{}".into()), None),
     };

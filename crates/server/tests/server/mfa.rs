@@ -391,7 +391,12 @@ async fn recovery_codes_are_single_use(app: TestApp) {
             None,
         )
         .await;
-    r.assert_error(403, "MFA_REQUIRED");
+    r.assert_error(400, "bad request");
+    assert!(
+        r.message().contains("enroll a passkey or TOTP first"),
+        "{}",
+        r.text
+    );
     let secret = enrol_totp(&app, &app.token(&key).await).await;
     app.clock.advance(Duration::seconds(30));
     let r = app
