@@ -842,9 +842,12 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
     assert!(r.stderr.contains("feed.jsonl"), "{}", r.stderr);
 }
 
+/// An installed package: name, version, and its files (absolute path, contents).
+type DpkgPackage<'a> = (&'a str, &'a str, &'a [(&'a str, &'a [u8])]);
+
 /// A Debian system root for `scan --packages`: dpkg's `status` and `info/*.list` files
 /// and the files they list, merged-`/usr` (`bin` is a symlink to `usr/bin`).
-fn dpkg_root(root: &Path, packages: &[(&str, &str, &[(&str, &[u8])])]) {
+fn dpkg_root(root: &Path, packages: &[DpkgPackage]) {
     let info = root.join("var/lib/dpkg/info");
     std::fs::create_dir_all(&info).unwrap();
     std::fs::create_dir_all(root.join("usr/bin")).unwrap();
