@@ -36,6 +36,31 @@ pub struct VendorOverride {
     pub releases: Option<Vec<String>>,
     /// Debian: the security archive.
     pub security_url: Option<String>,
+    /// PyPI and npm: `history = N` (the N newest versions the registry lists) or
+    /// `history = "all"`.
+    pub history: Option<HistorySetting>,
+}
+
+/// `history` as written in the config file: a count or a word.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum HistorySetting {
+    Count(i64),
+    Word(String),
+}
+
+impl HistorySetting {
+    /// The horizon this setting names: a positive count or `"all"`.
+    pub fn horizon(&self) -> Result<ingest::History, String> {
+        match self {
+            Self::Count(n) if *n >= 1 => usize::try_from(*n)
+                .map(ingest::History::Newest)
+                .map_err(|_| format!("{n} is too large")),
+            Self::Word(w) if w == "all" => Ok(ingest::History::All),
+            Self::Count(n) => Err(format!("{n} is not a positive number of versions")),
+            Self::Word(w) => Err(format!("{w:?} is neither a positive number nor \"all\"")),
+        }
+    }
 }
 
 /// Ecosystems whose versions are immutable once published.
@@ -340,6 +365,10 @@ pub fn channel_config(
         }
         if o.security_url.is_some() {
             config.security_url = o.security_url.clone();
+        }
+        // Checked when the configuration is loaded.
+        if let Some(horizon) = o.history.as_ref().and_then(|h| h.horizon().ok()) {
+            config.history = Some(horizon);
         }
     }
     config

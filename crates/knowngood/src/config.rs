@@ -775,6 +775,17 @@ fn check_vendors(
         {
             anyhow::bail!("vendors.{id}.security_url must be an https:// URL");
         }
+        if let Some(history) = &o.history {
+            if !["pypi", "npm"].contains(&id.as_str()) {
+                anyhow::bail!("vendors.{id}.history: only pypi and npm follow a history horizon");
+            }
+            if let Err(why) = history.horizon() {
+                anyhow::bail!(
+                    "vendors.{id}.history: {why}; write a positive number of versions \
+                     (history = 5) or history = \"all\""
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -814,6 +825,37 @@ mod tests {
         let e = parse("[vendors.debian]\nreleases = [\"Bookworm 12\"]\n").unwrap_err();
         assert!(e.to_string().contains("not a code name"), "{e}");
         assert!(toml::from_str::<FileConfig>("[vendors.debian]\nrelease = [\"x\"]\n").is_err());
+    }
+
+    #[test]
+    fn a_history_horizon_is_a_positive_count_or_all() {
+        let parse = |text: &str| {
+            let file: FileConfig = toml::from_str(text).unwrap();
+            check_vendors(&file.vendors)?;
+            Ok::<_, anyhow::Error>(file)
+        };
+        let file =
+            parse("[vendors.pypi]\nhistory = 5\n[vendors.npm]\nhistory = \"all\"\n").unwrap();
+        assert_eq!(
+            file.vendors["pypi"].history.as_ref().unwrap().horizon(),
+            Ok(ingest::History::Newest(5))
+        );
+        assert_eq!(
+            file.vendors["npm"].history.as_ref().unwrap().horizon(),
+            Ok(ingest::History::All)
+        );
+        for bad in ["0", "-3", "\"everything\""] {
+            let e = parse(&format!("[vendors.pypi]\nhistory = {bad}\n")).unwrap_err();
+            assert!(
+                e.to_string().contains("vendors.pypi.history")
+                    && e.to_string().contains("history = \"all\""),
+                "{e}"
+            );
+        }
+        let e = parse("[vendors.debian]\nhistory = 3\n").unwrap_err();
+        assert!(e.to_string().contains("only pypi and npm"), "{e}");
+        // A list or a table is no history setting at all.
+        assert!(toml::from_str::<FileConfig>("[vendors.pypi]\nhistory = [3]\n").is_err());
     }
 
     #[test]
