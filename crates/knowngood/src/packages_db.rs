@@ -8,7 +8,8 @@
 //!
 //! Paths are compared after resolving the symlinks of their directory on both sides, so
 //! a file dpkg lists as `/bin/ls` is found when scanned as `/usr/bin/ls` on a merged-`/usr`
-//! system; the file name itself is not resolved.
+//! system. A scanned symlink that no package owns is looked up as the file it points to
+//! (`/usr/bin/awk` through `/etc/alternatives` is `mawk`'s). Diversions are not read.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,9 +97,15 @@ impl PackagesDb {
         let Ok(absolute) = std::path::absolute(path) else {
             return &[];
         };
-        self.owners
-            .get(&self.key(&absolute))
-            .map_or(&[], Vec::as_slice)
+        if let Some(owners) = self.owners.get(&self.key(&absolute)) {
+            return owners;
+        }
+        // A symlink no package owns (an alternative, `/usr/bin/awk`) is the file it
+        // points to, which the scan hashed.
+        match std::fs::canonicalize(&absolute) {
+            Ok(target) if target != absolute => self.owners.get(&target).map_or(&[], Vec::as_slice),
+            _ => &[],
+        }
     }
 
     /// The path with its directory's symlinks resolved (lexical when it cannot be).

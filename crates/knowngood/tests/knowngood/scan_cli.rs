@@ -924,6 +924,8 @@ async fn scan_packages_tells_modified_from_not_covered() {
         ],
     );
     std::fs::write(root.join("usr/bin/stray"), b"owned by no package").unwrap();
+    // A symlink no package owns (as alternatives are) counts as the file it points to.
+    std::os::unix::fs::symlink("awk-helper", root.join("usr/bin/awk")).unwrap();
     let usr = root.join("usr");
     let args = |extra: &[&str]| {
         let mut a: Vec<String> = vec!["scan".into(), "--server".into(), app.base.clone()];
@@ -967,6 +969,8 @@ async fn scan_packages_tells_modified_from_not_covered() {
     let helper = by_path("bin/awk-helper");
     assert_eq!(helper["status"], "not_covered", "{helper}");
     assert_eq!(helper["package_version"], "1.3.4-2");
+    assert_eq!(by_path("bin/awk")["status"], "not_covered");
+    assert_eq!(by_path("bin/awk")["package"], "mawk");
     let tool = by_path("bin/tool");
     assert_eq!(tool["status"], "not_covered");
     assert_eq!(tool["package"], "tool");
@@ -981,14 +985,14 @@ async fn scan_packages_tells_modified_from_not_covered() {
         packages,
         [
             &serde_json::json!({"package": "coreutils", "version": "9.1-1+deb12u1", "files": 2, "known": 1, "modified": 1, "not_covered": 0}),
-            &serde_json::json!({"package": "mawk", "version": "1.3.4-2", "files": 2, "known": 1, "modified": 0, "not_covered": 1}),
+            &serde_json::json!({"package": "mawk", "version": "1.3.4-2", "files": 3, "known": 1, "modified": 0, "not_covered": 2}),
             &serde_json::json!({"package": "tool", "version": "2.0-1", "files": 1, "known": 0, "modified": 0, "not_covered": 1}),
         ]
     );
     let summary = &lines.last().unwrap()["summary"];
     assert_eq!(summary["unknown"], 1, "{summary}");
     assert_eq!(summary["modified"], 1);
-    assert_eq!(summary["not_covered"], 2);
+    assert_eq!(summary["not_covered"], 3);
 
     // The table names the package and version, and ends with the coverage per package.
     let run = knowngood(
@@ -1025,7 +1029,7 @@ async fn scan_packages_tells_modified_from_not_covered() {
         .collect();
     assert_eq!(tool_line, ["tool", "2.0-1", "1", "0", "0", "1"]);
     assert!(
-        run.stdout.trim_end().ends_with("1 modified, 2 not covered"),
+        run.stdout.trim_end().ends_with("1 modified, 3 not covered"),
         "{}",
         run.stdout
     );
