@@ -323,7 +323,9 @@ macro_rules! backend {
                             })
                             .unwrap_or(history.len() - 1);
                         let until = history[next].valid_from;
-                        let from = until - tick;
+                        // `now` is the channel's release date for a past version taken in
+                        // by a history horizon or a pin; otherwise it is later than `until`.
+                        let from = now.min(until - tick);
                         // Earlier records end where the next one starts; any that would not
                         // start strictly before it move back by a microsecond.
                         let mut next_from = from;

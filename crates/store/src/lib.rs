@@ -184,8 +184,9 @@ pub trait RecordStore: Send + Sync {
     /// record in the same transaction: its status becomes `superseded` and its `valid_until`
     /// the new record's `valid_from` (`now`, or a microsecond after the current record's
     /// start). An older version is inserted as superseded, ending where the next newer
-    /// version starts, so history order by `valid_from` is version order. A file already in
-    /// the history (same version and hashes) is `Unchanged`.
+    /// version starts (and starting at `now` when that is earlier: the channel's release
+    /// date of a past version), so history order by `valid_from` is version order. A file
+    /// already in the history (same version and hashes) is `Unchanged`.
     async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome>;
 
     /// Records a batch in one transaction, in order, each exactly as [`record`] would

@@ -50,6 +50,7 @@ testkit::backend_tests!(
     records_after_pages_through_every_record,
     records_changed_after_an_epoch_are_the_rows_written_since,
     older_version_never_supersedes_newer,
+    a_past_version_starts_at_its_release_date,
     replayed_versions_fit_between_neighbours,
     batch_out_of_order_keeps_version_order,
     stats_count_verified_hashes_and_real_platforms,
@@ -515,6 +516,37 @@ fn assert_history_chain(items: &[HashRecord]) {
         );
         assert!(older.valid_from < newer.valid_from, "{items:#?}");
     }
+}
+
+/// A past version recorded with its release date as `now` (a history horizon, a pin)
+/// starts its history then, ends where the next newer version starts, and leaves the
+/// current record as it was.
+async fn a_past_version_starts_at_its_release_date(db: Db) {
+    let s = &*db.store;
+    let recorded = t("2025-06-01T00:00:00Z");
+    let tool = |v: &str, seed| rec("Tool", "tool.exe", v, Platform::Windows, Arch::Amd64, seed);
+    let newest = insert(s, tool("3.0", 1), recorded).await;
+    let oldest = insert(s, tool("1.0", 2), t("2023-03-02T16:05:12Z")).await;
+    let middle = insert(s, tool("2.0", 3), t("2024-06-04T19:51:59Z")).await;
+    let oldest = by_id(s, &oldest, &hex_of(2, 64)).await;
+    let middle = by_id(s, &middle, &hex_of(3, 64)).await;
+    assert_eq!(
+        (oldest.valid_from, oldest.valid_until),
+        (t("2023-03-02T16:05:12Z"), Some(t("2024-06-04T19:51:59Z")))
+    );
+    assert_eq!(
+        (middle.valid_from, middle.valid_until),
+        (t("2024-06-04T19:51:59Z"), Some(recorded))
+    );
+    assert_eq!(
+        (oldest.status, middle.status),
+        (RecordStatus::Superseded, RecordStatus::Superseded)
+    );
+    let current = s.current_records(Some("tool.exe")).await.unwrap();
+    assert_eq!(ids(&current), vec![newest.as_str()]);
+    assert_eq!(current[0].valid_from, recorded);
+    let history = s.history(&history_query("tool.exe")).await.unwrap();
+    assert_eq!(versions(&history.items), vec!["3.0", "2.0", "1.0"]);
 }
 
 async fn older_version_never_supersedes_newer(db: Db) {
