@@ -233,6 +233,43 @@ impl From<&HashRecord> for ExportRow {
     }
 }
 
+/// A lookup result as a JSON value that outlives the classification (SBOM components).
+pub(crate) fn lookup_result_owned(verdict: lookup::Verdict<'_>) -> serde_json::Value {
+    serde_json::to_value(LookupResult::of(verdict, false))
+        .unwrap_or_else(|_| serde_json::json!({ "classification": "unknown" }))
+}
+
+impl<'a> LookupResult<'a> {
+    /// The answer for one hash; `historical` marks a match of a superseded build.
+    pub fn of(verdict: lookup::Verdict<'a>, historical: bool) -> Self {
+        let classification = verdict.classification().as_str();
+        match verdict {
+            lookup::Verdict::VendorRelease(m) => LookupResult {
+                classification,
+                source: Some("service_vendor"),
+                vendor: Some(m.vendor),
+                executable_name: Some(m.executable_name),
+                version: Some(m.version),
+                platform: Some(m.platform.as_str()),
+                historical: (historical && !m.current).then_some(true),
+                size: m.size,
+                ..LookupResult::default()
+            },
+            lookup::Verdict::File(e) => LookupResult {
+                classification,
+                source: Some(e.source),
+                file_name: Some(e.file_name),
+                product_name: Some(e.product_name),
+                ..LookupResult::default()
+            },
+            lookup::Verdict::Unknown => LookupResult {
+                classification,
+                ..LookupResult::default()
+            },
+        }
+    }
+}
+
 /// Most hashes one lookup request may name (the lookup routes and the hashlookup bulk routes).
 pub const MAX_LOOKUP_HASHES: usize = 100;
 
@@ -501,3 +538,12 @@ impl From<auth::admin::NewKey> for NewKeyJson {
     }
 }
 
+/// A session token.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionToken {
+    /// RS256 JWT with the `mfa` claim; send it as a Bearer token. It lives 15 minutes and is
+    /// renewed at `/api/v1/auth/refresh` while its sign-in session (12 hours) lasts.
+    pub token: String,
+    /// When the token expires (its `exp`).
+    pub expires_at: String,
+}

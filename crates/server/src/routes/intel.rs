@@ -7,7 +7,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::Duration;
 use futures::stream::{self, StreamExt};
-use lookup::Verdict;
 use model::{Arch, Error, HashValue, Permission, Platform, Tier};
 use serde::Deserialize;
 use store::{ExportCursor, ExportQuery, HistoryQuery};
@@ -15,8 +14,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::{
-    EXPORT_COLUMNS, ExportRow, MAX_LOOKUP_HASHES, HistoryEntry, HistoryPage, LookupRequest, LookupResponse,
-    LookupResult, Stats, StatsTotals, timestamp,
+    EXPORT_COLUMNS, ExportRow, HistoryEntry, HistoryPage, LookupRequest, LookupResponse,
+    LookupResult, MAX_LOOKUP_HASHES, Stats, StatsTotals, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, parse_limit, parse_offset};
@@ -186,44 +185,10 @@ async fn classify(
         .into_iter()
         .map(|(hash, verdict)| {
             state.metrics.lookup(verdict.classification());
-            (hash.as_str(), lookup_result(verdict, historical))
+            (hash.as_str(), LookupResult::of(verdict, historical))
         })
         .collect();
     Ok(lookup_json(&LookupResponse { results }))
-}
-
-/// A lookup result as a JSON value that outlives the classification (SBOM components).
-pub(crate) fn lookup_result_owned(verdict: Verdict<'_>) -> serde_json::Value {
-    serde_json::to_value(lookup_result(verdict, false))
-        .unwrap_or_else(|_| serde_json::json!({ "classification": "unknown" }))
-}
-
-fn lookup_result(verdict: Verdict<'_>, historical: bool) -> LookupResult<'_> {
-    let classification = verdict.classification().as_str();
-    match verdict {
-        Verdict::VendorRelease(m) => LookupResult {
-            classification,
-            source: Some("service_vendor"),
-            vendor: Some(m.vendor),
-            executable_name: Some(m.executable_name),
-            version: Some(m.version),
-            platform: Some(m.platform.as_str()),
-            historical: (historical && !m.current).then_some(true),
-            size: m.size,
-            ..LookupResult::default()
-        },
-        Verdict::File(e) => LookupResult {
-            classification,
-            source: Some(e.source),
-            file_name: Some(e.file_name),
-            product_name: Some(e.product_name),
-            ..LookupResult::default()
-        },
-        Verdict::Unknown => LookupResult {
-            classification,
-            ..LookupResult::default()
-        },
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::api::timestamp;
+use crate::api::{SessionToken, timestamp};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, RawBody, decode_json};
 use crate::routing::{Api, Impersonation, Rule};
@@ -151,16 +151,6 @@ pub struct RecoveryCodes {
     pub codes: Vec<String>,
     pub count: usize,
     pub warning: String,
-}
-
-/// A session token.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SessionToken {
-    /// RS256 JWT with the `mfa` claim; send it as a Bearer token. It lives 15 minutes and is
-    /// renewed at `/api/v1/auth/refresh` while its sign-in session (12 hours) lasts.
-    pub token: String,
-    /// When the token expires (its `exp`).
-    pub expires_at: String,
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]

@@ -19,11 +19,11 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use crate::AppState;
+use crate::api::lookup_result_owned;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, RawBody};
 use crate::extract::{parse_limit, parse_offset};
-use crate::routes::intel::lookup_result_owned;
 use crate::routing::{Api, Rule};
 
 pub const MAX_TYPOSQUAT_PACKAGES: usize = 200;

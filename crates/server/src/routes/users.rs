@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
-use super::mfa::SessionToken;
 use crate::AppState;
+use crate::api::SessionToken;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;

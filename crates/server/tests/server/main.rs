@@ -10,6 +10,7 @@ mod console;
 mod corpus_release;
 mod feeds;
 mod hashlookup;
+mod layering;
 mod mfa;
 mod operations;
 mod packages;
