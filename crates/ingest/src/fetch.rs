@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use model::{Arch, Platform};
 use serde::de::DeserializeOwned;
@@ -215,6 +216,8 @@ pub struct FetchContext {
     notes: Mutex<Vec<FetchError>>,
     /// Artifacts (by URL) recorded from their published hashes alone, never downloaded.
     history_only: Mutex<std::collections::HashSet<String>>,
+    /// The channel's release dates of past versions' artifacts (by URL).
+    released: Mutex<std::collections::HashMap<String, DateTime<Utc>>>,
 }
 
 /// A client for vendor channels with the default [`OutboundSettings`]: HTTPS only, the
@@ -231,6 +234,7 @@ impl FetchContext {
             limits,
             notes: Mutex::new(Vec::new()),
             history_only: Mutex::new(Default::default()),
+            released: Mutex::new(Default::default()),
         }
     }
 
@@ -307,6 +311,24 @@ impl FetchContext {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(url)
+    }
+
+    /// The channel's release date of a past version's artifact (a history horizon's or a
+    /// pin's): its records start their history then rather than when they were recorded.
+    pub fn set_released(&self, url: &str, at: DateTime<Utc>) {
+        self.released
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_owned(), at);
+    }
+
+    /// The release date given by [`FetchContext::set_released`].
+    pub fn released(&self, url: &str) -> Option<DateTime<Utc>> {
+        self.released
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(url)
+            .copied()
     }
 
     /// The failures noted so far, emptying the list.

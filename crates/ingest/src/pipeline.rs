@@ -63,6 +63,17 @@ pub trait RecordSink: Send + Sync {
     async fn already_recorded(&self, _record: &NewRecord) -> Result<bool, model::Error> {
         Ok(false)
     }
+    /// Records a file of a past version whose channel published its release date: its
+    /// history starts at `released` (the store keeps history order equal to version order
+    /// and never lets it displace a newer current record). Sinks without history record it
+    /// as any other.
+    async fn record_released(
+        &self,
+        r: NewRecord,
+        _released: DateTime<Utc>,
+    ) -> Result<RecordedOutcome, model::Error> {
+        self.record(r).await
+    }
     /// A certificate that signed the downloaded file recorded as `record_id` (primary or
     /// nested signature), kept with its CRL distribution points and issuer for the
     /// revocation checker. Sinks that don't track certificates ignore it.
@@ -332,6 +343,32 @@ fn new_record(a: &Artifact) -> NewRecord {
     }
 }
 
+/// A sink whose records all start at a past version's release date.
+struct Released<'a> {
+    sink: &'a dyn RecordSink,
+    at: DateTime<Utc>,
+}
+
+#[async_trait]
+impl RecordSink for Released<'_> {
+    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error> {
+        self.sink.record_released(r, self.at).await
+    }
+    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
+        self.sink.download_audited(audit).await
+    }
+    async fn already_recorded(&self, record: &NewRecord) -> Result<bool, model::Error> {
+        self.sink.already_recorded(record).await
+    }
+    async fn signer_seen(
+        &self,
+        record_id: &str,
+        signer: &crate::SignerInfo,
+    ) -> Result<(), model::Error> {
+        self.sink.signer_seen(record_id, signer).await
+    }
+}
+
 async fn ingest_artifact(
     a: &Artifact,
     ctx: &FetchContext,
@@ -339,6 +376,14 @@ async fn ingest_artifact(
     clock: &dyn Clock,
     report: &mut VendorReport,
 ) {
+    let released;
+    let sink: &dyn RecordSink = match ctx.released(&a.url) {
+        Some(at) => {
+            released = Released { sink, at };
+            &released
+        }
+        None => sink,
+    };
     let archive = ctx
         .limits
         .members
