@@ -76,9 +76,13 @@ struct StoreSink {
     record_vendors: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
-#[async_trait]
-impl RecordSink for StoreSink {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+impl StoreSink {
+    /// Records `r` with `now` as the time its history entry starts.
+    async fn record_at(
+        &self,
+        r: NewRecord,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<RecordedOutcome, Error> {
         let (name, version, sha256) = (
             r.executable_name.clone(),
             r.version.clone(),
@@ -95,7 +99,7 @@ impl RecordSink for StoreSink {
         }
         let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
             && name.ends_with(&format!(" ({ecosystem})"));
-        match self.store.record(r, self.clock.now()).await? {
+        match self.store.record(r, now).await? {
             RecordOutcome::Unchanged { id } => Ok(RecordedOutcome {
                 id,
                 inserted: false,
@@ -114,6 +118,22 @@ impl RecordSink for StoreSink {
                 })
             }
         }
+    }
+}
+
+#[async_trait]
+impl RecordSink for StoreSink {
+    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+        self.record_at(r, self.clock.now()).await
+    }
+
+    /// A past version's history starts at its release date (never in the future).
+    async fn record_released(
+        &self,
+        r: NewRecord,
+        released: chrono::DateTime<chrono::Utc>,
+    ) -> Result<RecordedOutcome, Error> {
+        self.record_at(r, released.min(self.clock.now())).await
     }
 
     async fn signer_seen(&self, record_id: &str, signer: &ingest::SignerInfo) -> Result<(), Error> {
