@@ -37,6 +37,19 @@ struct Packument {
     dist_tags: BTreeMap<String, String>,
     #[serde(default)]
     versions: BTreeMap<String, Manifest>,
+    /// The full document only: each version's publication time (and `created`, `modified`).
+    #[serde(default)]
+    time: BTreeMap<String, serde_json::Value>,
+}
+
+impl Packument {
+    /// When `version` was published, where the document says.
+    fn published(&self, version: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        let text = self.time.get(version)?.as_str()?;
+        chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
 }
 
 #[derive(Deserialize)]
@@ -76,16 +89,20 @@ impl Fetcher for Npm {
                 }
             };
             let url = format!("{}/{}", ctx.base_url(), name.replace('/', "%2F"));
-            let doc: Packument = match ctx
-                .get_json(&url, Some("application/vnd.npm.install-v1+json"))
-                .await
-            {
+            // Past versions need their publication times, which only the full document has.
+            let accept = if pin.is_some() || ctx.config.history.is_some() {
+                "application/json"
+            } else {
+                "application/vnd.npm.install-v1+json"
+            };
+            let doc: Packument = match ctx.get_json(&url, Some(accept)).await {
                 Ok(doc) => doc,
                 Err(e) => {
                     failures.push(e);
                     continue;
                 }
             };
+            let pinned = pin.is_some();
             let chosen = if let Some(pin) = pin {
                 // A pinned version is taken whatever `latest` says.
                 if !doc.versions.contains_key(&pin) {
@@ -109,7 +126,10 @@ impl Fetcher for Npm {
                     .cloned();
                 newest(candidates, horizon.max(1))
             };
-            for version in chosen {
+            // Every version but the newest taken (and a pinned one) starts its history at
+            // its publication time.
+            let dated = chosen.len() - 1;
+            for (i, version) in chosen.into_iter().enumerate() {
                 let dist = &doc.versions[&version].dist;
                 // Registry mirrors may answer tarball links relative to the packument.
                 let tarball = match resolve_url(&url, &dist.tarball) {
@@ -119,6 +139,11 @@ impl Fetcher for Npm {
                         continue;
                     }
                 };
+                if (pinned || i < dated)
+                    && let Some(at) = doc.published(&version)
+                {
+                    ctx.set_released(&tarball, at);
+                }
                 out.push(Artifact {
                     vendor: "npm".into(),
                     executable_name: format!("{name} (npm)"),

@@ -70,6 +70,18 @@ struct File {
     digests: Digests,
     #[serde(default)]
     yanked: bool,
+    /// When the file was uploaded: the release date its history starts at.
+    #[serde(default)]
+    upload_time_iso_8601: Option<String>,
+}
+
+impl File {
+    fn uploaded(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let text = self.upload_time_iso_8601.as_deref()?;
+        chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -221,7 +233,7 @@ impl Fetcher for PyPi {
                     continue;
                 }
                 let before = out.len();
-                release_artifacts(ctx, &url, &name, &version, &release.urls, &mut out);
+                release_artifacts(ctx, &url, &name, &version, &release.urls, &mut out, true);
                 if out.len() == before {
                     failures.push(FetchError::malformed(
                         &url,
@@ -270,7 +282,7 @@ impl Fetcher for PyPi {
                     continue;
                 };
                 let before = out.len();
-                release_artifacts(ctx, &url, &name, version, files, &mut out);
+                release_artifacts(ctx, &url, &name, version, files, &mut out, i < past);
                 if i < past {
                     past_urls.extend(out[before..].iter().map(|a| a.url.clone()));
                 }
@@ -329,7 +341,14 @@ fn release_artifacts(
     version: &str,
     files: &[File],
     out: &mut Vec<Artifact>,
+    past: bool,
 ) {
+    // A past version's files start their history at their upload time.
+    let dated = |file: &File, url: &str| {
+        if past && let Some(at) = file.uploaded() {
+            ctx.set_released(url, at);
+        }
+    };
     // Mirrors (devpi, bandersnatch, Artifactory, Nexus) answer file URLs relative to the
     // document.
     let link = |file: &File| match resolve_url(document, &file.url) {
@@ -342,6 +361,7 @@ fn release_artifacts(
     if let Some(file) = canonical(files)
         && let Some(file_url) = link(file)
     {
+        dated(file, &file_url);
         out.push(Artifact {
             vendor: "pypi".into(),
             executable_name: format!("{name} (pypi)"),
@@ -356,6 +376,7 @@ fn release_artifacts(
         let Some(file_url) = link(file) else {
             continue;
         };
+        dated(file, &file_url);
         out.push(Artifact {
             vendor: "pypi".into(),
             executable_name: file.filename.clone(),

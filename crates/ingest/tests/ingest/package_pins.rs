@@ -40,6 +40,10 @@ fn wheel_name(version: &str) -> String {
     format!("cryptography-{version}-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
 }
 
+fn at(text: &str) -> chrono::DateTime<chrono::Utc> {
+    text.parse().unwrap()
+}
+
 const VERSIONS: [(&str, &str); 5] = [
     ("39.0.2", "2023-03-02T16:05:12.554623Z"),
     ("40.0.2", "2023-04-14T12:33:41.103212Z"),
@@ -93,11 +97,25 @@ async fn a_pinned_pypi_version_is_recorded_with_its_members_whatever_the_newest(
     assert_eq!(wheel.version, "41.0.7");
     let member = sink.get("cryptography/hazmat/bindings/_rust.abi3.so", Linux, Amd64);
     assert_eq!(member.version, "41.0.7");
+    // The wheel and its module start their history at the wheel's upload time.
+    for name in [
+        wheel_name("41.0.7").as_str(),
+        "cryptography/hazmat/bindings/_rust.abi3.so",
+    ] {
+        assert_eq!(
+            sink.released(name, "41.0.7"),
+            Some(at(VERSIONS[2].1)),
+            "{name}"
+        );
+    }
     assert_eq!(member.hash_sha256, sha256(&modules[2].1));
     // The newest release is neither read nor recorded.
     assert_eq!(sink.versions(), vec!["41.0.7".to_owned()]);
     assert!(!site.hit("/pypi/cryptography/json"));
-    assert!(!site.hit(&format!("/packages/c/cryptography/{}", wheel_name("44.0.0"))));
+    assert!(!site.hit(&format!(
+        "/packages/c/cryptography/{}",
+        wheel_name("44.0.0")
+    )));
 
     // A second run: the pinned release is known, nothing is downloaded.
     let again = run_with("pypi", &base, &sink, pin).await;
@@ -116,7 +134,10 @@ async fn a_pin_beside_the_unpinned_name_records_both_releases() {
     })
     .await;
     assert_eq!(report.problems, vec![]);
-    assert_eq!(sink.versions(), vec!["40.0.2".to_owned(), "44.0.0".to_owned()]);
+    assert_eq!(
+        sink.versions(),
+        vec!["40.0.2".to_owned(), "44.0.0".to_owned()]
+    );
 }
 
 #[tokio::test]
@@ -168,6 +189,15 @@ async fn a_pypi_history_horizon_records_past_digests_without_downloading() {
         let path = format!("/packages/c/cryptography/{}", wheel_name(version));
         assert!(!site.hit(&path), "{path} downloaded");
     }
+    // Each past version starts its history at its upload time; the newest when recorded.
+    for (version, uploaded) in &VERSIONS[1..4] {
+        assert_eq!(
+            sink.released(&wheel_name(version), version),
+            Some(at(uploaded)),
+            "{version}"
+        );
+    }
+    assert_eq!(sink.released(&wheel_name("44.0.0"), "44.0.0"), None);
     let past = sink.get(&wheel_name("41.0.7"), Linux, Amd64);
     assert_eq!(past.hash_sha256, sha256(&wheel("41.0.7").0));
     assert!(!past.download_verified);
@@ -210,14 +240,20 @@ fn npm_site() -> Site {
     let site = Site::new();
     let mut versions = serde_json::Map::new();
     let mut time = serde_json::Map::new();
-    for (i, v) in ["4.17.15", "4.17.19", "4.17.20", "4.17.21"].iter().enumerate() {
+    for (i, v) in ["4.17.15", "4.17.19", "4.17.20", "4.17.21"]
+        .iter()
+        .enumerate()
+    {
         let path = format!("lodash/-/lodash-{v}.tgz");
         let bytes = body(&path);
         versions.insert(
             (*v).to_owned(),
             npm_version("lodash", v, &path, &sha1(&bytes)),
         );
-        time.insert((*v).to_owned(), json!(format!("202{i}-02-20T15:42:16.891Z")));
+        time.insert(
+            (*v).to_owned(),
+            json!(format!("202{i}-02-20T15:42:16.891Z")),
+        );
         site.file(&format!("/{path}"), bytes);
     }
     let types_path = "@types/node/-/node-20.11.5.tgz";
@@ -251,7 +287,14 @@ async fn a_pinned_npm_version_is_recorded_whatever_latest_says() {
     assert_eq!((report.downloaded, report.recorded), (2, 2));
     let lodash = sink.get("lodash (npm)", AnyPlatform, Universal);
     assert_eq!(lodash.version, "4.17.20");
-    assert_eq!(lodash.hash_sha256, sha256(&body("lodash/-/lodash-4.17.20.tgz")));
+    assert_eq!(
+        sink.released("lodash (npm)", "4.17.20"),
+        Some(at("2022-02-20T15:42:16.891Z"))
+    );
+    assert_eq!(
+        lodash.hash_sha256,
+        sha256(&body("lodash/-/lodash-4.17.20.tgz"))
+    );
     assert!(lodash.download_verified);
     let types = sink.get("@types/node (npm)", AnyPlatform, Universal);
     assert_eq!(types.version, "20.11.5");
@@ -270,7 +313,9 @@ async fn an_npm_pin_the_packument_lacks_is_reported() {
     .await;
     assert_eq!(report.problems.len(), 1);
     assert!(
-        report.problems[0].message.contains("lodash has no version \"4.17.99\""),
+        report.problems[0]
+            .message
+            .contains("lodash has no version \"4.17.99\""),
         "{:?}",
         report.problems
     );
@@ -290,4 +335,14 @@ async fn an_npm_history_horizon_records_the_newest_versions() {
     assert_eq!(report.problems, vec![]);
     assert_eq!(sink.versions(), vec!["4.17.19", "4.17.20", "4.17.21"]);
     assert!(!site.hit("/lodash/-/lodash-4.17.15.tgz"));
+    // Past versions start at their publication time (`time` of the full packument).
+    assert_eq!(
+        sink.released("lodash (npm)", "4.17.19"),
+        Some(at("2021-02-20T15:42:16.891Z"))
+    );
+    assert_eq!(
+        sink.released("lodash (npm)", "4.17.20"),
+        Some(at("2022-02-20T15:42:16.891Z"))
+    );
+    assert_eq!(sink.released("lodash (npm)", "4.17.21"), None);
 }

@@ -24,6 +24,8 @@ pub struct MemorySink {
     pub audits: Mutex<Vec<DownloadAudit>>,
     /// Records with this executable name fail to store.
     pub fail_name: Option<String>,
+    /// The release dates past versions' records were given: (file, version, date).
+    pub released: Mutex<Vec<(String, String, chrono::DateTime<Utc>)>>,
 }
 
 #[async_trait]
@@ -64,6 +66,17 @@ impl RecordSink for MemorySink {
             inserted: true,
             hash_changed: false,
         })
+    }
+
+    async fn record_released(
+        &self,
+        r: NewRecord,
+        released: chrono::DateTime<Utc>,
+    ) -> Result<RecordedOutcome, model::Error> {
+        let key = (r.executable_name.clone(), r.version.clone(), released);
+        let outcome = self.record(r).await?;
+        self.released.lock().unwrap().push(key);
+        Ok(outcome)
     }
 
     async fn already_recorded(&self, r: &NewRecord) -> Result<bool, model::Error> {
@@ -110,6 +123,15 @@ impl MemorySink {
                     .collect::<Vec<_>>()
             ),
         }
+    }
+
+    /// The release date recorded with `name` at `version`, if any.
+    pub fn released(&self, name: &str, version: &str) -> Option<chrono::DateTime<Utc>> {
+        let released = self.released.lock().unwrap();
+        released
+            .iter()
+            .find(|(n, v, _)| n == name && v == version)
+            .map(|(_, _, at)| *at)
     }
 
     /// The distinct versions recorded, oldest first (artifacts are recorded concurrently,
