@@ -24,12 +24,11 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod api;
 mod bare_refusals;
-pub mod feed_cache;
-pub mod status;
 pub mod connections;
 pub mod console;
 pub mod error;
 pub mod extract;
+pub mod feed_cache;
 pub mod guard;
 pub mod headers;
 pub mod metrics;
@@ -38,11 +37,12 @@ pub mod readiness;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
+pub mod status;
 
 pub use connections::{ConnectionLimits, serve_with};
 use error::ApiError;
-use jobs::LogKey;
 use feed_cache::FeedCache;
+use jobs::LogKey;
 
 /// Per-minute limits; the documented values by default (docs/api.md).
 #[derive(Debug, Clone)]

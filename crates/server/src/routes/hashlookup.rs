@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
+use crate::api::MAX_LOOKUP_HASHES;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::api::MAX_LOOKUP_HASHES;
 use crate::routing::{Api, Rule};
 use crate::{AppState, Settings};
 

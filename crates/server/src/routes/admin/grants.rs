@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use super::MANAGE_KEYS;
-use crate::api::KeyJson;
 use crate::AppState;
+use crate::api::KeyJson;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
 use crate::routing::Api;

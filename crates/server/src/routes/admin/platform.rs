@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
-use crate::api::{KeyJson, NewKeyJson};
 use crate::AppState;
 use crate::api::timestamp;
+use crate::api::{KeyJson, NewKeyJson};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
 use crate::routing::{Api, Rule};
