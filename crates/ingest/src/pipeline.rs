@@ -63,6 +63,13 @@ pub trait RecordSink: Send + Sync {
     async fn already_recorded(&self, _record: &NewRecord) -> Result<bool, model::Error> {
         Ok(false)
     }
+    /// Whether this very file (vendor, file, version, platform, arch) is already in the
+    /// store, current or superseded, with the SHA-1 `record.hash_sha1`: a channel that
+    /// publishes no SHA-256 (npm) is not downloaded again for a release already recorded.
+    /// Sinks that cannot tell answer `false` (download again).
+    async fn recorded_with_sha1(&self, _record: &NewRecord) -> Result<bool, model::Error> {
+        Ok(false)
+    }
     /// Records a file of a past version whose channel published its release date: its
     /// history starts at `released` (the store keeps history order equal to version order
     /// and never lets it displace a newer current record). Sinks without history record it
@@ -360,6 +367,9 @@ impl RecordSink for Released<'_> {
     async fn already_recorded(&self, record: &NewRecord) -> Result<bool, model::Error> {
         self.sink.already_recorded(record).await
     }
+    async fn recorded_with_sha1(&self, record: &NewRecord) -> Result<bool, model::Error> {
+        self.sink.recorded_with_sha1(record).await
+    }
     async fn signer_seen(
         &self,
         record_id: &str,
@@ -450,6 +460,21 @@ async fn ingest_artifact(
         return;
     }
 
+    // Only a SHA-1 published (npm): a file already recorded with it is not downloaded again.
+    if let Some(sha1) = &a.published.sha1 {
+        let probe = NewRecord {
+            hash_sha1: Some(sha1.clone()),
+            ..new_record(a)
+        };
+        match sink.recorded_with_sha1(&probe).await {
+            Ok(true) => {
+                report.unchanged += 1;
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => return report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e)),
+        }
+    }
     let (downloaded, scan) = match archive {
         Some(format) => match fetch_archive(a, format, ctx, clock, report).await {
             Fetched::Verified(verified) => {
