@@ -127,6 +127,33 @@ impl RecordSink for StoreSink {
         self.record_at(r, self.clock.now()).await
     }
 
+    async fn recorded_with_sha1(&self, r: &NewRecord) -> Result<bool, Error> {
+        let Some(sha1) = r
+            .hash_sha1
+            .as_deref()
+            .and_then(|h| model::HashValue::parse(h).ok())
+        else {
+            return Ok(false);
+        };
+        let found = self.store.find_by_hashes(&[sha1], true).await?;
+        Ok(found.iter().any(|k| {
+            k.integrity_ok
+                && (
+                    &k.record.vendor,
+                    &k.record.executable_name,
+                    &k.record.version,
+                    k.record.platform,
+                    k.record.arch,
+                ) == (
+                    &r.vendor,
+                    &r.executable_name,
+                    &r.version,
+                    r.platform,
+                    r.arch,
+                )
+        }))
+    }
+
     /// A past version's history starts at its release date (never in the future).
     async fn record_released(
         &self,
