@@ -300,6 +300,17 @@ async fn a_pinned_npm_version_is_recorded_whatever_latest_says() {
     assert_eq!(types.version, "20.11.5");
     assert!(!site.hit("/lodash/-/lodash-4.17.21.tgz"));
     assert!(!site.hit("/@types/node/-/node-22.10.1.tgz"));
+
+    // A second run: both pinned tarballs are known by their published SHA-1.
+    let again = run_with("npm", &base, &sink, |config, _| {
+        config.items = vec!["lodash@4.17.20".into(), "@types/node@20.11.5".into()];
+    })
+    .await;
+    assert_eq!(again.problems, vec![]);
+    assert_eq!(
+        (again.downloaded, again.recorded, again.unchanged),
+        (0, 0, 2)
+    );
 }
 
 #[tokio::test]

@@ -79,6 +79,26 @@ impl RecordSink for MemorySink {
         Ok(outcome)
     }
 
+    async fn recorded_with_sha1(&self, r: &NewRecord) -> Result<bool, model::Error> {
+        let records = self.records.lock().unwrap();
+        Ok(records.iter().any(|(_, k)| {
+            (
+                &k.vendor,
+                &k.executable_name,
+                &k.version,
+                k.platform,
+                k.arch,
+            ) == (
+                &r.vendor,
+                &r.executable_name,
+                &r.version,
+                r.platform,
+                r.arch,
+            ) && k.hash_sha1.is_some()
+                && k.hash_sha1 == r.hash_sha1
+        }))
+    }
+
     async fn already_recorded(&self, r: &NewRecord) -> Result<bool, model::Error> {
         let records = self.records.lock().unwrap();
         Ok(records.iter().any(|(_, k)| {
