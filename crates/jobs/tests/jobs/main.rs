@@ -606,4 +606,5 @@ mod publish_after_refresh {
     }
 }
 mod advisories;
+mod registry_history;
 mod revocation;
