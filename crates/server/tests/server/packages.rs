@@ -865,6 +865,11 @@ async fn sbom_scans_in_flight_are_capped_per_key(app: TestApp) {
     let body = cyclonedx(
         json!([{"name": "lodash", "version": "4.17.21", "purl": "pkg:npm/lodash@4.17.21"}]),
     );
+    // One scan first, so the name detector is built before the timed part (building it
+    // takes a second or more on a loaded machine, during which the slow scans below would
+    // not yet hold their places).
+    let r = app.post_with(SBOM, &key, body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
     // Two scans whose bodies arrive slowly: the first half now, the rest on a signal.
     let mut finish = Vec::new();
     let mut running = Vec::new();
@@ -891,7 +896,9 @@ async fn sbom_scans_in_flight_are_capped_per_key(app: TestApp) {
         running.push(tokio::spawn(request));
         finish.push(tx);
     }
-    // A third scan by the same key is refused while both are running.
+    // A third scan by the same key is refused while both are running (given a moment to
+    // arrive: a probe that gets in first takes a place only until it is answered).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut refused = None;
     for _ in 0..100 {
         let r = app.post_with(SBOM, &key, body.clone()).await;
