@@ -215,13 +215,33 @@ impl Fetcher for PyPi {
                 }
             };
             if let Some(pin) = pin {
-                // `/pypi/<name>/<version>/json`: that release's files under `urls`.
-                let url = format!("{}/pypi/{name}/{pin}/json", ctx.base_url());
-                let release: Release = match ctx.get_json(&url, None).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        failures.push(e);
-                        continue;
+                // The project document lists every release's files (`releases`), and it is
+                // the one document every mirror serves; `/pypi/<name>/<version>/json` (that
+                // release's files under `urls`) is asked only for a release it leaves out.
+                let project_url = format!("{}/pypi/{name}/json", ctx.base_url());
+                let listed = match ctx.get_json::<Project>(&project_url, None).await {
+                    Ok(mut project) => project.releases.remove(&pin).filter(|f| !f.is_empty()),
+                    Err(_) => None,
+                };
+                let (url, release) = match listed {
+                    Some(files) => (
+                        project_url,
+                        Release {
+                            info: Info {
+                                version: pin.clone(),
+                            },
+                            urls: files,
+                        },
+                    ),
+                    None => {
+                        let url = format!("{}/pypi/{name}/{pin}/json", ctx.base_url());
+                        match ctx.get_json::<Release>(&url, None).await {
+                            Ok(r) => (url, r),
+                            Err(e) => {
+                                failures.push(e);
+                                continue;
+                            }
+                        }
                     }
                 };
                 let version = release.info.version;

@@ -109,9 +109,8 @@ async fn a_pinned_pypi_version_is_recorded_with_its_members_whatever_the_newest(
         );
     }
     assert_eq!(member.hash_sha256, sha256(&modules[2].1));
-    // The newest release is neither read nor recorded.
+    // The newest release is neither downloaded nor recorded.
     assert_eq!(sink.versions(), vec!["41.0.7".to_owned()]);
-    assert!(!site.hit("/pypi/cryptography/json"));
     assert!(!site.hit(&format!(
         "/packages/c/cryptography/{}",
         wheel_name("44.0.0")
@@ -122,6 +121,28 @@ async fn a_pinned_pypi_version_is_recorded_with_its_members_whatever_the_newest(
     assert_eq!(again.problems, vec![]);
     assert_eq!((again.downloaded, again.recorded), (0, 0));
     assert_eq!(again.unchanged, 1);
+}
+
+/// A mirror may serve only the project
+/// document, not `/pypi/<name>/<version>/json`: a pin is taken from the project's
+/// `releases`, and the per-version document is never needed.
+#[tokio::test]
+async fn a_pin_is_read_from_the_project_document_where_a_mirror_serves_only_that() {
+    let (site, _) = cryptography_site();
+    let site = site.status("/pypi/cryptography/41.0.7/json", 404);
+    let base = site.serve().await;
+    let sink = MemorySink::default();
+    let report = run_with("pypi", &base, &sink, |config, _| {
+        config.items = vec!["cryptography==41.0.7".into()];
+    })
+    .await;
+    assert_eq!(report.problems, vec![]);
+    assert_eq!(sink.versions(), vec!["41.0.7".to_owned()]);
+    assert_eq!(
+        sink.released(&wheel_name("41.0.7"), "41.0.7"),
+        Some(at(VERSIONS[2].1))
+    );
+    assert!(!site.hit("/pypi/cryptography/41.0.7/json"));
 }
 
 #[tokio::test]
