@@ -35,11 +35,14 @@ pub struct TokenResponse {
 }
 
 fn token_for(state: &AppState, principal: &Principal) -> ApiResult<Json<TokenResponse>> {
+    // Whole seconds, as the token's `iat` and `exp` are: a token minted with the full
+    // lifetime says 900 even when the second ticks over while it is signed.
+    let issued = state.clock.now().timestamp();
     let (token, expires_at) = state.credentials.issue_token_until(principal)?;
     Ok(Json(TokenResponse {
         token,
         token_type: "Bearer",
-        expires_in: (expires_at - state.clock.now()).num_seconds().max(0),
+        expires_in: (expires_at.timestamp() - issued).clamp(0, auth::jwt::TOKEN_TTL_SECS),
         expires_at: crate::api::timestamp(expires_at),
     }))
 }
