@@ -307,7 +307,7 @@ enum Tamper {
     Primary,
     Rpm,
     /// Not tampering: a mirror whose `location href`s are relative paths out of the
-    /// repository (`../../../shared/…`), as repository managers answer.
+    /// repository (`../../../pool/…`), as repository managers answer.
     MirrorLinks,
 }
 
@@ -364,12 +364,12 @@ fn mirror(key: &SignedSecretKey, tamper: Tamper) -> Mirror {
             } else {
                 let current = wget(arch);
                 let href = if tamper == Tamper::MirrorLinks {
-                    format!("../../../shared/wget-1.24.5-5.el10.{arch}.rpm")
+                    format!("../../../pool/wget-1.24.5-5.el10.{arch}.rpm")
                 } else {
                     format!("Packages/w/wget-1.24.5-5.el10.{arch}.rpm")
                 };
                 let served_at = if tamper == Tamper::MirrorLinks {
-                    format!("/10/shared/wget-1.24.5-5.el10.{arch}.rpm")
+                    format!("/10/pool/wget-1.24.5-5.el10.{arch}.rpm")
                 } else {
                     format!("{dir}/{href}")
                 };
@@ -613,7 +613,7 @@ async fn locations_relative_to_the_repository_are_followed() {
     let wget = sink.get("wget-1.24.5-5.el10.x86_64.rpm", Linux, Amd64);
     assert!(
         wget.source_url
-            .ends_with("/10/shared/wget-1.24.5-5.el10.x86_64.rpm"),
+            .ends_with("/10/pool/wget-1.24.5-5.el10.x86_64.rpm"),
         "{}",
         wget.source_url
     );
