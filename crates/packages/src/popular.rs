@@ -9,8 +9,9 @@
 //! packages that replace removed malware, are left out).
 //!
 //! Every listed name is *known*: people install it. The first [`TARGET_NAMES`] of a list
-//! are also the *targets* look-alikes are compared with; the rest are known through their
-//! own standing (an established package is no squat of its neighbour) without being
+//! are also the *targets* look-alikes are compared with, and the names up to
+//! [`WIDE_TARGET_NAMES`] targets of the strongest checks only; the rest are known through
+//! their own standing (an established package is no squat of its neighbour) without being
 //! compared with.
 
 use std::collections::HashMap;
@@ -26,6 +27,10 @@ pub const SHIPPED_GO: &str = include_str!("../data/go-popular.tsv");
 pub const MAX_NAMES: usize = 150_000;
 /// The most popular names of each list, the ones look-alikes are compared with.
 pub const TARGET_NAMES: usize = 15_000;
+/// The names after the first [`TARGET_NAMES`], up to this rank, are targets of the
+/// look-alike checks that long-tail names rarely match by chance (separators, affixes,
+/// look-alike characters, swapped neighbours), not of the other edits.
+pub const WIDE_TARGET_NAMES: usize = 25_000;
 /// The fewest monthly downloads that make a package of a downloads listing established.
 pub const MIN_MONTHLY_DOWNLOADS: u64 = 10_000;
 
@@ -192,7 +197,7 @@ impl PopularList {
 #[derive(Debug, Clone, Default)]
 pub struct KnownNames {
     ranks: HashMap<Ecosystem, HashMap<Box<str>, u32>>,
-    /// The targets: the first [`TARGET_NAMES`] of each list.
+    /// The targets: the first [`WIDE_TARGET_NAMES`] of each list.
     lists: HashMap<Ecosystem, Vec<String>>,
     /// npm scopes holding at least one listed package.
     scopes: HashMap<Box<str>, u32>,
@@ -222,7 +227,7 @@ impl KnownNames {
                 }
             }
             let mut targets = list.names;
-            targets.truncate(TARGET_NAMES);
+            targets.truncate(WIDE_TARGET_NAMES);
             targets.shrink_to_fit();
             known.lists.insert(list.ecosystem, targets);
         }
@@ -234,7 +239,7 @@ impl KnownNames {
         self.ranks.get(&ecosystem)?.get(name).copied()
     }
 
-    /// The most popular names of the ecosystem (at most [`TARGET_NAMES`]), most popular
+    /// The most popular names of the ecosystem (at most [`WIDE_TARGET_NAMES`]), most popular
     /// first: the names look-alikes are compared with.
     pub fn popular(&self, ecosystem: Ecosystem) -> &[String] {
         self.lists.get(&ecosystem).map_or(&[], Vec::as_slice)

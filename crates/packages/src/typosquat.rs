@@ -33,6 +33,15 @@ pub const TWO_EDIT_RANK: u32 = 100;
 pub const WEAK_EDIT_RANK: u32 = 500;
 /// An affix alone (`mysqljs`) imitates short names (under 4 characters) only up to this rank.
 const SHORT_CORE_RANK: u32 = 3_000;
+/// A popular name with a word added (see `word_added`): names up to this rank, at least
+/// this long without separators.
+const WORD_ADDED_RANK: u32 = 3_000;
+const MIN_WORD_RUN_LEN: usize = 5;
+/// Three edits (see `garbled`): names up to this rank, at least this long, and candidates
+/// at least this long.
+const GARBLED_RANK: u32 = 200;
+const MIN_GARBLED_TARGET_LEN: usize = 10;
+const MIN_GARBLED_LEN: usize = 7;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
@@ -112,6 +121,10 @@ struct Targets {
     go_distinctive: HashSet<String>,
     /// Go: the targets are module paths (owners publish several look-alike paths).
     is_go: bool,
+    /// Targets after the first [`TARGET_NAMES`] (up to [`crate::popular::WIDE_TARGET_NAMES`]) by their
+    /// letters in sorted order, for the swapped-neighbours check: only the separator,
+    /// look-alike character, affix and swap checks compare with these.
+    wide_by_letters: HashMap<String, Vec<u32>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -500,8 +513,37 @@ impl Detector {
                 return verdict(i, format!("affix {how} {target}"));
             }
         }
+        if ecosystem != Ecosystem::Go
+            && let Some(v) = word_added(t, name)
+        {
+            return Some(v);
+        }
         if let Some(v) = self.edits(t, name) {
             return Some(v);
+        }
+        if !t.is_go
+            && let Some(v) = garbled(t, name)
+        {
+            return Some(v);
+        }
+        // Established names beyond the targets: two neighbours swapped (`ffmepg`).
+        if name.chars().count() >= MIN_EDIT_LEN
+            && let Some(&i) = t
+                .wide_by_letters
+                .get(&sorted_letters(name))
+                .into_iter()
+                .flatten()
+                .find(|&&i| {
+                    let target = &t.names[i as usize].0;
+                    osa_bounded(name, target, 1) == Some(1)
+                        && edit_kind(name, target) == "neighbouring characters swapped"
+                })
+        {
+            let target = &t.names[i as usize].0;
+            return verdict(
+                i as usize,
+                format!("neighbouring characters swapped of {target}"),
+            );
         }
         // An affix around a misspelt name (`matplatlib-plus`).
         for core in cores(ecosystem, name) {
@@ -708,9 +750,6 @@ impl Targets {
             t.names.push((name.clone(), rank));
             t.squashed.entry(squash(name)).or_insert(i);
             t.skeleton.entry(squash(&skeleton(name))).or_insert(i);
-            if let Some(key) = words_key(name) {
-                t.words.entry(key).or_insert(i);
-            }
             if name.chars().count() >= MIN_CORE_LEN {
                 t.cores.entry(name.clone()).or_insert(i);
             }
@@ -719,6 +758,18 @@ impl Targets {
             }
             let len = name.chars().count();
             let at = u32::try_from(i).unwrap_or(u32::MAX);
+            if i >= TARGET_NAMES {
+                if len >= MIN_EDIT_LEN {
+                    t.wide_by_letters
+                        .entry(sorted_letters(name))
+                        .or_default()
+                        .push(at);
+                }
+                continue;
+            }
+            if let Some(key) = words_key(name) {
+                t.words.entry(key).or_insert(i);
+            }
             if len >= MIN_EDIT_LEN {
                 for_each_deletion(name, 1, |key| one_edit.push((key_hash(key), at)));
             }
@@ -890,6 +941,96 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
     None
 }
 
+/// A popular name ending in a language word, that word split off and another word put in
+/// front (`easy-day-js` for `dayjs`). A word in front of a name as it is written
+/// (`select-react-redux`) or split elsewhere (`gnosis-date-parser`) names wrappers and forks
+/// as often as not.
+fn word_added(t: &Targets, name: &str) -> Option<Verdict> {
+    if scoped(name).is_some() {
+        return None;
+    }
+    let parts: Vec<&str> = name.split(['-', '_', '.']).collect();
+    if parts.len() < 3 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let end = parts.len();
+    if !LANGUAGE_WORDS.contains(&parts[end - 1]) {
+        return None;
+    }
+    // Leaving at least one word in front (the whole name is the separator check's).
+    for start in 1..end - 1 {
+        let run = &parts[start..end];
+        let key = run.concat();
+        if key.chars().count() < MIN_WORD_RUN_LEN {
+            continue;
+        }
+        let Some(&i) = t.squashed.get(&key) else {
+            continue;
+        };
+        let (target, rank) = (&t.names[i].0, t.names[i].1);
+        if rank > WORD_ADDED_RANK {
+            continue;
+        }
+        if words(target).len() == run.len() {
+            continue;
+        }
+        let reason = format!("{target} with its language word split off and a word added in front");
+        return Some(Verdict {
+            name: name.to_string(),
+            risk: Risk::Typosquat,
+            distance: Some(osa(name, target)),
+            nearest_known: Some(target.clone()),
+            reason,
+        });
+    }
+    None
+}
+
+/// A long name of the most popular ones misspelt beyond two edits but kept recognisable:
+/// its first letter and its last three kept, at most three edits in between (`mplatlib` for
+/// `matplotlib`). A number after the name is set aside. Not for Go paths: one owner's
+/// modules share host, owner and endings (`copystructure`, `mapstructure`).
+fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
+    let name_core = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let len = name_core.chars().count();
+    if len < MIN_GARBLED_LEN {
+        return None;
+    }
+    let tail = |s: &str| s.chars().rev().take(3).collect::<String>();
+    for (target, rank) in &t.names {
+        if *rank > GARBLED_RANK {
+            break;
+        }
+        if target.chars().count() < MIN_GARBLED_TARGET_LEN
+            || target.chars().next() != name_core.chars().next()
+            || tail(target) != tail(name_core)
+        {
+            continue;
+        }
+        if let Some(d) = osa_bounded(name_core, target, 3)
+            && d == 3
+        {
+            return Some(Verdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(osa(name, target)),
+                nearest_known: Some(target.clone()),
+                reason: format!(
+                    "three edits from {target}, keeping its first letter and its ending"
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// The name's characters in sorted order: a name with two characters swapped has the same.
+fn sorted_letters(name: &str) -> String {
+    let mut chars: Vec<char> = name.chars().collect();
+    chars.sort_unstable();
+    chars.into_iter().collect()
+}
+
 /// The name without separators.
 fn squash(name: &str) -> String {
     name.chars()
@@ -968,6 +1109,9 @@ fn words_key(name: &str) -> Option<String> {
     words.sort_unstable();
     Some(words.join("-"))
 }
+
+/// Words naming a language or runtime, glued to popular names (`dayjs`, `pyyaml`).
+const LANGUAGE_WORDS: &[&str] = &["js", "node", "py", "python"];
 
 const PREFIXES: &[&str] = &[
     "python3-", "python-", "python", "py3-", "py-", "py", "node-", "node", "js-",
@@ -1049,10 +1193,14 @@ fn osa_bounded(a: &str, b: &str, max: u32) -> Option<u32> {
     (prev[m] <= max).then_some(prev[m])
 }
 
-/// Single edits typing errors rarely make: a character replaced by one neither next to it
-/// on the keyboard nor alike, or one added without repeating a neighbour.
+/// Single edits typing errors rarely make, or long-tail names often are: a character
+/// replaced by one neither next to it on the keyboard, alike, nor a vowel for a vowel, or
+/// one added without repeating a neighbour (`awaiter`, `clifft` are words and names).
 fn is_weak_edit(kind: &str) -> bool {
-    matches!(kind, "character substituted" | "character inserted")
+    matches!(
+        kind,
+        "character substituted" | "character inserted" | "keyboard-adjacent character inserted"
+    )
 }
 
 /// Names the single edit turning `target` into `name`.
@@ -1069,12 +1217,21 @@ fn edit_kind(name: &str, target: &str) -> &'static str {
     }
     if a.len() == b.len() + 1 {
         let extra = a[first];
-        let repeated = (first > 0 && a[first - 1] == extra) || a.get(first + 1) == Some(&extra);
-        return if repeated {
-            "character repeated"
-        } else {
-            "character inserted"
-        };
+        let before = first.checked_sub(1).map(|i| a[i]);
+        let after = a.get(first + 1).copied();
+        if before == Some(extra) || after == Some(extra) {
+            return "character repeated";
+        }
+        // A finger catching the key beside the one meant (`sqliter`): an extra character
+        // next to a neighbour on the keyboard.
+        if [before, after]
+            .into_iter()
+            .flatten()
+            .any(|n| keyboard_adjacent(n, extra))
+        {
+            return "keyboard-adjacent character inserted";
+        }
+        return "character inserted";
     }
     if first + 1 < a.len() && a[first] == b[first + 1] && a[first + 1] == b[first] {
         return "neighbouring characters swapped";
@@ -1084,8 +1241,14 @@ fn edit_kind(name: &str, target: &str) -> &'static str {
             "keyboard-adjacent character substituted"
         }
         (Some(&x), Some(&y)) if visually_similar(x, y) => "visually similar character substituted",
+        // One vowel for another (`matplatlib`) reads alike and is a common misspelling.
+        (Some(&x), Some(&y)) if is_vowel(x) && is_vowel(y) => "vowel substituted",
         _ => "character substituted",
     }
+}
+
+fn is_vowel(c: char) -> bool {
+    matches!(c, 'a' | 'e' | 'i' | 'o' | 'u')
 }
 
 fn visually_similar(a: char, b: char) -> bool {
@@ -1494,6 +1657,153 @@ mod tests {
         assert!(v.reason.contains("character substituted of mkdirp"));
         // A number after a name is a successor's name, not a typo.
         assert_eq!(verdict_of(&d, Ecosystem::Pypi, "httpx2").risk, Risk::Clear);
+    }
+
+    /// A list of `names` at ranks 1.., then filler names up to `filler_to`, then `late`.
+    fn ranked(e: Ecosystem, names: &[&str], filler_to: usize, late: &[&str]) -> Detector {
+        let mut all: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        all.extend((all.len()..filler_to).map(|i| format!("filler-package-{i}")));
+        all.extend(late.iter().map(|s| s.to_string()));
+        Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: e,
+            header: vec![],
+            names: all,
+        }]))
+    }
+
+    #[test]
+    fn a_vowel_for_a_vowel_is_a_misspelling_at_any_rank() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["matplotlib"],
+            WEAK_EDIT_RANK as usize,
+            &["jest-each"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "jest-eech");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(
+            v.reason.contains("vowel substituted of jest-each"),
+            "{}",
+            v.reason
+        );
+        // Any other letter, past the most popular names: not enough.
+        assert_eq!(
+            verdict_of(&d, Ecosystem::Pypi, "jest-ebch").risk,
+            Risk::Clear
+        );
+        // With an affix around it.
+        let v = verdict_of(&d, Ecosystem::Pypi, "matplatlib-plus");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("matplotlib"));
+        assert!(
+            v.reason.contains("misspelling of matplotlib"),
+            "{}",
+            v.reason
+        );
+    }
+
+    #[test]
+    fn an_extra_key_beside_a_neighbour_is_named() {
+        assert_eq!(
+            edit_kind("sqliter", "sqlite"),
+            "keyboard-adjacent character inserted"
+        );
+        assert_eq!(edit_kind("sqlitex", "sqlite"), "character inserted");
+        // Past the most popular names it stays too weak: `awaiter` is a word.
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests"],
+            WEAK_EDIT_RANK as usize,
+            &["waiter"],
+        );
+        assert_eq!(verdict_of(&d, Ecosystem::Pypi, "awaiter").risk, Risk::Clear);
+        let v = verdict_of(&d, Ecosystem::Pypi, "requestrs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(
+            v.reason
+                .contains("keyboard-adjacent character inserted of requests"),
+            "{}",
+            v.reason
+        );
+    }
+
+    #[test]
+    fn a_language_word_split_off_with_a_word_in_front() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["dayjs", "react-redux", "dateparser"],
+            3,
+            &[],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "easy-day-js");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("dayjs"));
+        assert!(v.reason.contains("language word split off"), "{}", v.reason);
+        // A word in front of a name as written, or a name split elsewhere: wrappers, forks.
+        for name in ["select-react-redux", "gnosis-date-parser", "my-dayjs"] {
+            assert_eq!(
+                verdict_of(&d, Ecosystem::Npm, name).risk,
+                Risk::Clear,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn established_names_past_the_targets_meet_the_strong_checks_only() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            TARGET_NAMES,
+            &["ffmpeg", "proxy"],
+        );
+        for (name, how) in [
+            ("ffmepg", "neighbouring characters swapped of ffmpeg"),
+            ("nodeffmpeg", "affix added to ffmpeg"),
+            ("proxy.js", "affix added to proxy"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert!(v.reason.contains(how), "{name}: {}", v.reason);
+        }
+        // Other single edits compare with the first TARGET_NAMES only.
+        for name in ["ffmpek", "fmpeg", "ffmpegg"] {
+            assert_eq!(
+                verdict_of(&d, Ecosystem::Npm, name).risk,
+                Risk::Clear,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn three_edits_keep_a_popular_long_name_recognisable() {
+        let d = ranked(Ecosystem::Pypi, &["matplotlib", "setuptools"], 3, &[]);
+        let v = verdict_of(&d, Ecosystem::Pypi, "mplatlib");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("matplotlib"));
+        assert!(
+            v.reason.contains("three edits from matplotlib"),
+            "{}",
+            v.reason
+        );
+        // Another ending or first letter, or four edits: not this rule.
+        for name in ["mplatlob", "xplatlib", "maratlib"] {
+            assert_eq!(
+                verdict_of(&d, Ecosystem::Pypi, name).risk,
+                Risk::Clear,
+                "{name}"
+            );
+        }
+        // Go: one owner's modules share their endings.
+        let d = ranked(
+            Ecosystem::Go,
+            &["github.com/mitchellh/mapstructure"],
+            1,
+            &[],
+        );
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/mitchellh/copystructure");
+        assert_ne!(v.risk, Risk::Typosquat, "{v:?}");
     }
 
     #[test]
