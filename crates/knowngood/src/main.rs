@@ -253,7 +253,8 @@ enum AdvisoriesCommand {
 enum PackagesCommand {
     /// Replace an ecosystem's popular-name list (what typosquat analysis compares with) from
     /// a registry listing: a PyPI table with a `rank_…` column, an npm table with a
-    /// `downloads…` column, or a `name<TAB>rank` list. Takes effect at the next start.
+    /// `downloads…` column, a Go table with a `dependents…` column (modules requiring each),
+    /// or a `name<TAB>rank` list. Takes effect at the next start.
     RefreshPopular {
         #[command(flatten)]
         common: CommonArgs,

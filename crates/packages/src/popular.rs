@@ -4,9 +4,10 @@
 //! A list file is UTF-8 text: `#` comment lines (source and date), a `name<TAB>rank` header,
 //! then one `name<TAB>rank` line per package, rank 1 the most used. [`PopularList::parse`]
 //! also reads the registries' own listings the lists are built from: a PyPI table with a
-//! `rank_among_…` column, or an npm table with a `downloads_a_month` column (rows with
+//! `rank_among_…` column, an npm table with a `downloads_a_month` column (rows with
 //! fewer than [`MIN_MONTHLY_DOWNLOADS`] downloads, and the registry's security holding
-//! packages that replace removed malware, are left out).
+//! packages that replace removed malware, are left out), or a Go table with a `dependents`
+//! column (how many modules require each one, most first).
 //!
 //! Every listed name is *known*: people install it. The first [`TARGET_NAMES`] of a list
 //! are also the *targets* look-alikes are compared with, and the names up to
@@ -72,7 +73,8 @@ impl PopularList {
     /// names); a line without the expected columns is an error.
     pub fn parse(ecosystem: Ecosystem, text: &str) -> Result<Self, ListError> {
         let mut header = Vec::new();
-        let mut columns: Option<(usize, usize, bool)> = None; // name, score, higher is better
+        // name, score, higher is better, fewest downloads a month
+        let mut columns: Option<(usize, usize, bool, u64)> = None;
         // Version and summary columns of a registry listing, if any.
         let mut described: (Option<usize>, Option<usize>) = (None, None);
         let mut scored: Vec<(String, u64)> = Vec::new();
@@ -86,25 +88,28 @@ impl PopularList {
                 continue;
             }
             let fields: Vec<&str> = line.split('\t').collect();
-            let Some((name_col, score_col, higher_better)) = columns else {
+            let Some((name_col, score_col, higher_better, floor)) = columns else {
                 let find = |pred: &dyn Fn(&str) -> bool| fields.iter().position(|f| pred(f));
                 let name = find(&|f| f == "name" || f == "module").ok_or_else(|| ListError {
                     line: line_no,
                     why: "the header names no `name` column".into(),
                 })?;
-                let (score, higher) = if let Some(c) =
-                    find(&|f| f == "rank" || f.starts_with("rank_"))
-                {
-                    (c, false)
-                } else if let Some(c) = find(&|f| f.starts_with("downloads")) {
-                    (c, true)
-                } else {
-                    return Err(ListError {
-                        line: line_no,
-                        why: "the header names neither a `rank` nor a `downloads…` column".into(),
-                    });
-                };
-                columns = Some((name, score, higher));
+                let (score, higher, floor) =
+                    if let Some(c) = find(&|f| f == "rank" || f.starts_with("rank_")) {
+                        (c, false, 0)
+                    } else if let Some(c) = find(&|f| f.starts_with("downloads")) {
+                        (c, true, MIN_MONTHLY_DOWNLOADS)
+                    } else if let Some(c) = find(&|f| f.starts_with("dependents")) {
+                        // Go has no download counts: modules requiring it, from the module index.
+                        (c, true, 0)
+                    } else {
+                        return Err(ListError {
+                            line: line_no,
+                            why: "the header names no `rank`, `downloads…` or `dependents…` column"
+                                .into(),
+                        });
+                    };
+                columns = Some((name, score, higher, floor));
                 described = (
                     find(&|f| f == "version"),
                     find(&|f| f.starts_with("summary")),
@@ -128,7 +133,7 @@ impl PopularList {
                 line: line_no,
                 why: format!("{score:?} is not a whole number"),
             })?;
-            if higher_better && score < MIN_MONTHLY_DOWNLOADS {
+            if score < floor {
                 continue;
             }
             // npm replaces removed malware with a security holding package, which keeps
@@ -310,6 +315,18 @@ mod tests {
         assert_eq!(list.names, ["semver", "lodash"]);
         let again = PopularList::parse(Ecosystem::Npm, &list.to_tsv()).unwrap();
         assert_eq!(again.names, list.names);
+        // A Go table of direct dependents: most required first, no download floor.
+        let go = "module\tdependents\ngithub.com/pkg/errors\t92491\n\
+                  github.com/stretchr/testify\t259237\ngithub.com/tiny/one\t12\n";
+        let list = PopularList::parse(Ecosystem::Go, go).unwrap();
+        assert_eq!(
+            list.names,
+            [
+                "github.com/stretchr/testify",
+                "github.com/pkg/errors",
+                "github.com/tiny/one"
+            ]
+        );
         assert!(PopularList::parse(Ecosystem::Npm, "just text\n").is_err());
         assert!(PopularList::parse(Ecosystem::Npm, "name\trank\nx\tnot-a-number\n").is_err());
     }
