@@ -125,6 +125,9 @@ struct Targets {
     /// letters in sorted order, for the swapped-neighbours check: only the separator,
     /// look-alike character, affix and swap checks compare with these.
     wide_by_letters: HashMap<String, Vec<u32>>,
+    /// Targets up to rank `GARBLED_RANK`, at least `MIN_GARBLED_TARGET_LEN` long, by their
+    /// first character and last three (see `garbled`).
+    by_ends: HashMap<String, Vec<u32>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -770,6 +773,9 @@ impl Targets {
             if let Some(key) = words_key(name) {
                 t.words.entry(key).or_insert(i);
             }
+            if rank <= GARBLED_RANK && len >= MIN_GARBLED_TARGET_LEN {
+                t.by_ends.entry(ends_key(name)).or_default().push(at);
+            }
             if len >= MIN_EDIT_LEN {
                 for_each_deletion(name, 1, |key| one_edit.push((key_hash(key), at)));
             }
@@ -996,17 +1002,8 @@ fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
     if len < MIN_GARBLED_LEN {
         return None;
     }
-    let tail = |s: &str| s.chars().rev().take(3).collect::<String>();
-    for (target, rank) in &t.names {
-        if *rank > GARBLED_RANK {
-            break;
-        }
-        if target.chars().count() < MIN_GARBLED_TARGET_LEN
-            || target.chars().next() != name_core.chars().next()
-            || tail(target) != tail(name_core)
-        {
-            continue;
-        }
+    for &i in t.by_ends.get(&ends_key(name_core)).into_iter().flatten() {
+        let target = &t.names[i as usize].0;
         if let Some(d) = osa_bounded(name_core, target, 3)
             && d == 3
         {
@@ -1022,6 +1019,12 @@ fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
         }
     }
     None
+}
+
+/// The first character and the last three of a name (see `garbled`).
+fn ends_key(name: &str) -> String {
+    let tail: Vec<char> = name.chars().rev().take(3).collect();
+    name.chars().take(1).chain(tail.into_iter().rev()).collect()
 }
 
 /// The name's characters in sorted order: a name with two characters swapped has the same.
