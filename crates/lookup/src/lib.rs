@@ -1,6 +1,7 @@
-//! Classifying submitted hashes: vendor releases first (from the in-memory [`VendorIndex`],
-//! caught up with the store's changes first if it is behind; from the database only while
-//! there is no index), then the reference corpus, else unknown.
+//! Classifying submitted hashes: vendor releases first (from the [`VendorIndex`], a mapped
+//! generation file and an in-memory delta over it, caught up with the store's changes first
+//! if it is behind; from the database only while there is no index), then the reference
+//! corpus, else unknown.
 //!
 //! A [`Classifier`] is cheap to clone and shared by every request. Its answers borrow their
 //! text from the index, the records read for the request or the corpus generation, so
@@ -13,7 +14,7 @@ use corpus::{Corpus, Generation};
 use model::{Classification, Error, HashRecord, HashValue};
 use store::{RecordsListener, Store};
 
-mod huge_pages;
+pub mod generation;
 pub mod vendor_index;
 
 pub use vendor_index::{Digests, FreshIndex, VendorIndex, VendorMatch, best_match};
@@ -49,10 +50,15 @@ impl RecordsListener for IndexListener {
 }
 
 impl Classifier {
-    /// A classifier over `store` with an empty index (built on first use or by
-    /// [`rebuild`](Self::rebuild)) and no corpus.
+    /// A classifier over `store` with an empty index (started on first use or by
+    /// [`rebuild`](Self::rebuild)) whose generations go to a private temporary directory,
+    /// and no corpus.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        let index: Arc<VendorIndex> = Arc::default();
+        Self::with_index(store, VendorIndex::default(), None)
+    }
+
+    fn with_index(store: Arc<dyn Store>, index: VendorIndex, corpus: Option<Arc<Corpus>>) -> Self {
+        let index = Arc::new(index);
         // The index catches up with each write before the store shows its epoch, so a
         // lookup never waits for a catch-up (and its query) itself.
         let listener: Arc<dyn RecordsListener> = Arc::new(IndexListener {
@@ -63,9 +69,15 @@ impl Classifier {
         Self {
             index,
             store,
-            corpus: None,
+            corpus,
             _listener: listener,
         }
+    }
+
+    /// The same classifier with a new, empty index that keeps its generations in `dir`,
+    /// so that a restart maps the newest one instead of scanning the store.
+    pub fn with_generation_dir(self, dir: impl Into<std::path::PathBuf>) -> Self {
+        Self::with_index(self.store, VendorIndex::with_dir(dir), self.corpus)
     }
 
     /// Answers `known_file` from this corpus too; the index is kept.
@@ -89,7 +101,14 @@ impl Classifier {
         self.index.rebuild_in_background(&self.store);
     }
 
-    /// Builds the index now, on this task; returns the number of hashes indexed.
+    /// The index's periodic upkeep: start, merge when the delta is large, rolling HMAC
+    /// re-verification (see [`VendorIndex::upkeep`]).
+    pub fn upkeep(&self) {
+        self.index.upkeep(&self.store);
+    }
+
+    /// Makes the index current now, on this task (mapping the newest generation at first,
+    /// else writing one); returns the number of hashes indexed.
     pub async fn rebuild(&self) -> Result<usize, Error> {
         self.index.rebuild(&self.store).await
     }

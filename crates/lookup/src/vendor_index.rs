@@ -1,27 +1,39 @@
-//! The vendor records in memory, for lookups.
+//! The vendor records for lookups: a memory-mapped generation and a delta over it.
 //!
 //! Classifying 100 hashes against the database costs about a millisecond of SQL and HMAC
 //! checks; against this index it costs microseconds. The index maps every SHA-256, SHA-1 and
 //! MD5 of a verified record to the record that hash names: current before superseded, then
 //! the newest, then the smallest id (the same choice the database path makes).
 //!
-//! It is a base built from a full scan of the store, in which every row's HMAC is verified as
-//! it is read (records that fail are left out, and the store logs and counts them), and a
-//! delta on top: the records written since (`records_changed_after`, also verified as read),
-//! with, for every hash they name or named, the answer over base and delta together. The
-//! index is tagged with the records epoch read *before* each read of the store, and a lookup
-//! uses it only when that tag is at least the epoch the lookup saw; otherwise the lookup
-//! first applies what changed (one indexed query), so after a write the next lookup still
-//! answers from memory. Writes through this process move the epoch at once, other replicas'
-//! writes within one poll of the database counter (half a second).
+//! The base is an immutable generation file ([`crate::generation`]): sorted digest tables
+//! pointing at compact record entries, mapped read-only, so its pages are the kernel's page
+//! cache, shared by every thread (and every process mapping the same file), not memory of
+//! this process. It is written by a merge: a scan of the store in id order in which every
+//! row's HMAC is verified as it is read (records that fail are left out, and the store logs
+//! and counts them), sorted externally in bounded memory, fsynced and renamed into place.
+//! Over it, a delta: the records written since (`records_changed_after`, also verified as
+//! read), with, for every hash they name or named, the answer over base and delta together.
+//! The index is tagged with the records epoch read *before* each read of the store, and a
+//! lookup uses it only when that tag is at least the epoch the lookup saw; otherwise the
+//! lookup first applies what changed (one indexed query), so after a write the next lookup
+//! still answers from memory. Writes through this process move the epoch at once, other
+//! replicas' writes within one poll of the database counter (half a second).
 //!
-//! When the delta grows past an eighth of the base (at least 65,536 records), and every ten minutes (which also
-//! re-verifies every row), a new base is built in the background while the old one keeps
-//! answering; it is caught up and swapped in under the lock catch-ups take. A rebuild starts
-//! no sooner after the previous one than that one took.
+//! At start the newest generation of the directory that opens, checks (checksum included)
+//! and was written from this store (its fingerprint, and an epoch the store has reached) is
+//! mapped and the delta since its epoch replayed: nothing is rebuilt. Otherwise, and when
+//! the delta grows past an eighth of the base (at least 65,536 records), a merge writes the
+//! next generation in the background while the old one keeps answering; it is caught up and
+//! swapped in under the lock catch-ups take, and older generation files are deleted. A merge
+//! starts no sooner after the previous one than that one took. Stored HMACs are re-verified
+//! on a rolling budget ([`VendorIndex::upkeep`]): a share of the records an hour, read in id
+//! order from where the last pass stopped; one that now fails stops answering at once.
+//! Without a directory (tests, tools) generations go to a private temporary directory that
+//! is removed with the index.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -29,9 +41,7 @@ use std::time::{Duration, Instant};
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
 use store::Store;
 
-use corpus::prefetch::prefetch;
-
-use crate::huge_pages;
+use crate::generation::{self, Generation};
 
 /// Records read per page of the scan.
 const SCAN_PAGE: u32 = 5000;
@@ -124,370 +134,19 @@ fn names(record: &HashRecord, hash: &HashValue) -> bool {
 type Digest = [u8; 32];
 
 /// A hash as the delta keys it: its kind and its digest, zero-padded.
-type Key = (HashAlgo, Digest);
+pub(crate) type Key = (HashAlgo, Digest);
 
-fn key_of(algo: HashAlgo, digest: &[u8]) -> Key {
+pub(crate) fn key_of(algo: HashAlgo, digest: &[u8]) -> Key {
     let mut d = [0u8; 32];
     let n = digest.len().min(32);
     d[..n].copy_from_slice(&digest[..n]);
     (algo, d)
 }
 
-/// The bytes of a key's digest.
-fn digest_bytes(key: &Key) -> &[u8] {
-    &key.1[..key.0.hex_len() / 2]
-}
-
 /// A hex digest of `algo`'s length as bytes, or `None` if it is not one.
 fn digest_of(algo: HashAlgo, hex: &str) -> Option<Digest> {
     let mut out = [0u8; 32];
     model::hash::decode_hex(hex.as_bytes(), &mut out[..algo.hex_len() / 2]).then_some(out)
-}
-
-fn algo_code(algo: HashAlgo) -> u8 {
-    match algo {
-        HashAlgo::Sha256 => 1,
-        HashAlgo::Sha1 => 2,
-        HashAlgo::Md5 => 3,
-    }
-}
-
-/// A verified record as the index keeps it: plain data, so that the entries of a million
-/// records are one array on huge pages, and a hit reads one entry and its text.
-#[derive(Clone, Copy)]
-struct Entry {
-    sha256: [u8; 32],
-    sha1: [u8; 20],
-    md5: [u8; 16],
-    has_sha1: bool,
-    has_md5: bool,
-    current: bool,
-    platform: Platform,
-    /// Index into the vendor names.
-    vendor: u32,
-    /// The executable name then the version, at `text` in the text arena.
-    text: u32,
-    name_len: u32,
-    version_len: u32,
-    valid_from_micros: i64,
-    size: Option<u64>,
-}
-
-impl Entry {
-    fn digest(&self, algo: HashAlgo) -> Option<&[u8]> {
-        match algo {
-            HashAlgo::Sha256 => Some(&self.sha256),
-            HashAlgo::Sha1 => self.has_sha1.then_some(&self.sha1[..]),
-            HashAlgo::Md5 => self.has_md5.then_some(&self.md5[..]),
-        }
-    }
-
-    fn rank(&self) -> (bool, i64) {
-        (self.current, self.valid_from_micros)
-    }
-
-    fn keys(&self) -> Vec<Key> {
-        let mut keys = vec![(HashAlgo::Sha256, self.sha256)];
-        if self.has_sha1 {
-            keys.push(key_of(HashAlgo::Sha1, &self.sha1));
-        }
-        if self.has_md5 {
-            keys.push(key_of(HashAlgo::Md5, &self.md5));
-        }
-        keys
-    }
-}
-
-/// One place of the open-addressed table: four bytes of a digest and the entry it names.
-/// Eight to a cache line; the entry holds the full digest that settles a match.
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    tag: u32,
-    /// Entry index plus one; zero marks an empty slot.
-    entry: u32,
-}
-
-/// One build of the index: an open-addressed table (linear probing, at most half full) from
-/// every hash to the entry of the record it names.
-///
-/// A batch lookup goes through the hashes in steps, prefetching what the next step reads
-/// for all of them first: their table slots, then their entries, then their text. At a
-/// million records each of these is a DRAM access, so a 100-hash request waits for three
-/// rounds of overlapping accesses rather than for a few hundred one after another.
-struct Snapshot {
-    slots: Vec<Slot>,
-    /// `64 - log2(slots.len())`: a hash's home slot is the top bits of its mixed key.
-    shift: u32,
-    /// Per process and random, so that nobody can aim recorded hashes at one run of slots.
-    seed: u64,
-    entries: Vec<Entry>,
-    text: Vec<u8>,
-    vendors: Vec<Box<str>>,
-    /// Entry `e`'s record id is `ids[id_at[e]..id_at[e + 1]]`; read only to apply changes.
-    ids: Vec<u8>,
-    id_at: Vec<u32>,
-    /// Every entry naming a hash that several entries name (the table keeps the best), so
-    /// that the next best is known when the delta changes the best.
-    shared: HashMap<Key, Vec<u32>>,
-    /// Distinct hashes in the table.
-    hashes: usize,
-}
-
-/// The first eight bytes of a digest, which place it in the table.
-fn key(digest: &[u8]) -> u64 {
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(first)
-}
-
-/// The digest bytes a slot keeps to tell candidates apart.
-fn tag(key: u64) -> u32 {
-    (key >> 32) as u32
-}
-
-impl Snapshot {
-    fn home(&self, algo: HashAlgo, key: u64) -> usize {
-        // A folded 64x64->128 multiply: every output bit depends on every input bit.
-        let salted = key ^ self.seed ^ u64::from(algo_code(algo));
-        let product = u128::from(salted) * 0x9e37_79b9_7f4a_7c15_u128;
-        let mixed = (product as u64) ^ ((product >> 64) as u64);
-        (mixed >> self.shift) as usize
-    }
-
-    /// The entries whose slots carry `digest`'s tag, probing from its home slot; nearly
-    /// always at most one, which [`find`](Self::find) then compares in full.
-    fn candidates(&self, algo: HashAlgo, digest: &[u8]) -> impl Iterator<Item = u32> {
-        let key = key(digest);
-        let tag = tag(key);
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(algo, key);
-        std::iter::from_fn(move || {
-            loop {
-                let slot = self.slots[i];
-                i = (i + 1) & mask;
-                if slot.entry == 0 {
-                    return None;
-                }
-                if slot.tag == tag {
-                    return Some(slot.entry - 1);
-                }
-            }
-        })
-    }
-
-    /// The entry `digest` names.
-    fn find(&self, algo: HashAlgo, digest: &[u8]) -> Option<u32> {
-        self.candidates(algo, digest)
-            .find(|&e| self.entries[e as usize].digest(algo) == Some(digest))
-    }
-
-    /// Points `digest` at entry `e` unless the entry there already ranks at least as high
-    /// (entries arrive in id order, so among equals the smallest id keeps the hash).
-    fn claim(&mut self, algo: HashAlgo, digest: &[u8], e: u32) {
-        let key = key(digest);
-        let tag = tag(key);
-        let mut i = self.home(algo, key);
-        loop {
-            let slot = self.slots[i];
-            if slot.entry == 0 {
-                self.slots[i] = Slot { tag, entry: e + 1 };
-                self.hashes += 1;
-                return;
-            }
-            let existing = slot.entry - 1;
-            if slot.tag == tag && self.entries[existing as usize].digest(algo) == Some(digest) {
-                self.shared
-                    .entry(key_of(algo, digest))
-                    .or_insert_with(|| vec![existing])
-                    .push(e);
-                if self.entries[e as usize].rank() > self.entries[existing as usize].rank() {
-                    self.slots[i].entry = e + 1;
-                }
-                return;
-            }
-            i = (i + 1) & (self.slots.len() - 1);
-        }
-    }
-
-    fn id(&self, e: u32) -> &str {
-        let e = e as usize;
-        let (Some(&from), Some(&to)) = (self.id_at.get(e), self.id_at.get(e + 1)) else {
-            return "";
-        };
-        self.ids
-            .get(from as usize..to as usize)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("")
-    }
-
-    /// The entry of the record `id`, by a linear search: only for a changed record that
-    /// now fails its HMAC, which must stop answering for the hashes it named when verified.
-    fn entry_of_id(&self, id: &str) -> Option<u32> {
-        (0..self.entries.len() as u32).find(|&e| self.id(e) == id)
-    }
-
-    /// Every entry naming `key`.
-    fn naming(&self, key: &Key) -> Vec<u32> {
-        match self.shared.get(key) {
-            Some(all) => all.clone(),
-            None => self.find(key.0, digest_bytes(key)).into_iter().collect(),
-        }
-    }
-
-    fn matched(&self, e: u32) -> Option<VendorMatch<'_>> {
-        let entry = self.entries.get(e as usize)?;
-        let at = entry.text as usize;
-        let name_end = at + entry.name_len as usize;
-        let end = name_end + entry.version_len as usize;
-        let text = |range: std::ops::Range<usize>| std::str::from_utf8(self.text.get(range)?).ok();
-        Some(VendorMatch {
-            vendor: self.vendors.get(entry.vendor as usize)?,
-            executable_name: text(at..name_end)?,
-            version: text(name_end..end)?,
-            platform: entry.platform,
-            current: entry.current,
-            digests: Digests {
-                sha256: entry.sha256,
-                sha1: entry.has_sha1.then_some(entry.sha1),
-                md5: entry.has_md5.then_some(entry.md5),
-            },
-            size: entry.size,
-        })
-    }
-
-    /// The record each hash names, in order, overlapping their memory accesses.
-    fn get_batch(&self, batch: &[HashValue]) -> Vec<Option<VendorMatch<'_>>> {
-        for h in batch {
-            prefetch(&self.slots, self.home(h.algo(), key(h.digest())));
-        }
-        let candidates: Vec<Option<u32>> = batch
-            .iter()
-            .map(|h| {
-                let e = self.candidates(h.algo(), h.digest()).next()?;
-                // An entry spans two cache lines.
-                prefetch(&self.entries, e as usize);
-                prefetch(&self.entries, e as usize + 1);
-                Some(e)
-            })
-            .collect();
-        let found: Vec<Option<u32>> = batch
-            .iter()
-            .zip(candidates)
-            .map(|(h, e)| {
-                let (algo, d) = (h.algo(), h.digest());
-                let e = e.filter(|&e| self.entries[e as usize].digest(algo) == Some(d));
-                // A tag shared by two digests: rare enough to take the slow path.
-                let e = e.or_else(|| self.find(algo, d))?;
-                prefetch(&self.text, self.entries[e as usize].text as usize);
-                Some(e)
-            })
-            .collect();
-        found.iter().map(|e| self.matched((*e)?)).collect()
-    }
-}
-
-/// The first `N` bytes of a digest, zeros for none.
-fn leading<const N: usize>(digest: Option<Digest>) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(d) = digest {
-        out.copy_from_slice(&d[..N]);
-    }
-    out
-}
-
-/// Builds a snapshot from verified records, in id order.
-#[derive(Default)]
-struct Builder {
-    entries: Vec<Entry>,
-    text: Vec<u8>,
-    vendors: Vec<Box<str>>,
-    vendor_ids: HashMap<String, u32>,
-    ids: Vec<u8>,
-    id_at: Vec<u32>,
-    hashes: usize,
-}
-
-impl Builder {
-    fn add(&mut self, record: &HashRecord) {
-        let r = &record.record;
-        let (Ok(text), Ok(name_len), Ok(version_len), Ok(id_end)) = (
-            u32::try_from(self.text.len()),
-            u32::try_from(r.executable_name.len()),
-            u32::try_from(r.version.len()),
-            u32::try_from(self.ids.len() + record.id.len()),
-        ) else {
-            return;
-        };
-        let Some(sha256) = digest_of(HashAlgo::Sha256, &r.hash_sha256) else {
-            return;
-        };
-        let sha1 = r
-            .hash_sha1
-            .as_deref()
-            .and_then(|h| digest_of(HashAlgo::Sha1, h));
-        let md5 = r
-            .hash_md5
-            .as_deref()
-            .and_then(|h| digest_of(HashAlgo::Md5, h));
-        let next_vendor = self.vendors.len() as u32;
-        let vendor = *self.vendor_ids.entry(r.vendor.clone()).or_insert_with(|| {
-            self.vendors.push(r.vendor.as_str().into());
-            next_vendor
-        });
-        if self.id_at.is_empty() {
-            self.id_at.push(0);
-        }
-        self.ids.extend_from_slice(record.id.as_bytes());
-        self.id_at.push(id_end);
-        self.text.extend_from_slice(r.executable_name.as_bytes());
-        self.text.extend_from_slice(r.version.as_bytes());
-        self.hashes += 1 + usize::from(sha1.is_some()) + usize::from(md5.is_some());
-        self.entries.push(Entry {
-            sha256,
-            sha1: leading(sha1),
-            md5: leading(md5),
-            has_sha1: sha1.is_some(),
-            has_md5: md5.is_some(),
-            current: record.status == RecordStatus::Current,
-            platform: r.platform,
-            vendor,
-            text,
-            name_len,
-            version_len,
-            valid_from_micros: record.valid_from.timestamp_micros(),
-            size: r.size,
-        });
-    }
-
-    /// The table has at least 16 slots, never more than half of them used, so a probe
-    /// always reaches an empty slot.
-    fn finish(self, seed: u64) -> Snapshot {
-        let len = (self.hashes * 2).next_power_of_two().max(16);
-        let mut snapshot = Snapshot {
-            slots: huge_pages::filled(len, Slot::default()),
-            shift: 64 - len.trailing_zeros(),
-            seed,
-            entries: huge_pages::copy(&self.entries),
-            text: huge_pages::copy(&self.text),
-            vendors: self.vendors,
-            ids: self.ids,
-            id_at: self.id_at,
-            shared: HashMap::new(),
-            hashes: 0,
-        };
-        for e in 0..snapshot.entries.len() {
-            let entry = snapshot.entries[e];
-            let e = e as u32;
-            snapshot.claim(HashAlgo::Sha256, &entry.sha256, e);
-            if entry.has_sha1 {
-                snapshot.claim(HashAlgo::Sha1, &entry.sha1, e);
-            }
-            if entry.has_md5 {
-                snapshot.claim(HashAlgo::Md5, &entry.md5, e);
-            }
-        }
-        snapshot
-    }
 }
 
 /// A record written since the base was built, as the store last returned it.
@@ -584,15 +243,15 @@ struct Delta {
 /// The base, the delta over it and the records epoch they reflect.
 struct State {
     epoch: u64,
-    base: Arc<Snapshot>,
+    base: Arc<Generation>,
     delta: Delta,
 }
 
 impl State {
-    fn new(epoch: u64, base: Snapshot) -> Self {
+    fn new(epoch: u64, base: Arc<Generation>) -> Self {
         Self {
             epoch,
-            base: Arc::new(base),
+            base,
             delta: Delta::default(),
         }
     }
@@ -616,7 +275,7 @@ impl State {
                 Some(prev) => touched.extend(prev.keys.iter().copied()),
                 None => {
                     if let Some(e) = self.base.entry_of_id(&new.id) {
-                        touched.extend(self.base.entries[e as usize].keys());
+                        touched.extend(self.base.keys(e));
                     }
                 }
             }
@@ -637,7 +296,7 @@ impl State {
         for e in self.base.naming(key) {
             let id = self.base.id(e);
             if !self.delta.records.contains_key(id) {
-                let rank = self.base.entries[e as usize].rank();
+                let rank = self.base.rank(e);
                 candidates.push((rank, Reverse(id), Answer::Base(e)));
             }
         }
@@ -653,6 +312,21 @@ impl State {
             .into_iter()
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
             .map(|(_, _, answer)| answer)
+    }
+
+    /// Whether the delta is worth folding into a new generation: well before it costs much
+    /// memory (a few hundred bytes per record), rarely during an ingest.
+    fn delta_is_large(&self) -> bool {
+        self.delta.records.len() as u64 > (self.base.records() / 8).max(1 << 16)
+    }
+
+    /// Whether record `id` may answer a lookup now (verified in the delta, or in the base
+    /// and not replaced by the delta).
+    fn answers_for(&self, id: &str) -> bool {
+        match self.delta.records.get(id) {
+            Some(r) => r.verified,
+            None => self.base.entry_of_id(id).is_some(),
+        }
     }
 
     /// The index for `batch`: the base, and the delta's answers for its hashes.
@@ -708,7 +382,26 @@ async fn changes_after(
     Ok(changes)
 }
 
-/// The index: base and delta, and the bookkeeping of catch-ups and rebuilds.
+/// Memory the merge's external sorts may use before they spill (the rest of a merge is
+/// streamed: a page of the scan at a time).
+const MERGE_BUDGET: usize = 48 << 20;
+
+/// Share of the records whose stored HMAC is re-verified per hour: each is read again at
+/// least every ten hours.
+const REVERIFY_SHARE_PER_HOUR: f64 = 0.1;
+/// Re-verified per hour at least, so a small store is gone through quickly.
+const REVERIFY_MIN_PER_HOUR: f64 = 60_000.0;
+
+/// Where the rolling re-verification stands.
+#[derive(Default)]
+struct Reverify {
+    /// The last record id read by the current pass; `None` at the start of a pass.
+    after: Option<String>,
+    /// When the budget was last spent.
+    last: Option<Instant>,
+}
+
+/// The index: base and delta, and the bookkeeping of catch-ups, merges and re-verification.
 #[derive(Default)]
 pub struct VendorIndex {
     /// Held only for in-memory work, never across an await.
@@ -719,12 +412,22 @@ pub struct VendorIndex {
     /// No rebuild starts before this instant.
     not_before: Mutex<Option<Instant>>,
     database_lookups: AtomicU64,
+    /// Where generations are kept; `None`: a private temporary directory, made when first
+    /// needed and removed with the index.
+    dir: Option<PathBuf>,
+    temp: Mutex<Option<tempfile::TempDir>>,
+    /// Whether the start (map a generation, else merge) was tried.
+    started: AtomicBool,
+    merges: AtomicU64,
+    reverify: tokio::sync::Mutex<Reverify>,
+    reverified: AtomicU64,
+    reverify_failures: AtomicU64,
 }
 
 /// The index as it stood for one batch: the base, and the delta's answers for the batch's
 /// hashes (`None` when the delta is empty).
 pub struct FreshIndex {
-    base: Arc<Snapshot>,
+    base: Arc<Generation>,
     overlay: Option<Vec<Option<Option<Answer>>>>,
 }
 
@@ -732,18 +435,20 @@ impl FreshIndex {
     /// The record each hash of the batch this was made for names, if any, in order;
     /// superseded ones only when `historical`.
     pub fn get_batch(&self, batch: &[HashValue], historical: bool) -> Vec<Option<VendorMatch<'_>>> {
-        let mut found = self.base.get_batch(batch);
-        if let Some(overlay) = &self.overlay {
-            for (m, answer) in found.iter_mut().zip(overlay) {
-                if let Some(answer) = answer {
-                    *m = match answer {
-                        Some(Answer::Base(e)) => self.base.matched(*e),
-                        Some(Answer::Record(r)) => Some(r.matched()),
-                        None => None,
-                    };
-                }
-            }
-        }
+        let entries = self.base.get_batch(batch);
+        let mut found: Vec<Option<VendorMatch<'_>>> = match &self.overlay {
+            None => entries.into_iter().map(|e| self.base.matched(e?)).collect(),
+            Some(overlay) => entries
+                .into_iter()
+                .zip(overlay)
+                .map(|(e, answer)| match answer {
+                    None => self.base.matched(e?),
+                    Some(Some(Answer::Base(e))) => self.base.matched(*e),
+                    Some(Some(Answer::Record(r))) => Some(r.matched()),
+                    Some(None) => None,
+                })
+                .collect(),
+        };
         for m in &mut found {
             if m.is_some_and(|m| !historical && !m.current) {
                 *m = None;
@@ -753,13 +458,45 @@ impl FreshIndex {
     }
 }
 
+fn io_error(e: std::io::Error) -> model::Error {
+    model::Error::internal(format!("vendor lookup generation: {e}"))
+}
+
 impl VendorIndex {
+    /// An index whose generations live in `dir` (created when first needed), so that a
+    /// restart maps the newest one rather than scanning the store.
+    pub fn with_dir(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: Some(dir.into()),
+            ..Self::default()
+        }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Option<State>> {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Option<State>> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The directory generations are written to.
+    pub fn dir(&self) -> Result<PathBuf, model::Error> {
+        if let Some(dir) = &self.dir {
+            return Ok(dir.clone());
+        }
+        let mut temp = self.temp.lock().unwrap_or_else(|e| e.into_inner());
+        if temp.is_none() {
+            *temp = Some(
+                tempfile::Builder::new()
+                    .prefix("knowngood-vendor-")
+                    .tempdir()
+                    .map_err(io_error)?,
+            );
+        }
+        temp.as_ref()
+            .map(|t| t.path().to_path_buf())
+            .ok_or_else(|| model::Error::internal("no generation directory"))
     }
 
     /// Whether the index reflects the store as this process knows it.
@@ -806,6 +543,37 @@ impl VendorIndex {
         self.database_lookups.load(Ordering::Relaxed)
     }
 
+    /// Records whose stored HMAC the rolling re-verification has read again.
+    pub fn reverified(&self) -> u64 {
+        self.reverified.load(Ordering::Relaxed)
+    }
+
+    /// Records the rolling re-verification found failing their HMAC.
+    pub fn reverify_failures(&self) -> u64 {
+        self.reverify_failures.load(Ordering::Relaxed)
+    }
+
+    /// Generations this index wrote.
+    pub fn merges(&self) -> u64 {
+        self.merges.load(Ordering::Relaxed)
+    }
+
+    /// The base generation: its file, records and size in bytes; `None` before the first.
+    pub fn generation(&self) -> Option<(PathBuf, u64, u64)> {
+        self.read().as_ref().map(|s| {
+            (
+                s.base.path().to_path_buf(),
+                s.base.records(),
+                s.base.bytes(),
+            )
+        })
+    }
+
+    /// Records in the delta over the base.
+    pub fn delta_records(&self) -> usize {
+        self.read().as_ref().map_or(0, |s| s.delta.records.len())
+    }
+
     /// Applies the store's changes now unless the index is current; `false` when there is
     /// no index to apply them to.
     async fn catch_up_now(self: &Arc<Self>, store: &Arc<dyn Store>) -> Result<bool, model::Error> {
@@ -836,9 +604,7 @@ impl VendorIndex {
                 state.apply(record);
             }
             state.epoch = target;
-            // Folded into a new base well before the delta costs much memory (a few hundred
-            // bytes per record); rarely during an ingest, since a rebuild takes a core.
-            state.delta.records.len() > (state.base.entries.len() / 8).max(1 << 16)
+            state.delta_is_large()
         };
         if grown {
             self.rebuild_in_background(store);
@@ -858,6 +624,27 @@ impl VendorIndex {
                 Ok(true) => {}
                 Ok(false) => index.rebuild_in_background(&store),
                 Err(e) => tracing::warn!(error = %e, "vendor lookup index catch-up failed"),
+            }
+        });
+    }
+
+    /// Periodic upkeep (the server calls it every ten minutes): starts the index if it has
+    /// none, merges if the delta is large, and otherwise re-verifies the stored HMACs of
+    /// the share of records due since the last call, in the background.
+    pub fn upkeep(self: &Arc<Self>, store: &Arc<dyn Store>) {
+        let large = match self.read().as_ref() {
+            None => true,
+            Some(s) => s.delta_is_large(),
+        };
+        if large {
+            self.rebuild_in_background(store);
+            return;
+        }
+        let index = Arc::clone(self);
+        let store = Arc::clone(store);
+        tokio::spawn(async move {
+            if let Err(e) = index.reverify_due(&store).await {
+                tracing::warn!(error = %e, "vendor record re-verification failed");
             }
         });
     }
@@ -887,49 +674,222 @@ impl VendorIndex {
         });
     }
 
-    /// Builds a new base from a full scan of the store, now, on this task, catches it up and
-    /// swaps it in; the old one answers meanwhile. Returns the number of hashes indexed.
+    /// Makes the index current now, on this task: the first time, by mapping the newest
+    /// generation written from this store if there is one; otherwise by a merge. Returns
+    /// the number of distinct hashes in the base.
     pub async fn rebuild(&self, store: &Arc<dyn Store>) -> Result<usize, model::Error> {
-        let started = Instant::now();
-        // Read before the scan: a write that lands during the scan is applied after it.
-        let epoch = store.records_epoch();
-        let mut builder = Builder::default();
-        let mut skipped = 0usize;
-        let mut after: Option<String> = None;
-        loop {
-            let page = store.records_after(after.as_deref(), SCAN_PAGE).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
-            for record in &page {
-                if record.integrity_ok {
-                    builder.add(record);
-                } else {
-                    skipped += 1;
-                }
-            }
+        if !self.started.swap(true, Ordering::AcqRel)
+            && self.read().is_none()
+            && let Some(hashes) = self.map_newest(store).await?
+        {
+            return Ok(hashes);
         }
-        let seed = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), epoch);
-        let snapshot = builder.finish(seed);
-        let (records, hashes) = (snapshot.entries.len(), snapshot.hashes);
-        let mut state = State::new(epoch, snapshot);
+        self.merge(store).await
+    }
+
+    /// Maps the newest valid generation of the directory if it was written from this store,
+    /// replays the changes since and swaps it in; `None` when there is none to use.
+    async fn map_newest(&self, store: &Arc<dyn Store>) -> Result<Option<usize>, model::Error> {
+        let started = Instant::now();
+        let dir = self.dir()?;
+        let first = store.records_after(None, 1).await?;
+        let want = generation::fingerprint(first.first().map(|r| r.id.as_str()));
+        let epoch = store.records_epoch();
+        let opened = tokio::task::spawn_blocking(move || {
+            if let Err(e) = generation::clean(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot clean the vendor generation directory");
+            }
+            generation::open_newest(&dir, true)
+        })
+        .await
+        .map_err(model::Error::internal)?;
+        let Some(base) = opened else {
+            return Ok(None);
+        };
+        if base.fingerprint() != want || base.epoch() > epoch {
+            tracing::info!(
+                path = %base.path().display(),
+                "vendor generation was written from another database; writing a new one"
+            );
+            return Ok(None);
+        }
+        let hashes = base.hashes() as usize;
+        let (path, records, gen_epoch) = (base.path().to_path_buf(), base.records(), base.epoch());
+        let delta = self
+            .swap_in(store, State::new(gen_epoch, Arc::new(base)))
+            .await?;
+        tracing::info!(
+            path = %path.display(),
+            records,
+            delta,
+            epoch = gen_epoch,
+            ms = started.elapsed().as_millis() as u64,
+            "vendor lookup index mapped"
+        );
+        Ok(Some(hashes))
+    }
+
+    /// Catches `state` up (first without the lock, then under it) and makes it the index;
+    /// returns the records in its delta.
+    async fn swap_in(
+        &self,
+        store: &Arc<dyn Store>,
+        mut state: State,
+    ) -> Result<usize, model::Error> {
         // What was written during the scan, without blocking lookups; then the rest, and
         // the swap, under the lock that catch-ups take.
         state.catch_up(store, store.records_epoch()).await?;
-        {
-            let _updating = self.updating.lock().await;
-            state.catch_up(store, store.records_epoch()).await?;
-            // The old state's epoch was read from the store earlier: this one is no older.
-            *self.write() = Some(state);
+        let _updating = self.updating.lock().await;
+        state.catch_up(store, store.records_epoch()).await?;
+        let delta = state.delta.records.len();
+        // The old state's epoch was read from the store earlier: this one is no older.
+        *self.write() = Some(state);
+        Ok(delta)
+    }
+
+    /// Writes a new generation from a full scan of the store, now, on this task (the writing
+    /// on a blocking thread), catches it up and swaps it in; the old one answers meanwhile.
+    /// Returns the number of distinct hashes indexed.
+    pub async fn merge(&self, store: &Arc<dyn Store>) -> Result<usize, model::Error> {
+        let started = Instant::now();
+        let dir = self.dir()?;
+        // Read before the scan: a write that lands during the scan is applied after it.
+        let epoch = store.records_epoch();
+        let (pages, mut receive) = tokio::sync::mpsc::channel::<Vec<HashRecord>>(2);
+        let complete = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&complete);
+        let write_dir = dir.clone();
+        let writing = tokio::task::spawn_blocking(move || -> std::io::Result<Option<PathBuf>> {
+            let mut writer = generation::Writer::create(&write_dir, MERGE_BUDGET)?;
+            let mut first: Option<String> = None;
+            while let Some(page) = receive.blocking_recv() {
+                for record in &page {
+                    if first.is_none() {
+                        first = Some(record.id.clone());
+                    }
+                    if record.integrity_ok {
+                        writer.push(record)?;
+                    }
+                }
+            }
+            if !done.load(Ordering::Acquire) {
+                writer.abandon();
+                return Ok(None);
+            }
+            writer
+                .finish(epoch, generation::fingerprint(first.as_deref()))
+                .map(Some)
+        });
+        let mut skipped = 0usize;
+        let scan = async {
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.records_after(after.as_deref(), SCAN_PAGE).await?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.id.clone());
+                skipped += page.iter().filter(|r| !r.integrity_ok).count();
+                if pages.send(page).await.is_err() {
+                    // The writer failed: its error is reported below.
+                    break;
+                }
+            }
+            Ok::<(), model::Error>(())
         }
+        .await;
+        if scan.is_ok() {
+            complete.store(true, Ordering::Release);
+        }
+        drop(pages);
+        let written = writing.await.map_err(model::Error::internal)?;
+        scan?;
+        let path = written
+            .map_err(io_error)?
+            .ok_or_else(|| model::Error::internal("vendor generation merge abandoned"))?;
+        let open_path = path.clone();
+        // Just written and fsynced: the sizes and shapes are checked, not the checksum.
+        let base = tokio::task::spawn_blocking(move || Generation::open(&open_path, false))
+            .await
+            .map_err(model::Error::internal)?
+            .map_err(io_error)?;
+        let (records, hashes, bytes) = (base.records(), base.hashes(), base.bytes());
+        self.swap_in(store, State::new(epoch, Arc::new(base)))
+            .await?;
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        generation::remove_older(&dir, &path);
         tracing::info!(
+            path = %path.display(),
             records,
             hashes,
+            bytes,
             skipped_integrity = skipped,
             epoch,
             ms = started.elapsed().as_millis() as u64,
-            "vendor lookup index built"
+            "vendor lookup generation written"
         );
-        Ok(hashes)
+        Ok(hashes as usize)
+    }
+
+    /// Re-verifies the records due since the last call (see [`upkeep`](Self::upkeep)).
+    async fn reverify_due(&self, store: &Arc<dyn Store>) -> Result<u64, model::Error> {
+        let records = match self.read().as_ref() {
+            Some(s) => s.base.records() as f64,
+            None => return Ok(0),
+        };
+        let per_hour = (records * REVERIFY_SHARE_PER_HOUR).max(REVERIFY_MIN_PER_HOUR);
+        let mut progress = self.reverify.lock().await;
+        let now = Instant::now();
+        // The first call pays for one upkeep interval.
+        let elapsed = progress
+            .last
+            .map_or(Duration::from_secs(600), |t| now.duration_since(t));
+        progress.last = Some(now);
+        let budget = (per_hour * elapsed.as_secs_f64() / 3600.0).ceil() as u64;
+        self.reverify_records(store, &mut progress, budget).await
+    }
+
+    /// Reads up to `budget` records again, in id order from where the last pass stopped
+    /// (the store verifies each HMAC as it reads); one in the base that now fails stops
+    /// answering. Returns how many were read.
+    pub async fn reverify(&self, store: &Arc<dyn Store>, budget: u64) -> Result<u64, model::Error> {
+        let mut progress = self.reverify.lock().await;
+        self.reverify_records(store, &mut progress, budget).await
+    }
+
+    async fn reverify_records(
+        &self,
+        store: &Arc<dyn Store>,
+        progress: &mut Reverify,
+        budget: u64,
+    ) -> Result<u64, model::Error> {
+        let mut read = 0u64;
+        while read < budget {
+            let want = (budget - read).min(u64::from(SCAN_PAGE)) as u32;
+            let page = store.records_after(progress.after.as_deref(), want).await?;
+            let Some(last) = page.last() else {
+                // A pass is complete; the next starts from the first record.
+                progress.after = None;
+                break;
+            };
+            progress.after = Some(last.id.clone());
+            read += page.len() as u64;
+            let failing: Vec<&HashRecord> = page.iter().filter(|r| !r.integrity_ok).collect();
+            if failing.is_empty() {
+                continue;
+            }
+            self.reverify_failures
+                .fetch_add(failing.len() as u64, Ordering::Relaxed);
+            let _updating = self.updating.lock().await;
+            let mut guard = self.write();
+            if let Some(state) = guard.as_mut() {
+                for record in failing {
+                    if state.answers_for(&record.id) {
+                        state.apply(record);
+                    }
+                }
+            }
+        }
+        self.reverified.fetch_add(read, Ordering::Relaxed);
+        Ok(read)
     }
 }
 
@@ -973,22 +933,25 @@ mod tests {
         }
     }
 
-    fn snapshot(records: &[HashRecord]) -> Snapshot {
-        let mut builder = Builder::default();
-        for r in records {
-            builder.add(r);
-        }
-        builder.finish(42)
+    /// A generation of `records` (verified ones, in the order given), in its own directory.
+    fn generation(records: &[HashRecord]) -> (tempfile::TempDir, Arc<Generation>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = generation::write_records(dir.path(), records, 1, 1 << 16).unwrap();
+        let g = Generation::open(&path, true).unwrap();
+        (dir, Arc::new(g))
     }
 
-    fn names(s: &Snapshot, hashes: &[&str]) -> Vec<Option<String>> {
+    fn names(g: &Generation, hashes: &[&str]) -> Vec<Option<String>> {
         let batch: Vec<HashValue> = hashes
             .iter()
             .map(|h| HashValue::parse(h).unwrap())
             .collect();
-        s.get_batch(&batch)
+        g.get_batch(&batch)
             .into_iter()
-            .map(|m| m.map(|m| format!("{} {} {}", m.vendor, m.executable_name, m.version)))
+            .map(|e| {
+                let m = g.matched(e?)?;
+                Some(format!("{} {} {}", m.vendor, m.executable_name, m.version))
+            })
             .collect()
     }
 
@@ -998,9 +961,9 @@ mod tests {
         let a = format!("{}{}", "ab".repeat(8), "01".repeat(24));
         let b = format!("{}{}", "ab".repeat(8), "02".repeat(24));
         let c = format!("{}{}", "ab".repeat(8), "03".repeat(24));
-        let s = snapshot(&[record(1, &a, None, true, 1), record(2, &b, None, true, 1)]);
+        let (_dir, g) = generation(&[record(1, &a, None, true, 1), record(2, &b, None, true, 1)]);
         assert_eq!(
-            names(&s, &[&b, &c, &a]),
+            names(&g, &[&b, &c, &a]),
             [
                 Some("vendor0 tool2.exe 1.2".to_string()),
                 None,
@@ -1017,15 +980,17 @@ mod tests {
         let newer_superseded = record(2, &shared, None, false, 5);
         let current = record(3, &"aa".repeat(32), Some(&md5), true, 2);
         let tie = record(4, &"bb".repeat(32), Some(&md5), true, 2);
-        let s = snapshot(&[old, newer_superseded, current, tie]);
+        let (_dir, g) = generation(&[old, newer_superseded, current, tie]);
         assert_eq!(
-            names(&s, &[&shared, &md5]),
+            names(&g, &[&shared, &md5]),
             [
                 Some("vendor0 tool2.exe 1.2".to_string()),
                 Some("vendor1 tool3.exe 1.3".to_string()),
             ]
         );
-        assert_eq!(s.hashes, 4);
+        // Distinct: three SHA-256 and one MD5.
+        assert_eq!(g.hashes(), 4);
+        assert_eq!(g.naming(&key_of(HashAlgo::Md5, &[0xe1; 16])), [2, 3, 0]);
     }
 
     /// A small generator for the model test.
@@ -1102,11 +1067,8 @@ mod tests {
                 truth.iter().map(|r| r.record.hash_sha256.clone()).collect();
             let mut sorted = truth.clone();
             sorted.sort_by(|a, b| a.id.cmp(&b.id));
-            let mut builder = Builder::default();
-            for r in sorted.iter().filter(|r| r.integrity_ok) {
-                builder.add(r);
-            }
-            let mut state = State::new(1, builder.finish(seed));
+            let (_dir, base) = generation(&sorted);
+            let mut state = State::new(1, base);
             let batch: Vec<HashValue> = (0..6)
                 .map(pool_sha256)
                 .chain((0..4).map(pool_md5))
@@ -1156,7 +1118,7 @@ mod tests {
 
     #[test]
     fn an_empty_index_knows_nothing() {
-        let s = snapshot(&[]);
-        assert_eq!(names(&s, &[&"12".repeat(20)]), [None]);
+        let (_dir, g) = generation(&[]);
+        assert_eq!(names(&g, &[&"12".repeat(20)]), [None]);
     }
 }

@@ -1,0 +1,1436 @@
+//! Vendor record generations: one immutable, memory-mapped file holding every verified
+//! record of a store scan, the base the lookup index answers from.
+//!
+//! # File format (version 1)
+//! Little-endian. A header at offset 0, then sections, each starting on a 4 KiB boundary:
+//!
+//! | section | content |
+//! |---|---|
+//! | entries | one [`ENTRY_BYTES`]-byte entry per verified record, in the scan's (id) order: SHA-256, SHA-1, MD5, flags (has SHA-1, has MD5, current, has size), platform, `valid_from` (µs), size, then `u40` offsets of the vendor, executable name, version and record id in the strings |
+//! | `<alg>` rows | SHA-256, SHA-1, MD5 tables: one row per (digest, record): the digest then the entry's `u32` index, sorted by digest and, among equal digests, best first (current before superseded, newest `valid_from`, smallest id), so a lookup takes the first row of its digest |
+//! | `<alg>` buckets | `2^b + 1` `u32` row starts by the digest's top `b` bits (as the corpus's), `b` sized for 4-8 rows a bucket |
+//! | strings | LEB128 length then UTF-8 bytes; vendors and versions interned (up to a bound), names and ids as they come |
+//!
+//! The header holds a magic, the format version, the records epoch the scan started at, a
+//! fingerprint of the store (SHA-256 of its first record id), the counts, the sections, the
+//! SHA-256 of everything after the header, and a SHA-256 of the header itself. Opening
+//! checks all of it, so a truncated or damaged file is refused; lookups bound-check every
+//! offset besides, so they can only miss, never panic.
+//!
+//! # Writing
+//! [`Writer`] takes records in id order with bounded memory: entries and strings go straight
+//! to work files, the digest rows into external sorts (sorted chunks spilled as runs, then a
+//! k-way merge, as the corpus import does). [`Writer::finish`] assembles the file in a
+//! `.tmp-vendor-<seq>` work directory under `merge.lock`, fsyncs it, renames it to
+//! `vendor-<seq>.gen` and fsyncs the directory. A work directory found while holding the
+//! lock is a crashed merge's and is removed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use corpus::prefetch::{prefetch, prefetch_range};
+use memmap2::Mmap;
+use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
+use sha2::{Digest as _, Sha256};
+
+use crate::vendor_index::{Digests, Key, VendorMatch, key_of};
+
+const MAGIC: [u8; 8] = *b"KGVNDGEN";
+pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Sections start on page boundaries; the header takes the first page.
+const ALIGN: u64 = 4096;
+const HEADER_FIELDS: usize = 512;
+
+const E_SHA1: usize = 32;
+const E_MD5: usize = 52;
+const E_FLAGS: usize = 68;
+const E_PLATFORM: usize = 69;
+const E_VALID: usize = 70;
+const E_SIZE: usize = 78;
+const E_VENDOR: usize = 86;
+const E_NAME: usize = 91;
+const E_VERSION: usize = 96;
+const E_ID: usize = 101;
+pub(crate) const ENTRY_BYTES: usize = 106;
+
+const F_SHA1: u8 = 1;
+const F_MD5: u8 = 2;
+const F_CURRENT: u8 = 4;
+const F_SIZE: u8 = 8;
+
+/// The three digest tables: key bytes. A row is the key and a `u32` entry index.
+const KEY_LEN: [usize; 3] = [32, 20, 16];
+/// Rank bytes (current flag, inverted `valid_from`) then the record's place in id order.
+const RANK_LEN: usize = 9 + 4;
+const MAX_BUCKET_BITS: u32 = 24;
+/// Hashes per round of the batch lookup (as the corpus's).
+const ROUND: usize = 64;
+/// Half-width of the first read around the interpolated row, in standard deviations of a
+/// bucket (see the corpus's `WINDOW`).
+const WINDOW: f64 = 0.8;
+/// Interned strings kept in memory while writing: beyond this many, strings are written
+/// as they come, so memory stays bounded whatever the store holds.
+const MAX_INTERNED: usize = 1 << 20;
+const IO_BUF: usize = 256 << 10;
+
+/// The lock a writer holds on the generation directory, and the prefixes of its files.
+const LOCK_FILE: &str = "merge.lock";
+const TMP_PREFIX: &str = ".tmp-vendor-";
+const GEN_PREFIX: &str = "vendor-";
+const GEN_SUFFIX: &str = ".gen";
+
+fn table_of(algo: HashAlgo) -> usize {
+    match algo {
+        HashAlgo::Sha256 => 0,
+        HashAlgo::Sha1 => 1,
+        HashAlgo::Md5 => 2,
+    }
+}
+
+fn invalid(message: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.into())
+}
+
+/// About 4-8 rows a bucket, at most 2^24 buckets.
+fn bucket_bits(rows: u64) -> u32 {
+    let ceil_log2 = 64 - rows.saturating_sub(1).leading_zeros();
+    ceil_log2.saturating_sub(3).clamp(1, MAX_BUCKET_BITS)
+}
+
+/// The first eight bytes of a digest as a big-endian number.
+#[inline]
+fn prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+fn put_u40(out: &mut [u8], value: u64) {
+    out[..5].copy_from_slice(&value.to_le_bytes()[..5]);
+}
+
+fn get_u40(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..5].copy_from_slice(&bytes[..5]);
+    u64::from_le_bytes(b)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().take(10).enumerate() {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// Rank bytes that sort best first: current, then the newest.
+fn rank_bytes(current: bool, valid_from_micros: i64) -> [u8; 9] {
+    let mut out = [0u8; 9];
+    out[0] = u8::from(!current);
+    let ordered = (valid_from_micros as u64) ^ (1 << 63);
+    out[1..].copy_from_slice(&(!ordered).to_be_bytes());
+    out
+}
+
+/// What identifies the store a generation was written from: the SHA-256 of its first
+/// record id (ids are random), zeros for an empty store.
+pub(crate) fn fingerprint(first_id: Option<&str>) -> [u8; 32] {
+    first_id.map_or([0; 32], |id| Sha256::digest(id.as_bytes()).into())
+}
+
+// ---------------------------------------------------------------------------------------
+// Header
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Header {
+    flags: u32,
+    epoch: u64,
+    records: u64,
+    created_unix: u64,
+    fingerprint: [u8; 32],
+    rows: [u64; 3],
+    distinct: [u64; 3],
+    bits: [u32; 3],
+    /// (offset, length): entries, then rows and buckets of each table, then strings.
+    sections: [(u64, u64); 8],
+    file_len: u64,
+    body_sha256: [u8; 32],
+}
+
+/// Entries are sorted by id bytes: the record of an id is found by bisection.
+const H_IDS_SORTED: u32 = 1;
+
+const S_ENTRIES: usize = 0;
+const S_STRINGS: usize = 7;
+fn s_rows(t: usize) -> usize {
+    1 + 2 * t
+}
+fn s_buckets(t: usize) -> usize {
+    2 + 2 * t
+}
+
+impl Header {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_FIELDS + 32);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        for v in [self.epoch, self.records, self.created_unix, self.file_len] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&self.fingerprint);
+        for t in 0..3 {
+            out.extend_from_slice(&self.rows[t].to_le_bytes());
+            out.extend_from_slice(&self.distinct[t].to_le_bytes());
+            out.extend_from_slice(&self.bits[t].to_le_bytes());
+        }
+        for (offset, len) in self.sections {
+            out.extend_from_slice(&offset.to_le_bytes());
+            out.extend_from_slice(&len.to_le_bytes());
+        }
+        out.extend_from_slice(&self.body_sha256);
+        out.resize(HEADER_FIELDS, 0);
+        let sum: [u8; 32] = Sha256::digest(&out).into();
+        out.extend_from_slice(&sum);
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> io::Result<Header> {
+        if bytes.len() < HEADER_FIELDS + 32 || bytes[..8] != MAGIC {
+            return Err(invalid("not a vendor generation (bad magic)"));
+        }
+        let sum: [u8; 32] = Sha256::digest(&bytes[..HEADER_FIELDS]).into();
+        if bytes[HEADER_FIELDS..HEADER_FIELDS + 32] != sum {
+            return Err(invalid("header checksum mismatch"));
+        }
+        let mut at = 8;
+        let mut take = |n: usize| {
+            let s = &bytes[at..at + n];
+            at += n;
+            s
+        };
+        let u32_at = |s: &[u8]| u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        let u64_at = |s: &[u8]| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(s);
+            u64::from_le_bytes(b)
+        };
+        let version = u32_at(take(4));
+        if version != FORMAT_VERSION {
+            return Err(invalid(format!(
+                "format version {version} (expected {FORMAT_VERSION})"
+            )));
+        }
+        let mut h = Header {
+            flags: u32_at(take(4)),
+            ..Header::default()
+        };
+        h.epoch = u64_at(take(8));
+        h.records = u64_at(take(8));
+        h.created_unix = u64_at(take(8));
+        h.file_len = u64_at(take(8));
+        h.fingerprint.copy_from_slice(take(32));
+        for t in 0..3 {
+            h.rows[t] = u64_at(take(8));
+            h.distinct[t] = u64_at(take(8));
+            h.bits[t] = u32_at(take(4));
+        }
+        for s in 0..8 {
+            h.sections[s] = (u64_at(take(8)), u64_at(take(8)));
+        }
+        h.body_sha256.copy_from_slice(take(32));
+        Ok(h)
+    }
+
+    /// Every section inside the file, of the size its counts give.
+    fn check(&self) -> io::Result<()> {
+        if self.records >= u64::from(u32::MAX) {
+            return Err(invalid("too many records"));
+        }
+        let expect = |s: usize, len: Option<u64>, what: &str| -> io::Result<()> {
+            let (offset, actual) = self.sections[s];
+            if Some(actual) != len
+                || !offset.is_multiple_of(ALIGN)
+                || offset < ALIGN
+                || offset
+                    .checked_add(actual)
+                    .is_none_or(|end| end > self.file_len)
+            {
+                return Err(invalid(format!(
+                    "{what} section has the wrong size or place"
+                )));
+            }
+            Ok(())
+        };
+        expect(
+            S_ENTRIES,
+            self.records.checked_mul(ENTRY_BYTES as u64),
+            "entries",
+        )?;
+        for (t, key_len) in KEY_LEN.into_iter().enumerate() {
+            if !(1..=MAX_BUCKET_BITS).contains(&self.bits[t]) || self.distinct[t] > self.rows[t] {
+                return Err(invalid("bad table shape"));
+            }
+            let row_len = (key_len + 4) as u64;
+            expect(s_rows(t), self.rows[t].checked_mul(row_len), "rows")?;
+            expect(
+                s_buckets(t),
+                Some(((1u64 << self.bits[t]) + 1) * 4),
+                "buckets",
+            )?;
+        }
+        let strings = self.sections[S_STRINGS].1;
+        expect(S_STRINGS, Some(strings), "strings")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// External sort of fixed-width rows
+// ---------------------------------------------------------------------------------------
+
+/// Fixed-width records sorted bytewise in chunks of at most `cap` records, spilled as runs
+/// and merged.
+struct Sorter<const W: usize> {
+    buf: Vec<[u8; W]>,
+    cap: usize,
+    dir: PathBuf,
+    name: &'static str,
+    runs: Vec<PathBuf>,
+    len: u64,
+}
+
+impl<const W: usize> Sorter<W> {
+    fn new(dir: &Path, name: &'static str, budget_bytes: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            cap: (budget_bytes / W).max(1024),
+            dir: dir.to_path_buf(),
+            name,
+            runs: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, rec: [u8; W]) -> io::Result<()> {
+        if self.buf.len() == self.cap {
+            self.spill()?;
+        }
+        if self.buf.len() == self.buf.capacity() {
+            // Grown by doubling, never past the budget.
+            let more = self.buf.len().max(1024).min(self.cap - self.buf.len());
+            self.buf.reserve_exact(more);
+        }
+        self.buf.push(rec);
+        self.len += 1;
+        Ok(())
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        self.buf.sort_unstable();
+        let path = self
+            .dir
+            .join(format!("{}-{}.run", self.name, self.runs.len()));
+        let mut out = BufWriter::with_capacity(IO_BUF, File::create(&path)?);
+        for rec in &self.buf {
+            out.write_all(rec)?;
+        }
+        out.flush()?;
+        self.buf.clear();
+        self.runs.push(path);
+        Ok(())
+    }
+
+    /// Calls `emit` for every record in ascending order.
+    fn finish(mut self, mut emit: impl FnMut(&[u8; W]) -> io::Result<()>) -> io::Result<()> {
+        if self.runs.is_empty() {
+            self.buf.sort_unstable();
+            return self.buf.iter().try_for_each(emit);
+        }
+        if !self.buf.is_empty() {
+            self.spill()?;
+        }
+        self.buf = Vec::new();
+        let mut readers = Vec::with_capacity(self.runs.len());
+        let mut heap = BinaryHeap::with_capacity(self.runs.len());
+        for path in &self.runs {
+            let mut input = BufReader::with_capacity(IO_BUF, File::open(path)?);
+            if let Some(rec) = read_fixed::<W>(&mut input)? {
+                heap.push(Reverse((rec, readers.len())));
+            }
+            readers.push(input);
+        }
+        while let Some(Reverse((rec, i))) = heap.pop() {
+            emit(&rec)?;
+            if let Some(next) = read_fixed::<W>(&mut readers[i])? {
+                heap.push(Reverse((next, i)));
+            }
+        }
+        for path in &self.runs {
+            std::fs::remove_file(path)?;
+        }
+        Ok(())
+    }
+}
+
+fn read_fixed<const W: usize>(input: &mut BufReader<File>) -> io::Result<Option<[u8; W]>> {
+    use std::io::BufRead;
+    if input.fill_buf()?.is_empty() {
+        return Ok(None);
+    }
+    let mut rec = [0u8; W];
+    input.read_exact(&mut rec)?;
+    Ok(Some(rec))
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer
+// ---------------------------------------------------------------------------------------
+
+/// A file that counts and hashes what is written to it.
+struct HashingWriter {
+    out: BufWriter<File>,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl HashingWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn pad(&mut self) -> io::Result<()> {
+        let pad = self.written.next_multiple_of(ALIGN) - self.written;
+        self.write(&vec![0u8; pad as usize])
+    }
+
+    /// Copies a work file in as a section; returns (offset, length).
+    fn copy_section(&mut self, path: &Path) -> io::Result<(u64, u64)> {
+        let offset = self.written;
+        let mut input = File::open(path)?;
+        let mut buf = vec![0u8; IO_BUF];
+        loop {
+            let n = input.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            self.write(&buf[..n])?;
+        }
+        let section = (offset, self.written - offset);
+        self.pad()?;
+        Ok(section)
+    }
+}
+
+/// Writes one generation from verified records given in id order, in bounded memory.
+pub(crate) struct Writer {
+    dir: PathBuf,
+    work: PathBuf,
+    seq: u64,
+    /// Held until the generation is renamed into place.
+    _lock: File,
+    entries: BufWriter<File>,
+    strings: BufWriter<File>,
+    strings_len: u64,
+    interned: HashMap<Box<str>, u64>,
+    scratch: Vec<u8>,
+    sha256: Sorter<{ 32 + RANK_LEN }>,
+    sha1: Sorter<{ 20 + RANK_LEN }>,
+    md5: Sorter<{ 16 + RANK_LEN }>,
+    records: u32,
+    last_id: Option<Box<str>>,
+    ids_sorted: bool,
+}
+
+impl Writer {
+    /// Starts a generation in `dir` (created if missing), waiting for any other writer of
+    /// the directory; sorts spill when they pass `budget_bytes` together.
+    pub(crate) fn create(dir: &Path, budget_bytes: usize) -> io::Result<Writer> {
+        std::fs::create_dir_all(dir)?;
+        let lock = lock_dir(dir, true)?.ok_or_else(|| io::Error::other("lock not taken"))?;
+        remove_stale_work(dir)?;
+        let seq = newest_seq(dir)? + 1;
+        let work = dir.join(format!("{TMP_PREFIX}{seq:08}"));
+        std::fs::create_dir(&work)?;
+        let file = |name: &str| -> io::Result<BufWriter<File>> {
+            Ok(BufWriter::with_capacity(
+                IO_BUF,
+                File::create(work.join(name))?,
+            ))
+        };
+        Ok(Writer {
+            entries: file("entries")?,
+            strings: file("strings")?,
+            strings_len: 0,
+            interned: HashMap::new(),
+            scratch: Vec::new(),
+            sha256: Sorter::new(&work, "sha256", budget_bytes / 2),
+            sha1: Sorter::new(&work, "sha1", budget_bytes / 4),
+            md5: Sorter::new(&work, "md5", budget_bytes / 4),
+            records: 0,
+            last_id: None,
+            ids_sorted: true,
+            dir: dir.to_path_buf(),
+            work,
+            seq,
+            _lock: lock,
+        })
+    }
+
+    fn string(&mut self, s: &str) -> io::Result<u64> {
+        let at = self.strings_len;
+        self.scratch.clear();
+        put_varint(&mut self.scratch, s.len() as u64);
+        self.scratch.extend_from_slice(s.as_bytes());
+        self.strings.write_all(&self.scratch)?;
+        self.strings_len += self.scratch.len() as u64;
+        Ok(at)
+    }
+
+    fn interned(&mut self, s: &str) -> io::Result<u64> {
+        if let Some(&at) = self.interned.get(s) {
+            return Ok(at);
+        }
+        let at = self.string(s)?;
+        if self.interned.len() < MAX_INTERNED {
+            self.interned.insert(s.into(), at);
+        }
+        Ok(at)
+    }
+
+    /// Adds a record (verified: the caller leaves out those failing their HMAC). Records
+    /// come in id order; one whose SHA-256 does not decode names nothing and is left out.
+    pub(crate) fn push(&mut self, record: &HashRecord) -> io::Result<()> {
+        let r = &record.record;
+        let Some(sha256) = decode::<32>(&r.hash_sha256) else {
+            return Ok(());
+        };
+        let sha1 = r.hash_sha1.as_deref().and_then(decode::<20>);
+        let md5 = r.hash_md5.as_deref().and_then(decode::<16>);
+        if self.records == u32::MAX - 1 {
+            return Err(io::Error::other("too many records for one generation"));
+        }
+        let index = self.records;
+        self.records += 1;
+        if let Some(last) = &self.last_id
+            && last.as_bytes() >= record.id.as_bytes()
+        {
+            self.ids_sorted = false;
+        }
+        self.last_id = Some(record.id.as_str().into());
+
+        let current = record.status == RecordStatus::Current;
+        let valid_from = record.valid_from.timestamp_micros();
+        let mut entry = [0u8; ENTRY_BYTES];
+        entry[..32].copy_from_slice(&sha256);
+        let mut flags = 0u8;
+        if let Some(d) = sha1 {
+            entry[E_SHA1..E_SHA1 + 20].copy_from_slice(&d);
+            flags |= F_SHA1;
+        }
+        if let Some(d) = md5 {
+            entry[E_MD5..E_MD5 + 16].copy_from_slice(&d);
+            flags |= F_MD5;
+        }
+        if current {
+            flags |= F_CURRENT;
+        }
+        if let Some(size) = r.size {
+            entry[E_SIZE..E_SIZE + 8].copy_from_slice(&size.to_le_bytes());
+            flags |= F_SIZE;
+        }
+        entry[E_FLAGS] = flags;
+        entry[E_PLATFORM] = Platform::ALL
+            .iter()
+            .position(|p| *p == r.platform)
+            .unwrap_or(0) as u8;
+        entry[E_VALID..E_VALID + 8].copy_from_slice(&valid_from.to_le_bytes());
+        let vendor = self.interned(&r.vendor)?;
+        let name = self.string(&r.executable_name)?;
+        let version = self.interned(&r.version)?;
+        let id = self.string(&record.id)?;
+        put_u40(&mut entry[E_VENDOR..], vendor);
+        put_u40(&mut entry[E_NAME..], name);
+        put_u40(&mut entry[E_VERSION..], version);
+        put_u40(&mut entry[E_ID..], id);
+        self.entries.write_all(&entry)?;
+
+        let rank = rank_bytes(current, valid_from);
+        let mut tail = [0u8; RANK_LEN];
+        tail[..9].copy_from_slice(&rank);
+        tail[9..].copy_from_slice(&index.to_be_bytes());
+        self.sha256.push(row_key(&sha256, &tail))?;
+        if let Some(d) = sha1 {
+            self.sha1.push(row_key(&d, &tail))?;
+        }
+        if let Some(d) = md5 {
+            self.md5.push(row_key(&d, &tail))?;
+        }
+        Ok(())
+    }
+
+    /// Drops the work files of a merge that will not finish.
+    pub(crate) fn abandon(self) {
+        let work = self.work.clone();
+        drop(self);
+        let _ = std::fs::remove_dir_all(work);
+    }
+
+    /// Writes the file, fsyncs it and renames it into place; returns its path. `epoch` is
+    /// the records epoch read before the scan, `fingerprint` the store's.
+    pub(crate) fn finish(mut self, epoch: u64, fingerprint: [u8; 32]) -> io::Result<PathBuf> {
+        self.entries.flush()?;
+        self.strings.flush()?;
+        let tmp = self.work.join("generation");
+        let mut out = HashingWriter {
+            out: BufWriter::with_capacity(IO_BUF, File::create(&tmp)?),
+            hasher: Sha256::new(),
+            written: 0,
+        };
+        // The header's page, written last; not part of the body's checksum.
+        out.out.write_all(&[0u8; ALIGN as usize])?;
+        out.written = ALIGN;
+        let mut header = Header {
+            flags: if self.ids_sorted { H_IDS_SORTED } else { 0 },
+            epoch,
+            records: u64::from(self.records),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            fingerprint,
+            ..Header::default()
+        };
+        header.sections[S_ENTRIES] = out.copy_section(&self.work.join("entries"))?;
+        write_table(&mut out, &mut header, 0, self.sha256)?;
+        write_table(&mut out, &mut header, 1, self.sha1)?;
+        write_table(&mut out, &mut header, 2, self.md5)?;
+        header.sections[S_STRINGS] = out.copy_section(&self.work.join("strings"))?;
+        header.file_len = out.written;
+        header.body_sha256 = out.hasher.finalize().into();
+        let mut file = out.out.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header.encode())?;
+        file.sync_all()?;
+        drop(file);
+        let path = self
+            .dir
+            .join(format!("{GEN_PREFIX}{:08}{GEN_SUFFIX}", self.seq));
+        std::fs::rename(&tmp, &path)?;
+        sync_dir(&self.dir)?;
+        let _ = std::fs::remove_dir_all(&self.work);
+        Ok(path)
+    }
+}
+
+fn row_key<const W: usize>(digest: &[u8], tail: &[u8; RANK_LEN]) -> [u8; W] {
+    let mut rec = [0u8; W];
+    rec[..digest.len()].copy_from_slice(digest);
+    rec[digest.len()..].copy_from_slice(tail);
+    rec
+}
+
+/// Streams a sorted table into the file as rows (digest, entry index), then its buckets.
+fn write_table<const W: usize>(
+    out: &mut HashingWriter,
+    header: &mut Header,
+    t: usize,
+    sorter: Sorter<W>,
+) -> io::Result<()> {
+    let key_len = KEY_LEN[t];
+    let rows = sorter.len;
+    let bits = bucket_bits(rows);
+    let mut counts = vec![0u32; 1 << bits];
+    let offset = out.written;
+    let mut distinct = 0u64;
+    let mut last = [0u8; 32];
+    let mut row = [0u8; 36];
+    sorter.finish(|rec| {
+        let key = &rec[..key_len];
+        if distinct == 0 || last[..key_len] != *key {
+            distinct += 1;
+            last[..key_len].copy_from_slice(key);
+        }
+        row[..key_len].copy_from_slice(key);
+        let index = &rec[W - 4..];
+        let index = u32::from_be_bytes([index[0], index[1], index[2], index[3]]);
+        row[key_len..key_len + 4].copy_from_slice(&index.to_le_bytes());
+        counts[(prefix(key) >> (64 - bits)) as usize] += 1;
+        out.write(&row[..key_len + 4])
+    })?;
+    header.sections[s_rows(t)] = (offset, out.written - offset);
+    out.pad()?;
+    header.rows[t] = rows;
+    header.distinct[t] = distinct;
+    header.bits[t] = bits;
+    let offset = out.written;
+    let mut start = 0u32;
+    let mut bytes = Vec::with_capacity((counts.len() + 1) * 4);
+    for c in counts {
+        bytes.extend_from_slice(&start.to_le_bytes());
+        start += c;
+    }
+    bytes.extend_from_slice(&start.to_le_bytes());
+    out.write(&bytes)?;
+    header.sections[s_buckets(t)] = (offset, out.written - offset);
+    out.pad()
+}
+
+fn decode<const N: usize>(hex: &str) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
+    (hex.len() == 2 * N && model::hash::decode_hex(hex.as_bytes(), &mut out)).then_some(out)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Takes the directory's writer lock (`wait`: until free); `None` when busy and not waiting.
+fn lock_dir(dir: &Path, wait: bool) -> io::Result<Option<File>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let op = if wait {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_EX | libc::LOCK_NB
+        };
+        // SAFETY: flock on a descriptor this function owns; the lock goes with the file.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+    }
+    Ok(Some(file))
+}
+
+/// Removes the work directories of merges that died (called with the lock held: no live
+/// writer has one).
+fn remove_stale_work(dir: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    for item in std::fs::read_dir(dir)? {
+        let item = item?;
+        if item.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+            let path = item.path();
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match gone {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot remove a crashed merge's files")
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes crashed merges' work files unless a merge is running now; how many.
+pub(crate) fn clean(dir: &Path) -> io::Result<usize> {
+    if !dir.exists() {
+        return Ok(0);
+    }
+    match lock_dir(dir, false)? {
+        Some(_lock) => remove_stale_work(dir),
+        None => Ok(0),
+    }
+}
+
+/// The generations in `dir`, newest first.
+pub(crate) fn generations(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut found = Vec::new();
+    if !dir.exists() {
+        return Ok(found);
+    }
+    for item in std::fs::read_dir(dir)? {
+        let item = item?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if let Some(seq) = name
+            .strip_prefix(GEN_PREFIX)
+            .and_then(|s| s.strip_suffix(GEN_SUFFIX))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            found.push((seq, item.path()));
+        }
+    }
+    found.sort_by_key(|g| Reverse(g.0));
+    Ok(found)
+}
+
+fn newest_seq(dir: &Path) -> io::Result<u64> {
+    Ok(generations(dir)?.first().map_or(0, |g| g.0))
+}
+
+/// Deletes the generations older than `keep` (a mapping of one stays valid after the file
+/// goes).
+pub(crate) fn remove_older(dir: &Path, keep: &Path) {
+    let Ok(all) = generations(dir) else { return };
+    let Some(keep_seq) = all.iter().find(|g| g.1 == keep).map(|g| g.0) else {
+        return;
+    };
+    for (seq, path) in all {
+        if seq < keep_seq
+            && let Err(e) = std::fs::remove_file(&path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove an old vendor generation");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+struct Table {
+    rows: (usize, usize),
+    /// Bucket starts, read from the file and checked at open.
+    starts: Vec<u32>,
+    bits: u32,
+    window: usize,
+    key_len: usize,
+    row_len: usize,
+}
+
+/// One generation, mapped read-only.
+pub struct Generation {
+    path: PathBuf,
+    header: Header,
+    map: Mmap,
+    entries: (usize, usize),
+    strings: (usize, usize),
+    tables: [Table; 3],
+}
+
+impl std::fmt::Debug for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generation")
+            .field("path", &self.path)
+            .field("records", &self.header.records)
+            .field("epoch", &self.header.epoch)
+            .finish()
+    }
+}
+
+impl Generation {
+    /// Opens a generation file; with `verify`, reads it all once to check its checksum.
+    /// A file that is truncated, damaged or of another format is an `InvalidData` error.
+    pub fn open(path: &Path, verify: bool) -> io::Result<Generation> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut head = vec![0u8; HEADER_FIELDS + 32];
+        if len < ALIGN {
+            return Err(invalid("truncated header"));
+        }
+        file.read_exact(&mut head)?;
+        let header = Header::decode(&head)?;
+        if header.file_len != len {
+            return Err(invalid(format!(
+                "{len} bytes, the header says {}",
+                header.file_len
+            )));
+        }
+        header.check()?;
+        if verify {
+            file.seek(SeekFrom::Start(ALIGN))?;
+            let mut hasher = Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = file.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            if <[u8; 32]>::from(hasher.finalize()) != header.body_sha256 {
+                return Err(invalid("checksum mismatch"));
+            }
+        }
+        // SAFETY: generation files are never written after they are renamed into place
+        // (a merge writes a new file), so the mapping stays valid; deleting the file does
+        // not invalidate an existing mapping on Linux.
+        let map = unsafe { Mmap::map(&file)? };
+        // Lookups read a few bytes at random: read-ahead would only waste memory.
+        let _ = map.advise(memmap2::Advice::Random);
+        let range = |s: usize| -> (usize, usize) {
+            let (offset, len) = header.sections[s];
+            (offset as usize, len as usize)
+        };
+        let mut tables = Vec::with_capacity(3);
+        for (t, key_len) in KEY_LEN.into_iter().enumerate() {
+            let (at, blen) = range(s_buckets(t));
+            let starts: Vec<u32> = map[at..at + blen]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            if starts.first() != Some(&0)
+                || starts.last().map(|&s| u64::from(s)) != Some(header.rows[t])
+                || starts.windows(2).any(|w| w[0] > w[1])
+            {
+                return Err(invalid("bucket table does not cover the rows"));
+            }
+            let per_bucket = header.rows[t] as f64 / (1u64 << header.bits[t]) as f64;
+            tables.push(Table {
+                rows: range(s_rows(t)),
+                starts,
+                bits: header.bits[t],
+                window: (WINDOW * per_bucket.sqrt()).ceil() as usize + 1,
+                key_len,
+                row_len: key_len + 4,
+            });
+        }
+        let tables: [Table; 3] = tables
+            .try_into()
+            .map_err(|_| invalid("three tables expected"))?;
+        Ok(Generation {
+            path: path.to_path_buf(),
+            entries: range(S_ENTRIES),
+            strings: range(S_STRINGS),
+            header,
+            map,
+            tables,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The records epoch the scan it was written from started at.
+    pub fn epoch(&self) -> u64 {
+        self.header.epoch
+    }
+
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        self.header.fingerprint
+    }
+
+    /// Verified records in it.
+    pub fn records(&self) -> u64 {
+        self.header.records
+    }
+
+    /// Distinct digests of the three kinds.
+    pub fn hashes(&self) -> u64 {
+        self.header.distinct.iter().sum()
+    }
+
+    /// The file's size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.header.file_len
+    }
+
+    fn rows(&self, t: usize) -> &[u8] {
+        let (at, len) = self.tables[t].rows;
+        &self.map[at..at + len]
+    }
+
+    fn key_at(&self, t: usize, i: usize) -> Option<&[u8]> {
+        let table = &self.tables[t];
+        let at = i.checked_mul(table.row_len)?;
+        self.rows(t).get(at..at + table.key_len)
+    }
+
+    fn pointer(&self, t: usize, i: usize) -> Option<u32> {
+        let table = &self.tables[t];
+        let at = i.checked_mul(table.row_len)? + table.key_len;
+        let p = self.rows(t).get(at..at + 4)?;
+        Some(u32::from_le_bytes([p[0], p[1], p[2], p[3]]))
+    }
+
+    #[inline]
+    fn bucket(&self, t: usize, prefix: u64) -> usize {
+        (prefix >> (64 - self.tables[t].bits)) as usize
+    }
+
+    /// The key's bucket as a row range, and where in it the key would sit if the keys
+    /// were evenly spread.
+    #[inline]
+    fn locate(&self, t: usize, prefix: u64) -> Option<(usize, usize, usize)> {
+        let table = &self.tables[t];
+        let j = self.bucket(t, prefix);
+        let lo = *table.starts.get(j)? as usize;
+        let hi = *table.starts.get(j + 1)? as usize;
+        let fraction = (prefix << table.bits) >> 32;
+        let guess = lo + ((fraction * (hi - lo) as u64) >> 32) as usize;
+        Some((lo, hi, guess))
+    }
+
+    #[inline]
+    fn window(&self, t: usize, lo: usize, hi: usize, guess: usize) -> (usize, usize) {
+        let w = self.tables[t].window;
+        (
+            guess.saturating_sub(w).max(lo),
+            guess.saturating_add(w + 1).min(hi),
+        )
+    }
+
+    /// The first row of `key` in bucket rows `lo..hi`, scanning the window `a..b` first.
+    fn first_row(
+        &self,
+        t: usize,
+        key: &[u8],
+        (lo, hi, a, b): (usize, usize, usize, usize),
+    ) -> Option<usize> {
+        let head = prefix(key);
+        for i in a..b {
+            let row = self.key_at(t, i)?;
+            match prefix(row).cmp(&head).then_with(|| row.cmp(key)) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal if i == a && a > lo => {
+                    // Rows of the same digest may start before the window.
+                    return self.lower_bound(t, key, lo, a + 1);
+                }
+                std::cmp::Ordering::Equal => return Some(i),
+                std::cmp::Ordering::Greater if i == a && a > lo => {
+                    return self.lower_bound(t, key, lo, a);
+                }
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        if b < hi {
+            self.lower_bound(t, key, b, hi)
+        } else {
+            None
+        }
+    }
+
+    /// The first row of `key` among the sorted rows `lo..hi`.
+    fn lower_bound(&self, t: usize, key: &[u8], mut lo: usize, mut hi: usize) -> Option<usize> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.key_at(t, mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (self.key_at(t, lo) == Some(key)).then_some(lo)
+    }
+
+    fn span(&self, t: usize, key: &[u8]) -> Option<(usize, usize, usize, usize)> {
+        let (lo, hi, guess) = self.locate(t, prefix(key))?;
+        let (a, b) = self.window(t, lo, hi, guess);
+        Some((lo, hi, a, b))
+    }
+
+    /// Every entry naming the digest, best first.
+    pub(crate) fn naming(&self, key: &Key) -> Vec<u32> {
+        let t = table_of(key.0);
+        let digest = &key.1[..KEY_LEN[t]];
+        let Some(first) = self
+            .span(t, digest)
+            .and_then(|span| self.first_row(t, digest, span))
+        else {
+            return Vec::new();
+        };
+        (first..)
+            .take_while(|&i| self.key_at(t, i) == Some(digest))
+            .filter_map(|i| self.pointer(t, i))
+            .collect()
+    }
+
+    /// The entry each hash names, in order, overlapping their memory accesses: each step
+    /// (bucket start, rows, entry, strings) is prefetched for a round of hashes before any
+    /// is read.
+    pub fn get_batch(&self, batch: &[HashValue]) -> Vec<Option<u32>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for round in batch.chunks(ROUND) {
+            let mut prefixes = [0u64; ROUND];
+            for (i, h) in round.iter().enumerate() {
+                let t = table_of(h.algo());
+                prefixes[i] = prefix(h.digest());
+                prefetch(&self.tables[t].starts, self.bucket(t, prefixes[i]));
+            }
+            let mut spans = [None; ROUND];
+            for (i, h) in round.iter().enumerate() {
+                let t = table_of(h.algo());
+                if let Some((lo, hi, guess)) = self.locate(t, prefixes[i]) {
+                    let (a, b) = self.window(t, lo, hi, guess);
+                    let row_len = self.tables[t].row_len;
+                    prefetch_range(self.rows(t), a * row_len, b * row_len);
+                    spans[i] = Some((lo, hi, a, b));
+                }
+            }
+            let mut found = [u32::MAX; ROUND];
+            let entries = self.entries_bytes();
+            for (i, h) in round.iter().enumerate() {
+                let t = table_of(h.algo());
+                if let Some(e) = spans[i]
+                    .and_then(|span| self.first_row(t, h.digest(), span))
+                    .and_then(|row| self.pointer(t, row))
+                {
+                    found[i] = e;
+                    let at = e as usize * ENTRY_BYTES;
+                    prefetch_range(entries, at, at + ENTRY_BYTES);
+                }
+            }
+            let strings = self.strings_bytes();
+            for &e in found.iter().take(round.len()) {
+                if let Some(entry) = self.entry(e) {
+                    prefetch(strings, get_u40(&entry[E_NAME..]) as usize);
+                    prefetch(strings, get_u40(&entry[E_VERSION..]) as usize);
+                }
+            }
+            out.extend(
+                found
+                    .iter()
+                    .take(round.len())
+                    .map(|&e| (e != u32::MAX).then_some(e)),
+            );
+        }
+        out
+    }
+
+    fn entries_bytes(&self) -> &[u8] {
+        &self.map[self.entries.0..self.entries.0 + self.entries.1]
+    }
+
+    fn strings_bytes(&self) -> &[u8] {
+        &self.map[self.strings.0..self.strings.0 + self.strings.1]
+    }
+
+    fn entry(&self, e: u32) -> Option<&[u8]> {
+        let at = (e as usize).checked_mul(ENTRY_BYTES)?;
+        self.entries_bytes().get(at..at + ENTRY_BYTES)
+    }
+
+    /// A string of the strings section; `None` when damaged.
+    fn string(&self, offset: u64) -> Option<&str> {
+        let at = self.strings_bytes().get(usize::try_from(offset).ok()?..)?;
+        let (len, used) = get_varint(at)?;
+        let bytes = at.get(used..used.checked_add(usize::try_from(len).ok()?)?)?;
+        std::str::from_utf8(bytes).ok()
+    }
+
+    /// The record id of entry `e`.
+    pub(crate) fn id(&self, e: u32) -> &str {
+        self.entry(e)
+            .and_then(|entry| self.string(get_u40(&entry[E_ID..])))
+            .unwrap_or("")
+    }
+
+    /// Current first, then the newest.
+    pub(crate) fn rank(&self, e: u32) -> (bool, i64) {
+        match self.entry(e) {
+            Some(entry) => (
+                entry[E_FLAGS] & F_CURRENT != 0,
+                i64::from_le_bytes(entry[E_VALID..E_VALID + 8].try_into().unwrap_or([0; 8])),
+            ),
+            None => (false, i64::MIN),
+        }
+    }
+
+    fn digests(entry: &[u8]) -> Digests {
+        let mut sha256 = [0u8; 32];
+        sha256.copy_from_slice(&entry[..32]);
+        let flags = entry[E_FLAGS];
+        Digests {
+            sha256,
+            sha1: (flags & F_SHA1 != 0)
+                .then(|| entry[E_SHA1..E_SHA1 + 20].try_into().unwrap_or([0; 20])),
+            md5: (flags & F_MD5 != 0)
+                .then(|| entry[E_MD5..E_MD5 + 16].try_into().unwrap_or([0; 16])),
+        }
+    }
+
+    /// The hashes entry `e` names.
+    pub(crate) fn keys(&self, e: u32) -> Vec<Key> {
+        let Some(entry) = self.entry(e) else {
+            return Vec::new();
+        };
+        let d = Self::digests(entry);
+        let mut keys = vec![key_of(HashAlgo::Sha256, &d.sha256)];
+        keys.extend(d.sha1.map(|s| key_of(HashAlgo::Sha1, &s)));
+        keys.extend(d.md5.map(|m| key_of(HashAlgo::Md5, &m)));
+        keys
+    }
+
+    /// What a lookup reports of entry `e`; `None` when the file is damaged there.
+    pub fn matched(&self, e: u32) -> Option<VendorMatch<'_>> {
+        let entry = self.entry(e)?;
+        let flags = entry[E_FLAGS];
+        Some(VendorMatch {
+            vendor: self.string(get_u40(&entry[E_VENDOR..]))?,
+            executable_name: self.string(get_u40(&entry[E_NAME..]))?,
+            version: self.string(get_u40(&entry[E_VERSION..]))?,
+            platform: *Platform::ALL.get(usize::from(entry[E_PLATFORM]))?,
+            current: flags & F_CURRENT != 0,
+            digests: Self::digests(entry),
+            size: (flags & F_SIZE != 0).then(|| {
+                u64::from_le_bytes(entry[E_SIZE..E_SIZE + 8].try_into().unwrap_or([0; 8]))
+            }),
+        })
+    }
+
+    /// The entry of record `id`: by bisection when the scan gave ids in byte order,
+    /// otherwise by a linear search (only for a record that now fails its HMAC).
+    pub(crate) fn entry_of_id(&self, id: &str) -> Option<u32> {
+        let n = self.header.records as u32;
+        if self.header.flags & H_IDS_SORTED != 0 {
+            let (mut lo, mut hi) = (0u32, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match self.id(mid).as_bytes().cmp(id.as_bytes()) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                    std::cmp::Ordering::Equal => return Some(mid),
+                }
+            }
+            return None;
+        }
+        (0..n).find(|&e| self.id(e) == id)
+    }
+}
+
+/// Opens the newest generation in `dir` that opens and checks; refused ones are logged
+/// and left for the next merge to remove.
+pub(crate) fn open_newest(dir: &Path, verify: bool) -> Option<Generation> {
+    let all = match generations(dir) {
+        Ok(all) => all,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot list vendor generations");
+            return None;
+        }
+    };
+    for (_, path) in all {
+        match Generation::open(&path, verify) {
+            Ok(g) => return Some(g),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "vendor generation refused")
+            }
+        }
+    }
+    None
+}
+
+/// Writes a generation from `records` (verified ones kept; given in id order, as a store
+/// scan gives them) into `dir`, as a merge does: for tests, tools and benchmarks.
+pub fn write_records(
+    dir: &Path,
+    records: impl IntoIterator<Item = impl std::borrow::Borrow<HashRecord>>,
+    epoch: u64,
+    budget_bytes: usize,
+) -> io::Result<PathBuf> {
+    let mut writer = Writer::create(dir, budget_bytes)?;
+    let mut first = None;
+    for r in records {
+        let r = r.borrow();
+        if first.is_none() {
+            first = Some(r.id.clone());
+        }
+        if r.integrity_ok {
+            writer.push(r)?;
+        }
+    }
+    writer.finish(epoch, fingerprint(first.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_damage() {
+        let mut h = Header {
+            flags: 1,
+            epoch: 7,
+            records: 3,
+            file_len: 1 << 20,
+            ..Header::default()
+        };
+        h.sections[0] = (4096, 318);
+        h.fingerprint[5] = 9;
+        let bytes = h.encode();
+        assert_eq!(Header::decode(&bytes).unwrap(), h);
+        let mut bad = bytes.clone();
+        bad[20] ^= 1;
+        assert!(
+            Header::decode(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("checksum")
+        );
+        let mut other = bytes;
+        other[0] = b'X';
+        assert!(
+            Header::decode(&other)
+                .unwrap_err()
+                .to_string()
+                .contains("magic")
+        );
+    }
+
+    #[test]
+    fn sorter_spills_and_merges_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sorter = Sorter::<4>::new(dir.path(), "t", 0);
+        let mut expected = Vec::new();
+        for i in (0..5000u32).rev() {
+            let rec = i.wrapping_mul(2_654_435_761).to_be_bytes();
+            sorter.push(rec).unwrap();
+            expected.push(rec);
+        }
+        assert!(sorter.runs.len() >= 4);
+        expected.sort_unstable();
+        let mut got = Vec::new();
+        sorter
+            .finish(|r| {
+                got.push(*r);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(got, expected);
+    }
+
+    fn record(n: u64, sha256: String, sha1: Option<String>, current: bool, day: i64) -> HashRecord {
+        use chrono::TimeZone;
+        let at = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+            + chrono::Duration::days(day);
+        HashRecord {
+            id: format!("{n:032x}"),
+            record: model::NewRecord {
+                vendor: format!("Vendor {}", n % 5),
+                executable_name: format!("file{n}.bin"),
+                version: format!("{}.0", n % 7),
+                platform: Platform::ALL[(n % 5) as usize],
+                arch: model::Arch::Amd64,
+                hash_sha256: sha256,
+                hash_sha1: sha1,
+                hash_md5: None,
+                source_url: String::new(),
+                download_verified: true,
+                sig_signer: None,
+                sig_issuer: None,
+                sig_serial: None,
+                sig_thumbprint: None,
+                size: n.is_multiple_of(3).then_some(n * 10),
+            },
+            family: String::new(),
+            status: if current {
+                RecordStatus::Current
+            } else {
+                RecordStatus::Superseded
+            },
+            valid_from: at,
+            valid_until: None,
+            added_at: at,
+            cert_revoked_at: None,
+            integrity_ok: !n.is_multiple_of(17),
+        }
+    }
+
+    fn hex(n: u64, len: usize) -> String {
+        let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut out = String::new();
+        while out.len() < len {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            out.push_str(&format!("{:016x}", z ^ (z >> 31)));
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Thousands of records, a tenth of them sharing a digest with others, written with
+    /// sorts small enough to spill: every digest answers as the database would, and a
+    /// damaged or truncated copy is refused.
+    #[test]
+    fn a_generation_round_trips_and_refuses_damage() {
+        let records: Vec<HashRecord> = (0..6000u64)
+            .map(|n| {
+                let shared = n.is_multiple_of(10);
+                let sha256 = hex(if shared { n % 40 } else { 1000 + n }, 64);
+                let sha1 = (!n.is_multiple_of(4))
+                    .then(|| hex(if shared { n % 30 } else { 90_000 + n }, 40));
+                record(n, sha256, sha1, n % 3 != 1, (n % 11) as i64)
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_records(dir.path(), &records, 42, 4096).unwrap();
+        let g = Generation::open(&path, true).unwrap();
+        assert_eq!(g.epoch(), 42);
+        assert_eq!(g.fingerprint(), fingerprint(Some(&records[0].id)));
+        let verified = records.iter().filter(|r| r.integrity_ok).count() as u64;
+        assert_eq!(g.records(), verified);
+        let mut batch: Vec<HashValue> = Vec::new();
+        for r in &records {
+            batch.push(HashValue::parse(&r.record.hash_sha256).unwrap());
+            if let Some(h) = &r.record.hash_sha1 {
+                batch.push(HashValue::parse(h).unwrap());
+            }
+        }
+        batch.push(HashValue::parse(&hex(5, 32)).unwrap());
+        batch.push(HashValue::parse(&hex(7_777_777, 64)).unwrap());
+        let found = g.get_batch(&batch);
+        for (h, e) in batch.iter().zip(found) {
+            let want = crate::vendor_index::best_match(h, &records);
+            assert_eq!(e.and_then(|e| g.matched(e)), want, "{}", h.as_str());
+            let naming = g.naming(&key_of(h.algo(), h.digest()));
+            assert_eq!(naming.first().copied(), e);
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let damaged = dir.path().join("damaged.gen");
+        let mut copy = bytes.clone();
+        copy[bytes.len() - 10] ^= 1;
+        std::fs::write(&damaged, &copy).unwrap();
+        let e = Generation::open(&damaged, true).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        std::fs::write(&damaged, &bytes[..bytes.len() - 4096]).unwrap();
+        let e = Generation::open(&damaged, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        std::fs::write(&damaged, &bytes[..100]).unwrap();
+        assert!(Generation::open(&damaged, false).is_err());
+    }
+
+    #[test]
+    fn rank_bytes_sort_the_best_first() {
+        let mut ranks = [
+            rank_bytes(false, 5),
+            rank_bytes(true, -3),
+            rank_bytes(true, 10),
+            rank_bytes(false, -1),
+        ];
+        ranks.sort();
+        assert_eq!(
+            ranks,
+            [
+                rank_bytes(true, 10),
+                rank_bytes(true, -3),
+                rank_bytes(false, 5),
+                rank_bytes(false, -1)
+            ]
+        );
+    }
+}
