@@ -218,6 +218,8 @@ pub struct FetchContext {
     history_only: Mutex<std::collections::HashSet<String>>,
     /// The channel's release dates of past versions' artifacts (by URL).
     released: Mutex<std::collections::HashMap<String, DateTime<Utc>>>,
+    /// Archives (by URL) whose members are named under the archive's own file name.
+    members_under_archive: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A client for vendor channels with the default [`OutboundSettings`]: HTTPS only, the
@@ -235,6 +237,7 @@ impl FetchContext {
             notes: Mutex::new(Vec::new()),
             history_only: Mutex::new(Default::default()),
             released: Mutex::new(Default::default()),
+            members_under_archive: Mutex::new(Default::default()),
         }
     }
 
@@ -329,6 +332,25 @@ impl FetchContext {
             .unwrap_or_else(|e| e.into_inner())
             .get(url)
             .copied()
+    }
+
+    /// Names the members of the archive at `url` under its file name (`<file>/<path>`):
+    /// for a channel that publishes several builds of one archive for one platform and arch
+    /// (PyPI's manylinux and musllinux wheels), where one path names a different file in
+    /// each build and no build may supersede another.
+    pub fn name_members_under_archive(&self, url: &str) {
+        self.members_under_archive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_owned());
+    }
+
+    /// Whether [`FetchContext::name_members_under_archive`] marked `url`.
+    pub fn members_under_archive(&self, url: &str) -> bool {
+        self.members_under_archive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(url)
     }
 
     /// The failures noted so far, emptying the list.

@@ -447,7 +447,7 @@ async fn ingest_artifact(
                         return;
                     };
                     audit(sink, &downloaded, a, outcome.id, report).await;
-                    record_members(a, scan, sink, report).await;
+                    record_members(a, ctx, scan, sink, report).await;
                 }
                 // The published hash is recorded as for any file the service does not
                 // download; its members are read on a later run.
@@ -532,7 +532,7 @@ async fn ingest_artifact(
         signers_seen(sink, &outcome.id, primary, &a.url, report).await;
     }
     if let Some(scan) = scan {
-        record_members(a, scan, sink, report).await;
+        record_members(a, ctx, scan, sink, report).await;
     }
 }
 
@@ -641,6 +641,7 @@ async fn signers_seen(
 /// Records the members of an archive whose published hashes were checked.
 async fn record_members(
     a: &Artifact,
+    ctx: &FetchContext,
     scan: Result<MemberScan, MemberError>,
     sink: &dyn RecordSink,
     report: &mut VendorReport,
@@ -656,12 +657,20 @@ async fn record_members(
         let message = format!("members read only up to a stop: {why}");
         report.problem(ProblemKind::Archive, Some(&a.url), message);
     }
+    let under_archive = ctx.members_under_archive(&a.url);
     for member in scan.members {
         let path = member.path.trim_start_matches("./").trim_start_matches('/');
         let url = format!("{}#{}", a.url, encode_path(path));
         let signer = member.pe_signer.as_ref();
+        let qualified = format!("{}/{path}", a.executable_name);
+        // A name too long for a record keeps the path alone rather than lose the file.
+        let name = if under_archive && qualified.len() <= model::record::MAX_NAME_BYTES {
+            qualified
+        } else {
+            path.to_owned()
+        };
         let record = NewRecord {
-            executable_name: path.to_owned(),
+            executable_name: name,
             hash_sha256: member.digests.sha256.clone(),
             hash_sha1: Some(member.digests.sha1.clone()),
             hash_md5: Some(member.digests.md5.clone()),

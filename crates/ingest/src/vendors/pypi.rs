@@ -5,16 +5,17 @@
 //! blake2b_256}, yanked}]}` (see the Warehouse JSON API docs).
 //!
 //! A package release is recorded as `name (pypi)` on universal/universal: its sdist, or its
-//! pure wheel (`*-none-any.whl`) when there is no sdist. Its platform wheels are recorded
-//! too, each under its own file name (several share one platform and arch, and more are
-//! uploaded to old releases later), with platform and arch from the wheel's platform tag
-//! (`{name}-{version}[-{build}]-{python}-{abi}-{platform}.whl`, the platform part possibly
-//! several tags joined by `.`): `win_amd64`, `win32`, `win_arm64`; `macosx_*_x86_64`,
-//! `macosx_*_arm64`, `macosx_*_universal2`; `manylinux*_x86_64`/`_aarch64` (and `linux_*`).
-//! Of several wheels for one python tag, ABI, platform and arch (`manylinux_2_17` and
-//! `manylinux_2_28` builds) the first by name is taken; `musllinux` and other platforms are
-//! left out. A wheel is a zip: the shared libraries and executables inside it are recorded
-//! as files of the package.
+//! pure wheel (`*-none-any.whl`) when there is no sdist. Every platform wheel of the release
+//! is recorded too, each under its own file name, with platform and arch from the wheel's
+//! platform tag (`{name}-{version}[-{build}]-{python}-{abi}-{platform}.whl`, the platform
+//! part possibly several tags joined by `.`): `win_amd64`, `win32`, `win_arm64`;
+//! `macosx_*_x86_64`, `macosx_*_arm64`, `macosx_*_universal2`; `manylinux*`, `musllinux_*`
+//! and `linux_*` for `x86_64`, `aarch64`, `i686` and `armv7l`. pip picks a different
+//! variant on different hosts (a `manylinux_2_17` or a `manylinux_2_28` build of one Python
+//! tag and arch, `musllinux` on Alpine), so every one is followed. A wheel is a zip: the
+//! shared libraries and executables inside it are recorded as files of the package, named
+//! under the wheel's file name (`<wheel>/<path>`) because two variants hold different builds
+//! of one path for one platform and arch, and one must not supersede the other.
 
 use std::collections::BTreeMap;
 
@@ -115,7 +116,7 @@ fn canonical(files: &[File]) -> Option<&File> {
 }
 
 /// The platform and arch a wheel's platform tag names, `None` for pure wheels and platforms
-/// not followed.
+/// without an arch of the model (`ppc64le`, `s390x`, `riscv64`).
 pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
     let stem = filename.strip_suffix(".whl")?;
     let tag = stem.rsplit('-').next()?;
@@ -125,6 +126,8 @@ pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
         "x86_64" | "amd64" => Some(Arch::Amd64),
         "aarch64" | "arm64" => Some(Arch::Arm64),
         "universal2" => Some(Arch::Universal),
+        "i686" => Some(Arch::X86),
+        "armv7l" => Some(Arch::Arm),
         _ => None,
     };
     if tag == "win32" {
@@ -139,8 +142,12 @@ pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
             .find(|a| tag.ends_with(&format!("_{a}")))?;
         return arch_of(arch).map(|a| (Platform::Darwin, a));
     }
-    if tag.starts_with("manylinux") || tag.starts_with("linux_") {
-        let arch = ["x86_64", "aarch64"]
+    // glibc (manylinux, and plain `linux_` from private indexes) and musl (Alpine) builds.
+    if ["manylinux", "musllinux_", "linux_"]
+        .iter()
+        .any(|p| tag.starts_with(p))
+    {
+        let arch = ["x86_64", "aarch64", "i686", "armv7l"]
             .into_iter()
             .find(|a| tag.ends_with(&format!("_{a}")))?;
         return arch_of(arch).map(|a| (Platform::Linux, a));
@@ -148,30 +155,16 @@ pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
     None
 }
 
-/// The platform wheels that stand for a release: one per python tag, ABI, platform and arch.
+/// Every platform wheel of a release (not yanked, of a platform and arch followed), by name.
 fn platform_wheels(files: &[File]) -> Vec<(&File, Platform, Arch)> {
-    let mut chosen: BTreeMap<(String, Platform, Arch), &File> = BTreeMap::new();
-    let mut wheels: Vec<&File> = files
+    let mut wheels: Vec<(&File, Platform, Arch)> = files
         .iter()
         .filter(|f| !f.yanked && f.packagetype == "bdist_wheel")
+        .filter_map(|f| wheel_target(&f.filename).map(|(p, a)| (f, p, a)))
         .collect();
-    wheels.sort_by(|a, b| a.filename.cmp(&b.filename));
-    for wheel in wheels {
-        let Some((platform, arch)) = wheel_target(&wheel.filename) else {
-            continue;
-        };
-        let parts: Vec<&str> = wheel.filename.rsplitn(4, '-').collect();
-        let (Some(abi), Some(python)) = (parts.get(1), parts.get(2)) else {
-            continue;
-        };
-        chosen
-            .entry((format!("{python}-{abi}"), platform, arch))
-            .or_insert(wheel);
-    }
-    chosen
-        .into_iter()
-        .map(|((_, platform, arch), file)| (file, platform, arch))
-        .collect()
+    wheels.sort_by(|a, b| a.0.filename.cmp(&b.0.filename));
+    wheels.dedup_by(|a, b| a.0.filename == b.0.filename);
+    wheels
 }
 
 fn published(file: &File) -> PublishedHashes {
@@ -397,6 +390,7 @@ fn release_artifacts(
             continue;
         };
         dated(file, &file_url);
+        ctx.name_members_under_archive(&file_url);
         out.push(Artifact {
             vendor: "pypi".into(),
             executable_name: file.filename.clone(),
@@ -446,8 +440,25 @@ mod tests {
             ),
             (
                 "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
+                Some((Platform::Linux, Arch::Amd64)),
+            ),
+            (
+                "cryptography-44.0.0-cp39-abi3-musllinux_1_2_aarch64.whl",
+                Some((Platform::Linux, Arch::Arm64)),
+            ),
+            (
+                "Pillow-10.2.0-cp311-cp311-manylinux_2_17_i686.manylinux2014_i686.whl",
+                Some((Platform::Linux, Arch::X86)),
+            ),
+            (
+                "numpy-1.26.4-cp311-cp311-linux_armv7l.whl",
+                Some((Platform::Linux, Arch::Arm)),
+            ),
+            (
+                "numpy-1.26.4-cp311-cp311-manylinux_2_17_ppc64le.manylinux2014_ppc64le.whl",
                 None,
             ),
+            ("numpy-1.26.4-cp311-cp311-musllinux_1_1_s390x.whl", None),
             ("requests-2.32.3-py3-none-any.whl", None),
             ("requests-2.32.3.tar.gz", None),
         ];

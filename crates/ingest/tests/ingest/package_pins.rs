@@ -95,13 +95,14 @@ async fn a_pinned_pypi_version_is_recorded_with_its_members_whatever_the_newest(
     assert_eq!((report.downloaded, report.members), (1, 1));
     let wheel = sink.get(&wheel_name("41.0.7"), Linux, Amd64);
     assert_eq!(wheel.version, "41.0.7");
-    let member = sink.get("cryptography/hazmat/bindings/_rust.abi3.so", Linux, Amd64);
+    let module = format!(
+        "{}/cryptography/hazmat/bindings/_rust.abi3.so",
+        wheel_name("41.0.7")
+    );
+    let member = sink.get(&module, Linux, Amd64);
     assert_eq!(member.version, "41.0.7");
     // The wheel and its module start their history at the wheel's upload time.
-    for name in [
-        wheel_name("41.0.7").as_str(),
-        "cryptography/hazmat/bindings/_rust.abi3.so",
-    ] {
+    for name in [wheel_name("41.0.7").as_str(), module.as_str()] {
         assert_eq!(
             sink.released(name, "41.0.7"),
             Some(at(VERSIONS[2].1)),

@@ -1325,7 +1325,7 @@ fn wheel(module: &str, binary: &[u8]) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn pypi_records_platform_wheels_with_platform_and_arch_from_their_tags() {
+async fn pypi_records_every_platform_wheel_with_platform_and_arch_from_its_tag() {
     let site = Site::new();
     // The sdist: a tarball with no executable inside.
     let sdist = {
@@ -1353,50 +1353,88 @@ async fn pypi_records_platform_wheels_with_platform_and_arch_from_their_tags() {
         sdist,
     );
     let mut files = vec![entry];
-    let elf = |arch: &str| {
+    let elf = |build: &str| {
         let mut b = b"\x7fELF\x02\x01\x01\x00".to_vec();
-        b.extend(format!("_rust.abi3.so {arch}").repeat(100).bytes());
+        b.extend(format!("_rust.abi3.so {build}").repeat(100).bytes());
         b
     };
-    let mut served = Vec::new();
-    for (file, module, binary) in [
+    let so = "cryptography/hazmat/bindings/_rust.abi3.so";
+    // Two builds for one Python tag and x86_64 Linux (glibc 2.17 and 2.28), musl builds,
+    // and a 32-bit one: pip on different hosts installs different ones.
+    let wheels = [
         (
             "cryptography-44.0.0-cp39-abi3-win_amd64.whl",
             "cryptography/hazmat/bindings/_rust.pyd",
             b"MZ\x90\x00 _rust.pyd".repeat(50),
+            (Windows, Amd64),
         ),
         (
             "cryptography-44.0.0-cp39-abi3-macosx_10_9_universal2.whl",
-            "cryptography/hazmat/bindings/_rust.abi3.so",
+            so,
             [vec![0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2], b"fat".repeat(50)].concat(),
+            (Darwin, Universal),
         ),
         (
             "cryptography-44.0.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-            "cryptography/hazmat/bindings/_rust.abi3.so",
-            elf("x86_64"),
+            so,
+            elf("glibc 2.17 x86_64"),
+            (Linux, Amd64),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl",
+            so,
+            elf("glibc 2.28 x86_64"),
+            (Linux, Amd64),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
+            so,
+            elf("musl x86_64"),
+            (Linux, Amd64),
         ),
         (
             "cryptography-44.0.0-cp39-abi3-manylinux_2_28_aarch64.whl",
-            "cryptography/hazmat/bindings/_rust.abi3.so",
-            elf("aarch64"),
+            so,
+            elf("glibc 2.28 aarch64"),
+            (Linux, Arm64),
         ),
-    ] {
-        let bytes = wheel(module, &binary);
+        (
+            "cryptography-44.0.0-cp39-abi3-musllinux_1_2_aarch64.whl",
+            so,
+            elf("musl aarch64"),
+            (Linux, Arm64),
+        ),
+        (
+            "cryptography-44.0.0-cp39-abi3-manylinux_2_17_i686.manylinux2014_i686.whl",
+            so,
+            elf("glibc 2.17 i686"),
+            (Linux, X86),
+        ),
+    ];
+    for (file, module, binary, _) in &wheels {
+        let bytes = wheel(module, binary);
         let mut entry = pypi_file("cryptography", "44.0.0", file, "bdist_wheel");
         entry["digests"]["sha256"] = json!(sha256(&bytes));
         entry["digests"]["md5"] = json!(md5(&bytes));
         entry["python_version"] = json!("cp39");
         site.file(&format!("/packages/source/c/cryptography/{file}"), bytes);
         files.push(entry);
-        served.push((file, module, binary));
     }
-    // Left out: a second build for the same tags (newer glibc) and musl.
-    for file in [
-        "cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl",
-        "cryptography-44.0.0-cp39-abi3-musllinux_1_2_x86_64.whl",
-    ] {
-        files.push(pypi_file("cryptography", "44.0.0", file, "bdist_wheel"));
-    }
+    // Left out: a platform without an arch of the model, and a yanked build.
+    files.push(pypi_file(
+        "cryptography",
+        "44.0.0",
+        "cryptography-44.0.0-cp39-abi3-manylinux_2_17_ppc64le.whl",
+        "bdist_wheel",
+    ));
+    let mut yanked = pypi_file(
+        "cryptography",
+        "44.0.0",
+        "cryptography-44.0.0-cp39-abi3-manylinux_2_34_x86_64.whl",
+        "bdist_wheel",
+    );
+    yanked["yanked"] = json!(true);
+    files.push(yanked);
     let project = json!({
         "info": {"name": "cryptography", "version": "44.0.0"},
         "releases": {"44.0.0": files},
@@ -1405,38 +1443,46 @@ async fn pypi_records_platform_wheels_with_platform_and_arch_from_their_tags() {
     site.file("/pypi/cryptography/json", project.to_string());
     let base = site.serve().await;
     let sink = MemorySink::default();
-    let report = run_with("pypi", &base, &sink, |config, limits| {
-        config.items = vec!["cryptography".into()];
-        limits.members.enabled = true;
-    })
-    .await;
+    let run = || {
+        run_with("pypi", &base, &sink, |config, limits| {
+            config.items = vec!["cryptography".into()];
+            limits.members.enabled = true;
+        })
+    };
+    let report = run().await;
     assert_clean(&report);
-    // The sdist and four wheels; each wheel's extension module.
-    assert_eq!((report.discovered, report.members), (5, 4));
+    // The sdist and eight wheels, each downloaded once; each wheel's extension module.
+    assert_eq!(
+        (report.discovered, report.downloaded, report.members),
+        (9, 9, 8)
+    );
+    assert_eq!(report.hash_changed, 0);
     sink.get("cryptography (pypi)", model::Platform::Universal, Universal);
-    let targets = [
-        (Windows, Amd64),
-        (Darwin, Universal),
-        (Linux, Amd64),
-        (Linux, Arm64),
-    ];
-    for ((file, module, binary), (platform, arch)) in served.iter().zip(targets) {
-        let record = sink.get(file, platform, arch);
+    for (file, module, binary, (platform, arch)) in &wheels {
+        let record = sink.get(file, *platform, *arch);
         assert_eq!(
             (record.vendor.as_str(), record.version.as_str()),
             ("pypi", "44.0.0")
         );
-        let member = sink.get(module, platform, arch);
-        assert_eq!(member.hash_sha256, sha256(binary));
+        // Each build's module is a record of its own, named under its wheel: the
+        // glibc 2.17, glibc 2.28 and musl builds are all known at once.
+        let member = sink.get(&format!("{file}/{module}"), *platform, *arch);
+        assert_eq!(member.hash_sha256, sha256(binary), "{file}");
         assert!(member.source_url.ends_with(&format!("{file}#{module}")));
     }
-    let records = sink.records.lock().unwrap();
     assert!(
-        records
+        sink.records
+            .lock()
+            .unwrap()
             .iter()
-            .all(|(_, r)| !r.executable_name.contains("musllinux")
-                && !r.executable_name.contains("manylinux_2_28_x86_64"))
+            .all(|(_, r)| !r.executable_name.contains("ppc64le")
+                && !r.executable_name.contains("manylinux_2_34"))
     );
+
+    // A second run over the same release downloads nothing: every wheel is known.
+    let again = run().await;
+    assert_clean(&again);
+    assert_eq!((again.downloaded, again.recorded), (0, 0));
 }
 
 // ---------------------------------------------------------------------------------------
