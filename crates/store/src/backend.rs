@@ -1,7 +1,7 @@
 //! The SQLite and PostgreSQL stores. One body of code, instantiated per backend by the
 //! `backend!` macro: same SQL, same row mapping, different pool and migrations.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,10 +21,10 @@ use crate::migrate::{self, Migration};
 use crate::{
     AccountStore, ExportCursor, ExportQuery, FeedPosition, HealthStore, HistoryQuery, KeyPrincipal,
     NewApiKey, Page, RecordOutcome, RecordStats, RecordStore, Result, Store, Tenant, VendorHealth,
-    db_error, new_id,
+    db_error,
 };
 
-const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
+pub(crate) const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
      size_bytes";
@@ -39,7 +39,7 @@ fn start_of(day: chrono::NaiveDate) -> DateTime<Utc> {
 }
 
 /// `$first, $first+1, …` for an IN list of `n` values.
-fn placeholders(first: usize, n: usize) -> String {
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
@@ -126,34 +126,15 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&str>) {
     (selects.join(" UNION ALL "), binds)
 }
 
-/// Whether two records are the same file of the same version: recording it again adds
-/// nothing to the history.
-fn same_file(a: &NewRecord, b: &NewRecord) -> bool {
-    a.version == b.version
-        && a.hash_sha256 == b.hash_sha256
-        && a.hash_sha1 == b.hash_sha1
-        && a.hash_md5 == b.hash_md5
-}
-
-/// The key `$lock` serialises `record` on: one family of one vendor, platform and arch.
-fn family_lock_key(record: &NewRecord) -> String {
-    format!(
-        "record\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        record.vendor,
-        record.family(),
-        record.platform.as_str(),
-        record.arch.as_str()
-    )
-}
-
 macro_rules! backend {
     ($store:ident, $db:ty, $row:ty, $pool:ty, $name:literal, $migrations:expr, $begin:literal, $lock:expr) => {
         pub struct $store {
             pub(crate) pool: $pool,
-            signer: RecordSigner,
+            pub(crate) signer: RecordSigner,
             integrity: IntegrityMonitor,
             records_epoch: AtomicU64,
             records_listener: std::sync::RwLock<Option<std::sync::Weak<dyn crate::RecordsListener>>>,
+            group: crate::record_writes::GroupCommit,
         }
 
         impl $store {
@@ -203,7 +184,7 @@ macro_rules! backend {
                 Ok(())
             }
 
-            fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
+            pub(crate) fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
                 let get_s = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
                 let get_o = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
                 let platform = get_s("platform")?;
@@ -255,173 +236,6 @@ macro_rules! backend {
                 })
             }
 
-            /// The body of `record` and `record_many`, on an open transaction that holds the
-            /// family's lock. A version at least as new as the family's current record
-            /// supersedes it (unless it is the same file, verified) and becomes current; an
-            /// older one enters the history as superseded, its interval fitted between its
-            /// neighbours in version order. A file already in the history (same version and
-            /// hashes) changes nothing. The caller commits, and only when a record was
-            /// inserted; every row written is added to `touched`.
-            #[tracing::instrument(level = "debug", skip_all)]
-            async fn record_in_tx(
-                &self,
-                conn: &mut <$db as sqlx::Database>::Connection,
-                record: NewRecord,
-                now: DateTime<Utc>,
-                touched: &mut Vec<String>,
-            ) -> Result<RecordOutcome> {
-                let family = record.family();
-                let rows = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {RECORD_COLUMNS} FROM hash_records \
-                     WHERE vendor = $1 AND family = $2 AND platform = $3 AND arch = $4"
-                )))
-                .bind(&record.vendor)
-                .bind(&family)
-                .bind(record.platform.as_str())
-                .bind(record.arch.as_str())
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(db_error)?;
-                // Oldest first, as the history runs.
-                let mut history = self.records_from_rows(rows)?;
-                history.sort_by(|a, b| (a.valid_from, &a.id).cmp(&(b.valid_from, &b.id)));
-                let current = history
-                    .iter()
-                    .position(|r| r.status == model::RecordStatus::Current);
-                if let Some(cur) = current.map(|i| &history[i])
-                    && cur.integrity_ok
-                    && cur.record == record
-                {
-                    return Ok(RecordOutcome::Unchanged { id: cur.id.clone() });
-                }
-                if let Some(same) = history.iter().find(|r| {
-                    r.integrity_ok
-                        && r.status == model::RecordStatus::Superseded
-                        && same_file(&r.record, &record)
-                }) {
-                    return Ok(RecordOutcome::Unchanged { id: same.id.clone() });
-                }
-                let tick = chrono::Duration::microseconds(1);
-                let older = current.filter(|&i| {
-                    model::version::compare(
-                        &record.vendor,
-                        &record.version,
-                        &history[i].record.version,
-                    ) == std::cmp::Ordering::Less
-                });
-                let id = new_id();
-                let (status, valid_from, valid_until, superseded) = match (current, older) {
-                    (_, Some(_)) => {
-                        // The first record newer than this one (equal versions already
-                        // recorded count as older: arrival order). It and all after it keep
-                        // their intervals.
-                        let next = history
-                            .iter()
-                            .position(|r| {
-                                model::version::compare(&record.vendor, &record.version, &r.record.version)
-                                    == std::cmp::Ordering::Less
-                            })
-                            .unwrap_or(history.len() - 1);
-                        let until = history[next].valid_from;
-                        // `now` is the channel's release date for a past version taken in
-                        // by a history horizon or a pin; otherwise it is later than `until`.
-                        let from = now.min(until - tick);
-                        // Earlier records end where the next one starts; any that would not
-                        // start strictly before it move back by a microsecond.
-                        let mut next_from = from;
-                        for r in history[..next].iter().rev() {
-                            let start = if r.valid_from < next_from { r.valid_from } else { next_from - tick };
-                            if start != r.valid_from || r.valid_until != Some(next_from) {
-                                sqlx::query(
-                                    "UPDATE hash_records SET valid_from = $1, valid_until = $2 WHERE id = $3",
-                                )
-                                .bind(start)
-                                .bind(next_from)
-                                .bind(&r.id)
-                                .execute(&mut *conn)
-                                .await
-                                .map_err(db_error)?;
-                                touched.push(r.id.clone());
-                            }
-                            if start == r.valid_from {
-                                break;
-                            }
-                            next_from = start;
-                        }
-                        ("superseded", from, Some(until), None)
-                    }
-                    (Some(i), None) => {
-                        let cur = &history[i];
-                        // valid_from keeps history order equal to version order, even
-                        // within one batch (one `now`).
-                        let from = now.max(cur.valid_from + tick);
-                        sqlx::query(
-                            "UPDATE hash_records SET status = 'superseded', valid_until = $1 WHERE id = $2",
-                        )
-                        .bind(from)
-                        .bind(&cur.id)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db_error)?;
-                        touched.push(cur.id.clone());
-                        ("current", from, None, Some(cur.id.clone()))
-                    }
-                    (None, None) => ("current", now, None, None),
-                };
-                let hmac = self.signer.sign(&id, &record);
-                sqlx::query(
-                    "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
-                     arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
-                     sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, \
-                     name_key, size_bytes) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     $17, $18, $19, $20, $21, $22)",
-                )
-                .bind(&id)
-                .bind(&record.vendor)
-                .bind(&record.executable_name)
-                .bind(&family)
-                .bind(&record.version)
-                .bind(record.platform.as_str())
-                .bind(record.arch.as_str())
-                .bind(&record.hash_sha256)
-                .bind(&record.hash_sha1)
-                .bind(&record.hash_md5)
-                .bind(&record.source_url)
-                .bind(record.download_verified)
-                .bind(&record.sig_signer)
-                .bind(&record.sig_issuer)
-                .bind(&record.sig_serial)
-                .bind(&record.sig_thumbprint)
-                .bind(status)
-                .bind(valid_from)
-                .bind(valid_until)
-                .bind(&hmac)
-                .bind(model::name_key(&record.executable_name))
-                // `validate` keeps sizes within i64; anything else is stored as unknown.
-                .bind(record.size.and_then(|n| i64::try_from(n).ok()))
-                .execute(&mut *conn)
-                .await
-                .map_err(db_error)?;
-                touched.push(id.clone());
-                // A different SHA-256 for a version already recorded is a republish.
-                let hash_changed = match current {
-                    Some(i) if older.is_none() => {
-                        let c = &history[i].record;
-                        c.version == record.version && c.hash_sha256 != record.hash_sha256
-                    }
-                    _ => history.iter().any(|r| {
-                        r.record.version == record.version
-                            && r.record.hash_sha256 != record.hash_sha256
-                    }),
-                };
-                Ok(RecordOutcome::Inserted {
-                    id,
-                    superseded,
-                    hash_changed,
-                })
-            }
-
             /// Moves the shared records epoch inside a record transaction; the new value.
             pub(crate) async fn bump_records_epoch(
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -434,70 +248,6 @@ macro_rules! backend {
                 .await
                 .map_err(db_error)?;
                 Ok(u64::try_from(epoch).unwrap_or_default())
-            }
-
-            /// Tags the rows a record transaction wrote with its epoch. Epochs are taken in
-            /// commit order (the counter row is locked until commit), so a reader that saw
-            /// epoch `e` finds every row changed up to `e` with `changed_epoch <= e`.
-            async fn mark_changed(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                touched: &mut Vec<String>,
-                epoch: u64,
-                now: DateTime<Utc>,
-            ) -> Result<()> {
-                Self::mark_added(conn, now).await?;
-                touched.sort_unstable();
-                touched.dedup();
-                for chunk in touched.chunks(FIND_CHUNK) {
-                    let sql = format!(
-                        "UPDATE hash_records SET changed_epoch = $1 WHERE id IN ({})",
-                        placeholders(2, chunk.len())
-                    );
-                    let mut q = sqlx::query(AssertSqlSafe(sql))
-                        .bind(i64::try_from(epoch).unwrap_or(i64::MAX));
-                    for id in chunk {
-                        q = q.bind(id);
-                    }
-                    q.execute(&mut *conn).await.map_err(db_error)?;
-                }
-                Ok(())
-            }
-
-            /// Gives the rows this transaction inserted their `added_at`: from `now`, or just
-            /// after the latest one if the clock is behind it, `ADDED_AT_STEP_MICROS` apart in
-            /// id order. Called with the records epoch locked, so the order is commit order.
-            async fn mark_added(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                now: DateTime<Utc>,
-            ) -> Result<()> {
-                let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
-                let latest: Option<DateTime<Utc>> = sqlx::query_scalar(
-                    "SELECT added_at FROM hash_records WHERE added_at IS NOT NULL \
-                     ORDER BY added_at DESC LIMIT 1",
-                )
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db_error)?;
-                let mut next = match latest {
-                    Some(latest) if latest + step > now => latest + step,
-                    _ => now,
-                };
-                let new_rows: Vec<String> = sqlx::query_scalar(
-                    "SELECT id FROM hash_records WHERE added_at IS NULL ORDER BY id",
-                )
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(db_error)?;
-                for id in new_rows {
-                    sqlx::query("UPDATE hash_records SET added_at = $1 WHERE id = $2")
-                        .bind(next)
-                        .bind(&id)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db_error)?;
-                    next += step;
-                }
-                Ok(())
             }
 
             async fn read_records_epoch(pool: &$pool) -> Result<u64> {
@@ -601,29 +351,42 @@ macro_rules! backend {
         impl RecordStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
+                use futures::future::Either;
                 let record = record.validate()?;
                 let now = micros(now);
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
-                    .await
-                    .map_err(db_error)?;
-                if let Some(lock) = $lock {
-                    sqlx::query(lock)
-                        .bind(family_lock_key(&record))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                loop {
+                    let (reply, mut answer) = futures::channel::oneshot::channel();
+                    self.group.push(crate::record_writes::Pending {
+                        record: record.clone(),
+                        now,
+                        reply,
+                    });
+                    // Either another call's writer answers, or this call writes the queue.
+                    let answered = loop {
+                        let mut lock = self.group.writer.lock();
+                        match futures::future::select(&mut answer, &mut lock).await {
+                            Either::Left((answered, _)) => break answered,
+                            Either::Right((guard, _)) => {
+                                let batch = self.group.take();
+                                if !batch.is_empty() {
+                                    self.write_pending(batch).await;
+                                }
+                                drop(guard);
+                            }
+                        }
+                    };
+                    match answered {
+                        Ok(Ok((outcome, epoch))) => {
+                            if let Some(epoch) = epoch {
+                                self.publish_records_epoch(epoch).await;
+                            }
+                            return Ok(outcome);
+                        }
+                        Ok(Err(e)) => return Err(e),
+                        // The writer that took it was cancelled before it committed.
+                        Err(futures::channel::oneshot::Canceled) => continue,
+                    }
                 }
-                let mut touched = Vec::new();
-                let outcome = self.record_in_tx(&mut tx, record, now, &mut touched).await?;
-                if matches!(outcome, RecordOutcome::Inserted { .. }) {
-                    let epoch = Self::bump_records_epoch(&mut tx).await?;
-                    Self::mark_changed(&mut tx, &mut touched, epoch, now).await?;
-                    tx.commit().await.map_err(db_error)?;
-                    drop(conn);
-                    self.publish_records_epoch(epoch).await;
-                }
-                Ok(outcome)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -632,47 +395,15 @@ macro_rules! backend {
                 records: Vec<NewRecord>,
                 now: DateTime<Utc>,
             ) -> Result<Vec<RecordOutcome>> {
+                let now = micros(now);
                 let records = records
                     .into_iter()
-                    .map(NewRecord::validate)
+                    .map(|r| Ok((r.validate()?, now)))
                     .collect::<Result<Vec<_>>>()?;
                 if records.is_empty() {
                     return Ok(Vec::new());
                 }
-                let now = micros(now);
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
-                    .await
-                    .map_err(db_error)?;
-                if let Some(lock) = $lock {
-                    // Every family's lock up front, in one order, so that two batches
-                    // sharing families cannot deadlock.
-                    let keys: BTreeSet<String> = records.iter().map(family_lock_key).collect();
-                    for key in keys {
-                        sqlx::query(lock)
-                            .bind(key)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(db_error)?;
-                    }
-                }
-                let mut outcomes = Vec::with_capacity(records.len());
-                let mut touched = Vec::new();
-                for record in records {
-                    outcomes.push(self.record_in_tx(&mut tx, record, now, &mut touched).await?);
-                }
-                let inserted = outcomes
-                    .iter()
-                    .any(|o| matches!(o, RecordOutcome::Inserted { .. }));
-                let epoch = if inserted {
-                    let epoch = Self::bump_records_epoch(&mut tx).await?;
-                    Self::mark_changed(&mut tx, &mut touched, epoch, now).await?;
-                    Some(epoch)
-                } else {
-                    None
-                };
-                tx.commit().await.map_err(db_error)?;
-                drop(conn);
+                let (outcomes, epoch) = self.write_records(records).await?;
                 if let Some(epoch) = epoch {
                     self.publish_records_epoch(epoch).await;
                 }
@@ -909,37 +640,99 @@ macro_rules! backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn stats(&self) -> Result<RecordStats> {
-                use futures::TryStreamExt as _;
-                // Read and verified row by row: a record failing its HMAC is no known-good
-                // hash, as the lookup and the feed already treat it.
-                let sql = format!("SELECT {RECORD_COLUMNS} FROM hash_records WHERE status = 'current'");
-                let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&self.pool);
-                let mut hashes = HashSet::<[u8; 32]>::new();
-                let mut vendors = HashSet::new();
-                let mut platforms = HashSet::new();
-                let mut records = 0u64;
-                while let Some(row) = rows.try_next().await.map_err(db_error)? {
-                    let r = self.record_from_row(&row)?;
-                    records += 1;
-                    vendors.insert(r.record.vendor);
-                    if !r.integrity_ok {
-                        continue;
-                    }
-                    let mut digest = [0u8; 32];
-                    if hex::decode_to_slice(&r.record.hash_sha256, &mut digest).is_ok() {
-                        hashes.insert(digest);
-                    }
-                    // `universal` marks platform-neutral artifacts, not a platform.
-                    if r.record.platform != model::Platform::Universal {
-                        platforms.insert(r.record.platform);
+                // From the counters every record write moves, never from the records. A row
+                // changed behind the service's back (noted by a trigger; normally none) is
+                // verified here: a record failing its HMAC is no known-good hash, as the
+                // lookup and the feed already treat it.
+                let rows = sqlx::query("SELECT kind, key, n FROM record_counts")
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let mut current = 0i64;
+                let mut hashes = 0i64;
+                let mut vendors = std::collections::HashMap::<String, i64>::new();
+                let mut platforms = std::collections::HashMap::<String, i64>::new();
+                for row in &rows {
+                    let kind: String = row.try_get("kind").map_err(db_error)?;
+                    let key: String = row.try_get("key").map_err(db_error)?;
+                    let n: i64 = row.try_get("n").map_err(db_error)?;
+                    match kind.as_str() {
+                        "current" => current = n,
+                        "sha256" => hashes = n,
+                        "vendor" => {
+                            vendors.insert(key, n);
+                        }
+                        "platform" => {
+                            platforms.insert(key, n);
+                        }
+                        _ => {}
                     }
                 }
-                let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+                let flagged = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT u.counted_vendor, u.counted_platform, u.counted_sha256, u.deleted, \
+                     {} FROM records_unverified u \
+                     LEFT JOIN hash_records r ON r.id = u.id WHERE u.counted_current",
+                    RECORD_COLUMNS
+                        .split(", ")
+                        .map(|c| format!("r.{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                let mut failed_ids = HashSet::new();
+                let mut suspect_hashes = HashSet::new();
+                for row in &flagged {
+                    let deleted: bool = row.try_get("deleted").map_err(db_error)?;
+                    if !deleted {
+                        // Once superseded through the service, the counts left it already.
+                        let r = self.record_from_row(row)?;
+                        if r.integrity_ok || r.status != model::RecordStatus::Current {
+                            continue;
+                        }
+                    }
+                    if !deleted {
+                        failed_ids.insert(row.try_get::<String, _>("id").map_err(db_error)?);
+                    }
+                    let platform: String = row.try_get("counted_platform").map_err(db_error)?;
+                    *platforms.entry(platform).or_default() -= 1;
+                    suspect_hashes.insert(row.try_get::<String, _>("counted_sha256").map_err(db_error)?);
+                    if deleted {
+                        current -= 1;
+                        let vendor: String = row.try_get("counted_vendor").map_err(db_error)?;
+                        *vendors.entry(vendor).or_default() -= 1;
+                    }
+                }
+                // A counted hash stays known-good while another current record of it verifies.
+                for sha256 in suspect_hashes {
+                    let rows = sqlx::query(AssertSqlSafe(format!(
+                        "SELECT {RECORD_COLUMNS} FROM hash_records \
+                         WHERE hash_sha256 = $1 AND status = 'current'"
+                    )))
+                    .bind(&sha256)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                    let mut still_good = false;
+                    for row in &rows {
+                        let r = self.record_from_row(row)?;
+                        still_good |= r.integrity_ok && !failed_ids.contains(&r.id);
+                    }
+                    if !still_good {
+                        hashes -= 1;
+                    }
+                }
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                let positive = |m: &std::collections::HashMap<String, i64>, skip: &str| {
+                    m.iter().filter(|(k, n)| **n > 0 && k.as_str() != skip).count() as u64
+                };
                 Ok(RecordStats {
-                    known_good_hashes: count(hashes.len()),
-                    total_vendors: count(vendors.len()),
-                    total_platforms: count(platforms.len()),
-                    total_records: records,
+                    known_good_hashes: count(hashes),
+                    total_vendors: positive(&vendors, ""),
+                    // `universal` marks platform-neutral artifacts, not a platform.
+                    total_platforms: positive(&platforms, model::Platform::Universal.as_str()),
+                    total_records: count(current),
                 })
             }
         }
@@ -1064,10 +857,9 @@ macro_rules! backend {
             async fn vendor_health(&self) -> Result<Vec<VendorHealth>> {
                 let rows = sqlx::query(
                     "SELECT v.vendor, h.last_success_at, h.last_error_at, h.last_error, v.records FROM \
-                     (SELECT vendor, SUM(CASE WHEN status = 'current' THEN 1 ELSE 0 END) AS records \
-                      FROM hash_records GROUP BY vendor \
+                     (SELECT key AS vendor, n AS records FROM record_counts WHERE kind = 'vendor' \
                       UNION SELECT vendor, 0 FROM vendor_health \
-                      WHERE vendor NOT IN (SELECT vendor FROM hash_records)) v \
+                      WHERE vendor NOT IN (SELECT key FROM record_counts WHERE kind = 'vendor')) v \
                      LEFT JOIN vendor_health h ON h.vendor = v.vendor ORDER BY v.vendor",
                 )
                 .fetch_all(&self.pool)
@@ -1168,6 +960,18 @@ backend!(
     "BEGIN IMMEDIATE",
     None::<&'static str>
 );
+crate::record_writes::record_writer!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "BEGIN IMMEDIATE",
+    None::<&'static str>
+);
+crate::record_writes::record_writer!(
+    PgStore,
+    sqlx::Postgres,
+    "BEGIN",
+    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+);
 backend!(
     PgStore,
     sqlx::Postgres,
@@ -1212,6 +1016,7 @@ impl SqliteStore {
             integrity: IntegrityMonitor::default(),
             records_epoch: AtomicU64::new(epoch),
             records_listener: std::sync::RwLock::new(None),
+            group: crate::record_writes::GroupCommit::default(),
         })
     }
 }
@@ -1258,6 +1063,7 @@ impl PgStore {
             integrity: IntegrityMonitor::default(),
             records_epoch: AtomicU64::new(epoch),
             records_listener: std::sync::RwLock::new(None),
+            group: crate::record_writes::GroupCommit::default(),
         })
     }
 }

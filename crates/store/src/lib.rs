@@ -21,6 +21,7 @@ use model::{
 pub mod admin;
 mod admin_backend;
 mod backend;
+mod record_writes;
 pub mod downloads;
 mod error;
 mod lease;

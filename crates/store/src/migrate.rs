@@ -67,6 +67,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 18,
         sql: include_str!("../migrations/sqlite/0018_feed_order.sql"),
     },
+    Migration {
+        version: 20,
+        sql: include_str!("../migrations/sqlite/0020_record_counts.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -129,6 +133,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 18,
         sql: include_str!("../migrations/postgres/0018_feed_order.sql"),
+    },
+    Migration {
+        version: 20,
+        sql: include_str!("../migrations/postgres/0020_record_counts.sql"),
     },
 ];
 
