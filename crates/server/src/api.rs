@@ -324,7 +324,7 @@ const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// One CSV field: quoted (RFC 4180) when it holds a separator, a quote or a line break, and
 /// prefixed with `'` when it starts with a formula character, so `-2+3+cmd|…` and
 /// `@types/node (npm)` alike open as text. The JSON export carries the raw values.
-fn csv_field(value: &str) -> String {
+pub fn csv_field(value: &str) -> String {
     let needs_quotes = value.contains([',', '"', '\r', '\n']);
     let value = if value.starts_with(FORMULA_PREFIXES) {
         format!("'{value}")

@@ -21,6 +21,9 @@ use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
 use crate::AppState;
 use crate::routes::mfa::PENDING_COOKIE;
 
+mod gate;
+mod revocations;
+
 type Fields = HashMap<String, String>;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -58,6 +61,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/passkey/sign-in", post(passkey_sign_in))
         .route("/console/lookup", get(lookup_page).post(lookup))
         .route("/console/history", get(history))
+        .route("/console/revocations", get(revocations::page_))
+        .route("/console/revocations/export", get(revocations::export))
         .route("/console/usage", get(usage))
         .route("/console/keys", get(keys))
         .route("/console/keys/invite", post(create_invite))
@@ -166,8 +171,11 @@ fn nav(ctx: &Ctx) -> String {
             links.extend([
                 ("/console/lookup", "Lookup"),
                 ("/console/history", "History"),
-                ("/console/usage", "Usage"),
             ]);
+            if p.has(Permission::IntelRevocations) {
+                links.push(("/console/revocations", "Revocations"));
+            }
+            links.push(("/console/usage", "Usage"));
             if p.has(Permission::TenantManage) {
                 links.push(("/console/keys", "Keys"));
             }

@@ -16,6 +16,7 @@ testkit::backend_tests!(
     invited_users_sign_in_again_with_what_they_enrolled,
     lookup_marks_superseded_builds_with_the_current_version,
     totp_enrolment_retries_and_recovery_codes_follow_the_factor,
+    revocations_page_puts_active_certificates_first_and_exports,
 );
 
 fn client() -> reqwest::Client {
@@ -652,4 +653,170 @@ async fn totp_enrolment_retries_and_recovery_codes_follow_the_factor(app: TestAp
         .await;
     assert_eq!(status, 303);
     assert_eq!(headers["location"], "/console/lookup");
+}
+
+/// Records a file of `vendor` signed with certificate `n` and revokes the certificate for
+/// `reason`; with `current` false a newer build supersedes the file.
+async fn signed_and_revoked(
+    app: &TestApp,
+    n: u64,
+    signer: &str,
+    reason: &str,
+    current: bool,
+) -> String {
+    use store::downloads::SigningCert;
+    use store::revocations::Revocation;
+    let now = app.clock.now();
+    let thumbprint = testkit::hex_of(n + 100, 40);
+    let mut r = testkit::putty("0.80", model::Arch::Amd64, n + 100);
+    r.executable_name = format!("tool{n}.exe");
+    r.sig_signer = Some(signer.into());
+    r.sig_issuer = Some("CN=Example CA".into());
+    r.sig_serial = Some(format!("0{n}"));
+    r.sig_thumbprint = Some(thumbprint.clone());
+    app.record(r).await;
+    if !current {
+        let mut newer = testkit::putty("0.81", model::Arch::Amd64, n + 200);
+        newer.executable_name = format!("tool{n}.exe");
+        app.record(newer).await;
+    }
+    app.store
+        .signing_cert_seen(
+            &SigningCert {
+                thumbprint: thumbprint.clone(),
+                signer: signer.into(),
+                issuer: "CN=Example CA".into(),
+                serial: format!("0{n}"),
+                crl_urls: Vec::new(),
+                issuer_cert: None,
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    app.store
+        .revoke(
+            &Revocation {
+                thumbprint: thumbprint.clone(),
+                signer: signer.into(),
+                issuer: "CN=Example CA".into(),
+                serial: format!("0{n}"),
+                revoked_at: now - chrono::Duration::days(n as i64),
+                reason: reason.into(),
+                crl_url: "http://crl.example/ca.crl".into(),
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    thumbprint
+}
+
+async fn revocations_page_puts_active_certificates_first_and_exports(app: TestApp) {
+    let key = app.account("soc", Role::Auditor, Tier::Teams).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let (status, _, html) = b.get("/console/revocations").await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(r#"href="/console/revocations""#),
+        "in the navigation"
+    );
+    assert!(
+        html.contains("No signing certificate of a recorded file is revoked"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("Download CSV"),
+        "nothing to download yet: {html}"
+    );
+
+    // A compromised key that signed only a superseded build, and a superseded certificate
+    // that signed today's build: the API puts the compromise first, the page the active one.
+    let compromised = signed_and_revoked(&app, 1, "CN=Old Signer", "keyCompromise", false).await;
+    let active = signed_and_revoked(&app, 2, "CN=<b>Live</b> Signer", "superseded", true).await;
+    let api = app.get_with("/api/v1/intel/revocations", &key).await.json();
+    assert_eq!(api["revoked_certs"][0]["thumbprint"], compromised.as_str());
+    let (status, _, html) = b.get("/console/revocations").await;
+    assert_eq!(status, 200);
+    let at = |t: &str| {
+        html.find(t)
+            .unwrap_or_else(|| panic!("{t} missing: {html}"))
+    };
+    assert!(
+        at(&active) < at(&compromised),
+        "the active certificate first"
+    );
+    assert!(
+        html.contains("CN=&lt;b&gt;Live&lt;/b&gt; Signer"),
+        "escaped: {html}"
+    );
+    assert!(!html.contains("<b>Live</b>"));
+    assert!(
+        html.contains("<strong>1</strong> signed a file that is current"),
+        "{html}"
+    );
+    assert!(html.contains("PuTTY"), "affected vendors shown: {html}");
+
+    // Downloads: JSON is the API's answer, CSV the same list in the page's order.
+    let (status, headers, csv) = b.get("/console/revocations/export?format=csv").await;
+    assert_eq!(status, 200);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("knowngood-revocations-")
+    );
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("thumbprint,signer,issuer"), "{csv}");
+    assert!(
+        lines[1].starts_with(&active) && lines[1].contains(",true,PuTTY"),
+        "{csv}"
+    );
+    assert!(lines[2].starts_with(&compromised), "{csv}");
+    let (status, _, json) = b.get("/console/revocations/export?format=json").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&json).unwrap(),
+        api
+    );
+    let (status, _, _) = b.get("/console/revocations/export?format=xml").await;
+    assert_eq!(status, 400);
+
+    // The history, filtered by signer.
+    let (_, _, html) = b.get("/console/revocations?signer=old").await;
+    let history = html.split(r#"id="history""#).nth(1).unwrap();
+    assert!(
+        history.contains(&compromised) && !history.contains(&active),
+        "{history}"
+    );
+    let (_, _, html) = b.get("/console/revocations?signer=nobody").await;
+    assert!(
+        html.contains("No recorded revocation has a signer containing “nobody”"),
+        "{html}"
+    );
+
+    // A role or tier without revocations is told which, plainly.
+    let analyst = app.account("soc-analyst", Role::Analyst, Tier::Teams).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &analyst).await;
+    let (status, _, html) = b.get("/console/revocations").await;
+    assert_eq!(status, 403);
+    assert!(
+        html.contains("Your role (analyst) does not include Revocations"),
+        "{html}"
+    );
+    assert!(
+        !html.contains(r#"href="/console/revocations""#),
+        "not in its navigation"
+    );
+    let basic = app.account("small-shop", Role::Auditor, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &basic).await;
+    let (status, _, html) = b.get("/console/revocations/export?format=csv").await;
+    assert_eq!(status, 403);
+    assert!(html.contains("Revocations comes with the teams tier and above; account small-shop is on the basic tier"), "{html}");
 }

@@ -1,0 +1,96 @@
+//! What the pages over the API's tier-gated services share: the access check that says
+//! plainly what is missing, plain error sentences, and CSV fields.
+
+use super::*;
+
+/// The principal of a page that needs `permission` on `tier` (and a passed second factor,
+/// as every intel page). A role or tier that lacks it gets a page that says which, and who
+/// can change it, instead of the API's terse refusal.
+pub(super) fn gated<'a>(
+    state: &AppState,
+    ctx: &'a Ctx,
+    permission: Permission,
+    tier: Tier,
+    title: &str,
+) -> Result<&'a Principal, Response> {
+    let principal = signed_in(ctx, true)?;
+    let text = if !principal.has(permission) {
+        format!(
+            "Your role ({}) does not include {title} (permission {}). An account admin can give you a role that does.",
+            principal.role.as_str(),
+            permission.as_str()
+        )
+    } else if principal.tier < tier {
+        format!(
+            "{title} comes with the {} tier and above; account {} is on the {} tier. Ask your account admin or the service's operators to move the account to {}.",
+            tier.as_str(),
+            principal.team_id,
+            principal.tier.as_str(),
+            tier.as_str()
+        )
+    } else {
+        return Ok(principal);
+    };
+    let body = format!(
+        r#"<div data-gated>{}</div><p>Go to <a href="/console/lookup">Lookup</a> or <a href="/console/account">Account</a>.</p>"#,
+        message("error", &text)
+    );
+    Err(page(state, ctx, StatusCode::FORBIDDEN, title, &body))
+}
+
+/// An error as a sentence on a page: its message without the kind (`bad request:`), and
+/// nothing internal.
+pub(super) fn plain(e: &Error) -> String {
+    match e {
+        Error::BadRequest(m)
+        | Error::Unauthorized(m)
+        | Error::Forbidden(m)
+        | Error::NotFound(m)
+        | Error::Conflict(m)
+        | Error::PayloadTooLarge(m) => upper_first(m),
+        Error::RateLimited { retry_after_secs } => {
+            format!("Too many requests just now; try again in {retry_after_secs} seconds.")
+        }
+        Error::Internal(detail) => {
+            tracing::error!(%detail, "console: internal error");
+            "Something went wrong on our side.".into()
+        }
+        other => upper_first(&other.to_string()),
+    }
+}
+
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// A download: `body` as `content_type`, saved as `filename`.
+pub(super) fn download(content_type: &'static str, filename: &str, body: String) -> Response {
+    let disposition = format!("attachment; filename=\"{filename}\"");
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_str(&disposition)
+                    .unwrap_or_else(|_| HeaderValue::from_static("attachment")),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `<td>` with the label a phone shows above the value when the table becomes cards.
+/// `html` is already escaped.
+pub(super) fn td(label: &str, html: &str) -> String {
+    format!(r#"<td data-label="{label}">{html}</td>"#)
+}
+
+/// A UTC time as the pages show it.
+pub(super) fn when(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
