@@ -232,6 +232,13 @@ impl AppState {
         self
     }
 
+    /// Keeps the vendor lookup index's generations in `dir`, so that a restart maps the
+    /// newest one instead of scanning every record (without it: a temporary directory).
+    pub fn with_vendor_generations(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.classifier = self.classifier.with_generation_dir(dir);
+        self
+    }
+
     /// Serves `known_file` results from this corpus.
     pub fn with_corpus(mut self, corpus: Arc<corpus::Corpus>) -> Self {
         self.classifier = self.classifier.with_corpus(Arc::clone(&corpus));
@@ -298,8 +305,9 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
     let mut corpus = tokio::time::interval(Duration::from_millis(500));
     corpus.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reloading = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // A full scan re-verifies every record's HMAC, so tampering with a row shows on
-    // /public/status even when no lookup names it. The first tick builds the index.
+    // The first tick starts the index (maps its newest generation or writes one); later
+    // ones merge a large delta or re-verify a share of the stored HMACs, so tampering with
+    // a row shows on /public/status even when no lookup names it.
     let mut reindex = tokio::time::interval(Duration::from_secs(600));
     tokio::pin!(shutdown);
     loop {
@@ -321,7 +329,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                 }
                 state.classifier.catch_up();
             }
-            _ = reindex.tick() => state.classifier.rebuild_in_background(),
+            _ = reindex.tick() => state.classifier.upkeep(),
             _ = totals.tick() => {
                 if let Err(e) = state.usage.refresh_totals().await {
                     tracing::warn!(error = %e, "usage totals refresh failed");

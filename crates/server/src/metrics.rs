@@ -269,6 +269,27 @@ pub async fn render(state: &AppState) -> String {
         "knowngood_reference_corpus_refused {}",
         u8::from(refused)
     );
+    let index = state.classifier.index();
+    for (name, help, value) in [
+        (
+            "knowngood_vendor_index_reverified_total",
+            "Vendor records whose stored HMAC the lookup index's rolling re-verification read again.",
+            index.reverified(),
+        ),
+        (
+            "knowngood_vendor_index_reverify_failures_total",
+            "Vendor records the rolling re-verification found failing their HMAC.",
+            index.reverify_failures(),
+        ),
+        (
+            "knowngood_vendor_index_merges_total",
+            "Vendor lookup generations this process wrote.",
+            index.merges(),
+        ),
+    ] {
+        family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
     family(
         &mut out,
         "knowngood_vendor_records",
