@@ -1050,6 +1050,7 @@ async fn serve(config: Config) -> Result<()> {
     }
     let state = state
         .with_corpus(Arc::new(corpus))
+        .with_vendor_generations(config.data_dir.join("vendor-generations"))
         .with_popular_lists(refreshed_popular_lists(&config.data_dir)?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
