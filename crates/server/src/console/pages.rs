@@ -21,6 +21,7 @@ use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
 use crate::AppState;
 use crate::routes::mfa::PENDING_COOKIE;
 
+mod coverage;
 mod gate;
 mod revocations;
 
@@ -61,6 +62,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/passkey/sign-in", post(passkey_sign_in))
         .route("/console/lookup", get(lookup_page).post(lookup))
         .route("/console/history", get(history))
+        .route("/console/coverage", get(coverage::page_))
+        .route("/console/export", get(coverage::export))
         .route("/console/revocations", get(revocations::page_))
         .route("/console/revocations/export", get(revocations::export))
         .route("/console/usage", get(usage))
@@ -171,6 +174,7 @@ fn nav(ctx: &Ctx) -> String {
             links.extend([
                 ("/console/lookup", "Lookup"),
                 ("/console/history", "History"),
+                ("/console/coverage", "Coverage"),
             ]);
             if p.has(Permission::IntelRevocations) {
                 links.push(("/console/revocations", "Revocations"));

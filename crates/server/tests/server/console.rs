@@ -17,6 +17,7 @@ testkit::backend_tests!(
     lookup_marks_superseded_builds_with_the_current_version,
     totp_enrolment_retries_and_recovery_codes_follow_the_factor,
     revocations_page_puts_active_certificates_first_and_exports,
+    coverage_page_counts_records_shows_channel_errors_and_exports,
 );
 
 fn client() -> reqwest::Client {
@@ -819,4 +820,117 @@ async fn revocations_page_puts_active_certificates_first_and_exports(app: TestAp
     let (status, _, html) = b.get("/console/revocations/export?format=csv").await;
     assert_eq!(status, 403);
     assert!(html.contains("Revocations comes with the teams tier and above; account small-shop is on the basic tier"), "{html}");
+}
+
+async fn coverage_page_counts_records_shows_channel_errors_and_exports(app: TestApp) {
+    use testkit::fixtures::{hex_of, putty};
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let (status, _, html) = b.get("/console/coverage").await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(r#"href="/console/coverage""#),
+        "in the navigation"
+    );
+    assert!(
+        html.contains("No vendor channel has run and no record is held yet"),
+        "{html}"
+    );
+    assert!(html.contains("No reference corpus is loaded"), "{html}");
+    for setting in [
+        "items_file",
+        "releases",
+        "history",
+        "What <code>unknown</code> means",
+    ] {
+        assert!(html.contains(setting), "{setting}: {html}");
+    }
+
+    app.record(putty("0.81", model::Arch::Amd64, 1)).await;
+    app.record(putty("0.82", model::Arch::Amd64, 2)).await;
+    let now = app.clock.now();
+    app.store
+        .record_vendor_run("PuTTY", None, now)
+        .await
+        .unwrap();
+    app.store
+        .record_vendor_run(
+            "Debian bookworm",
+            Some("download: https://mirror.internal/x.deb?token=s3cr3t answered 503"),
+            now,
+        )
+        .await
+        .unwrap();
+    let (status, _, html) = b.get("/console/coverage").await;
+    assert_eq!(status, 200);
+    let rows: Vec<&str> = html.split("<tr>").skip(2).collect();
+    let putty_row = rows.iter().find(|r| r.contains("PuTTY")).expect(&html);
+    assert!(
+        putty_row.contains(r#"data-label="Current records">1<"#) && putty_row.contains(">ok<"),
+        "{putty_row}"
+    );
+    let debian = rows
+        .iter()
+        .find(|r| r.contains("Debian bookworm"))
+        .expect(&html);
+    assert!(
+        debian.contains(">failing<") && debian.contains("download failed"),
+        "{debian}"
+    );
+    assert!(
+        !html.contains("secret-path"),
+        "a customer sees the error's kind only"
+    );
+    // Staff see the whole message, URLs redacted.
+    let (_, staff_key) = app
+        .tenant(
+            "ops",
+            model::TenantKind::Platform,
+            Role::PlatformAdmin,
+            Tier::Enterprise,
+        )
+        .await;
+    let (mut staff, _) = sign_in_and_enrol(&app, &staff_key).await;
+    let (_, _, html) = staff.get("/console/coverage").await;
+    assert!(html.contains("answered 503"), "{html}");
+    assert!(
+        html.contains("mirror.internal") && !html.contains("s3cr3t"),
+        "URLs redacted: {html}"
+    );
+
+    // The export is the API's: CSV and JSON, and its refusals said plainly.
+    let (status, headers, csv) = b
+        .get("/console/export?format=csv&from=&to=&executable=")
+        .await;
+    assert_eq!(status, 200, "{csv}");
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    assert!(
+        csv.starts_with("executable_name,") && csv.contains(&hex_of(2, 64)),
+        "{csv}"
+    );
+    let (status, _, json) = b
+        .get("/console/export?format=json&executable=putty.exe")
+        .await;
+    assert_eq!(status, 200);
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2, "{json}");
+    let (status, _, html) = b.get("/console/export?format=csv&from=2026-02-30").await;
+    assert_eq!(status, 400, "{html}");
+    assert!(html.contains("role=\"alert\""), "{html}");
+    assert!(!html.contains("bad request:"), "no internal words: {html}");
+
+    // A free account is told which tier it needs.
+    let free = app.account("hobby", Role::Analyst, Tier::Free).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &free).await;
+    let (status, _, html) = b.get("/console/coverage").await;
+    assert_eq!(status, 403);
+    assert!(
+        html.contains("Coverage comes with the basic tier and above"),
+        "{html}"
+    );
 }
