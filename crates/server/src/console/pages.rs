@@ -23,6 +23,7 @@ use crate::routes::mfa::PENDING_COOKIE;
 
 mod coverage;
 mod gate;
+mod packages;
 mod revocations;
 
 type Fields = HashMap<String, String>;
@@ -64,6 +65,14 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/history", get(history))
         .route("/console/coverage", get(coverage::page_))
         .route("/console/export", get(coverage::export))
+        .route("/console/packages", get(packages::page_))
+        .route("/console/packages/typosquat", post(packages::typosquat))
+        .route("/console/packages/sbom", post(packages::sbom))
+        .route("/console/packages/watch", post(packages::add_watch))
+        .route(
+            "/console/packages/watch/{id}/delete",
+            post(packages::remove_watch),
+        )
         .route("/console/revocations", get(revocations::page_))
         .route("/console/revocations/export", get(revocations::export))
         .route("/console/usage", get(usage))
@@ -178,6 +187,9 @@ fn nav(ctx: &Ctx) -> String {
             ]);
             if p.has(Permission::IntelRevocations) {
                 links.push(("/console/revocations", "Revocations"));
+            }
+            if p.has(Permission::IntelPackages) {
+                links.push(("/console/packages", "Packages"));
             }
             links.push(("/console/usage", "Usage"));
             if p.has(Permission::TenantManage) {

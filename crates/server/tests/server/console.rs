@@ -18,6 +18,7 @@ testkit::backend_tests!(
     totp_enrolment_retries_and_recovery_codes_follow_the_factor,
     revocations_page_puts_active_certificates_first_and_exports,
     coverage_page_counts_records_shows_channel_errors_and_exports,
+    packages_page_checks_names_scans_sboms_and_keeps_a_watchlist,
 );
 
 fn client() -> reqwest::Client {
@@ -931,6 +932,184 @@ async fn coverage_page_counts_records_shows_channel_errors_and_exports(app: Test
     assert_eq!(status, 403);
     assert!(
         html.contains("Coverage comes with the basic tier and above"),
+        "{html}"
+    );
+}
+
+async fn packages_page_checks_names_scans_sboms_and_keeps_a_watchlist(app: TestApp) {
+    use testkit::fixtures::hex_of;
+    let key = app.account("shop", Role::Auditor, Tier::Teams).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let (status, _, html) = b.get("/console/packages").await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(r#"href="/console/packages""#),
+        "in the navigation"
+    );
+    assert!(html.contains("No package is watched yet"), "{html}");
+    assert!(html.contains("No change alert."), "{html}");
+
+    // Typosquat check of pasted names, answered as the API answers it.
+    let (status, _, html) = b
+        .post(
+            "/console/packages/typosquat",
+            &[
+                ("ecosystem", "pypi"),
+                ("names", "requests\nreqeusts\n\nacme-internal-lib\n"),
+                ("internal", "acme-internal-lib"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{html}");
+    let rows: Vec<&str> = html.split("<tr>").collect();
+    let squat = rows.iter().find(|r| r.contains(">reqeusts<")).expect(&html);
+    assert!(
+        squat.contains("data-risk>typosquat<") && squat.contains(">requests<"),
+        "{squat}"
+    );
+    assert!(html.contains("1 typosquat"), "{html}");
+    // A name the ecosystem cannot have refuses the batch, said at its line and escaped.
+    let (status, _, html) = b
+        .post(
+            "/console/packages/typosquat",
+            &[
+                ("ecosystem", "pypi"),
+                ("names", "requests\n<script>x</script>"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 400, "{html}");
+    let alert = between(&html, r#"role="alert">"#, "</p>").expect(&html);
+    assert!(alert.starts_with("Line 2: "), "{alert}");
+    assert!(!html.contains("<script>x</script>"), "names are escaped");
+    assert!(
+        html.contains("&lt;script&gt;x&lt;/script&gt;"),
+        "the names stay in the form"
+    );
+    let (status, _, html) = b
+        .post(
+            "/console/packages/typosquat",
+            &[("ecosystem", "maven"), ("names", "guava")],
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(html.contains("role=\"alert\""), "{html}");
+    assert!(!html.contains("bad request:"), "{html}");
+
+    // An SBOM scan and its report.
+    let sbom = serde_json::json!({
+        "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
+        "components": [
+            {"type": "library", "name": "reqeusts", "version": "1.0.0", "purl": "pkg:pypi/reqeusts@1.0.0"},
+            {"type": "library", "name": "lodash", "version": "4.17.21", "purl": "pkg:npm/lodash@4.17.21",
+             "hashes": [{"alg": "SHA-256", "content": hex_of(77, 64)}]}
+        ]
+    })
+    .to_string();
+    let (status, _, html) = b.post("/console/packages/sbom", &[("sbom", &sbom)]).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("CycloneDX 1.6 (json)"), "{html}");
+    let summary = between(&html, "data-sbom-summary>", "</dl>").expect(&html);
+    assert!(
+        summary.contains("<dt>Components</dt><dd>2</dd>"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("<dt>Typosquats</dt><dd>1</dd>"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("<dt>Hash unknown</dt><dd>1</dd>"),
+        "{summary}"
+    );
+    let (status, _, html) = b
+        .post(
+            "/console/packages/sbom",
+            &[("sbom", "{\"not\": \"an sbom\"}")],
+        )
+        .await;
+    assert_eq!(status, 400, "{html}");
+    assert!(html.contains("role=\"alert\""), "{html}");
+
+    // The watchlist: add, see, remove.
+    let (status, _, html) = b
+        .post(
+            "/console/packages/watch",
+            &[("ecosystem", "npm"), ("package_name", "Left-Pad")],
+        )
+        .await;
+    assert_eq!(status, 201, "{html}");
+    assert!(html.contains("Now watching left-pad (npm)."), "{html}");
+    let list = between(&html, "data-watchlist>", "</table>").expect(&html);
+    assert!(
+        list.contains(">left-pad<") && list.contains(">pending<"),
+        "{list}"
+    );
+    let (status, _, html) = b
+        .post(
+            "/console/packages/watch",
+            &[("ecosystem", "npm"), ("package_name", "left-pad")],
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("was already watched"), "{html}");
+
+    // Change alerts, all or only the watched packages'.
+    for (i, name) in ["left-pad", "lodash"].iter().enumerate() {
+        app.store
+            .add_change_alert(&store::downloads::ChangeAlert {
+                id: format!("alert-{i}"),
+                ecosystem: "npm".into(),
+                package_name: name.to_string(),
+                version: "1.0.0".into(),
+                previous_sha256: hex_of(i as u64 + 1, 64),
+                latest_sha256: hex_of(i as u64 + 50, 64),
+                observed_at: app.clock.now(),
+            })
+            .await
+            .unwrap();
+    }
+    let (_, _, html) = b.get("/console/packages").await;
+    let alerts = between(&html, "data-alerts>", "</table>").expect(&html);
+    assert!(
+        alerts.contains(">lodash<") && alerts.contains(">left-pad<"),
+        "{alerts}"
+    );
+    assert!(alerts.contains(&hex_of(50, 64)), "{alerts}");
+    let (_, _, html) = b.get("/console/packages?watched=true").await;
+    let alerts = between(&html, "data-alerts>", "</table>").expect(&html);
+    assert!(
+        alerts.contains(">left-pad<") && !alerts.contains(">lodash<"),
+        "{alerts}"
+    );
+
+    let id = between(&html, "/console/packages/watch/", "/delete")
+        .unwrap()
+        .to_string();
+    let (status, headers, _) = b
+        .post(&format!("/console/packages/watch/{id}/delete"), &[])
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/packages#watch");
+    let (_, _, html) = b.get("/console/packages").await;
+    assert!(html.contains("No package is watched yet"), "{html}");
+    let (status, _, _) = b
+        .post(&format!("/console/packages/watch/{id}/delete"), &[])
+        .await;
+    assert_eq!(status, 404);
+
+    // Basic tier: told plainly, also on the form posts.
+    let basic = app.account("small", Role::Auditor, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &basic).await;
+    let (status, _, html) = b
+        .post(
+            "/console/packages/typosquat",
+            &[("ecosystem", "npm"), ("names", "x")],
+        )
+        .await;
+    assert_eq!(status, 403);
+    assert!(
+        html.contains("Packages comes with the teams tier and above"),
         "{html}"
     );
 }

@@ -59,7 +59,12 @@ pub(super) fn plain(e: &Error) -> String {
     }
 }
 
+/// A sentence starts with a capital, unless it starts with a field name (`packages[1].name`).
 fn upper_first(text: &str) -> String {
+    let first = text.split(' ').next().unwrap_or_default();
+    if !first.chars().all(|c| c.is_ascii_lowercase()) {
+        return text.to_string();
+    }
     let mut chars = text.chars();
     match chars.next() {
         Some(c) => c.to_uppercase().chain(chars).collect(),

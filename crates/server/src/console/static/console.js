@@ -138,6 +138,21 @@
     document.querySelectorAll('[data-action="passkey-sign-in"]').forEach((button) => {
       button.addEventListener("click", () => signInWithPasskey().catch((e) => status("Passkey sign-in failed: " + e.message)));
     });
+    // An SBOM file is read into the form's text field (the form posts text, not files).
+    document.querySelectorAll("[data-sbom-file]").forEach((input) => {
+      input.addEventListener("change", async () => {
+        const file = input.files[0];
+        const note = document.querySelector("[data-sbom-status]");
+        const target = document.querySelector("[data-sbom-text]");
+        if (!file || !target) return;
+        if (file.size > 1024 * 1024) {
+          if (note) note.textContent = `${file.name} is over 1 MB: send it to POST /api/v1/intel/sbom instead.`;
+          return;
+        }
+        target.value = await file.text();
+        if (note) note.textContent = `${file.name} loaded (${file.size} bytes). Press Scan.`;
+      });
+    });
     const drop = document.querySelector("[data-drop]");
     const input = document.querySelector("[data-file]");
     if (input) {
