@@ -7,14 +7,13 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use model::Clock;
 use tokio::time::{Instant, timeout_at};
 
 use crate::authenticode::{AuthenticodeError, SignatureCapture, SignerInfo};
 use crate::hasher::{Digests, HasherError, TripleHasher};
+use crate::http::{BodyError, CappedBody};
 
 /// Bounds on one download.
 #[derive(Debug, Clone)]
@@ -68,6 +67,12 @@ pub enum DownloadError {
     },
     #[error("{url} sent more than the {limit}-byte limit; download aborted")]
     TooLarge { url: String, limit: u64 },
+    #[error("{url} broke off after {received} bytes: {reason}")]
+    BrokeOff {
+        url: String,
+        received: u64,
+        reason: String,
+    },
     #[error("{url} sent no response headers within {timeout:?}")]
     ConnectTimeout { url: String, timeout: Duration },
     #[error("download of {url} did not finish within {timeout:?}")]
@@ -76,14 +81,34 @@ pub enum DownloadError {
     Hasher(#[from] HasherError),
 }
 
+impl DownloadError {
+    /// A capped body's refusal, for the download of `url`.
+    pub(crate) fn body(url: &str, e: BodyError) -> Self {
+        let url = url.into();
+        match e {
+            BodyError::AnnouncedTooLarge { announced, limit } => Self::AnnouncedTooLarge {
+                url,
+                announced,
+                limit,
+            },
+            BodyError::TooLarge { limit } => Self::TooLarge { url, limit },
+            BodyError::BrokeOff { received, reason } => Self::BrokeOff {
+                url,
+                received,
+                reason,
+            },
+        }
+    }
+}
+
 /// Sends the GET of a download within `limits`: headers within the connect timeout, a
-/// success status, no announced length over the cap. Returns the response and the instant
-/// by which its whole body must have arrived.
+/// success status, no announced length over the cap. Returns the body, read within the cap,
+/// and the instant by which all of it must have arrived.
 pub(crate) async fn open(
     client: &reqwest::Client,
     url: &str,
     limits: &DownloadLimits,
-) -> Result<(reqwest::Response, Instant), DownloadError> {
+) -> Result<(CappedBody, Instant), DownloadError> {
     let started = Instant::now();
     let deadline = started + limits.total_timeout;
     let headers_deadline = deadline.min(started + limits.connect_timeout);
@@ -104,16 +129,9 @@ pub(crate) async fn open(
             status: status.as_u16(),
         });
     }
-    if let Some(announced) = response.content_length()
-        && announced > limits.max_bytes
-    {
-        return Err(DownloadError::AnnouncedTooLarge {
-            url: url.into(),
-            announced,
-            limit: limits.max_bytes,
-        });
-    }
-    Ok((response, deadline))
+    let body =
+        CappedBody::new(response, limits.max_bytes).map_err(|e| DownloadError::body(url, e))?;
+    Ok((body, deadline))
 }
 
 /// Streams `url` through SHA-256, SHA-1 and MD5 (and Authenticode extraction for PE files)
@@ -124,8 +142,8 @@ pub async fn download_and_hash(
     limits: &DownloadLimits,
     clock: &dyn Clock,
 ) -> Result<Downloaded, DownloadError> {
-    let (response, deadline) = open(client, url, limits).await?;
-    let body = stream_body(response, url, limits);
+    let (body, deadline) = open(client, url, limits).await?;
+    let body = stream_body(body, url, limits);
     let (digests, size_bytes, signer) =
         timeout_at(deadline, body)
             .await
@@ -149,24 +167,17 @@ pub async fn download_and_hash(
 type SignerResult = Result<Option<SignerInfo>, AuthenticodeError>;
 
 async fn stream_body(
-    response: reqwest::Response,
+    mut body: CappedBody,
     url: &str,
     limits: &DownloadLimits,
 ) -> Result<(Digests, u64, SignerResult), DownloadError> {
     let mut hasher = TripleHasher::new()?;
     let mut capture = SignatureCapture::new(limits.max_signature_bytes);
-    let mut body = response.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk: Bytes = chunk.map_err(|source| DownloadError::Request {
-            url: url.into(),
-            source,
-        })?;
-        if hasher.size() + chunk.len() as u64 > limits.max_bytes {
-            return Err(DownloadError::TooLarge {
-                url: url.into(),
-                limit: limits.max_bytes,
-            });
-        }
+    while let Some(chunk) = body
+        .chunk()
+        .await
+        .map_err(|e| DownloadError::body(url, e))?
+    {
         capture.push(&chunk);
         hasher.update(&chunk).await?;
     }

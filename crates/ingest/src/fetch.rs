@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use model::{Arch, Platform};
 use serde::de::DeserializeOwned;
 
 use crate::download::DownloadLimits;
-use crate::http::{OutboundError, OutboundSettings};
+use crate::http::{BodyError, CappedBody, OutboundError, OutboundSettings};
 use crate::members::MemberLimits;
 
 /// Hashes a vendor publishes for one file, as lowercase hex. `None` where the channel
@@ -153,6 +152,12 @@ pub enum FetchError {
     Status { url: String, status: u16 },
     #[error("{url} sent more than the {limit}-byte limit for a manifest")]
     TooLarge { url: String, limit: u64 },
+    #[error("{url} broke off after {received} bytes: {reason}")]
+    BrokeOff {
+        url: String,
+        received: u64,
+        reason: String,
+    },
     #[error("{url} did not answer within {timeout:?}")]
     Timeout { url: String, timeout: Duration },
     #[error("malformed response from {url}: {reason}")]
@@ -405,22 +410,21 @@ impl FetchContext {
             });
         }
         let limit = self.limits.max_document_bytes;
-        let too_large = || FetchError::TooLarge {
-            url: url.into(),
-            limit,
-        };
-        if response.content_length().is_some_and(|n| n > limit) {
-            return Err(too_large());
-        }
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(request_error)?;
-            if (body.len() + chunk.len()) as u64 > limit {
-                return Err(too_large());
+        let body_error = |e: BodyError| match e {
+            BodyError::AnnouncedTooLarge { limit, .. } | BodyError::TooLarge { limit } => {
+                FetchError::TooLarge {
+                    url: url.into(),
+                    limit,
+                }
             }
-            body.extend_from_slice(&chunk);
-        }
+            BodyError::BrokeOff { received, reason } => FetchError::BrokeOff {
+                url: url.into(),
+                received,
+                reason,
+            },
+        };
+        let body = CappedBody::new(response, limit).map_err(body_error)?;
+        let body = body.into_vec().await.map_err(body_error)?;
         Ok(body)
     }
 

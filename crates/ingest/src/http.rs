@@ -431,6 +431,95 @@ pub fn hint(error_text: &str) -> Option<&'static str> {
     None
 }
 
+/// Why a capped body was refused or cut short. The URL is not part of the message: each
+/// caller names what it was downloading.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("announces {announced} bytes, over the {limit}-byte download limit")]
+    AnnouncedTooLarge { announced: u64, limit: u64 },
+    #[error("sent more than the {limit}-byte download limit; refused")]
+    TooLarge { limit: u64 },
+    /// `reason` is the transport error's chain, without the URL (which may hold credentials).
+    #[error("broke off after {received} bytes: {reason}")]
+    BrokeOff { received: u64, reason: String },
+}
+
+impl BodyError {
+    /// The body is, or announced itself, larger than the cap.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, Self::AnnouncedTooLarge { .. } | Self::TooLarge { .. })
+    }
+
+    /// The failure a health record stores for this refusal of `shown` (a redacted URL):
+    /// `too_large` over the cap, `unreachable` when the body broke off.
+    pub fn stored_failure(&self, shown: &str) -> String {
+        let kind = if self.is_too_large() {
+            model::CheckFailure::TooLarge
+        } else {
+            model::CheckFailure::Unreachable
+        };
+        kind.message(format_args!("{shown} {self}"))
+    }
+}
+
+/// A response body read within a size cap: refused at once when its announced length is
+/// over the cap, stopped as soon as more than the cap has arrived. Every download of the
+/// service (vendor files, channel documents, CRLs, advisories, corpus releases) is read
+/// through this, so no reader can be made to hold or write more than its limit.
+pub struct CappedBody {
+    response: reqwest::Response,
+    limit: u64,
+    received: u64,
+}
+
+impl CappedBody {
+    pub fn new(response: reqwest::Response, limit: u64) -> Result<Self, BodyError> {
+        if let Some(announced) = response.content_length()
+            && announced > limit
+        {
+            return Err(BodyError::AnnouncedTooLarge { announced, limit });
+        }
+        Ok(Self {
+            response,
+            limit,
+            received: 0,
+        })
+    }
+
+    /// The next chunk, `None` at the end of the body.
+    pub async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, BodyError> {
+        let chunk = self
+            .response
+            .chunk()
+            .await
+            .map_err(|e| BodyError::BrokeOff {
+                received: self.received,
+                reason: crate::error_chain(&e.without_url()),
+            })?;
+        if let Some(chunk) = &chunk {
+            self.received += chunk.len() as u64;
+            if self.received > self.limit {
+                return Err(BodyError::TooLarge { limit: self.limit });
+            }
+        }
+        Ok(chunk)
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The whole body in memory.
+    pub async fn into_vec(mut self) -> Result<Vec<u8>, BodyError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.chunk().await? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,6 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use model::Clock;
 use tokio::time::timeout_at;
 
@@ -782,7 +781,7 @@ pub async fn download_archive(
     members: &MemberLimits,
     clock: &dyn Clock,
 ) -> Result<ScannedArchive, DownloadError> {
-    let (response, deadline) = crate::download::open(client, url, limits).await?;
+    let (mut body, deadline) = crate::download::open(client, url, limits).await?;
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let member_limits = members.clone();
@@ -795,19 +794,12 @@ pub async fn download_archive(
     });
     let body = async {
         let mut hasher = TripleHasher::new()?;
-        let mut stream = response.bytes_stream();
         let mut tx = Some(tx);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|source| DownloadError::Request {
-                url: url.into(),
-                source,
-            })?;
-            if hasher.size() + chunk.len() as u64 > limits.max_bytes {
-                return Err(DownloadError::TooLarge {
-                    url: url.into(),
-                    limit: limits.max_bytes,
-                });
-            }
+        while let Some(chunk) = body
+            .chunk()
+            .await
+            .map_err(|e| DownloadError::body(url, e))?
+        {
             hasher.update(&chunk).await?;
             // A scanner that stopped (a cap, a bad entry) no longer listens; the archive
             // is still hashed to the end.

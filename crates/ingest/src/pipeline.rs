@@ -93,35 +93,7 @@ pub trait RecordSink: Send + Sync {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// The channel could not be read, or part of it.
-    Discovery,
-    /// The artifact's data cannot make a valid record.
-    InvalidArtifact,
-    Download,
-    /// A published hash disagrees with the downloaded bytes: possible tampering.
-    HashMismatch,
-    Record,
-    Audit,
-    /// The files inside an archive could not all be read (a cap, an undecodable entry).
-    /// The archive itself stands; this does not make the vendor fail.
-    Archive,
-}
-
-impl ProblemKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Discovery => "discovery",
-            Self::InvalidArtifact => "invalid_artifact",
-            Self::Download => "download",
-            Self::HashMismatch => "hash_mismatch",
-            Self::Record => "record",
-            Self::Audit => "audit",
-            Self::Archive => "archive",
-        }
-    }
-}
+pub use model::ProblemKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

@@ -14,9 +14,7 @@
 //! is hashed, never decompressed. Only once the package's bytes match the published hash are
 //! the header's per-file digests trusted ([`crate::pipeline`]).
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use model::Clock;
 use tokio::time::timeout_at;
 
@@ -360,24 +358,17 @@ pub async fn download_rpm(
     limits: &DownloadLimits,
     clock: &dyn Clock,
 ) -> Result<ScannedRpm, DownloadError> {
-    let (response, deadline) = crate::download::open(client, url, limits).await?;
+    let (mut body, deadline) = crate::download::open(client, url, limits).await?;
     let body = async {
         let mut hasher = TripleHasher::new()?;
         let mut head: Vec<u8> = Vec::new();
         // Ok(Some(end)) once the headers are all in `head`; Err once they cannot be.
         let mut state: Result<Option<usize>, RpmError> = Ok(None);
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk: Bytes = chunk.map_err(|source| DownloadError::Request {
-                url: url.into(),
-                source,
-            })?;
-            if hasher.size() + chunk.len() as u64 > limits.max_bytes {
-                return Err(DownloadError::TooLarge {
-                    url: url.into(),
-                    limit: limits.max_bytes,
-                });
-            }
+        while let Some(chunk) = body
+            .chunk()
+            .await
+            .map_err(|e| DownloadError::body(url, e))?
+        {
             if matches!(state, Ok(None)) {
                 let room = (MAX_HEADER_BYTES * 2 + LEAD_BYTES).saturating_sub(head.len());
                 head.extend_from_slice(&chunk[..chunk.len().min(room)]);

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use futures::StreamExt as _;
-use model::{Clock, Error};
+use ingest::http::CappedBody;
+use model::{CheckFailure, Clock, Error};
 use store::Store;
 use store::packages::AdvisoryRow;
 
@@ -330,42 +330,20 @@ async fn fetch(
     let limit = source.max_download_bytes;
     let work = async {
         let response = client.get(url.clone()).send().await.map_err(|e| {
-            format!(
-                "unreachable: request for {shown} failed: {}",
+            CheckFailure::Unreachable.message(format_args!(
+                "request for {shown} failed: {}",
                 ingest::error_chain(&e.without_url())
-            )
+            ))
         })?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!(
-                "http_status: {shown} answered HTTP {}",
-                status.as_u16()
-            ));
+            return Err(CheckFailure::HttpStatus
+                .message(format_args!("{shown} answered HTTP {}", status.as_u16())));
         }
-        if let Some(announced) = response.content_length()
-            && announced > limit
-        {
-            return Err(format!(
-                "too_large: {shown} announces {announced} bytes, over the {limit}-byte limit"
-            ));
-        }
+        let mut body = CappedBody::new(response, limit).map_err(|e| e.stored_failure(&shown))?;
         let mut file =
             tempfile::tempfile().map_err(|e| format!("temporary file for {shown}: {e}"))?;
-        let mut written: u64 = 0;
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                format!(
-                    "unreachable: {shown} broke off after {written} bytes: {}",
-                    ingest::error_chain(&e.without_url())
-                )
-            })?;
-            written += chunk.len() as u64;
-            if written > limit {
-                return Err(format!(
-                    "too_large: {shown} sent more than the {limit}-byte limit; refused"
-                ));
-            }
+        while let Some(chunk) = body.chunk().await.map_err(|e| e.stored_failure(&shown))? {
             file.write_all(&chunk)
                 .map_err(|e| format!("temporary file for {shown}: {e}"))?;
         }
@@ -374,10 +352,10 @@ async fn fetch(
     tokio::time::timeout(source.timeout, work)
         .await
         .map_err(|_| {
-            format!(
-                "unreachable: {shown} was not downloaded within {:?}",
+            CheckFailure::Unreachable.message(format_args!(
+                "{shown} was not downloaded within {:?}",
                 source.timeout
-            )
+            ))
         })?
 }
 

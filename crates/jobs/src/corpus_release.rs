@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use ingest::http::CappedBody;
 use reqwest::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -627,15 +627,9 @@ async fn download(
             status.as_u16()
         )));
     }
-    let limit = source.max_download_bytes;
-    if let Some(announced) = response.content_length()
-        && announced > limit
-    {
-        return Err(ReleaseError::from(format!(
-            "{url} announces {announced} bytes, over the {limit}-byte download limit"
-        )));
-    }
     let validators = Validators::of(&response);
+    let mut body = CappedBody::new(response, source.max_download_bytes)
+        .map_err(|e| ReleaseError::from(format!("{url} {e}")))?;
     let name = download_name(&source.url);
     let path = dir.join(&name);
     let mut file = tokio::fs::File::create(&path)
@@ -643,19 +637,12 @@ async fn download(
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     let write_error = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut hasher = Sha256::new();
-    let mut bytes = 0u64;
-    let mut body = response.bytes_stream();
     loop {
         let wait_until = deadline.min(Instant::now() + source.stall_timeout);
-        let chunk = match tokio::time::timeout_at(wait_until, body.next()).await {
-            Ok(Some(Ok(chunk))) => chunk,
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(ReleaseError::from(format!(
-                    "download of {url} broke off after {bytes} bytes: {}",
-                    ingest::error_chain(&e.without_url())
-                )));
-            }
+        let chunk = match tokio::time::timeout_at(wait_until, body.chunk()).await {
+            Ok(Ok(Some(chunk))) => chunk,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => return Err(ReleaseError::from(format!("download of {url}: {e}"))),
             Err(_) if Instant::now() >= deadline => {
                 return Err(ReleaseError::from(format!(
                     "download of {url} did not finish within {:?}",
@@ -664,17 +651,12 @@ async fn download(
             }
             Err(_) => {
                 return Err(ReleaseError::from(format!(
-                    "download of {url} stalled: nothing received for {:?} after {bytes} bytes",
-                    source.stall_timeout
+                    "download of {url} stalled: nothing received for {:?} after {} bytes",
+                    source.stall_timeout,
+                    body.received()
                 )));
             }
         };
-        bytes += chunk.len() as u64;
-        if bytes > limit {
-            return Err(ReleaseError::from(format!(
-                "{url} sent more than the {limit}-byte download limit; download aborted"
-            )));
-        }
         hasher.update(&chunk);
         file.write_all(&chunk).await.map_err(write_error)?;
     }
@@ -682,7 +664,7 @@ async fn download(
     Ok(Download::Body(Body {
         path,
         name,
-        bytes,
+        bytes: body.received(),
         sha256: hex::encode(hasher.finalize()),
         validators,
     }))

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use futures::StreamExt as _;
-use model::{Clock, Error};
+use ingest::http::CappedBody;
+use model::{CheckFailure, Clock, Error};
 use reqwest::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use revocation::{Crl, CrlNumber, Reason};
 use store::Store;
@@ -223,27 +223,29 @@ async fn crl_for(
     }
     cache.last_checked_at = Some(now);
     let fetched = fetch(client, options, url, &cache).await;
-    let result = match fetched {
-        Err(e) => Err(e),
-        Ok(Fetched::NotModified) => match &cache.body {
-            Some(body) => verify(body, &cas, now, None),
-            None => Err("http_status: answered 304 Not Modified with no CRL cached".to_string()),
-        },
-        Ok(Fetched::Body {
-            bytes,
-            etag,
-            last_modified,
-        }) => {
-            let previous = cache.crl_number.as_deref().and_then(CrlNumber::from_hex);
-            let verified = verify(&bytes, &cas, now, previous.as_ref());
-            if verified.is_ok() {
-                cache.body = Some(bytes);
-                cache.etag = etag;
-                cache.last_modified = last_modified;
+    let result =
+        match fetched {
+            Err(e) => Err(e),
+            Ok(Fetched::NotModified) => match &cache.body {
+                Some(body) => verify(body, &cas, now, None),
+                None => Err(CheckFailure::HttpStatus
+                    .message("answered 304 Not Modified with no CRL cached")),
+            },
+            Ok(Fetched::Body {
+                bytes,
+                etag,
+                last_modified,
+            }) => {
+                let previous = cache.crl_number.as_deref().and_then(CrlNumber::from_hex);
+                let verified = verify(&bytes, &cas, now, previous.as_ref());
+                if verified.is_ok() {
+                    cache.body = Some(bytes);
+                    cache.etag = etag;
+                    cache.last_modified = last_modified;
+                }
+                verified
             }
-            verified
-        }
-    };
+        };
     match &result {
         Ok(crl) => {
             cache.crl_number = crl.number.as_ref().map(CrlNumber::to_hex);
@@ -272,12 +274,12 @@ fn verify(
     now: DateTime<Utc>,
     previous: Option<&CrlNumber>,
 ) -> Result<Crl, String> {
-    let crl = revocation::parse(bytes).map_err(|e| format!("malformed: {e}"))?;
+    let crl = revocation::parse(bytes).map_err(|e| CheckFailure::Malformed.message(e))?;
     if cas.is_empty() {
-        return Err(format!(
-            "unverified: no certificate of the issuer {} was shipped with the signatures; the CRL cannot be verified",
+        return Err(CheckFailure::Unverified.message(format_args!(
+"no certificate of the issuer {} was shipped with the signatures; the CRL cannot be verified",
             crl.issuer
-        ));
+        )));
     }
     let mut first_error = None;
     let mut ok = false;
@@ -293,27 +295,27 @@ fn verify(
         }
     }
     if !ok {
-        return Err(format!(
-            "unverified: {}",
+        return Err(CheckFailure::Unverified.message(format_args!(
+            "{}",
             first_error.map(|e| e.to_string()).unwrap_or_default()
-        ));
+        )));
     }
     if let Some(next) = crl.next_update
         && next <= now
     {
-        return Err(format!(
-            "expired: its nextUpdate {} has passed",
+        return Err(CheckFailure::Expired.message(format_args!(
+            "its nextUpdate {} has passed",
             model::record::rfc3339(next)
-        ));
+        )));
     }
     if let (Some(previous), Some(number)) = (previous, &crl.number)
         && number < previous
     {
-        return Err(format!(
-            "rollback: CRL number went backwards (from {} to {}): refused as a possible replay",
+        return Err(CheckFailure::Rollback.message(format_args!(
+            "CRL number went backwards (from {} to {}): refused as a possible replay",
             previous.to_hex(),
             number.to_hex()
-        ));
+        )));
     }
     Ok(crl)
 }
@@ -335,9 +337,10 @@ async fn fetch(
     cache: &CrlCache,
 ) -> Result<Fetched, String> {
     let shown = model::redact_url(url);
-    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| format!("bad_url: {shown}: {e}"))?;
+    let parsed = reqwest::Url::parse(url.trim())
+        .map_err(|e| CheckFailure::BadUrl.message(format_args!("{shown}: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("bad_url: {shown} is neither http nor https"));
+        return Err(CheckFailure::BadUrl.message(format_args!("{shown} is neither http nor https")));
     }
     let mut request = client.get(parsed);
     if cache.body.is_some() {
@@ -351,27 +354,18 @@ async fn fetch(
     let limit = options.max_crl_bytes;
     let work = async {
         let response = request.send().await.map_err(|e| {
-            format!(
-                "unreachable: request for {shown} failed: {}",
+            CheckFailure::Unreachable.message(format_args!(
+                "request for {shown} failed: {}",
                 ingest::error_chain(&e.without_url())
-            )
+            ))
         })?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_MODIFIED {
             return Ok(Fetched::NotModified);
         }
         if !status.is_success() {
-            return Err(format!(
-                "http_status: {shown} answered HTTP {}",
-                status.as_u16()
-            ));
-        }
-        if let Some(announced) = response.content_length()
-            && announced > limit
-        {
-            return Err(format!(
-                "too_large: {shown} announces {announced} bytes, over the {limit}-byte CRL size limit"
-            ));
+            return Err(CheckFailure::HttpStatus
+                .message(format_args!("{shown} answered HTTP {}", status.as_u16())));
         }
         let header = |name| {
             response
@@ -381,23 +375,11 @@ async fn fetch(
                 .map(str::to_string)
         };
         let (etag, last_modified) = (header(ETAG), header(LAST_MODIFIED));
-        let mut bytes = Vec::new();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                format!(
-                    "unreachable: {shown} broke off after {} bytes: {}",
-                    bytes.len(),
-                    ingest::error_chain(&e.without_url())
-                )
-            })?;
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(format!(
-                    "too_large: {shown} sent more than the {limit}-byte CRL size limit; refused"
-                ));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let bytes = CappedBody::new(response, limit)
+            .map_err(|e| e.stored_failure(&shown))?
+            .into_vec()
+            .await
+            .map_err(|e| e.stored_failure(&shown))?;
         Ok(Fetched::Body {
             bytes,
             etag,
@@ -407,10 +389,10 @@ async fn fetch(
     tokio::time::timeout(options.fetch_timeout, work)
         .await
         .map_err(|_| {
-            format!(
-                "unreachable: {shown} did not answer within {:?}",
+            CheckFailure::Unreachable.message(format_args!(
+                "{shown} did not answer within {:?}",
                 options.fetch_timeout
-            )
+            ))
         })?
 }
 

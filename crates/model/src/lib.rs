@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod failure;
 pub mod hash;
 pub mod record;
 pub mod redact;
@@ -15,6 +16,7 @@ pub mod version;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, shown};
+pub use failure::{CheckFailure, ProblemKind};
 pub use hash::{HashAlgo, HashValue};
 pub use record::{
     Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,

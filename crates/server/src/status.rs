@@ -18,18 +18,6 @@ pub(crate) enum ErrorDetail {
     Full,
 }
 
-/// What the public page says of a stored error: its kind in plain words.
-pub fn error_class(last_error: &str) -> &'static str {
-    match last_error.split_once(':').map(|(kind, _)| kind) {
-        Some("hash_mismatch") => "published hash mismatch (possible tampering)",
-        Some("discovery") => "vendor channel unreadable",
-        Some("download") => "download failed",
-        Some("invalid_artifact") => "invalid data from the vendor channel",
-        Some("record" | "audit") => "could not store the results",
-        _ => "refresh failed",
-    }
-}
-
 pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Status {
     let now = state.clock.now();
     let database_ok = state.database.up(state.store.as_ref()).await;
@@ -52,7 +40,7 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
                 last_success_at: v.last_success_at.map(timestamp),
                 last_error_at: v.last_error_at.map(timestamp),
                 last_error: v.last_error.map(|e| match detail {
-                    ErrorDetail::Class => error_class(&e).to_string(),
+                    ErrorDetail::Class => model::ProblemKind::public_text(&e).to_string(),
                     ErrorDetail::Full => model::redact_urls(&e),
                 }),
                 records: v.records,
@@ -81,7 +69,7 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
                 last_checked_at: c.last_checked_at.map(timestamp),
                 last_error_at: c.last_error_at.map(timestamp),
                 last_error: c.last_error.map(|e| match detail {
-                    ErrorDetail::Class => crl_error_class(&e).to_string(),
+                    ErrorDetail::Class => model::CheckFailure::public_text(&e).to_string(),
                     ErrorDetail::Full => model::redact_urls(&e),
                 }),
             })
@@ -142,20 +130,5 @@ pub(crate) async fn system_status(state: &AppState, detail: ErrorDetail) -> Stat
         vendors,
         revocation: RevocationStatus { crls },
         integrity_failures,
-    }
-}
-
-/// What the public page says of a CRL error: its kind (`jobs::revocation` starts each
-/// message with it) in plain words.
-pub fn crl_error_class(last_error: &str) -> &'static str {
-    match last_error.split_once(':').map(|(kind, _)| kind) {
-        Some("unreachable") => "CRL server unreachable",
-        Some("http_status") => "CRL server answered an error",
-        Some("too_large") => "CRL over the size limit",
-        Some("malformed") => "CRL unreadable or unsupported",
-        Some("unverified") => "CRL failed verification against its issuer",
-        Some("expired") => "CRL past its nextUpdate",
-        Some("rollback") => "CRL number went backwards (possible replay)",
-        _ => "CRL check failed",
     }
 }
