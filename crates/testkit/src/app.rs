@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use crate::db::{self, Backend, Scratch};
 use crate::{Fixture, start_time};
 
-pub const RECORD_SECRET: &[u8] = b"api-test-record-secret";
+use crate::db::RECORD_SECRET;
 pub const KEY_SECRET: &[u8] = b"api-test-key-secret";
 
 /// A running server and the means to seed it and to reach its database directly.

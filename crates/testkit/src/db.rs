@@ -8,7 +8,9 @@ use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::Store;
 
 use crate::Fixture;
-use crate::app::RECORD_SECRET;
+
+/// The record HMAC secret of every scratch store.
+pub const RECORD_SECRET: &[u8] = b"api-test-record-secret";
 
 pub const PG_ENV: &str = "KNOWNGOOD_TEST_POSTGRES_URL";
 

@@ -3,8 +3,10 @@
 //! - [`db`]: scratch databases, a fresh SQLite file or a fresh PostgreSQL schema, and [`Db`],
 //!   a store over one with raw SQL access behind its back;
 //! - [`backend_tests!`]: the backend matrix, each test body run on SQLite and PostgreSQL;
-//! - [`app`]: [`TestApp`], a real server on loopback over a scratch database;
+//! - `app` (feature `app`, for the server's and the binary's tests): `TestApp`, a real
+//!   server on loopback over a scratch database;
 //! - [`fixtures`]: timestamps and record builders;
+//! - [`pki`]: certificate authorities, code signing and CRLs for tests;
 //! - [`vendor`]: a fake vendor channel served over loopback HTTPS or HTTP.
 //!
 //! PostgreSQL runs when `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable database (e.g.
@@ -16,6 +18,7 @@
 // Test code: a failed step panics with its cause.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[cfg(feature = "app")]
 pub mod app;
 pub mod db;
 pub mod fixtures;
@@ -28,11 +31,11 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 
+#[cfg(feature = "app")]
 pub use app::{
-    KEY_SECRET, RECORD_SECRET, Resp, TestApp, Upkeep, app_state, app_state_with, jwt_pkcs8,
-    test_settings,
+    KEY_SECRET, Resp, TestApp, Upkeep, app_state, app_state_with, jwt_pkcs8, test_settings,
 };
-pub use db::{Backend, Db, PG_ENV, Scratch};
+pub use db::{Backend, Db, PG_ENV, RECORD_SECRET, Scratch};
 pub use fixtures::{go, hex_of, putty, pypi, q, rec, start_time, t};
 
 /// What a matrix test body receives, built over a fresh scratch database.
@@ -81,7 +84,7 @@ pub async fn run<T, F, Fut>(
 }
 
 /// The backend matrix: for each `name` (an `async fn name(fixture)` in the invoking module,
-/// the fixture being any [`Fixture`], e.g. [`TestApp`] or [`Db`]) a test `sqlite::name`
+/// the fixture being any [`Fixture`], e.g. `TestApp` or [`Db`]) a test `sqlite::name`
 /// and a test `postgres::name`. `name with configure` first passes the fixture's config to
 /// `fn configure(&mut Config)` of the invoking module.
 #[macro_export]
