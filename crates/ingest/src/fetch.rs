@@ -393,9 +393,10 @@ impl FetchContext {
     }
 
     async fn read(&self, url: &str, accept: Option<&str>) -> Result<Vec<u8>, FetchError> {
-        let request_error = |source| FetchError::Request {
+        // The URL is said once, by the message, not again by the transport error.
+        let request_error = |source: reqwest::Error| FetchError::Request {
             url: url.into(),
-            source,
+            source: source.without_url(),
         };
         let mut request = self.client.get(url);
         if let Some(accept) = accept {
