@@ -42,36 +42,25 @@ impl Admin {
                     "users hold customer roles only; platform roles are for staff keys".into(),
                 ));
             }
-            check_text("display_name", display_name)?;
-            check_text("contact", contact)?;
             let tenant = self
                 .store()
                 .tenant(&team)
                 .await?
                 .ok_or_else(|| Error::NotFound(format!("no account {team:?}")))?;
             actor.can_give(role, &team, tenant.kind)?;
-            let code =
-                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 24]>());
-            let now = self.now();
-            let invite = NewInvite {
-                invite_id: format!("inv_{}", hex::encode(rand::random::<[u8; 8]>())),
-                code_hash: invite_hash(self.credentials().hasher(), &code),
-                team_id: team.clone(),
-                role,
-                display_name: display_name.trim().to_string(),
-                contact: contact.trim().to_string(),
-                created_by: actor.key_id.clone(),
-                created_at: now,
-                expires_at: now + INVITE_TTL,
-            };
-            self.store().create_invite(&invite).await?;
-            Ok(NewInviteCode {
-                invite_id: invite.invite_id,
-                code,
-                team_id: team.clone(),
-                role,
-                expires_at: invite.expires_at,
-            })
+            create_invite(
+                self.store(),
+                self.credentials().hasher(),
+                InviteRequest {
+                    team_id: &team,
+                    role,
+                    display_name,
+                    contact,
+                    created_by: &actor.key_id,
+                },
+                self.now(),
+            )
+            .await
         })
         .await
     }
@@ -135,6 +124,50 @@ impl Admin {
         self.credentials().sign_out(&session.session_id).await?;
         Ok(issued)
     }
+}
+
+/// Who is invited where, by whom.
+pub struct InviteRequest<'a> {
+    pub team_id: &'a str,
+    pub role: Role,
+    pub display_name: &'a str,
+    /// How the inviter will hand the code over (an e-mail address, a chat handle): shown
+    /// to account admins beside the pending invite; the service sends nothing.
+    pub contact: &'a str,
+    /// The inviting key's id, or `command-line`.
+    pub created_by: &'a str,
+}
+
+/// Stores an invite (its code's HMAC only) and returns the code, shown this once. The
+/// caller has checked that the inviter may give the role in that account.
+pub async fn create_invite(
+    store: &dyn store::Store,
+    hasher: &crate::KeyHasher,
+    request: InviteRequest<'_>,
+    now: DateTime<Utc>,
+) -> Result<NewInviteCode, Error> {
+    check_text("display_name", request.display_name)?;
+    check_text("contact", request.contact)?;
+    let code = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 24]>());
+    let invite = NewInvite {
+        invite_id: format!("inv_{}", hex::encode(rand::random::<[u8; 8]>())),
+        code_hash: invite_hash(hasher, &code),
+        team_id: request.team_id.to_string(),
+        role: request.role,
+        display_name: request.display_name.trim().to_string(),
+        contact: request.contact.trim().to_string(),
+        created_by: request.created_by.to_string(),
+        created_at: now,
+        expires_at: now + INVITE_TTL,
+    };
+    store.create_invite(&invite).await?;
+    Ok(NewInviteCode {
+        invite_id: invite.invite_id,
+        code,
+        team_id: invite.team_id,
+        role: invite.role,
+        expires_at: invite.expires_at,
+    })
 }
 
 fn invite_hash(hasher: &crate::KeyHasher, code: &str) -> String {

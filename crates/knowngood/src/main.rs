@@ -315,6 +315,26 @@ enum AdminCommand {
         #[arg(long)]
         label: Option<String>,
     },
+    /// Invite a person into an existing account with a role; prints the invite code once
+    /// (valid 7 days). They redeem it on the console's invite page, then sign in with the
+    /// passkey or authenticator app they enrol there.
+    Invite {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The account's team id.
+        #[arg(long)]
+        team: String,
+        /// analyst, auditor or account_admin.
+        #[arg(long, default_value = "analyst")]
+        role: String,
+        /// The person's name, as the account's user list shows it.
+        #[arg(long)]
+        name: String,
+        /// How you will hand them the code (e-mail address, chat handle): shown beside the
+        /// pending invite; nothing is sent.
+        #[arg(long)]
+        contact: String,
+    },
     /// Record vendor files from a JSON Lines file (one record per line, the fields of a
     /// hash record without id and validity), e.g. from an offline mirror. Prints a summary.
     ImportRecords {
@@ -369,10 +389,10 @@ impl Command {
     /// short administrative commands print their result on stdout and log only warnings.
     fn default_log_level(&self) -> &'static str {
         match self {
-            Command::Serve { .. }
-            | Command::Ingest { .. }
-            | Command::Nsrl(_)
-            | Command::Revocation(_) => "info",
+            // Each channel's problems are printed once, in its report line's list, not
+            // also as log lines.
+            Command::Ingest { .. } => "info,ingest::pipeline=error",
+            Command::Serve { .. } | Command::Nsrl(_) | Command::Revocation(_) => "info",
             _ => "warn",
         }
     }
@@ -700,6 +720,32 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{key}");
             Ok(())
         }
+        Command::Admin(AdminCommand::Invite {
+            common,
+            team,
+            role,
+            name,
+            contact,
+        }) => {
+            let role: Role = role.parse()?;
+            let config = Config::resolve(&common, None)?;
+            let invite = invite(&config, &team, role, &name, &contact).await?;
+            // The configured console origin; on the default (any port on localhost) the
+            // path alone.
+            let rp = &config.settings.relying_party;
+            let page = if rp.any_port {
+                "/console/invite".to_string()
+            } else {
+                format!("{}console/invite", rp.origin)
+            };
+            println!("{}", invite.code);
+            eprintln!(
+                "invite {} for {name} ({role}) in {team}, valid until {}; they redeem the code at {page}",
+                invite.invite_id,
+                model::record::rfc3339(invite.expires_at)
+            );
+            Ok(())
+        }
         Command::Admin(AdminCommand::ImportRecords { common, file }) => {
             let config = Config::resolve(&common, None)?;
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
@@ -1013,6 +1059,59 @@ async fn add_key(config: &Config, team: &str, role: Role, label: Option<String>)
             .await?;
         tracing::info!(team, key_id = %issued.key_id, %role, "issued a key");
         Ok(issued.key)
+    }
+    .await;
+    store.close().await;
+    result
+}
+
+/// An invite into `team`'s account, from the command line (audited as such).
+async fn invite(
+    config: &Config,
+    team: &str,
+    role: Role,
+    name: &str,
+    contact: &str,
+) -> Result<auth::users::NewInviteCode> {
+    auth::validate_team_id(team)?;
+    if role.is_platform() {
+        bail!("people hold customer roles only; platform roles are for staff keys");
+    }
+    let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
+    let store = open_store(config, &secrets).await?;
+    let result = async {
+        let tenant = store.tenant(team).await?.ok_or_else(|| {
+            anyhow::anyhow!("no account {team:?}: create it with `knowngood admin create-account`")
+        })?;
+        if tenant.kind == TenantKind::Platform {
+            bail!("{team:?} is the platform account; invite people into customer accounts");
+        }
+        let now = chrono::Utc::now();
+        let invite = auth::users::create_invite(
+            store.as_ref(),
+            &auth::KeyHasher::new(&secrets.hmac),
+            auth::users::InviteRequest {
+                team_id: team,
+                role,
+                display_name: name,
+                contact,
+                created_by: "command-line",
+            },
+            now,
+        )
+        .await?;
+        store
+            .append_audit(&store::admin::AuditEntry {
+                at: now,
+                actor: "command-line".into(),
+                team_id: team.to_string(),
+                action: "user.invite".into(),
+                target: invite.invite_id.clone(),
+                outcome: "ok".into(),
+                detail: format!("knowngood admin invite --role {role}"),
+            })
+            .await?;
+        Ok(invite)
     }
     .await;
     store.close().await;

@@ -121,9 +121,9 @@ fn sha_of(seed: u8) -> String {
 }
 
 /// `knowngood serve`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Drop for Server {
@@ -133,7 +133,7 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -159,12 +159,12 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body.to_string()))
 }
 
-fn serve(data: &Path) -> Server {
+pub(crate) fn serve(data: &Path) -> Server {
     serve_with(data, &[])
 }
 
 /// `serve` with more arguments (e.g. `--database-url`).
-fn serve_with(data: &Path, more: &[&str]) -> Server {
+pub(crate) fn serve_with(data: &Path, more: &[&str]) -> Server {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut args = vec![
         "serve",
