@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod admin_cli;
+mod architecture;
 mod import_records;
 mod ingest_list;
 mod operations;
