@@ -883,6 +883,9 @@ impl Generation {
         let map = unsafe { Mmap::map(&file)? };
         // Lookups read a few bytes at random: read-ahead would only waste memory.
         let _ = map.advise(memmap2::Advice::Random);
+        // Where the kernel can back file pages with huge pages, fewer TLB misses.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         let range = |s: usize| -> (usize, usize) {
             let (offset, len) = header.sections[s];
             (offset as usize, len as usize)

@@ -1,0 +1,598 @@
+//! The vendor catalogue at scale: a generation of N synthetic vendor records, against the
+//! reference corpus at the same number of hashes, measured in the same run.
+//!
+//! ```text
+//! cargo run --release -p lookup --example bench_catalogue -- [--records N (10000000)] \
+//!     [--dir DIR (a temporary directory)] [--samples S (200000)] [--seed K (7)]
+//! ```
+//!
+//! Records are realistic (vendors, products, platforms; one to four versions per file, the
+//! older ones superseded; a third of them members of an archive), streamed in id order as a
+//! store scan gives them. Prints:
+//! - the generation's build (the merge a server runs) in records/s and its peak memory
+//!   (VmHWM over the resident memory before it),
+//! - bytes per record of the generation file,
+//! - the time from a restart to ready: mapping the newest generation with its checksum read
+//!   (a server then replays the few changes since from the database: one indexed query),
+//! - resident memory of the index once settled (every digest looked up once): the index's
+//!   own (anonymous) memory, and the file pages mapped in (page cache, shared, reclaimable),
+//! - lookup ns per hash in batches of 100 (half hits, half misses; SHA-256, SHA-1 and MD5
+//!   mixed) against the reference corpus's batch lookup over a corpus of as many hashes
+//!   (synthetic RDS, imported and opened as a server opens it), and their ratio.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmarks fail loudly
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeZone, Utc};
+use corpus::synth::{SynthOptions, hashes_of, write_rds_with};
+use corpus::{HashBytes, ImportOptions, Layout, NoProgress, OpenOptions, SetName, Verify};
+use lookup::generation::{Generation, write_records};
+use model::{Arch, HashRecord, HashValue, NewRecord, Platform, RecordStatus};
+
+const GOAL_SETTLED: f64 = 40.0;
+const GOAL_PEAK: f64 = 100.0;
+const GOAL_READY: f64 = 10.0;
+const GOAL_NS: f64 = 300.0;
+const GOAL_RATIO: f64 = 1.5;
+/// What a server's merge may sort in memory before spilling.
+const MERGE_BUDGET: usize = 48 << 20;
+const BATCH: usize = 100;
+const PASSES: usize = 5;
+
+struct Args {
+    records: u64,
+    dir: Option<PathBuf>,
+    samples: usize,
+    seed: u64,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        records: 10_000_000,
+        dir: None,
+        samples: 200_000,
+        seed: 7,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_default();
+        let number = value.replace('_', "").parse::<u64>().ok();
+        match (flag.as_str(), number) {
+            ("--records", Some(n)) if n > 0 => args.records = n,
+            ("--samples", Some(n)) if n >= BATCH as u64 => args.samples = n as usize,
+            ("--seed", Some(n)) => args.seed = n,
+            ("--dir", _) if !value.is_empty() => args.dir = Some(value.into()),
+            _ => {
+                eprintln!(
+                    "bench_catalogue [--records N (10000000)] [--dir DIR] [--samples S (200000)] [--seed K (7)]: bad argument {flag} {value}"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    args
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn mix(parts: &[u64]) -> u64 {
+    parts
+        .iter()
+        .fold(0x6b6e_6f77, |acc, p| splitmix(acc ^ splitmix(*p)))
+}
+
+fn digest(parts: &[u64], bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes * 2);
+    let mut state = mix(parts);
+    while out.len() < bytes * 2 {
+        state = splitmix(state);
+        out.push_str(&format!("{state:016x}"));
+    }
+    out.truncate(bytes * 2);
+    out
+}
+
+const VENDORS: &[(&str, &[&str])] = &[
+    (
+        "Microsoft",
+        &[
+            "vscode",
+            "powertoys",
+            "teams",
+            "dotnet-sdk",
+            "pwsh",
+            "azure-cli",
+        ],
+    ),
+    (
+        "Google",
+        &["chrome", "drive", "android-studio", "cloud-sdk"],
+    ),
+    ("Mozilla", &["firefox", "thunderbird", "firefox-esr"]),
+    (
+        "Debian",
+        &["libc6", "openssl", "coreutils", "systemd", "python3.12"],
+    ),
+    ("Ubuntu", &["linux-image", "snapd", "apt", "libssl3"]),
+    ("Python Software Foundation", &["python", "pip"]),
+    ("HashiCorp", &["terraform", "vault", "consul", "nomad"]),
+    ("JetBrains", &["idea", "pycharm", "goland", "rider"]),
+    (
+        "npm",
+        &["left-pad", "lodash", "react", "express", "typescript"],
+    ),
+    (
+        "PyPI",
+        &["requests", "numpy", "urllib3", "certifi", "django"],
+    ),
+    ("Go", &["go", "gopls"]),
+    ("Node.js", &["node"]),
+    ("Oracle", &["jdk", "virtualbox"]),
+    ("VideoLAN", &["vlc"]),
+    ("Git", &["git", "git-lfs"]),
+];
+
+const PLATFORMS: &[(Platform, Arch, &str)] = &[
+    (Platform::Windows, Arch::Amd64, "msi"),
+    (Platform::Windows, Arch::Arm64, "exe"),
+    (Platform::Linux, Arch::Amd64, "deb"),
+    (Platform::Linux, Arch::Arm64, "rpm"),
+    (Platform::Darwin, Arch::Arm64, "dmg"),
+    (Platform::Android, Arch::Arm64, "apk"),
+    (Platform::Universal, Arch::Universal, "tgz"),
+];
+
+const MEMBERS: &[&str] = &[
+    "bin/{}",
+    "lib/lib{}.so",
+    "usr/share/doc/{}/copyright",
+    "{}/__init__.py",
+    "package/dist/{}.js",
+];
+
+/// Versions per file: 80 % one, then two to four.
+fn versions(f: u64) -> u64 {
+    match mix(&[1, f]) % 100 {
+        0..80 => 1,
+        80..90 => 2,
+        90..96 => 3,
+        _ => 4,
+    }
+}
+
+fn has_sha1(f: u64) -> bool {
+    !mix(&[2, f]).is_multiple_of(10)
+}
+
+fn has_md5(f: u64) -> bool {
+    !mix(&[3, f]).is_multiple_of(8)
+}
+
+/// Version `v` of file `f`, as a store scan returns it.
+fn record(f: u64, v: u64, n_versions: u64, day0: DateTime<Utc>) -> HashRecord {
+    let (vendor, products) = VENDORS[(f % VENDORS.len() as u64) as usize];
+    let rest = f / VENDORS.len() as u64;
+    let product = products[(rest % products.len() as u64) as usize];
+    let rest = rest / products.len() as u64;
+    let (platform, arch, ext) = PLATFORMS[(rest % PLATFORMS.len() as u64) as usize];
+    let tool = rest / PLATFORMS.len() as u64;
+    let h = mix(&[4, f]);
+    let version = format!("{}.{}.{}", 1 + h % 30, (h >> 8) % 40, v + (h >> 16) % 5);
+    let stem = if tool == 0 {
+        product.to_string()
+    } else {
+        format!("{product}-ext{tool}")
+    };
+    let executable_name = if h.is_multiple_of(3) {
+        MEMBERS[((h >> 24) % MEMBERS.len() as u64) as usize].replace("{}", &stem)
+    } else {
+        format!(
+            "{stem}-{version}-{}-{}.{ext}",
+            platform.as_str(),
+            arch.as_str()
+        )
+    };
+    let valid_from =
+        day0 + chrono::Duration::days(v as i64 * 30) + chrono::Duration::seconds(f as i64 % 86_400);
+    HashRecord {
+        id: format!("{f:024x}{v:08x}"),
+        record: NewRecord {
+            vendor: vendor.to_string(),
+            source_url: format!("https://downloads.example/{stem}/{version}"),
+            executable_name,
+            version,
+            platform,
+            arch,
+            hash_sha256: digest(&[10, f, v], 32),
+            hash_sha1: has_sha1(f).then(|| digest(&[11, f, v], 20)),
+            hash_md5: has_md5(f).then(|| digest(&[12, f, v], 16)),
+            download_verified: true,
+            sig_signer: None,
+            sig_issuer: None,
+            sig_serial: None,
+            sig_thumbprint: None,
+            size: Some(1000 + h % 50_000_000),
+        },
+        family: stem,
+        status: if v + 1 == n_versions {
+            RecordStatus::Current
+        } else {
+            RecordStatus::Superseded
+        },
+        valid_from,
+        valid_until: None,
+        added_at: valid_from,
+        cert_revoked_at: None,
+        integrity_ok: true,
+    }
+}
+
+/// Files until the versions add up to `records`: (file, its version count).
+fn files(records: u64) -> Vec<(u64, u8)> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    let mut f = 0;
+    while total < records {
+        let n = versions(f).min(records - total);
+        out.push((f, n as u8));
+        total += n;
+        f += 1;
+    }
+    out
+}
+
+struct Status {
+    rss: f64,
+    hwm: f64,
+    anon: f64,
+    file: f64,
+}
+
+fn status() -> Status {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb * 1024.0)
+    };
+    Status {
+        rss: field("VmRSS:"),
+        hwm: field("VmHWM:"),
+        anon: field("RssAnon:"),
+        file: field("RssFile:"),
+    }
+}
+
+/// Resets VmHWM to the current resident size, so that the next phase's peak is its own.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+struct Timing {
+    /// Median pass, ns per hash.
+    median: f64,
+    best: f64,
+    hits: usize,
+}
+
+fn time_batches<T>(batches: &[Vec<T>], mut run: impl FnMut(&[T]) -> usize) -> Timing {
+    let hashes: usize = batches.iter().map(Vec::len).sum();
+    for b in batches {
+        run(b);
+    }
+    let mut passes = Vec::new();
+    let mut hits = 0;
+    for _ in 0..PASSES {
+        hits = 0;
+        let started = Instant::now();
+        for b in batches {
+            hits += run(b);
+        }
+        passes.push(started.elapsed().as_nanos() as f64 / hashes as f64);
+    }
+    passes.sort_by(f64::total_cmp);
+    Timing {
+        median: passes[passes.len() / 2],
+        best: passes[0],
+        hits,
+    }
+}
+
+/// Looks the batch up and reads every answer: rows, entries and strings are mapped in.
+fn settle(g: &Generation, batch: &[HashValue]) -> usize {
+    g.get_batch(batch)
+        .into_iter()
+        .filter_map(|e| g.matched(e?))
+        .fold(0, |hits, m| {
+            black_box(m.executable_name.len() + m.version.len() + m.vendor.len());
+            hits + 1
+        })
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn main() {
+    let args = parse_args();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| scratch.path().to_path_buf());
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = args.records;
+    let files = files(n);
+    println!(
+        "== bench_catalogue: {n} vendor records ({} files, up to 4 versions each)",
+        files.len()
+    );
+    let mut goals: Vec<(bool, String)> = Vec::new();
+
+    // Build, as a merge does: records streamed in id order into the writer.
+    let gens = dir.join("vendor-generations");
+    let _ = std::fs::remove_dir_all(&gens);
+    let day0 = Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap();
+    reset_peak();
+    let before = status();
+    let started = Instant::now();
+    let stream = files.iter().flat_map(|&(f, versions)| {
+        (0..u64::from(versions)).map(move |v| record(f, v, u64::from(versions), day0))
+    });
+    let path = write_records(&gens, stream, 1, MERGE_BUDGET).unwrap();
+    let build = started.elapsed();
+    let peak = (status().hwm - before.rss).max(0.0);
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    println!(
+        "build: {:.1} s = {:.0} records/s (synthesis of the records included); peak memory +{:.1} MB = {:.1} B/record (VmHWM over VmRSS before)",
+        secs(build),
+        n as f64 / secs(build),
+        peak / 1e6,
+        peak / n as f64
+    );
+    println!(
+        "generation file: {:.1} MB = {:.1} B/record",
+        bytes as f64 / 1e6,
+        bytes as f64 / n as f64
+    );
+    goals.push((
+        peak / n as f64 <= GOAL_PEAK,
+        format!(
+            "peak {:.1} B/record <= {GOAL_PEAK} (build)",
+            peak / n as f64
+        ),
+    ));
+
+    // A restart: map the newest generation, its checksum read once.
+    reset_peak();
+    let before = status();
+    let started = Instant::now();
+    let g = Generation::open(&path, true).unwrap();
+    let ready = started.elapsed();
+    let opened = status();
+    let started = Instant::now();
+    drop(Generation::open(&path, false).unwrap());
+    let ready_unverified = started.elapsed();
+    println!(
+        "ready after a restart: {:.2} s (map + checksum of the file); {:.3} s without the checksum",
+        secs(ready),
+        secs(ready_unverified)
+    );
+    goals.push((
+        secs(ready) <= GOAL_READY,
+        format!("ready {:.2} s <= {GOAL_READY} s", secs(ready)),
+    ));
+
+    // Settle: every digest of every record looked up once.
+    let mut all = Vec::with_capacity(BATCH);
+    let mut found = 0usize;
+    for &(f, versions) in &files {
+        for v in 0..u64::from(versions) {
+            all.push(HashValue::parse(&digest(&[10, f, v], 32)).unwrap());
+            if has_sha1(f) {
+                all.push(HashValue::parse(&digest(&[11, f, v], 20)).unwrap());
+            }
+            if has_md5(f) {
+                all.push(HashValue::parse(&digest(&[12, f, v], 16)).unwrap());
+            }
+            if all.len() >= BATCH {
+                found += settle(&g, &all);
+                all.clear();
+            }
+        }
+    }
+    found += settle(&g, &all);
+    let digests = files
+        .iter()
+        .map(|&(f, versions)| {
+            u64::from(versions) * (1 + u64::from(has_sha1(f)) + u64::from(has_md5(f)))
+        })
+        .sum::<u64>();
+    assert_eq!(
+        found as u64, digests,
+        "every digest of every record is found"
+    );
+    let settled = status();
+    let own = (settled.anon - before.anon).max(0.0);
+    let mapped = (settled.file - before.file).max(0.0);
+    println!(
+        "resident once settled: index's own (RssAnon) +{:.1} MB = {:.2} B/record; mapped file pages (RssFile, page cache) +{:.1} MB = {:.1} B/record; VmRSS +{:.1} MB; at open +{:.1} MB; peak (VmHWM) +{:.1} MB",
+        own / 1e6,
+        own / n as f64,
+        mapped / 1e6,
+        mapped / n as f64,
+        (settled.rss - before.rss) / 1e6,
+        (opened.rss - before.rss) / 1e6,
+        (settled.hwm - before.rss).max(0.0) / 1e6,
+    );
+    goals.push((
+        own / n as f64 <= GOAL_SETTLED,
+        format!(
+            "resident {:.2} B/record of the index's own memory <= {GOAL_SETTLED} (mapped pages {:.1} B/record, page cache)",
+            own / n as f64,
+            mapped / n as f64
+        ),
+    ));
+
+    // Lookups: batches of 100, half hits (a random version of a random file, by a random
+    // kind of digest), half misses.
+    let mut rng = args.seed ^ 0x5eed;
+    let mut next = || {
+        rng = splitmix(rng);
+        rng
+    };
+    let kind = |r: u64, sha1: bool, md5: bool| match r % 4 {
+        1 if sha1 => 1,
+        2 if md5 => 2,
+        _ => 0,
+    };
+    let mut vendor_batches: Vec<Vec<HashValue>> = Vec::new();
+    for _ in 0..args.samples / BATCH {
+        let mut batch = Vec::with_capacity(BATCH);
+        for k in 0..BATCH {
+            let r = next();
+            let hex = if k % 2 == 0 {
+                let (f, versions) = files[(r % files.len() as u64) as usize];
+                let v = (r >> 32) % u64::from(versions);
+                match kind(r >> 8, has_sha1(f), has_md5(f)) {
+                    1 => digest(&[11, f, v], 20),
+                    2 => digest(&[12, f, v], 16),
+                    _ => digest(&[10, f, v], 32),
+                }
+            } else {
+                digest(&[20, r], [32, 20, 16][(r % 3) as usize])
+            };
+            batch.push(HashValue::parse(&hex).unwrap());
+        }
+        vendor_batches.push(batch);
+    }
+    let vendor = time_batches(&vendor_batches, |batch| {
+        g.get_batch(black_box(batch))
+            .into_iter()
+            .filter_map(|e| g.matched(e?))
+            .fold(0, |hits, m| {
+                black_box(m.executable_name.len() + m.version.len() + m.vendor.len());
+                hits + 1
+            })
+    });
+    let expected = vendor_batches.len() * BATCH / 2;
+    assert_eq!(vendor.hits, expected, "every known hash is found");
+    let after = status();
+    println!(
+        "vendor lookup, batches of {BATCH}: {:.0} ns/hash median of {PASSES} passes (best {:.0}); resident now RssAnon +{:.1} MB (the sample hashes included), RssFile +{:.1} MB",
+        vendor.median,
+        vendor.best,
+        (after.anon - before.anon) / 1e6,
+        (after.file - before.file) / 1e6
+    );
+    drop(g);
+
+    // The corpus at the same number of hashes, as a server opens it.
+    let db = dir.join(format!("rds-{n}.db"));
+    let root = dir.join(format!("corpus-{n}"));
+    let started = Instant::now();
+    let reused = root.join("CURRENT").exists();
+    if !reused {
+        let _ = std::fs::remove_file(&db);
+        write_rds_with(
+            &db,
+            &SynthOptions {
+                layout: Layout::Minimal,
+                n_distinct: n,
+                seed: args.seed,
+                rows_per_hash: 1,
+            },
+        )
+        .unwrap();
+        corpus::import_with(
+            &[(db.clone(), SetName::Modern)],
+            &root,
+            &ImportOptions {
+                memory_budget: 512 << 20,
+                verify: Verify::Sizes,
+                ..ImportOptions::default()
+            },
+            &NoProgress,
+        )
+        .unwrap();
+        let _ = std::fs::remove_file(&db);
+    }
+    let corpus = corpus::Corpus::open_with(&root, OpenOptions::default()).unwrap();
+    let cg = corpus.current().unwrap();
+    println!(
+        "corpus of {} SHA-256 ready in {:.1} s ({})",
+        cg.len(),
+        secs(started.elapsed()),
+        if reused {
+            "kept from an earlier run with this --dir"
+        } else {
+            "synthesis and import included"
+        }
+    );
+    let mut rng = args.seed ^ 0xc0ffee;
+    let mut next = || {
+        rng = splitmix(rng);
+        rng
+    };
+    let mut corpus_batches: Vec<Vec<HashBytes>> = Vec::new();
+    for _ in 0..args.samples / BATCH {
+        let mut batch = Vec::with_capacity(BATCH);
+        for k in 0..BATCH {
+            let r = next();
+            let h = if k % 2 == 0 {
+                let known = hashes_of(args.seed, n, r % n);
+                match kind(r >> 8, true, true) {
+                    1 => HashBytes::Sha1(known.sha1),
+                    2 => HashBytes::Md5(known.md5),
+                    _ => HashBytes::Sha256(known.sha256),
+                }
+            } else {
+                let miss = digest(&[21, r], 32);
+                let bytes: Vec<u8> = (0..32)
+                    .map(|i| u8::from_str_radix(&miss[2 * i..2 * i + 2], 16).unwrap())
+                    .collect();
+                HashBytes::from_slice(&bytes[..[32, 20, 16][(r % 3) as usize]]).unwrap()
+            };
+            batch.push(h);
+        }
+        corpus_batches.push(batch);
+    }
+    let reference = time_batches(&corpus_batches, |batch| {
+        cg.lookup_batch(black_box(batch))
+            .into_iter()
+            .flatten()
+            .fold(0, |hits, e| {
+                black_box(e.file_name.len() + e.product_name.len());
+                hits + 1
+            })
+    });
+    assert!(
+        reference.hits >= expected * 99 / 100,
+        "the corpus finds its hashes"
+    );
+    let ratio = vendor.median / reference.median;
+    println!(
+        "corpus lookup_batch, batches of {BATCH}: {:.0} ns/hash median (best {:.0}); vendor / corpus = {ratio:.2}",
+        reference.median, reference.best
+    );
+    goals.push((
+        vendor.median <= GOAL_NS,
+        format!("lookup {:.0} ns/hash <= {GOAL_NS}", vendor.median),
+    ));
+    goals.push((
+        ratio <= GOAL_RATIO,
+        format!("lookup {ratio:.2}x the corpus <= {GOAL_RATIO}x"),
+    ));
+    for (met, what) in goals {
+        println!("goal {}: {what}", if met { "met" } else { "MISSED" });
+    }
+}
