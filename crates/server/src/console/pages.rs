@@ -23,6 +23,7 @@ use crate::routes::mfa::PENDING_COOKIE;
 
 mod coverage;
 mod gate;
+mod keys;
 mod packages;
 mod revocations;
 
@@ -76,8 +77,12 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/console/revocations", get(revocations::page_))
         .route("/console/revocations/export", get(revocations::export))
         .route("/console/usage", get(usage))
-        .route("/console/keys", get(keys))
-        .route("/console/keys/invite", post(create_invite))
+        .route("/console/keys", get(keys::keys))
+        .route("/console/keys/invite", post(keys::create_invite))
+        .route("/console/keys/issue", post(keys::issue))
+        .route("/console/keys/{id}/label", post(keys::label))
+        .route("/console/keys/{id}/revoke", post(keys::revoke))
+        .route("/console/keys/{id}/reissue", post(keys::reissue))
         .route("/console/static/console.js", get(script))
         .route("/console/static/md5.js", get(md5_script))
         .route("/console/static/console.css", get(style))
@@ -1530,135 +1535,118 @@ async fn usage(State(state): State<AppState>, headers: HeaderMap) -> Response {
             )
         })
         .collect();
-    let max = summary
-        .daily
-        .iter()
-        .map(|(_, n)| *n)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let bar_width = 10;
-    let bars: String = summary
-        .daily
-        .iter()
-        .enumerate()
-        .map(|(i, (day, n))| {
-            let h = (*n as f64 / max as f64 * 100.0).round();
-            format!(
-                r#"<rect x="{x}" y="{y}" width="8" height="{h}"><title>{day}: {n}</title></rect>"#,
-                x = i * bar_width,
-                y = 100.0 - h,
+    let chart = usage_chart(&summary.daily);
+    let (quota, share) = match summary.quota {
+        Some(q) if q > 0 => {
+            let percent = summary.total as f64 / q as f64 * 100.0;
+            (
+                q.to_string(),
+                format!(
+                    r#"<p data-quota-share><strong>{percent:.1} %</strong> of this month's quota used: {total} of {q} requests.</p>
+<meter min="0" max="{q}" low="{low}" high="{high}" optimum="0" value="{value}" aria-label="Share of the monthly quota used">{percent:.1} %</meter>"#,
+                    total = summary.total,
+                    low = q / 2,
+                    high = q / 10 * 9,
+                    value = summary.total.min(q),
+                ),
             )
-        })
-        .collect();
-    let quota = summary
-        .quota
-        .map_or("unlimited".to_string(), |q| q.to_string());
+        }
+        _ => (
+            "unlimited".to_string(),
+            "<p data-quota-share>This tier has no monthly quota.</p>".to_string(),
+        ),
+    };
     let body = format!(
         r#"<dl><dt>Month</dt><dd>{month}</dd><dt>Requests</dt><dd data-usage-total>{total}</dd><dt>Monthly quota ({tier})</dt><dd>{quota}</dd></dl>
-<h2>Last 30 days</h2>
-<svg class="chart" viewBox="0 0 {w} 100" role="img" aria-label="Requests per day over the last 30 days, at most {max} a day">{bars}</svg>
+{share}
+<h2>Requests per day, last 30 days (UTC)</h2>
+{chart}
 <h2>By endpoint</h2><div class="scroll"><table><thead><tr><th scope="col">Endpoint</th><th scope="col">Requests</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
         month = summary.month,
         total = summary.total,
         tier = summary.tier.as_str(),
-        w = summary.daily.len() * bar_width,
     );
     page(&state, &ctx, StatusCode::OK, "Usage", &body)
 }
 
-async fn keys(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    keys_page(&state, &ctx, StatusCode::OK, "").await
-}
-
-async fn keys_page(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
-    let principal = match allowed(state, ctx, Some(Permission::TenantManage), Tier::Teams) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let keys = match state.admin.list_keys(principal, None).await {
-        Ok(k) => k,
-        Err(e) => return refused(state, ctx, &e),
-    };
-    let rows: String = keys
+/// Requests per day as an SVG bar chart with its axes: the y axis from 0 to the busiest
+/// day, the x axis dated at its first, middle and last day.
+fn usage_chart(daily: &[(chrono::NaiveDate, u64)]) -> String {
+    const LEFT: usize = 44;
+    const TOP: usize = 8;
+    const HEIGHT: usize = 100;
+    const BAR: usize = 10;
+    let max = daily.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let width = daily.len().max(1) * BAR;
+    let bars: String = daily
         .iter()
-        .map(|k| {
-            let grants: Vec<String> = k
-                .info
-                .grants
-                .iter()
-                .filter(|g| k.grant_active(g))
-                .map(|g| match g.expires_at {
-                    Some(at) => format!("{} until {}", g.role.as_str(), at.format("%Y-%m-%d")),
-                    None => g.role.as_str().to_string(),
-                })
-                .collect();
+        .enumerate()
+        .map(|(i, (day, n))| {
+            let h = (*n as f64 / max as f64 * HEIGHT as f64).round();
             format!(
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&k.info.key_id),
-                esc(&k.info.label),
-                k.info.role.as_str(),
-                esc(&grants.join(", ")),
-                if k.info.revoked_at.is_some() {
-                    "revoked"
-                } else {
-                    "active"
-                }
+                r#"<rect x="{x}" y="{y}" width="8" height="{h}"><title>{day}: {n}</title></rect>"#,
+                x = LEFT + i * BAR + 1,
+                y = (TOP + HEIGHT) as f64 - h,
             )
         })
         .collect();
-    let body = format!(
-        r#"{note}<div class="scroll"><table><thead><tr><th scope="col">Key</th><th scope="col">Label</th><th scope="col">Role</th><th scope="col">Grants</th><th scope="col">State</th></tr></thead><tbody>{rows}</tbody></table></div>
-<section aria-labelledby="invite" class="card"><h2 id="invite">Invite a person</h2>
-<form method="post" action="/console/keys/invite">{csrf}
-<label for="role">Role</label><select id="role" name="role"><option value="analyst">analyst (Viewer)</option><option value="auditor">auditor (Analyst)</option></select>
-<label for="display_name">Name</label><input id="display_name" name="display_name" required>
-<label for="contact">Contact</label><input id="contact" name="contact" required>
-<button type="submit">Create invite code</button></form></section>"#,
-        csrf = csrf_field(ctx)
-    );
-    page(state, ctx, status, "Keys and invites", &body)
-}
-
-async fn create_invite(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Form(form): Form<Fields>,
-) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
-    match state
-        .admin
-        .invite(&principal, get("role"), get("display_name"), get("contact"))
-        .await
-    {
-        Ok(invite) => {
-            let note = format!(
-                r#"{}<p>Invite code for {}: <code class="secret" data-invite-code>{}</code> (valid until {}).</p>"#,
-                message(
-                    "warn",
-                    "Hand this code over now: it is shown only this once."
-                ),
-                esc(get("display_name")),
-                esc(&invite.code),
-                invite.expires_at.format("%Y-%m-%d %H:%M UTC")
-            );
-            keys_page(&state, &ctx, StatusCode::CREATED, &note).await
-        }
-        Err(e) => {
-            keys_page(
-                &state,
-                &ctx,
-                StatusCode::BAD_REQUEST,
-                &message("error", &e.to_string()),
-            )
-            .await
-        }
+    let bottom = TOP + HEIGHT;
+    // The middle tick only where it is a whole number of requests.
+    let mut ticks = vec![(0, max), (HEIGHT, 0)];
+    if max % 2 == 0 {
+        ticks.push((HEIGHT / 2, max / 2));
     }
+    let y_labels: String = ticks
+        .iter()
+        .map(|(offset, value)| {
+            format!(
+                r#"<text x="{x}" y="{y}" text-anchor="end">{value}</text><line class="tick" x1="{t1}" x2="{LEFT}" y1="{ly}" y2="{ly}"/>"#,
+                x = LEFT - 6,
+                y = TOP + offset + 4,
+                t1 = LEFT - 3,
+                ly = TOP + offset,
+            )
+        })
+        .collect();
+    let picks = match daily.len() {
+        0 => Vec::new(),
+        n => {
+            let mut p = vec![0, n / 2, n - 1];
+            p.dedup();
+            p
+        }
+    };
+    let x_labels: String = picks
+        .iter()
+        .map(|&i| {
+            let anchor = if i == 0 {
+                "start"
+            } else if i + 1 == daily.len() {
+                "end"
+            } else {
+                "middle"
+            };
+            format!(
+                r#"<text x="{x}" y="{y}" text-anchor="{anchor}" data-axis-date>{day}</text>"#,
+                x = LEFT + i * BAR + if anchor == "end" { BAR } else { 0 },
+                y = bottom + 16,
+                day = daily[i].0.format("%b %-d"),
+            )
+        })
+        .collect();
+    let (first, last) = match (daily.first(), daily.last()) {
+        (Some(f), Some(l)) => (f.0.to_string(), l.0.to_string()),
+        _ => (String::new(), String::new()),
+    };
+    format!(
+        r#"<svg class="chart" viewBox="0 0 {vw} {vh}" role="img" aria-label="Requests per day from {first} to {last}, at most {max} a day" data-usage-chart>
+<g class="bars">{bars}</g>
+<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{bottom}"/><line class="axis" x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}"/>
+<g class="labels">{y_labels}{x_labels}</g></svg>"#,
+        vw = LEFT + width + 4,
+        vh = bottom + 24,
+        right = LEFT + width,
+    )
 }
 
 /// Any other path under `/console/`: the console's own 404 page (with its navigation and

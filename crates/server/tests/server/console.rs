@@ -19,6 +19,8 @@ testkit::backend_tests!(
     revocations_page_puts_active_certificates_first_and_exports,
     coverage_page_counts_records_shows_channel_errors_and_exports,
     packages_page_checks_names_scans_sboms_and_keeps_a_watchlist,
+    keys_page_issues_labels_reissues_and_revokes_keys,
+    usage_chart_has_axes_dates_and_the_quota_share,
 );
 
 fn client() -> reqwest::Client {
@@ -1112,4 +1114,138 @@ async fn packages_page_checks_names_scans_sboms_and_keeps_a_watchlist(app: TestA
         html.contains("Packages comes with the teams tier and above"),
         "{html}"
     );
+}
+
+async fn keys_page_issues_labels_reissues_and_revokes_keys(app: TestApp) {
+    let admin = app.account("acme", Role::AccountAdmin, Tier::Teams).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &admin).await;
+    let (status, _, html) = b.get("/console/keys").await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("The service sends nothing to it"),
+        "the contact field explained: {html}"
+    );
+
+    let (status, _, html) = b
+        .post(
+            "/console/keys/issue",
+            &[("role", "analyst"), ("label", "SIEM <enrichment>")],
+        )
+        .await;
+    assert_eq!(status, 200, "{html}");
+    let key = between(&html, "data-issued-key>", "<")
+        .expect(&html)
+        .to_string();
+    assert!(html.contains("SIEM &lt;enrichment&gt;") && !html.contains("SIEM <enrichment>"));
+    assert_eq!(app.get_with("/api/v1/intel/stats", &key).await.status, 200);
+    let id = app.key_id(&key).await;
+
+    let (status, _, html) = b
+        .post(&format!("/console/keys/{id}/label"), &[("label", "SIEM")])
+        .await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(&format!("Key {id} is now labelled “SIEM”.")),
+        "{html}"
+    );
+
+    let (status, _, html) = b.post(&format!("/console/keys/{id}/reissue"), &[]).await;
+    assert_eq!(status, 200, "{html}");
+    let replacement = between(&html, "data-issued-key>", "<")
+        .expect(&html)
+        .to_string();
+    app.get_with("/api/v1/intel/stats", &key)
+        .await
+        .assert_error(401, "unauthorized");
+    assert_eq!(
+        app.get_with("/api/v1/intel/stats", &replacement)
+            .await
+            .status,
+        200
+    );
+    let new_id = app.key_id(&replacement).await;
+    let row = html
+        .split("<tr>")
+        .find(|r| r.contains(&format!("<code>{id}</code>")))
+        .expect(&html);
+    assert!(
+        row.contains("revoked"),
+        "the old key is listed as revoked: {row}"
+    );
+
+    let (status, _, html) = b.post(&format!("/console/keys/{new_id}/revoke"), &[]).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains(&format!("Key {new_id} is revoked")), "{html}");
+    app.get_with("/api/v1/intel/stats", &replacement)
+        .await
+        .assert_error(401, "unauthorized");
+
+    // Refusals in plain words: an unknown role, the admin's own key.
+    let (status, _, html) = b
+        .post(
+            "/console/keys/issue",
+            &[("role", "superuser"), ("label", "x")],
+        )
+        .await;
+    assert_eq!(status, 400, "{html}");
+    assert!(
+        html.contains(r#"role="alert""#) && !html.contains("bad request:"),
+        "{html}"
+    );
+    let own = app.key_id(&admin).await;
+    let (status, _, html) = b.post(&format!("/console/keys/{own}/revoke"), &[]).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("the key you signed in with"), "{html}");
+    assert_eq!(
+        app.get_with("/api/v1/intel/stats", &admin).await.status,
+        200
+    );
+    // Without the CSRF token nothing changes.
+    let r = client()
+        .post(format!("{}/console/keys/issue", app.base))
+        .header("Cookie", b.cookies())
+        .form(&[("role", "analyst"), ("label", "forged")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+}
+
+async fn usage_chart_has_axes_dates_and_the_quota_share(app: TestApp) {
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    for _ in 0..3 {
+        assert_eq!(app.get_with("/api/v1/intel/stats", &key).await.status, 200);
+    }
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let (status, _, html) = b.get("/console/usage").await;
+    assert_eq!(status, 200, "{html}");
+    let chart = between(&html, "data-usage-chart>", "</svg>").expect(&html);
+    assert_eq!(
+        chart.matches("<rect ").count(),
+        30,
+        "a bar per day: {chart}"
+    );
+    assert_eq!(
+        chart.matches(r#"class="axis""#).count(),
+        2,
+        "both axes: {chart}"
+    );
+    assert_eq!(
+        chart.matches("data-axis-date>").count(),
+        3,
+        "dated: {chart}"
+    );
+    let today = app.clock.now().date_naive().format("%b %-d").to_string();
+    assert!(
+        chart.contains(&format!("data-axis-date>{today}<")),
+        "{chart}"
+    );
+    let share = between(&html, "data-quota-share>", "</p>").expect(&html);
+    let total = between(&html, "data-usage-total>", "<").unwrap();
+    assert!(
+        share.contains(" %</strong> of this month's quota used: ")
+            && share.contains(&format!(": {total} of ")),
+        "{share}"
+    );
+    assert!(html.contains("<meter "), "{html}");
 }

@@ -1,0 +1,257 @@
+//! Keys and invites, for account admins: issue a key, change its label, revoke or reissue
+//! it (a new key is shown once), and invite a person. The same `Admin` calls, checks and
+//! audit rows as `/api/v1/admin/keys` and `/api/v1/admin/invites`.
+
+use super::gate::{plain, td, when};
+use super::*;
+
+const TITLE: &str = "Keys and invites";
+
+pub(super) async fn keys(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = ctx(&state, &headers).await;
+    keys_page(&state, &ctx, StatusCode::OK, "").await
+}
+
+pub(super) async fn keys_page(
+    state: &AppState,
+    ctx: &Ctx,
+    status: StatusCode,
+    note: &str,
+) -> Response {
+    let principal = match allowed(state, ctx, Some(Permission::TenantManage), Tier::Teams) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let keys = match state.admin.list_keys(principal, None).await {
+        Ok(k) => k,
+        Err(e) => return refused(state, ctx, &e),
+    };
+    let csrf = csrf_field(ctx);
+    let rows: String = keys
+        .iter()
+        .map(|k| {
+            let grants: Vec<String> = k
+                .info
+                .grants
+                .iter()
+                .filter(|g| k.grant_active(g))
+                .map(|g| match g.expires_at {
+                    Some(at) => format!("{} until {}", g.role.as_str(), at.format("%Y-%m-%d")),
+                    None => g.role.as_str().to_string(),
+                })
+                .collect();
+            let id = esc(&k.info.key_id);
+            let yours = k.info.key_id == principal.key_id;
+            let (state_html, actions) = match k.info.revoked_at {
+                Some(at) => (format!("revoked {}", when(at)), String::new()),
+                None => (
+                    if yours {
+                        "active (yours)".to_string()
+                    } else {
+                        "active".to_string()
+                    },
+                    format!(
+                        r#"<form method="post" action="/console/keys/{id}/label" class="row-form">{csrf}<label for="label-{id}" class="sr-only">New label for {id}</label><input id="label-{id}" name="label" value="{label}" maxlength="100" required><button type="submit">Rename</button></form>
+<form method="post" action="/console/keys/{id}/reissue" class="inline">{csrf}<button type="submit" aria-label="Reissue key {id}">Reissue</button></form>
+<form method="post" action="/console/keys/{id}/revoke" class="inline">{csrf}<button type="submit" class="danger" aria-label="Revoke key {id}">Revoke</button></form>"#,
+                        label = esc(&k.info.label),
+                    ),
+                ),
+            };
+            format!(
+                "<tr>{}{}{}{}{}{}</tr>",
+                td("Key", &format!("<code>{id}</code>")),
+                td("Label", &esc(&k.info.label)),
+                td("Role", k.info.role.as_str()),
+                td("Grants", &esc(&or_dash(&grants.join(", ")))),
+                td("State", &state_html),
+                td("Actions", &actions),
+            )
+        })
+        .collect();
+    let options = |roles: &[&str]| -> String {
+        roles
+            .iter()
+            .map(|r| format!(r#"<option value="{r}">{r}</option>"#))
+            .collect()
+    };
+    let body = format!(
+        r#"{note}<table class="cards" data-keys><thead><tr><th scope="col">Key</th><th scope="col">Label</th><th scope="col">Role</th><th scope="col">Grants</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead><tbody>{rows}</tbody></table>
+<p class="help">Reissuing revokes a key at once and shows its replacement once (same role, label and grants; its holder's second factors move to it). Revoking stops a key at once, its tokens and console sessions included.</p>
+<section aria-labelledby="issue" class="card"><h2 id="issue">Issue a key</h2>
+<form method="post" action="/console/keys/issue">{csrf}
+<label for="issue-role">Role of the new key</label><select id="issue-role" name="role">{key_roles}</select>
+<label for="issue-label">Label</label><input id="issue-label" name="label" maxlength="100" required aria-describedby="issue-help">
+<p id="issue-help" class="help">Who or what uses the key, e.g. “SIEM enrichment” or “Ada's laptop”: it is how you tell keys apart later.</p>
+<button type="submit">Issue key</button></form></section>
+<section aria-labelledby="invite" class="card"><h2 id="invite">Invite a person</h2>
+<p>An invited person signs in with the console (no API key): they redeem the code at <a href="/console/invite">/console/invite</a>, set up a passkey or an authenticator app, and sign in again with their user ID and that factor.</p>
+<form method="post" action="/console/keys/invite">{csrf}
+<label for="role">Role</label><select id="role" name="role"><option value="analyst">analyst (Viewer)</option><option value="auditor">auditor (Analyst)</option></select>
+<label for="display_name">Name</label><input id="display_name" name="display_name" required>
+<label for="contact">Contact</label><input id="contact" name="contact" required aria-describedby="contact-help">
+<p id="contact-help" class="help">How you will reach this person to hand over the code: an email address, phone number or chat handle. The service sends nothing to it; it is kept with the invite and in the audit log so that you can tell later whom a code was for.</p>
+<button type="submit">Create invite code</button></form></section>"#,
+        key_roles = options(&["analyst", "auditor", "account_admin"]),
+    );
+    page(state, ctx, status, TITLE, &body)
+}
+
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "–".into()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A key shown once, with what to do with it.
+fn shown_once(what: &str, key: &str) -> String {
+    format!(
+        r#"{}<p>{}: <code class="secret" data-issued-key>{}</code></p>"#,
+        message("warn", "Copy the key now: it is shown only this once."),
+        esc(what),
+        esc(key)
+    )
+}
+
+async fn after(state: &AppState, ctx: &Ctx, result: Result<String, Error>) -> Response {
+    match result {
+        Ok(note) => keys_page(state, ctx, StatusCode::OK, &note).await,
+        Err(e) => {
+            let (status, _) = crate::error::status_and_code(&e);
+            keys_page(state, ctx, status, &message("error", &plain(&e))).await
+        }
+    }
+}
+
+pub(super) async fn issue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let get = |k: &str| form.get(k).map(|v| v.trim()).unwrap_or_default();
+    let result = state
+        .admin
+        .issue_key(&principal, get("role"), Some(get("label")), None)
+        .await
+        .map(|k| {
+            shown_once(
+                &format!("New {} key “{}” ({})", k.role.as_str(), k.label, k.key_id),
+                &k.key,
+            )
+        });
+    after(&state, &ctx, result).await
+}
+
+pub(super) async fn label(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let label = form.get("label").map(|v| v.trim()).unwrap_or_default();
+    let result = state
+        .admin
+        .update_key(&principal, &id, Some(label), None)
+        .await
+        .map(|k| {
+            message(
+                "status",
+                &format!("Key {} is now labelled “{}”.", k.info.key_id, k.info.label),
+            )
+        });
+    after(&state, &ctx, result).await
+}
+
+pub(super) async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if id == principal.key_id {
+        let e = Error::bad_request(
+            "this is the key you signed in with: reissue it on Account, or revoke it from another admin's session",
+        );
+        return after(&state, &ctx, Err(e)).await;
+    }
+    let result = state.admin.revoke_key(&principal, &id).await.map(|()| {
+        message(
+            "status",
+            &format!("Key {id} is revoked: it stopped working."),
+        )
+    });
+    after(&state, &ctx, result).await
+}
+
+pub(super) async fn reissue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if id == principal.key_id {
+        // The session goes with the old key: Account's reissue says what happens next.
+        return see_other("/console/account#reissue");
+    }
+    let result = state.admin.reissue_key(&principal, &id).await.map(|k| {
+        shown_once(
+            &format!("Replacement of {id} (“{}”), now {}", k.label, k.key_id),
+            &k.key,
+        )
+    });
+    after(&state, &ctx, result).await
+}
+
+pub(super) async fn create_invite(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Fields>,
+) -> Response {
+    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
+    match state
+        .admin
+        .invite(&principal, get("role"), get("display_name"), get("contact"))
+        .await
+    {
+        Ok(invite) => {
+            let note = format!(
+                r#"{}<p>Invite code for {}: <code class="secret" data-invite-code>{}</code> (valid until {}). Send it to {}; they redeem it at <code>/console/invite</code>.</p>"#,
+                message(
+                    "warn",
+                    "Hand this code over now: it is shown only this once."
+                ),
+                esc(get("display_name")),
+                esc(&invite.code),
+                invite.expires_at.format("%Y-%m-%d %H:%M UTC"),
+                esc(get("contact").trim()),
+            );
+            keys_page(&state, &ctx, StatusCode::CREATED, &note).await
+        }
+        Err(e) => {
+            let (status, _) = crate::error::status_and_code(&e);
+            keys_page(&state, &ctx, status, &message("error", &plain(&e))).await
+        }
+    }
+}
