@@ -826,6 +826,8 @@ struct Table {
 /// One generation, mapped read-only.
 pub struct Generation {
     path: PathBuf,
+    /// Kept open, so that the checksum can be verified after the file was replaced.
+    file: File,
     header: Header,
     map: Mmap,
     entries: (usize, usize),
@@ -863,19 +865,7 @@ impl Generation {
         }
         header.check()?;
         if verify {
-            file.seek(SeekFrom::Start(ALIGN))?;
-            let mut hasher = Sha256::new();
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = file.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-            }
-            if <[u8; 32]>::from(hasher.finalize()) != header.body_sha256 {
-                return Err(invalid("checksum mismatch"));
-            }
+            verify_body(&file, &header)?;
         }
         // SAFETY: generation files are never written after they are renamed into place
         // (a merge writes a new file), so the mapping stays valid; deleting the file does
@@ -918,12 +908,19 @@ impl Generation {
             .map_err(|_| invalid("three tables expected"))?;
         Ok(Generation {
             path: path.to_path_buf(),
+            file,
             entries: range(S_ENTRIES),
             strings: range(S_STRINGS),
             header,
             map,
             tables,
         })
+    }
+
+    /// Reads the whole body once (with `read`, so its pages are not mapped into this
+    /// process) and checks it against the header's checksum.
+    pub fn verify(&self) -> io::Result<()> {
+        verify_body(&self.file, &self.header)
     }
 
     pub fn path(&self) -> &Path {
@@ -1215,6 +1212,25 @@ impl Generation {
         }
         (0..n).find(|&e| self.id(e) == id)
     }
+}
+
+fn verify_body(file: &File, header: &Header) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = ALIGN;
+    while at < header.file_len {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            return Err(invalid("truncated"));
+        }
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    if <[u8; 32]>::from(hasher.finalize()) != header.body_sha256 {
+        return Err(invalid("checksum mismatch"));
+    }
+    Ok(())
 }
 
 /// Opens the newest generation in `dir` that opens and checks; refused ones are logged

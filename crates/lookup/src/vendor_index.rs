@@ -19,9 +19,12 @@
 //! still answers from memory. Writes through this process move the epoch at once, other
 //! replicas' writes within one poll of the database counter (half a second).
 //!
-//! At start the newest generation of the directory that opens, checks (checksum included)
-//! and was written from this store (its fingerprint, and an epoch the store has reached) is
-//! mapped and the delta since its epoch replayed: nothing is rebuilt. Otherwise, and when
+//! At start the newest generation of the directory that opens, checks (header, sizes,
+//! bucket tables) and was written from this store (its fingerprint, and an epoch the store
+//! has reached) is mapped and the delta since its epoch replayed: nothing is rebuilt. Its
+//! checksum is verified right after, while it answers (reading a large file whole takes
+//! longer than a start should); one that fails is dropped (the database answers) and
+//! replaced by a merge. Otherwise, and when
 //! the delta grows past an eighth of the base (at least 65,536 records), a merge writes the
 //! next generation in the background while the old one keeps answering; it is caught up and
 //! swapped in under the lock catch-ups take, and older generation files are deleted. A merge
@@ -699,7 +702,8 @@ impl VendorIndex {
             if let Err(e) = generation::clean(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot clean the vendor generation directory");
             }
-            generation::open_newest(&dir, true)
+            // Sizes, shapes and bucket tables now; the checksum once it answers.
+            generation::open_newest(&dir, false)
         })
         .await
         .map_err(model::Error::internal)?;
@@ -715,9 +719,22 @@ impl VendorIndex {
         }
         let hashes = base.hashes() as usize;
         let (path, records, gen_epoch) = (base.path().to_path_buf(), base.records(), base.epoch());
+        let base = Arc::new(base);
         let delta = self
-            .swap_in(store, State::new(gen_epoch, Arc::new(base)))
+            .swap_in(store, State::new(gen_epoch, Arc::clone(&base)))
             .await?;
+        // Reading a large file whole takes longer than a start should: lookups use the
+        // generation meanwhile, and one whose checksum fails is replaced by a merge.
+        let verified = tokio::task::spawn_blocking(move || base.verify())
+            .await
+            .map_err(model::Error::internal)?;
+        if let Err(e) = verified {
+            tracing::error!(path = %path.display(), error = %e, "vendor generation refused; writing a new one");
+            // The database answers until the merge is done.
+            let _updating = self.updating.lock().await;
+            *self.write() = None;
+            return Ok(None);
+        }
         tracing::info!(
             path = %path.display(),
             records,
