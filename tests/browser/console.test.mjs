@@ -235,7 +235,7 @@ test("an invited user is held at MFA_REQUIRED until they enrol", async () => {
   await admin.getByLabel("Recovery code", { exact: true }).fill(recoveryCodes[2]);
   await admin.getByRole("button", { name: "Use recovery code" }).click();
   await admin.goto(`${BASE}/console/keys`);
-  await admin.getByLabel("Role").selectOption("analyst");
+  await admin.getByLabel("Role", { exact: true }).selectOption("analyst");
   await admin.getByLabel("Name", { exact: true }).fill("Grace");
   await admin.getByLabel("Contact").fill("grace@example.org");
   await admin.getByRole("button", { name: "Create invite code" }).click();

@@ -70,10 +70,22 @@ for path, version in zip(sys.argv[1:], ["0.9.0", "1.0.0"]):
         "hash_md5": hashlib.md5(data).hexdigest(),
         "source_url": "https://example.org/sample-tool.exe", "download_verified": True,
     }))
+# A signed file, whose certificate the intel pages' test revokes (seed.py).
+print(json.dumps({
+    "vendor": "example", "executable_name": "signed-tool.exe", "version": "2.0.0",
+    "platform": "windows", "arch": "amd64", "hash_sha256": "5" * 64,
+    "source_url": "https://example.org/signed-tool.exe", "download_verified": True,
+    "sig_signer": "CN=Example Signing <Test>", "sig_issuer": "CN=Example Code Signing CA",
+    "sig_serial": "8a1122", "sig_thumbprint": "c0ffee" * 6 + "c0ff",
+}))
 PY
+SIGNED_THUMBPRINT=$(printf 'c0ffee%.0s' 1 2 3 4 5 6)c0ff
 
 kg admin bootstrap >/dev/null
 ADMIN_KEY=$(kg admin create-account --team console-teams --tier teams --role account_admin)
+# The intel pages' accounts (pages.test.mjs): a teams account admin and a basic-tier auditor.
+INTEL_KEY=$(kg admin create-account --team console-intel --tier teams --role account_admin)
+BASIC_KEY=$(kg admin create-account --team console-basic --tier basic --role auditor)
 kg admin import-records "$WORK/records.jsonl" >/dev/null
 kg translog publish >/dev/null
 
@@ -91,6 +103,8 @@ done
 
 export KG_CONSOLE="http://localhost:$PORT" KG_ADMIN_KEY="$ADMIN_KEY" KG_SAMPLE="$SAMPLE" KG_OLD_SAMPLE="$OLD_SAMPLE"
 export KG_CHROMIUM="$CHROMIUM" KG_SCREENSHOTS="$HERE/screenshots"
+export KG_INTEL_KEY="$INTEL_KEY" KG_BASIC_KEY="$BASIC_KEY" KG_DB="$DATA/knowngood.db" \
+    KG_SIGNED_THUMBPRINT="$SIGNED_THUMBPRINT"
 rc=0
 (cd "$HERE" && npm test --silent) || rc=$?
 if [ "$rc" != 0 ]; then
