@@ -5,3 +5,4 @@
 
 mod conformance;
 mod kill;
+mod schema;
