@@ -12,11 +12,21 @@ type Deps = BTreeMap<String, BTreeSet<String>>;
 fn from_cargo(root: &Path) -> Deps {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(root)
         .output()
         .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let packages = meta["packages"].as_array().unwrap();
     let members: BTreeSet<String> = packages
@@ -73,5 +83,8 @@ fn the_architecture_map_matches_the_manifests() {
         );
     }
     let extra: Vec<&String> = drawn.keys().filter(|n| !actual.contains_key(*n)).collect();
-    assert!(extra.is_empty(), "ARCHITECTURE.md names crates that do not exist: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "ARCHITECTURE.md names crates that do not exist: {extra:?}"
+    );
 }
