@@ -52,6 +52,18 @@ pub struct NewInvite {
     pub expires_at: DateTime<Utc>,
 }
 
+/// An invite not redeemed yet and not expired, as its account admins see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInvite {
+    pub invite_id: String,
+    pub role: Role,
+    pub display_name: String,
+    pub contact: String,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
 /// A sign-in session of the console or of an invited user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
@@ -118,6 +130,13 @@ pub struct FailureBudget {
 #[async_trait]
 pub trait UserStore: Send + Sync {
     async fn create_invite(&self, invite: &NewInvite) -> Result<()>;
+
+    /// The account's invites neither redeemed nor expired at `now`, newest first.
+    async fn pending_invites(
+        &self,
+        team_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<PendingInvite>>;
 
     /// Redeems an unexpired, unused invite: creates the user `new_user_id`, its membership
     /// and marks the code used, atomically. None when the code is unknown, used or expired.
@@ -318,6 +337,38 @@ macro_rules! users_backend {
                 .await
                 .map_err(db_error)?;
                 Ok(())
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn pending_invites(
+                &self,
+                team_id: &str,
+                now: DateTime<Utc>,
+            ) -> Result<Vec<PendingInvite>> {
+                let rows = sqlx::query(
+                    "SELECT invite_id, role, display_name, contact, created_by, created_at, \
+                     expires_at FROM invites WHERE team_id = $1 AND redeemed_at IS NULL \
+                     AND expires_at > $2 ORDER BY created_at DESC, invite_id",
+                )
+                .bind(team_id)
+                .bind(now.trunc_subsecs(6))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|r| {
+                        let role: String = r.try_get("role").map_err(db_error)?;
+                        Ok(PendingInvite {
+                            invite_id: r.try_get("invite_id").map_err(db_error)?,
+                            role: parse_role(&role)?,
+                            display_name: r.try_get("display_name").map_err(db_error)?,
+                            contact: r.try_get("contact").map_err(db_error)?,
+                            created_by: r.try_get("created_by").map_err(db_error)?,
+                            created_at: r.try_get("created_at").map_err(db_error)?,
+                            expires_at: r.try_get("expires_at").map_err(db_error)?,
+                        })
+                    })
+                    .collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

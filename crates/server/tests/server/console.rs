@@ -1200,6 +1200,39 @@ async fn keys_page_issues_labels_reissues_and_revokes_keys(app: TestApp) {
         app.get_with("/api/v1/intel/stats", &admin).await.status,
         200
     );
+    // Pending invites are listed until redeemed.
+    let (_, _, html) = b.get("/console/keys").await;
+    assert!(
+        html.contains("No invite is waiting to be redeemed."),
+        "{html}"
+    );
+    let (status, _, html) = b
+        .post(
+            "/console/keys/invite",
+            &[
+                ("role", "analyst"),
+                ("display_name", "Grace <H>"),
+                ("contact", "grace@example.org"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 201, "{html}");
+    let code = between(&html, "data-invite-code>", "<")
+        .unwrap()
+        .to_string();
+    let pending = between(&html, "data-invites>", "</table>").expect(&html);
+    assert!(
+        pending.contains("Grace &lt;H&gt;") && pending.contains("grace@example.org"),
+        "{pending}"
+    );
+    let mut invitee = Browser::open(&app).await;
+    let (status, _, _) = invitee.post("/console/invite", &[("code", &code)]).await;
+    assert_eq!(status, 303);
+    let (_, _, html) = b.get("/console/keys").await;
+    assert!(
+        html.contains("No invite is waiting to be redeemed."),
+        "{html}"
+    );
     // Without the CSRF token nothing changes.
     let r = client()
         .post(format!("{}/console/keys/issue", app.base))

@@ -69,6 +69,34 @@ pub(super) async fn keys_page(
             )
         })
         .collect();
+    let invites = match state
+        .store
+        .pending_invites(&principal.team_id, state.clock.now())
+        .await
+    {
+        Ok(i) => i,
+        Err(e) => return refused(state, ctx, &e),
+    };
+    let pending = if invites.is_empty() {
+        "<p data-empty>No invite is waiting to be redeemed.</p>".to_string()
+    } else {
+        let rows: String = invites
+            .iter()
+            .map(|i| {
+                format!(
+                    "<tr>{}{}{}{}{}</tr>",
+                    td("Name", &esc(&i.display_name)),
+                    td("Contact", &esc(&i.contact)),
+                    td("Role", i.role.as_str()),
+                    td("Created (UTC)", &when(i.created_at)),
+                    td("Valid until (UTC)", &when(i.expires_at)),
+                )
+            })
+            .collect();
+        format!(
+            r#"<table class="cards" data-invites><thead><tr><th scope="col">Name</th><th scope="col">Contact</th><th scope="col">Role</th><th scope="col">Created (UTC)</th><th scope="col">Valid until (UTC)</th></tr></thead><tbody>{rows}</tbody></table>"#
+        )
+    };
     let options = |roles: &[&str]| -> String {
         roles
             .iter()
@@ -91,7 +119,9 @@ pub(super) async fn keys_page(
 <label for="display_name">Name</label><input id="display_name" name="display_name" required>
 <label for="contact">Contact</label><input id="contact" name="contact" required aria-describedby="contact-help">
 <p id="contact-help" class="help">How you will reach this person to hand over the code: an email address, phone number or chat handle. The service sends nothing to it; it is kept with the invite and in the audit log so that you can tell later whom a code was for.</p>
-<button type="submit">Create invite code</button></form></section>"#,
+<button type="submit">Create invite code</button></form></section>
+<section aria-labelledby="pending"><h2 id="pending">Pending invites</h2>
+<p>Codes handed out and not redeemed yet; each expires after 7 days.</p>{pending}</section>"#,
         key_roles = options(&["analyst", "auditor", "account_admin"]),
     );
     page(state, ctx, status, TITLE, &body)
