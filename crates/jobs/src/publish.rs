@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
-use store::Store;
 use store::roots::{LeafRow, StoredRoot};
+use store::{FeedPosition, Store};
 use translog::encoding::{hash_to_hex, key_id, public_key_to_base64, public_key_to_pem};
 use translog::{Hash, Record, SignedRoot, SigningKey, VerifyingKey};
 
@@ -116,41 +116,26 @@ pub async fn publish_day(
             latest.log_date
         )));
     }
-    let records = store.current_records(None).await?;
-    let mut leaves: Vec<(Hash, LeafRow)> = Vec::with_capacity(records.len());
-    for r in records.iter().filter(|r| r.integrity_ok) {
-        let n = &r.record;
-        let record = Record {
-            executable_name: &n.executable_name,
-            hash_sha256: &n.hash_sha256,
-            version: &n.version,
-            platform: n.platform.as_str(),
-            arch: n.arch.as_str(),
-        };
-        let hash = record
-            .leaf_hash()
-            .map_err(|e| Error::internal(format!("record {} cannot be a leaf: {e}", r.id)))?;
-        leaves.push((
-            hash,
-            LeafRow {
-                leaf_hash: hash_to_hex(&hash),
-                executable_name: n.executable_name.clone(),
-                hash_sha256: n.hash_sha256.clone(),
-                version: n.version.clone(),
-                platform: n.platform.as_str().into(),
-                arch: n.arch.as_str().into(),
-            },
-        ));
-    }
-    leaves.sort_by_key(|a| a.0);
-    leaves.dedup_by(|a, b| a.0 == b.0);
-    let hashes: Vec<Hash> = leaves.iter().map(|(h, _)| *h).collect();
-    let root = translog::merkle_root(&hashes);
+    // Two passes over the day's leaves, sorted on disk in runs: the first computes the root,
+    // the second stores the leaves with it. Memory stays bounded whatever the number.
+    let runs = sorted_runs(store).await?;
+    let (root, entry_count) = {
+        let runs = runs.try_clone()?;
+        tokio::task::spawn_blocking(move || -> Result<(Hash, u64), Error> {
+            let mut builder = translog::RootBuilder::new();
+            for leaf in runs.merge()? {
+                builder.push(&leaf?.0);
+            }
+            Ok((builder.root(), builder.len()))
+        })
+        .await
+        .map_err(|e| Error::internal(format!("computing the root failed: {e}")))??
+    };
     let prev = match store.root_before(date).await? {
         Some(p) => parse_hash(&p.merkle_root)?,
         None => translog::GENESIS_PREV_ROOT,
     };
-    let signed = SignedRoot::sign(&log_key.signing, date, root, hashes.len() as u64, prev);
+    let signed = SignedRoot::sign(&log_key.signing, date, root, entry_count, prev);
     store
         .register_log_key(&log_key.key_id, &log_key.public_key(), now)
         .await?;
@@ -163,8 +148,230 @@ pub async fn publish_day(
         key_id: log_key.key_id.clone(),
         published_at: now,
     };
-    let rows: Vec<LeafRow> = leaves.into_iter().map(|(_, row)| row).collect();
-    let stored = store.publish_root(&stored, &rows).await?;
+    let stored = store
+        .publish_root_streamed(&stored, runs.into_batches())
+        .await?;
     tracing::info!(date = %date, entries = stored.entry_count, root = %stored.merkle_root, "published transparency root");
     Ok(stored)
+}
+
+/// Current records read from the store per page.
+const PAGE: u32 = 5_000;
+/// Leaves sorted in memory before they are written out as a run (about 200 bytes each).
+const RUN_LEAVES: usize = 250_000;
+/// Leaves handed to the store at a time.
+const LEAF_BATCH: usize = 5_000;
+
+/// A leaf: its hash and the fields it was computed from (name, SHA-256, version, platform,
+/// arch).
+type Leaf = (Hash, [String; 5]);
+
+/// The day's leaves as sorted, de-duplicated runs in anonymous temporary files.
+struct Runs(Vec<std::fs::File>);
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::internal(format!("sorting the day's leaves on disk failed: {e}"))
+}
+
+/// Reads every current record whose HMAC verifies, a page at a time, and writes their
+/// leaves out in sorted runs.
+async fn sorted_runs(store: &dyn Store) -> Result<Runs, Error> {
+    let mut files = Vec::new();
+    let mut buffer: Vec<Leaf> = Vec::new();
+    let mut after: Option<FeedPosition> = None;
+    loop {
+        let page = store.current_records_page(after.as_ref(), PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(FeedPosition {
+            executable_name: last.record.executable_name.clone(),
+            platform: last.record.platform.as_str().into(),
+            arch: last.record.arch.as_str().into(),
+            id: last.id.clone(),
+        });
+        let full = page.len() == PAGE as usize;
+        for r in page.into_iter().filter(|r| r.integrity_ok) {
+            let n = r.record;
+            let hash = Record {
+                executable_name: &n.executable_name,
+                hash_sha256: &n.hash_sha256,
+                version: &n.version,
+                platform: n.platform.as_str(),
+                arch: n.arch.as_str(),
+            }
+            .leaf_hash()
+            .map_err(|e| Error::internal(format!("record {} cannot be a leaf: {e}", r.id)))?;
+            buffer.push((
+                hash,
+                [
+                    n.executable_name,
+                    n.hash_sha256,
+                    n.version,
+                    n.platform.as_str().into(),
+                    n.arch.as_str().into(),
+                ],
+            ));
+        }
+        if buffer.len() >= RUN_LEAVES {
+            files.push(write_run(std::mem::take(&mut buffer)).await?);
+        }
+        if !full {
+            break;
+        }
+    }
+    if !buffer.is_empty() {
+        files.push(write_run(buffer).await?);
+    }
+    Ok(Runs(files))
+}
+
+/// Sorts and de-duplicates `leaves` and writes them to a temporary file: per leaf its hash,
+/// then each field as a little-endian u32 length and its bytes.
+async fn write_run(mut leaves: Vec<Leaf>) -> Result<std::fs::File, Error> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+        use std::io::Write as _;
+        leaves.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        leaves.dedup_by(|a, b| a.0 == b.0);
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, tempfile::tempfile()?);
+        for (hash, fields) in &leaves {
+            out.write_all(hash)?;
+            for f in fields {
+                let len = u32::try_from(f.len()).map_err(std::io::Error::other)?;
+                out.write_all(&len.to_le_bytes())?;
+                out.write_all(f.as_bytes())?;
+            }
+        }
+        out.into_inner().map_err(|e| e.into_error())
+    })
+    .await
+    .map_err(|e| Error::internal(format!("sorting the day's leaves failed: {e}")))?
+    .map_err(io_error)
+}
+
+impl Runs {
+    fn try_clone(&self) -> Result<Self, Error> {
+        let files = self.0.iter().map(std::fs::File::try_clone);
+        Ok(Self(files.collect::<Result<_, _>>().map_err(io_error)?))
+    }
+
+    /// Every leaf of every run, in tree order, each once.
+    fn merge(&self) -> Result<Merge, Error> {
+        use std::io::Seek as _;
+        let mut readers = Vec::with_capacity(self.0.len());
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut heads = Vec::with_capacity(self.0.len());
+        for (i, file) in self.0.iter().enumerate() {
+            let mut file = file.try_clone().map_err(io_error)?;
+            file.seek(std::io::SeekFrom::Start(0)).map_err(io_error)?;
+            let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+            let head = read_leaf(&mut reader).map_err(io_error)?;
+            if let Some((hash, _)) = &head {
+                heap.push(std::cmp::Reverse((*hash, i)));
+            }
+            heads.push(head);
+            readers.push(reader);
+        }
+        Ok(Merge {
+            readers,
+            heap,
+            heads,
+            last: None,
+        })
+    }
+
+    /// The merged leaves as the store takes them, read on a blocking thread.
+    fn into_batches(self) -> store::roots::LeafBatches {
+        use futures::StreamExt as _;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<LeafRow>, Error>>(2);
+        tokio::task::spawn_blocking(move || {
+            let merge = match self.merge() {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            let mut batch = Vec::with_capacity(LEAF_BATCH);
+            for leaf in merge {
+                match leaf {
+                    Ok((hash, [executable_name, hash_sha256, version, platform, arch])) => {
+                        batch.push(LeafRow {
+                            leaf_hash: hash_to_hex(&hash),
+                            executable_name,
+                            hash_sha256,
+                            version,
+                            platform,
+                            arch,
+                        });
+                    }
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                }
+                if batch.len() == LEAF_BATCH
+                    && tx.blocking_send(Ok(std::mem::take(&mut batch))).is_err()
+                {
+                    return;
+                }
+            }
+            if !batch.is_empty() {
+                let _ = tx.blocking_send(Ok(batch));
+            }
+        });
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+            .boxed()
+    }
+}
+
+fn read_leaf(r: &mut impl std::io::Read) -> std::io::Result<Option<Leaf>> {
+    let mut hash = [0u8; 32];
+    match r.read_exact(&mut hash) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut field = || -> std::io::Result<String> {
+        let mut len = [0u8; 4];
+        r.read_exact(&mut len)?;
+        let mut bytes = vec![0u8; u32::from_le_bytes(len) as usize];
+        r.read_exact(&mut bytes)?;
+        String::from_utf8(bytes).map_err(std::io::Error::other)
+    };
+    Ok(Some((
+        hash,
+        [field()?, field()?, field()?, field()?, field()?],
+    )))
+}
+
+/// A k-way merge of sorted runs that drops a leaf equal to the one before it.
+struct Merge {
+    readers: Vec<std::io::BufReader<std::fs::File>>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Hash, usize)>>,
+    heads: Vec<Option<Leaf>>,
+    last: Option<Hash>,
+}
+
+impl Iterator for Merge {
+    type Item = Result<Leaf, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let std::cmp::Reverse((hash, i)) = self.heap.pop()?;
+            let leaf = self.heads[i].take()?;
+            match read_leaf(&mut self.readers[i]) {
+                Ok(next) => {
+                    if let Some((h, _)) = &next {
+                        self.heap.push(std::cmp::Reverse((*h, i)));
+                    }
+                    self.heads[i] = next;
+                }
+                Err(e) => return Some(Err(io_error(e))),
+            }
+            if self.last == Some(hash) {
+                continue;
+            }
+            self.last = Some(hash);
+            return Some(Ok(leaf));
+        }
+    }
 }

@@ -35,6 +35,28 @@ pub struct LeafRow {
     pub arch: String,
 }
 
+/// A day's leaves in tree order, a batch at a time.
+pub type LeafBatches = futures::stream::BoxStream<'static, Result<Vec<LeafRow>>>;
+
+/// Leaves per `INSERT` (8 values each).
+const LEAF_ROWS: usize = 1000;
+
+fn leaf_insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO translog_leaves (log_date, leaf_index, leaf_hash, executable_name, \
+         hash_sha256, version, platform, arch) VALUES ",
+    );
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        sql.push_str(&crate::backend::placeholders(r * 8 + 1, 8));
+        sql.push(')');
+    }
+    sql
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigningKeyRecord {
     pub key_id: String,
@@ -50,6 +72,15 @@ pub trait RootStore: Send + Sync {
     /// Stores a day's root with its leaves (in tree order) unless the day is already
     /// published; returns the root that is stored for that day either way.
     async fn publish_root(&self, root: &StoredRoot, leaves: &[LeafRow]) -> Result<StoredRoot>;
+    /// [`publish_root`](RootStore::publish_root) with the leaves in batches, in tree order,
+    /// as the caller reads them: a day of any size is stored in bounded memory, in one
+    /// transaction with its root. The batches hold `root.entry_count` leaves in all, or
+    /// nothing is stored; an error from the stream stores nothing either.
+    async fn publish_root_streamed(
+        &self,
+        root: &StoredRoot,
+        leaves: LeafBatches,
+    ) -> Result<StoredRoot>;
     async fn root(&self, date: NaiveDate) -> Result<Option<StoredRoot>>;
     /// The latest root of a day before `date`.
     async fn root_before(&self, date: NaiveDate) -> Result<Option<StoredRoot>>;
@@ -99,6 +130,19 @@ macro_rules! translog_backend {
                 root: &StoredRoot,
                 leaves: &[LeafRow],
             ) -> Result<StoredRoot> {
+                use futures::StreamExt as _;
+                let batch: Result<Vec<LeafRow>> = Ok(leaves.to_vec());
+                self.publish_root_streamed(root, futures::stream::iter([batch]).boxed())
+                    .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn publish_root_streamed(
+                &self,
+                root: &StoredRoot,
+                mut leaves: LeafBatches,
+            ) -> Result<StoredRoot> {
+                use futures::StreamExt as _;
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let inserted = sqlx::query(
                     "INSERT INTO translog_roots (log_date, merkle_root, entry_count, prev_root, \
@@ -117,23 +161,31 @@ macro_rules! translog_backend {
                 .map_err(db_error)?
                 .rows_affected();
                 if inserted == 1 {
-                    for (i, leaf) in leaves.iter().enumerate() {
-                        sqlx::query(
-                            "INSERT INTO translog_leaves (log_date, leaf_index, leaf_hash, \
-                             executable_name, hash_sha256, version, platform, arch) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                        )
-                        .bind(root.log_date)
-                        .bind(i64::try_from(i).unwrap_or(i64::MAX))
-                        .bind(&leaf.leaf_hash)
-                        .bind(&leaf.executable_name)
-                        .bind(&leaf.hash_sha256)
-                        .bind(&leaf.version)
-                        .bind(&leaf.platform)
-                        .bind(&leaf.arch)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                    let mut index: i64 = 0;
+                    while let Some(batch) = leaves.next().await {
+                        for rows in batch?.chunks(LEAF_ROWS) {
+                            let sql = leaf_insert_sql(rows.len());
+                            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                            for leaf in rows {
+                                q = q
+                                    .bind(root.log_date)
+                                    .bind(index)
+                                    .bind(&leaf.leaf_hash)
+                                    .bind(&leaf.executable_name)
+                                    .bind(&leaf.hash_sha256)
+                                    .bind(&leaf.version)
+                                    .bind(&leaf.platform)
+                                    .bind(&leaf.arch);
+                                index += 1;
+                            }
+                            q.execute(&mut *tx).await.map_err(db_error)?;
+                        }
+                    }
+                    if u64::try_from(index).ok() != Some(root.entry_count) {
+                        return Err(model::Error::internal(format!(
+                            "the root of {} covers {} leaves but {index} were given",
+                            root.log_date, root.entry_count
+                        )));
                     }
                 }
                 tx.commit().await.map_err(db_error)?;

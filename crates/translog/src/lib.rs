@@ -125,8 +125,8 @@ pub use checkpoint::{Checkpoint, NoteError, open_checkpoint, sign_checkpoint};
 pub use encoding::FormatError;
 pub use leaf::{LeafError, Record, leaf_hash, validate_executable_name};
 pub use merkle::{
-    EMPTY_ROOT, Hash, MerkleTree, ProofError, consistency_proof, inclusion_proof, merkle_root,
-    node_hash, sorted_unique_leaves, verify_consistency, verify_inclusion,
+    EMPTY_ROOT, Hash, MerkleTree, ProofError, RootBuilder, consistency_proof, inclusion_proof,
+    merkle_root, node_hash, sorted_unique_leaves, verify_consistency, verify_inclusion,
 };
 pub use signed_root::{GENESIS_PREV_ROOT, MESSAGE_PREFIX, SignedRoot, canonical_message};
 pub use verify::{

@@ -95,30 +95,76 @@ fn bucket_sort(leaves: &[Hash]) -> Vec<Hash> {
 
 /// Merkle tree hash (RFC 9162 `MTH`) of `leaves` taken in the given order.
 ///
-/// Iterative and allocation-free: a stack of at most 64 complete subtree
-/// roots, merged as soon as two of equal height meet, then folded right to
-/// left, which yields exactly the RFC shape (split at the largest power of
-/// two below n, odd node promoted, never duplicated).
+/// Iterative and allocation-free: see [`RootBuilder`].
 pub fn merkle_root(leaves: &[Hash]) -> Hash {
-    if leaves.is_empty() {
-        return EMPTY_ROOT;
+    let mut builder = RootBuilder::new();
+    for leaf in leaves {
+        builder.push(leaf);
     }
-    let mut stack = [[0u8; 32]; 64];
-    let mut depth = 0usize;
-    for (i, leaf) in leaves.iter().enumerate() {
-        stack[depth] = *leaf;
-        depth += 1;
-        // After leaf i, (i + 1).trailing_zeros() pairs of equal-height subtrees complete.
-        for _ in 0..(i + 1).trailing_zeros() {
-            depth -= 1;
-            stack[depth - 1] = node_hash(&stack[depth - 1], &stack[depth]);
+    builder.root()
+}
+
+/// The root of a tree whose leaves arrive one at a time, in tree order, in
+/// constant memory: a stack of at most 64 complete subtree roots, merged as
+/// soon as two of equal height meet, then folded right to left, which yields
+/// exactly the RFC shape (split at the largest power of two below n, odd node
+/// promoted, never duplicated). A day's root over any number of leaves
+/// streamed from disk needs nothing more.
+#[derive(Clone)]
+pub struct RootBuilder {
+    stack: [Hash; 64],
+    depth: usize,
+    len: u64,
+}
+
+impl Default for RootBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RootBuilder {
+    pub fn new() -> Self {
+        Self {
+            stack: [[0u8; 32]; 64],
+            depth: 0,
+            len: 0,
         }
     }
-    let mut acc = stack[depth - 1];
-    for node in stack[..depth - 1].iter().rev() {
-        acc = node_hash(node, &acc);
+
+    /// Appends the next leaf.
+    pub fn push(&mut self, leaf: &Hash) {
+        self.stack[self.depth] = *leaf;
+        self.depth += 1;
+        self.len += 1;
+        // After leaf i, (i + 1).trailing_zeros() pairs of equal-height subtrees complete.
+        for _ in 0..self.len.trailing_zeros() {
+            self.depth -= 1;
+            self.stack[self.depth - 1] =
+                node_hash(&self.stack[self.depth - 1], &self.stack[self.depth]);
+        }
     }
-    acc
+
+    /// Leaves pushed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The root of the leaves pushed so far ([`EMPTY_ROOT`] for none).
+    pub fn root(&self) -> Hash {
+        if self.depth == 0 {
+            return EMPTY_ROOT;
+        }
+        let mut acc = self.stack[self.depth - 1];
+        for node in self.stack[..self.depth - 1].iter().rev() {
+            acc = node_hash(node, &acc);
+        }
+        acc
+    }
 }
 
 /// Largest power of two strictly smaller than `n` (n >= 2).
@@ -475,6 +521,25 @@ impl MerkleTree {
 mod tests {
     use super::*;
     use sha2::{Digest, Sha256};
+
+    #[test]
+    fn streamed_root_equals_the_root_of_every_prefix() {
+        let leaves: Vec<Hash> = (0u32..300)
+            .map(|i| Sha256::digest(i.to_be_bytes()).into())
+            .collect();
+        let mut builder = RootBuilder::new();
+        assert_eq!(builder.root(), EMPTY_ROOT);
+        for (n, leaf) in leaves.iter().enumerate() {
+            builder.push(leaf);
+            assert_eq!(builder.len(), n as u64 + 1);
+            assert_eq!(
+                builder.root(),
+                MerkleTree::from_ordered_leaves(leaves[..=n].to_vec()).root(),
+                "{} leaves",
+                n + 1
+            );
+        }
+    }
 
     fn h(i: u32) -> Hash {
         Sha256::digest(i.to_be_bytes()).into()
