@@ -228,6 +228,14 @@ test("Keys: issue, rename and revoke a key; Usage has axes, dates and the quota 
   await row.getByLabel(`New label for ${keyId}`).fill("SIEM");
   await row.getByRole("button", { name: "Rename" }).click();
   assert.match(await page.textContent("main"), new RegExp(`Key ${keyId} is now labelled “SIEM”`));
+  assert.match(await page.textContent("main"), /No invite is waiting to be redeemed/);
+  await page.getByLabel("Role", { exact: true }).selectOption("auditor");
+  await page.getByLabel("Name", { exact: true }).fill("Ada");
+  await page.getByLabel("Contact").fill("ada@example.org");
+  await page.getByRole("button", { name: "Create invite code" }).click();
+  const invite = page.locator("[data-invites] tbody tr", { hasText: "Ada" });
+  assert.match(await invite.textContent(), /ada@example\.org/);
+  assert.match(await invite.textContent(), /auditor/);
   await shoot(page, "keys-manage");
   await page.locator("[data-keys] tbody tr", { hasText: keyId })
     .getByRole("button", { name: `Revoke key ${keyId}` }).click();
