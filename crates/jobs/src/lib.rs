@@ -1,7 +1,8 @@
 //! The cluster jobs: work that one replica at a time runs on a schedule, under a lease in
 //! the database.
 //!
-//! - [`refresh`]: the daily vendor refresh (`vendor.refresh:<day>`);
+//! - [`refresh`]: the daily vendor refresh (`vendor.refresh:<day>`), which also takes the
+//!   [`coverage`] queue;
 //! - [`publish`]: the daily transparency root (`translog.publish`);
 //! - [`corpus_release`]: new NSRL releases from the drop directory or the release URL
 //!   (`corpus.import`);
@@ -27,6 +28,7 @@ use tracing::Instrument as _;
 
 pub mod advisories;
 pub mod corpus_release;
+pub mod coverage;
 pub mod publish;
 pub mod refresh;
 pub mod revocation;

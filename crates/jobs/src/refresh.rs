@@ -3,7 +3,8 @@
 //! whose channel cannot be read is retried with backoff; each run's outcome is kept as the
 //! vendor's health (shown on /public/status). A package version whose hash changed raises
 //! a change alert. Packages on any account's watchlist are followed too, and what the
-//! registry said of those it does not know is noted for the watchlist.
+//! registry said of those it does not know is noted for the watchlist. Versions waiting in
+//! the coverage queue are recorded after their channel's own run, pinned.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -509,10 +510,178 @@ pub async fn refresh_vendors(
         {
             note_registry_answers(store.as_ref(), e, &watched_here, &report, clock.now()).await?;
         }
+        let skipped = report.skipped;
         on_report(&report);
         reports.push(report);
+        if !skipped {
+            let queue = QueueRun {
+                store: &store,
+                clock: &clock,
+                client: &client,
+                options,
+            };
+            reports.extend(queue.run(&setup, on_report).await?);
+        }
     }
     Ok(reports)
+}
+
+/// Records the versions waiting in the coverage queue (see [`crate::coverage`]) of every
+/// enabled channel it feeds (or only `only`), without the channels' own items; returns one
+/// report per pass.
+pub async fn refresh_queued(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    options: &RefreshOptions,
+    only: Option<&str>,
+    on_report: &(dyn Fn(&VendorReport) + Send + Sync),
+) -> Result<Vec<VendorReport>, Error> {
+    let client = options
+        .https_client()
+        .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?;
+    let queue = QueueRun {
+        store: &store,
+        clock: &clock,
+        client: &client,
+        options,
+    };
+    let mut reports = Vec::new();
+    for setup in ingest::vendors::all() {
+        let id = setup.fetcher.id();
+        if only.is_some_and(|o| o != id) || !channel_config(&setup, options).enabled {
+            continue;
+        }
+        reports.extend(queue.run(&setup, on_report).await?);
+    }
+    Ok(reports)
+}
+
+/// Passes over one channel a refresh makes for the coverage queue (a distribution pins one
+/// version of a package per pass); what remains waits for the next refresh.
+const MAX_QUEUE_PASSES: usize = 4;
+
+/// What a refresh reads the coverage queue with.
+struct QueueRun<'a> {
+    store: &'a Arc<dyn Store>,
+    clock: &'a Arc<dyn Clock>,
+    client: &'a reqwest::Client,
+    options: &'a RefreshOptions,
+}
+
+impl QueueRun<'_> {
+    /// Records the queued versions of `setup`'s channel, pinned, and closes each request:
+    /// done when the channel recorded that version, failed with the reason otherwise. The
+    /// passes are reported apart (`<id> (coverage queue)`) and never count in the vendor's
+    /// health: a version an inventory named that the channel lacks is the inventory's
+    /// problem, not the channel's.
+    async fn run(
+        &self,
+        setup: &ingest::vendors::VendorSetup,
+        on_report: &(dyn Fn(&VendorReport) + Send + Sync),
+    ) -> Result<Vec<VendorReport>, Error> {
+        let id = setup.fetcher.id();
+        if !crate::coverage::CHANNELS.contains(&id) {
+            return Ok(Vec::new());
+        }
+        let queued = self
+            .store
+            .queued_coverage(id, crate::coverage::PER_RUN)
+            .await?;
+        let mut reports = Vec::new();
+        for pass in crate::coverage::passes(id, queued)
+            .into_iter()
+            .take(MAX_QUEUE_PASSES)
+        {
+            let mut config = channel_config(setup, self.options);
+            config.items = pass
+                .iter()
+                .map(|e| crate::coverage::pinned_item(&e.item))
+                .collect();
+            config.items_file = None;
+            config.history = None;
+            let sink = QueueSink {
+                inner: StoreSink {
+                    store: self.store.clone(),
+                    clock: self.clock.clone(),
+                    vendor: setup.fetcher.vendor().to_string(),
+                    record_vendors: Default::default(),
+                },
+                written: Default::default(),
+            };
+            let ctx = FetchContext::new(self.client.clone(), config, self.options.limits.clone());
+            let mut report =
+                ingest_vendor(setup.fetcher.as_ref(), &ctx, &sink, self.clock.as_ref()).await;
+            report.fetcher = format!("{id} (coverage queue)");
+            let written =
+                std::mem::take(&mut *sink.written.lock().unwrap_or_else(|e| e.into_inner()));
+            for entry in &pass {
+                let recorded = written.iter().any(|(name, version)| {
+                    crate::coverage::records_item(&entry.item, name, version)
+                }) || self
+                    .store
+                    .records_exist(&[crate::coverage::probe(&entry.item)])
+                    .await?
+                    .first()
+                    .copied()
+                    .unwrap_or(false);
+                let error = (!recorded).then(|| crate::coverage::failure(id, &entry.item, &report));
+                self.store
+                    .finish_coverage(entry, error.as_deref(), self.clock.now())
+                    .await?;
+            }
+            on_report(&report);
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+}
+
+/// A [`StoreSink`] that notes the (file, version) of every record written through it.
+struct QueueSink {
+    inner: StoreSink,
+    written: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl QueueSink {
+    fn note(&self, r: &NewRecord) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((r.executable_name.clone(), r.version.clone()));
+    }
+}
+
+#[async_trait]
+impl RecordSink for QueueSink {
+    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+        self.note(&r);
+        self.inner.record(r).await
+    }
+
+    async fn record_released(
+        &self,
+        r: NewRecord,
+        released: chrono::DateTime<chrono::Utc>,
+    ) -> Result<RecordedOutcome, Error> {
+        self.note(&r);
+        self.inner.record_released(r, released).await
+    }
+
+    async fn recorded_with_sha1(&self, r: &NewRecord) -> Result<bool, Error> {
+        self.inner.recorded_with_sha1(r).await
+    }
+
+    async fn already_recorded(&self, r: &NewRecord) -> Result<bool, Error> {
+        self.inner.already_recorded(r).await
+    }
+
+    async fn signer_seen(&self, record_id: &str, signer: &ingest::SignerInfo) -> Result<(), Error> {
+        self.inner.signer_seen(record_id, signer).await
+    }
+
+    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
+        self.inner.download_audited(audit).await
+    }
 }
 
 /// The package ecosystem of the fetchers that follow a list of packages.

@@ -76,6 +76,12 @@ enum Command {
         /// result in this data directory) and exit.
         #[arg(long)]
         list: bool,
+        /// Queue the PyPI, npm and Debian/Ubuntu package versions a bill of materials
+        /// lists (CycloneDX or SPDX, as `POST /api/v1/intel/coverage/requests` reads it),
+        /// then record the queued versions now (with --vendor: only that channel's). Only
+        /// (ecosystem, name, version) is kept.
+        #[arg(long, value_name = "FILE", conflicts_with = "list")]
+        from_sbom: Option<std::path::PathBuf>,
     },
     /// Classify hashes against a server: a table, or the answers as JSON. The key comes
     /// from KNOWNGOOD_API_KEY or --key-file, never from a flag.
@@ -441,38 +447,87 @@ async fn run(cli: Cli) -> Result<()> {
             common,
             vendor,
             list,
+            from_sbom,
         } => {
             let config = Config::resolve(&common, None)?;
             if list {
                 return list_channels(&config).await;
             }
+            // Read before the store opens: a file that is no bill of materials changes nothing.
+            let plan = match &from_sbom {
+                Some(path) => Some(sbom_plan(path)?),
+                None => None,
+            };
             let secrets = Secrets::load_or_generate(&config.data_dir, &config.secrets)?;
             let store = open_store(&config, &secrets).await?;
-            let reports = jobs::refresh::refresh_vendors(
-                store.clone(),
-                Arc::new(SystemClock),
-                // In the foreground a failure is reported at once; the scheduler retries.
-                &jobs::refresh::RefreshOptions {
-                    attempts: 1,
-                    ..config.settings.jobs.refresh.clone()
-                },
-                vendor.as_deref(),
-                &|r| {
-                    let state = if r.skipped {
-                        "disabled".to_string()
-                    } else {
-                        format!(
-                            "{} found, {} new, {} unchanged, {} downloaded, {} rejected ({} hash mismatches), {} errors",
-                            r.discovered, r.recorded, r.unchanged, r.downloaded, r.rejected, r.mismatches, r.errors
-                        )
-                    };
-                    println!("{:<22} {state}", r.fetcher);
-                    for p in &r.problems {
-                        eprintln!("    {}: {}", p.kind.as_str(), p.message);
+            // In the foreground a failure is reported at once; the scheduler retries.
+            let options = jobs::refresh::RefreshOptions {
+                attempts: 1,
+                ..config.settings.jobs.refresh.clone()
+            };
+            let print = |r: &ingest::VendorReport| {
+                let state = if r.skipped {
+                    "disabled".to_string()
+                } else {
+                    format!(
+                        "{} found, {} new, {} unchanged, {} downloaded, {} rejected ({} hash mismatches), {} errors",
+                        r.discovered,
+                        r.recorded,
+                        r.unchanged,
+                        r.downloaded,
+                        r.rejected,
+                        r.mismatches,
+                        r.errors
+                    )
+                };
+                println!("{:<22} {state}", r.fetcher);
+                for p in &r.problems {
+                    eprintln!("    {}: {}", p.kind.as_str(), p.message);
+                }
+            };
+            let reports = match plan {
+                Some(plan) => {
+                    let clock: Arc<dyn model::Clock> = Arc::new(SystemClock);
+                    match jobs::coverage::request(store.as_ref(), &plan.items, clock.now()).await {
+                        Ok(done) => {
+                            println!(
+                                "{} components: {} queued, {} already queued, {} known, {} refused, {} not followed",
+                                plan.components,
+                                done.queued.len(),
+                                done.already_queued.len(),
+                                done.known.len(),
+                                plan.refused.len(),
+                                plan.not_followed.values().sum::<u64>()
+                            );
+                            for r in &plan.refused {
+                                eprintln!(
+                                    "    refused {} {} {}: {}",
+                                    r.ecosystem, r.name, r.version, r.reason
+                                );
+                            }
+                            jobs::refresh::refresh_queued(
+                                store.clone(),
+                                clock,
+                                &options,
+                                vendor.as_deref(),
+                                &print,
+                            )
+                            .await
+                        }
+                        Err(e) => Err(e),
                     }
-                },
-            )
-            .await;
+                }
+                None => {
+                    jobs::refresh::refresh_vendors(
+                        store.clone(),
+                        Arc::new(SystemClock),
+                        &options,
+                        vendor.as_deref(),
+                        &print,
+                    )
+                    .await
+                }
+            };
             store.close().await;
             let reports = reports?;
             if reports.iter().any(|r| r.errors > 0 || r.mismatches > 0) {
@@ -794,6 +849,22 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The package versions a bill of materials asks the coverage queue for (`ingest
+/// --from-sbom`), read within the SBOM route's size limit.
+fn sbom_plan(path: &std::path::Path) -> Result<jobs::coverage::Plan> {
+    let shown = path.display();
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("{shown}"))?
+        .len();
+    let limit = server::routes::coverage::MAX_SBOM_BYTES;
+    if size > limit as u64 {
+        bail!("{shown}: {size} bytes; a bill of materials may have at most {limit}");
+    }
+    let body = std::fs::read(path).with_context(|| format!("{shown}"))?;
+    let sbom = packages::sbom::parse(&body).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    jobs::coverage::plan(&sbom).map_err(|e| anyhow::anyhow!("{shown}: {e}"))
 }
 
 /// `knowngood ingest --list`: one line per channel under a header: id, kind, vendor, what

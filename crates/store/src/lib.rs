@@ -22,6 +22,7 @@ pub mod admin;
 mod admin_backend;
 mod backend;
 mod record_writes;
+pub mod coverage;
 pub mod downloads;
 mod error;
 mod lease;
@@ -315,6 +316,7 @@ pub trait Store:
     + downloads::DownloadStore
     + revocations::RevocationStore
     + packages::PackageStore
+    + coverage::CoverageStore
     + LeaseStore
     + staff::StaffStore
     + users::UserStore

@@ -68,6 +68,10 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0018_feed_order.sql"),
     },
     Migration {
+        version: 19,
+        sql: include_str!("../migrations/sqlite/0019_coverage_requests.sql"),
+    },
+    Migration {
         version: 20,
         sql: include_str!("../migrations/sqlite/0020_record_counts.sql"),
     },
@@ -133,6 +137,10 @@ pub(crate) const POSTGRES: &[Migration] = &[
     Migration {
         version: 18,
         sql: include_str!("../migrations/postgres/0018_feed_order.sql"),
+    },
+    Migration {
+        version: 19,
+        sql: include_str!("../migrations/postgres/0019_coverage_requests.sql"),
     },
     Migration {
         version: 20,

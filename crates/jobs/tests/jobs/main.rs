@@ -606,5 +606,6 @@ mod publish_after_refresh {
     }
 }
 mod advisories;
+mod coverage_queue;
 mod registry_history;
 mod revocation;

@@ -7,6 +7,7 @@ use crate::routing::{Api, Rule};
 
 pub mod admin;
 pub mod bundle;
+pub mod coverage;
 pub mod feeds;
 pub mod hashlookup;
 pub mod intel;
@@ -29,6 +30,7 @@ pub fn api() -> Api {
     let api = intel::routes(api);
     let api = revocations::routes(api);
     let api = packages::routes(api);
+    let api = coverage::routes(api);
     let api = admin::routes(api);
     let api = transparency::routes(api);
     let api = users::routes(api);

@@ -8,6 +8,7 @@ mod api;
 mod bundle;
 mod console;
 mod corpus_release;
+mod coverage;
 mod feeds;
 mod hashlookup;
 mod layering;

@@ -4,5 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod conformance;
+mod coverage_queue;
 mod kill;
 mod schema;
