@@ -162,6 +162,18 @@ pub enum FetchError {
     Timeout { url: String, timeout: Duration },
     #[error("malformed response from {url}: {reason}")]
     Malformed { url: String, reason: String },
+    /// A setting of the vendor's configuration cannot be used (nothing was fetched).
+    #[error("{setting}: {reason}")]
+    Setting {
+        setting: &'static str,
+        reason: String,
+    },
+    /// A pinned version that no index the channel read lists.
+    #[error(
+        "{item}: not listed by {listed_by}; an archive lists only each suite's current \
+         versions, so pin a version it lists (or remove the pin to follow the newest)"
+    )]
+    NotListed { item: String, listed_by: String },
 }
 
 impl FetchError {
@@ -266,16 +278,18 @@ impl FetchContext {
         let mut items: Vec<String> = self.config.items.clone();
         if let Some(path) = &self.config.items_file {
             let shown = path.display().to_string();
-            let meta = std::fs::metadata(path)
-                .map_err(|e| FetchError::malformed(&shown, format!("items_file: {e}")))?;
+            let unreadable = |e: std::io::Error| FetchError::Setting {
+                setting: "items_file",
+                reason: format!("cannot read {shown}: {e}"),
+            };
+            let meta = std::fs::metadata(path).map_err(unreadable)?;
             if meta.len() > self.limits.max_document_bytes {
                 return Err(FetchError::TooLarge {
                     url: shown,
                     limit: self.limits.max_document_bytes,
                 });
             }
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| FetchError::malformed(&shown, format!("items_file: {e}")))?;
+            let text = std::fs::read_to_string(path).map_err(unreadable)?;
             for line in text.lines().map(str::trim) {
                 if line.is_empty() || line.starts_with('#') {
                     continue;

@@ -353,10 +353,10 @@ impl Fetcher for Debian {
             if let Some(version) = pin
                 && !pins_found.contains(name)
             {
-                failures.push(FetchError::malformed(
-                    &root,
-                    format!("{name}={version}: no followed suite serves this version"),
-                ));
+                failures.push(FetchError::NotListed {
+                    item: format!("{name}={version}"),
+                    listed_by: format!("the followed suites of {root} ({})", releases.join(", ")),
+                });
             }
         }
         ctx.settle(out, failures)
@@ -387,10 +387,10 @@ impl Debian {
         let mut out: Vec<String> = Vec::new();
         for suite in configured {
             if !valid_suite(suite) {
-                failures.push(FetchError::malformed(
-                    root,
-                    format!("releases: {} is not a code name", model::shown(suite)),
-                ));
+                failures.push(FetchError::Setting {
+                    setting: "releases",
+                    reason: format!("{} is not a code name", model::shown(suite)),
+                });
                 continue;
             }
             let release = match self.release(ctx, root, suite, &self.keyring).await {

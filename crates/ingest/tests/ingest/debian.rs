@@ -595,3 +595,74 @@ async fn supported_releases_are_read_with_their_updates_and_security_pockets() {
         "`*` follows every package"
     );
 }
+
+/// `name=version` records exactly that version, whatever is newer in the updates or
+/// security pocket; a pinned version no followed suite lists is reported once, naming the
+/// suites read and what to do, and does not stop the other pins.
+#[tokio::test]
+async fn a_pinned_version_is_recorded_and_an_unlisted_one_is_reported() {
+    let (key, public) = archive_key();
+    let site = Site::new();
+    let pkg = |name: &'static str, version: &'static str| {
+        let body = format!("{name} {version}").repeat(40).into_bytes();
+        (name, version, "required", body)
+    };
+    publish_suite(
+        &site,
+        &key,
+        "/debian",
+        "stable",
+        "trixie",
+        &[pkg("coreutils", "9.7-3")],
+    );
+    publish_suite(
+        &site,
+        &key,
+        "/debian",
+        "trixie",
+        "trixie",
+        &[pkg("coreutils", "9.7-3")],
+    );
+    publish_suite(
+        &site,
+        &key,
+        "/debian",
+        "trixie-updates",
+        "trixie-updates",
+        &[pkg("coreutils", "9.7-3+deb13u1")],
+    );
+    let base = site.serve().await;
+    let sink = MemorySink::default();
+    let mut config = config_for("debian", &format!("{base}/debian"));
+    config.security_url = None;
+    config.releases = vec!["trixie".into()];
+    config.items = vec!["coreutils=9.7-3".into(), "bash=5.2.15-2".into()];
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits());
+    let report = ingest_vendor(
+        &Debian::with_keys(&[public.as_str()]),
+        &ctx,
+        &sink,
+        &clock(),
+    )
+    .await;
+    let versions: Vec<String> = sink
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.version.clone())
+        .collect();
+    assert!(
+        !versions.is_empty() && versions.iter().all(|v| v == "9.7-3"),
+        "{versions:?}"
+    );
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let message = &report.problems[0].message;
+    assert!(
+        message.starts_with("bash=5.2.15-2: not listed by the followed suites of ")
+            && message.contains("(trixie)")
+            && message.contains("pin a version it lists")
+            && !message.contains("malformed"),
+        "{message}"
+    );
+}
