@@ -21,13 +21,13 @@ use model::{
 pub mod admin;
 mod admin_backend;
 mod backend;
-mod record_writes;
 pub mod coverage;
 pub mod downloads;
 mod error;
 mod lease;
 mod migrate;
 pub mod packages;
+mod record_writes;
 pub mod revocations;
 pub mod roots;
 pub mod staff;
