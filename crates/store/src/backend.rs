@@ -639,6 +639,37 @@ macro_rules! backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
+            async fn executable_names_with_prefix(
+                &self,
+                prefix: &str,
+                limit: u32,
+            ) -> Result<Vec<String>> {
+                let key = model::name_key(prefix);
+                let limit = limit.min(crate::MAX_NAME_SUGGESTIONS);
+                if key.chars().count() < crate::MIN_NAME_PREFIX_CHARS || limit == 0 {
+                    return Ok(Vec::new());
+                }
+                let pattern = format!(
+                    "{}%",
+                    key.replace('\\', "\\\\")
+                        .replace('%', "\\%")
+                        .replace('_', "\\_")
+                );
+                // One spelling per name: the smallest, so the answer does not vary by row order.
+                let names = sqlx::query_scalar::<_, String>(
+                    "SELECT MIN(executable_name) FROM hash_records \
+                     WHERE name_key LIKE $1 ESCAPE '\\' \
+                     GROUP BY name_key ORDER BY name_key LIMIT $2",
+                )
+                .bind(pattern)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+                Ok(names)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn stats(&self) -> Result<RecordStats> {
                 // From the counters every record write moves, never from the records. A row
                 // changed behind the service's back (noted by a trigger; normally none) is

@@ -37,6 +37,11 @@ pub use backend::{PgStore, SqliteStore};
 pub use error::{StoreError, unavailable_errors};
 pub use lease::{JobLease, LeaseStore};
 
+/// The most names [`RecordStore::executable_names_with_prefix`] answers.
+pub const MAX_NAME_SUGGESTIONS: u32 = 10;
+/// The shortest prefix [`RecordStore::executable_names_with_prefix`] searches by.
+pub const MIN_NAME_PREFIX_CHARS: usize = 2;
+
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;
 
 /// A page of results and the total number of matches.
@@ -238,6 +243,12 @@ pub trait RecordStore: Send + Sync {
     ) -> Result<Vec<HashRecord>>;
 
     async fn stats(&self) -> Result<RecordStats>;
+
+    /// Distinct executable names (one spelling each) whose case-folded name starts with
+    /// `prefix` ([`model::name_key`]), in name-key order; at most `limit` (capped at
+    /// [`MAX_NAME_SUGGESTIONS`]). A prefix under [`MIN_NAME_PREFIX_CHARS`] characters
+    /// matches nothing; `%`, `_` and `\` in it are plain text.
+    async fn executable_names_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>>;
 
     /// Every record, current and superseded, in id order after `after`, at most `limit`:
     /// the pages an in-memory view of all records is built from.

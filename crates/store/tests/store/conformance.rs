@@ -60,6 +60,7 @@ testkit::backend_tests!(
     each_record_is_added_after_the_previous_one,
     concurrent_usage_flushes_in_any_order_all_count,
     concurrent_guesses_never_exceed_the_mfa_budget,
+    executable_names_by_prefix_are_folded_bounded_and_literal,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2357,4 +2358,49 @@ async fn concurrent_guesses_never_exceed_the_mfa_budget(db: Db) {
         s.mfa_take_guess("user:other", after, budget).await.unwrap(),
         None
     );
+}
+
+async fn executable_names_by_prefix_are_folded_bounded_and_literal(db: Db) {
+    let s = &*db.store;
+    let now = t("2025-03-10T12:00:00Z");
+    let r = |name: &str, v: &str, seed| rec("V", name, v, Platform::Windows, Arch::Amd64, seed);
+    insert(s, r("PuTTY.exe", "0.81", 1), now).await;
+    // A newer version of the same name is one suggestion, not two.
+    insert(
+        s,
+        r("PuTTY.exe", "0.82", 2),
+        now + chrono::Duration::hours(1),
+    )
+    .await;
+    insert(s, r("puttygen.exe", "0.82", 3), now).await;
+    insert(s, r("pu_tty.exe", "1.0", 4), now).await;
+    insert(s, r("50%off.exe", "1.0", 5), now).await;
+    insert(s, r("500.exe", "1.0", 6), now).await;
+    insert(s, r("Élan.exe", "1.0", 7), now).await;
+    for i in 0..12u64 {
+        insert(s, r(&format!("zz{i:02}.exe"), "1.0", 100 + i), now).await;
+    }
+    let names = |prefix: &'static str, limit| async move {
+        let mut got = s.executable_names_with_prefix(prefix, limit).await.unwrap();
+        got.sort();
+        got
+    };
+
+    // Case-folded both ways; one spelling per name.
+    assert_eq!(names("PUTT", 10).await, vec!["PuTTY.exe", "puttygen.exe"]);
+    assert_eq!(names("élan", 10).await, vec!["Élan.exe"]);
+    // LIKE's wildcards in the prefix are plain text.
+    assert_eq!(names("pu_", 10).await, vec!["pu_tty.exe"]);
+    assert_eq!(names("50%", 10).await, vec!["50%off.exe"]);
+    assert_eq!(names("5%", 10).await, Vec::<String>::new());
+    assert_eq!(names("%", 10).await, Vec::<String>::new());
+    assert_eq!(names("__", 10).await, Vec::<String>::new());
+    // Too short a prefix matches nothing, and the answer is bounded.
+    assert_eq!(names("p", 10).await, Vec::<String>::new());
+    assert_eq!(names("zz", 3).await.len(), 3);
+    assert_eq!(
+        names("zz", 1000).await.len(),
+        store::MAX_NAME_SUGGESTIONS as usize
+    );
+    assert_eq!(names("nothing", 10).await, Vec::<String>::new());
 }
