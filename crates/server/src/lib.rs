@@ -37,6 +37,7 @@ pub mod readiness;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
+pub mod services;
 pub mod status;
 
 pub use connections::{ConnectionLimits, serve_with};
@@ -163,7 +164,7 @@ pub struct AppState {
     /// Whether the database answers, for `/readyz` and the metrics (briefly cached).
     pub database: Arc<readiness::DatabaseCheck>,
     /// Package name analysis over the popular-name lists.
-    pub packages: Arc<routes::packages::PackageIntel>,
+    pub packages: Arc<services::packages::PackageIntel>,
 }
 
 impl AppState {
@@ -227,7 +228,7 @@ impl AppState {
     /// (per ecosystem; `knowngood packages refresh-popular` writes them).
     pub fn with_popular_lists(mut self, lists: Vec<packages::PopularList>) -> Self {
         if !lists.is_empty() {
-            self.packages = Arc::new(routes::packages::PackageIntel::with_lists(lists));
+            self.packages = Arc::new(services::packages::PackageIntel::with_lists(lists));
         }
         self
     }

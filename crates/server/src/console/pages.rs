@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
 use crate::AppState;
-use crate::routes::mfa::PENDING_COOKIE;
+use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
 
 mod coverage;
 mod gate;
@@ -668,10 +668,10 @@ async fn second_factor(
             return r;
         }
     };
-    let issued = crate::routes::mfa::session_for_subject(&state, &subject).await;
+    let issued = session_for_subject(&state, &subject).await;
     let (token, _) = match issued {
         Ok(t) => t,
-        Err(e) => return refused(&state, &ctx, &e.0),
+        Err(e) => return refused(&state, &ctx, &e),
     };
     if let Err(e) = state.mfa.end_pending(&pending).await {
         tracing::warn!(error = %e, "could not close a pending sign-in");
@@ -1228,9 +1228,9 @@ async fn passkey_sign_in(
         Ok(s) => s,
         Err(e) => return json_error(&e),
     };
-    let (token, _) = match crate::routes::mfa::session_for_subject(&state, &subject).await {
+    let (token, _) = match session_for_subject(&state, &subject).await {
         Ok(t) => t,
-        Err(e) => return json_error(&e.0),
+        Err(e) => return json_error(&e),
     };
     if let Some(pending) = cookie(&headers, PENDING_COOKIE)
         && let Err(e) = state.mfa.end_pending(&pending).await

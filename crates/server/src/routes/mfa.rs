@@ -26,9 +26,7 @@ use crate::api::{SessionToken, timestamp};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, RawBody, decode_json};
 use crate::routing::{Api, Impersonation, Rule};
-
-/// The cookie of a console sign-in waiting for its second factor.
-pub const PENDING_COOKIE: &str = "kg_pending";
+use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
 
 pub(crate) fn routes(api: Api) -> Api {
     let own = Rule::any_account().impersonation(Impersonation::Refused);
@@ -440,21 +438,6 @@ pub async fn sign_in_passkey_complete(
         token,
         expires_at: timestamp(expires_at),
     }))
-}
-
-/// A session (second factor passed) for a subject that proved a factor.
-pub(crate) async fn session_for_subject(
-    state: &AppState,
-    subject: &str,
-) -> ApiResult<(String, chrono::DateTime<chrono::Utc>)> {
-    let issued = if let Some(key_id) = subject.strip_prefix("key:") {
-        state.credentials.key_session(key_id, true).await?
-    } else if let Some(user_id) = subject.strip_prefix("user:") {
-        state.credentials.user_session(user_id, None, true).await?
-    } else {
-        return Err(Error::internal(format!("unknown subject kind {subject:?}")).into());
-    };
-    Ok(issued)
 }
 
 /// The principal a second-factor sign-in is for: the console's pending sign-in cookie or

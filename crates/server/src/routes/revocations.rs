@@ -4,73 +4,22 @@ use axum::Json;
 use axum::extract::{Path, State};
 use model::{Error, Permission, Tier};
 use serde::{Deserialize, Serialize};
-use store::revocations::{RevocationQuery, RevokedCert};
+use store::revocations::RevocationQuery;
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
 use crate::extract::{parse_limit, parse_offset};
 use crate::routing::{Api, Rule};
+use crate::services::revocations::{self as service, RevocationFeed, RevokedCertJson};
 
 pub(crate) fn routes(api: Api) -> Api {
     let rule = || Rule::private(Permission::IntelRevocations, Tier::Teams);
     api.route(routes!(revocations), rule())
         .route(routes!(revocation_history), rule())
         .route(routes!(revocation), rule())
-}
-
-/// A signing certificate found revoked on its issuer's CRL.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RevokedCertJson {
-    /// SHA-1 of the certificate, 40 lowercase hex characters.
-    pub thumbprint: String,
-    /// Certificate subject (RFC 4514).
-    pub signer: String,
-    /// Issuing CA (RFC 4514).
-    pub issuer: String,
-    /// Certificate serial, lowercase hex.
-    pub serial: String,
-    /// The CRL entry's revocationDate.
-    pub revoked_at: String,
-    /// RFC 5280 reason: unspecified, keyCompromise, cACompromise, affiliationChanged,
-    /// superseded, cessationOfOperation, certificateHold (also privilegeWithdrawn,
-    /// aACompromise).
-    pub revocation_reason: String,
-    /// Always `crl`.
-    pub check_method: String,
-    /// Tracked vendors that shipped files signed with it.
-    pub affected_vendors: Vec<String>,
-    /// A file current on today's feed was signed with it.
-    pub currently_active: bool,
-    /// When a hold was lifted (history only); absent while the revocation is in force.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub released_at: Option<String>,
-}
-
-impl From<RevokedCert> for RevokedCertJson {
-    fn from(c: RevokedCert) -> Self {
-        Self {
-            thumbprint: c.thumbprint,
-            signer: c.signer,
-            issuer: c.issuer,
-            serial: c.serial,
-            revoked_at: timestamp(c.revoked_at),
-            revocation_reason: c.reason,
-            check_method: c.check_method,
-            affected_vendors: c.affected_vendors,
-            currently_active: c.currently_active,
-            released_at: c.released_at.map(timestamp),
-        }
-    }
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RevocationFeed {
-    pub revoked_certs: Vec<RevokedCertJson>,
-    pub total: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -86,11 +35,6 @@ pub struct RevocationDetail {
     pub revoked_cert: RevokedCertJson,
 }
 
-/// Severity rank of a reason name: compromises first, holds last.
-fn severity(reason: &str) -> u8 {
-    revocation::Reason::parse(reason).map_or(1, revocation::Reason::severity)
-}
-
 /// Revocations in force: most severe reason first (keyCompromise, cACompromise), then
 /// certificates that signed a current file, then the newest.
 #[utoipa::path(get, path = "/api/v1/intel/revocations", tag = "intel",
@@ -98,18 +42,7 @@ fn severity(reason: &str) -> u8 {
     responses((status = 200, body = RevocationFeed), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody)))]
 pub async fn revocations(State(state): State<AppState>) -> ApiResult<Json<RevocationFeed>> {
-    let mut certs = state.store.active_revocations().await?;
-    certs.sort_by(|a, b| {
-        severity(&a.reason)
-            .cmp(&severity(&b.reason))
-            .then(b.currently_active.cmp(&a.currently_active))
-            .then(b.revoked_at.cmp(&a.revoked_at))
-            .then(a.thumbprint.cmp(&b.thumbprint))
-    });
-    Ok(Json(RevocationFeed {
-        total: certs.len() as u64,
-        revoked_certs: certs.into_iter().map(RevokedCertJson::from).collect(),
-    }))
+    Ok(Json(service::in_force(&state).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

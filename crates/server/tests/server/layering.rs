@@ -1,6 +1,7 @@
 //! The server's layering, checked on its source: route modules parse, call a service and
 //! answer, so none of them reaches into another route module (shared shapes live in
-//! `api.rs`, shared services in their own modules such as `feed_cache.rs` and `status.rs`).
+//! `api.rs`, shared services in `services/` and modules such as `feed_cache.rs` and
+//! `status.rs`); the console calls the same services, never a route handler.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,52 @@ fn route_modules_import_nothing_from_each_other() {
         "route modules reach into other route modules:\n{}",
         offences.join("\n")
     );
+}
+
+/// Lines of a console module that name the route modules.
+fn reaches_into_routes(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.contains("crate::routes") || code.contains("routes::{")
+        })
+        .map(|(n, line)| format!("line {}: {}", n + 1, line.trim()))
+        .collect()
+}
+
+#[test]
+fn the_console_calls_services_not_route_handlers() {
+    let console = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/console");
+    let mut files = Vec::new();
+    rust_files(&console, &mut files);
+    assert!(files.len() > 3, "the console modules are where they were");
+    let mut offences = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for hit in reaches_into_routes(&source) {
+            offences.push(format!("{}: {hit}", file.display()));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "console modules call route modules instead of services:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn the_console_check_sees_route_imports() {
+    assert_eq!(
+        reaches_into_routes("use crate::routes::packages as api;").len(),
+        1
+    );
+    assert_eq!(
+        reaches_into_routes("    crate::routes::mfa::session_for_subject(&state, &s)").len(),
+        1
+    );
+    assert!(reaches_into_routes("use crate::services::packages; // not crate::routes").is_empty());
 }
 
 #[test]

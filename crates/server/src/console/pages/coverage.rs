@@ -141,7 +141,7 @@ fn short(rfc3339: Option<&str>) -> String {
     }
 }
 
-/// The records export, answered by the API's own export (same limits, same rows); a
+/// The records export, answered by the API's export service (same limits, same rows); a
 /// refusal is a page that says why.
 pub(super) async fn export(
     State(state): State<AppState>,
@@ -170,15 +170,23 @@ pub(super) async fn export(
         Ok(p) => p,
         Err(e) => return refused(&state, &ctx, &Error::internal(e.to_string())),
     };
-    match crate::routes::intel::export(State(state.clone()), crate::extract::QueryParams(params))
-        .await
-    {
-        Ok(response) => response,
+    match crate::services::export::export(&state, params).await {
+        Ok(export) => (
+            [
+                (header::CONTENT_TYPE, export.content_type.to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"{}\"", export.filename),
+                ),
+            ],
+            export.body,
+        )
+            .into_response(),
         Err(e) => {
-            let (status, _) = crate::error::status_and_code(&e.0);
+            let (status, _) = crate::error::status_and_code(&e);
             let body = format!(
                 r#"{}<p><a href="/console/coverage#export">Back to the export form</a></p>"#,
-                message("error", &plain(&e.0))
+                message("error", &plain(&e))
             );
             page(&state, &ctx, status, "Export", &body)
         }

@@ -1,15 +1,13 @@
 //! Packages: what the package routes do, in the console. A typosquat and
 //! dependency-confusion check of pasted names, an SBOM scan with its report, the account's
-//! watchlist and the change alerts. Each form is answered by the API's own handler, so the
+//! watchlist and the change alerts. Each form calls the same service as the API, so the
 //! limits, messages and the per-key SBOM scan cap are the API's.
 
-use axum::extract::{Extension, FromRequestParts};
 use store::packages::ChangeQuery;
 
 use super::gate::{gated, plain, td, when};
 use super::*;
-use crate::extract::{JsonBody, RawBody};
-use crate::routes::packages as api;
+use crate::services::packages::{self as service, SbomScanSlot};
 
 const TITLE: &str = "Packages";
 /// The console posts an SBOM as a form field; larger documents (up to 16 MB) go to the
@@ -85,10 +83,9 @@ async fn render(
     } else {
         s.ecosystem.as_str()
     };
-    let watches = match api::list_watches(State(state.clone()), Extension(principal.clone())).await
-    {
-        Ok(w) => w.0,
-        Err(e) => return refused(state, ctx, &e.0),
+    let watches = match service::watches(state, &principal.team_id).await {
+        Ok(w) => w,
+        Err(e) => return refused(state, ctx, &e),
     };
     let watch_rows: String = watches
         .results
@@ -228,21 +225,21 @@ pub(super) async fn typosquat(
     };
     let get = |k: &str| form.get(k).cloned().unwrap_or_default();
     let ecosystem = get("ecosystem");
-    let request = api::TyposquatRequest {
+    let request = service::TyposquatRequest {
         packages: lines(&get("names"))
             .into_iter()
-            .map(|name| api::PackageRef {
+            .map(|name| service::PackageRef {
                 ecosystem: ecosystem.clone(),
                 name,
             })
             .collect(),
         internal_names: lines(&get("internal")),
     };
-    let (status, answer) = match api::typosquat(State(state.clone()), JsonBody(request)).await {
-        Ok(answer) => (StatusCode::OK, typosquat_table(&answer.0)),
+    let (status, answer) = match service::typosquat(&state, &request).await {
+        Ok(answer) => (StatusCode::OK, typosquat_table(&answer)),
         Err(e) => {
-            let (status, _) = crate::error::status_and_code(&e.0);
-            (status, message("error", &at_line(&plain(&e.0))))
+            let (status, _) = crate::error::status_and_code(&e);
+            (status, message("error", &at_line(&plain(&e))))
         }
     };
     let sections = Sections {
@@ -280,7 +277,7 @@ fn risk_badge(risk: &str) -> String {
     )
 }
 
-fn typosquat_table(answer: &api::TyposquatResponse) -> String {
+fn typosquat_table(answer: &service::TyposquatResponse) -> String {
     let summary: Vec<String> = answer
         .summary
         .iter()
@@ -372,21 +369,13 @@ async fn scan(
     principal: &Principal,
     text: String,
 ) -> Result<serde_json::Value, Error> {
-    let (mut parts, ()) = axum::http::Request::new(()).into_parts();
-    parts.extensions.insert(principal.clone());
-    let slot = match api::SbomScanSlot::from_request_parts(&mut parts, state).await {
-        Ok(slot) => slot,
-        Err(refusal) if refusal.status() == StatusCode::TOO_MANY_REQUESTS => {
-            return Err(Error::RateLimited {
-                retry_after_secs: 1,
-            });
-        }
-        Err(_) => return Err(Error::internal("an SBOM scan slot was refused")),
+    let Some(slot) = SbomScanSlot::take(state, &principal.key_id) else {
+        return Err(Error::RateLimited {
+            retry_after_secs: 1,
+        });
     };
-    let response = api::sbom(State(state.clone()), slot, RawBody(text.into()))
-        .await
-        .map_err(|e| e.0)?;
-    let bytes = axum::body::to_bytes(response.into_body(), 64 << 20)
+    let report = service::sbom(state, slot, text.into()).await?;
+    let bytes = axum::body::to_bytes(report, 64 << 20)
         .await
         .map_err(|e| Error::internal(format!("reading an SBOM report: {e}")))?;
     serde_json::from_slice(&bytes)
@@ -486,37 +475,29 @@ pub(super) async fn add_watch(
         Err(r) => return r,
     };
     let get = |k: &str| form.get(k).cloned().unwrap_or_default();
-    let request = api::WatchRequest {
+    let request = service::WatchRequest {
         ecosystem: get("ecosystem"),
         package_name: get("package_name"),
     };
-    let answer = api::add_watch(
-        State(state.clone()),
-        Extension(principal.clone()),
-        JsonBody(request),
-    )
-    .await;
+    let answer = service::add_watch(&state, &principal.team_id, &request).await;
     let (status, note) = match answer {
-        Ok((StatusCode::CREATED, w)) => (
+        Ok((w, true)) => (
             StatusCode::CREATED,
             message(
                 "status",
-                &format!("Now watching {} ({}).", w.0.package_name, w.0.ecosystem),
+                &format!("Now watching {} ({}).", w.package_name, w.ecosystem),
             ),
         ),
-        Ok((_, w)) => (
+        Ok((w, false)) => (
             StatusCode::OK,
             message(
                 "status",
-                &format!(
-                    "{} ({}) was already watched.",
-                    w.0.package_name, w.0.ecosystem
-                ),
+                &format!("{} ({}) was already watched.", w.package_name, w.ecosystem),
             ),
         ),
         Err(e) => {
-            let (status, _) = crate::error::status_and_code(&e.0);
-            (status, message("error", &plain(&e.0)))
+            let (status, _) = crate::error::status_and_code(&e);
+            (status, message("error", &plain(&e)))
         }
     };
     let sections = Sections {
@@ -540,12 +521,12 @@ pub(super) async fn remove_watch(
         Ok(p) => p.clone(),
         Err(r) => return r,
     };
-    match api::remove_watch(State(state.clone()), Extension(principal.clone()), Path(id)).await {
-        Ok(_) => see_other("/console/packages#watch"),
+    match service::remove_watch(&state, &principal.team_id, &id).await {
+        Ok(()) => see_other("/console/packages#watch"),
         Err(e) => {
-            let (status, _) = crate::error::status_and_code(&e.0);
+            let (status, _) = crate::error::status_and_code(&e);
             let sections = Sections {
-                watch_note: message("error", &plain(&e.0)),
+                watch_note: message("error", &plain(&e)),
                 ..Sections::default()
             };
             render(&state, &ctx, &principal, status, sections).await

@@ -8,18 +8,14 @@ use store::revocations::RevocationQuery;
 use super::gate::{download, gated, plain, td, when};
 use super::*;
 use crate::api::csv_field;
-use crate::routes::revocations::{RevokedCertJson, revocations as api_revocations};
+use crate::services::revocations::{self as service, RevokedCertJson};
 
 const TITLE: &str = "Revocations";
 
 /// Revocations in force in the API's order (most severe reason, then active, then newest),
 /// with every certificate that signed a current file moved ahead of the rest.
 async fn in_force(state: &AppState) -> Result<Vec<RevokedCertJson>, Error> {
-    let mut certs = api_revocations(State(state.clone()))
-        .await
-        .map_err(|e| e.0)?
-        .0
-        .revoked_certs;
+    let mut certs = service::in_force(state).await?.revoked_certs;
     certs.sort_by_key(|c| !c.currently_active);
     Ok(certs)
 }
@@ -184,8 +180,8 @@ pub(super) async fn export(
     }
     let day = state.clock.now().format("%Y-%m-%d");
     match q.get("format").map(String::as_str) {
-        Some("json") => match api_revocations(State(state.clone())).await {
-            Ok(feed) => match serde_json::to_string_pretty(&feed.0) {
+        Some("json") => match service::in_force(&state).await {
+            Ok(feed) => match serde_json::to_string_pretty(&feed) {
                 Ok(json) => download(
                     "application/json",
                     &format!("knowngood-revocations-{day}.json"),
@@ -193,7 +189,7 @@ pub(super) async fn export(
                 ),
                 Err(e) => refused(&state, &ctx, &Error::internal(e.to_string())),
             },
-            Err(e) => refused(&state, &ctx, &e.0),
+            Err(e) => refused(&state, &ctx, &e),
         },
         Some("csv") => match in_force(&state).await {
             Ok(certs) => {
