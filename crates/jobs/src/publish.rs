@@ -229,7 +229,7 @@ async fn sorted_runs(store: &dyn Store) -> Result<Runs, Error> {
 async fn write_run(mut leaves: Vec<Leaf>) -> Result<std::fs::File, Error> {
     tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
         use std::io::Write as _;
-        leaves.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        leaves.sort_unstable_by_key(|a| a.0);
         leaves.dedup_by(|a, b| a.0 == b.0);
         let mut out = std::io::BufWriter::with_capacity(1 << 16, tempfile::tempfile()?);
         for (hash, fields) in &leaves {

@@ -1,0 +1,482 @@
+//! Records written per second and the daily root, against baselines measured in the same run.
+//!
+//! Synthetic records as a distribution refresh makes them: members of packages
+//! (`usr/lib/x86_64-linux-gnu/libtool123.so.1`, `usr/bin/tool123`) with their `.deb#member`
+//! source URLs and three digests, several versions of each file (each newer version
+//! supersedes the one before, as a history does). Each phase writes into a fresh store.
+//!
+//! 1. **import**: `admin import-records` hands the store the whole file in one
+//!    `record_many`. Baseline: the one-row-at-a-time path, the same kind of records each in
+//!    a transaction of its own (`record`, sequential).
+//! 2. **refresh**: the vendor refresh records through `record`, up to 16 artifacts at once
+//!    (the ingest pipeline's limit), each artifact's files one after the other; concurrent
+//!    calls share transactions. Baseline: one call at a time, as one artifact alone records.
+//! 3. **daily root**: `publish_day` over the import's current records, in a child process,
+//!    for its time and peak memory (VmHWM). Baseline, in another child: the previous way,
+//!    every current record loaded and the root computed in memory. Both roots must agree.
+//!
+//! No lookup index follows the writes here (the server's catches up once per transaction).
+//!
+//! ```text
+//! cargo run --release -p jobs --example bench_records -- [--records N (200000)] \
+//!     [--versions V (4)] [--baseline M (3000)] [--postgres URL]
+//! ```
+//!
+//! `--postgres URL` creates fresh databases on that server (the URL's database is only
+//! used to create and drop them); SQLite uses files in a temporary directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, TimeZone, Utc};
+use model::{Arch, NewRecord, Platform, RecordSigner};
+use sqlx::Connection as _;
+use store::{RecordOutcome, Store};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The records/s goal of both write paths.
+const GOAL: f64 = 20_000.0;
+/// Artifacts the ingest pipeline records at once (`MAX_CONCURRENT_ARTIFACTS`).
+const REFRESH_TASKS: usize = 16;
+const SECRET: &[u8] = b"bench-records-secret";
+
+struct Args {
+    records: u64,
+    versions: u64,
+    baseline: u64,
+    postgres: Option<String>,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, BoxError> {
+    let mut args = Args {
+        records: 200_000,
+        versions: 4,
+        baseline: 3_000,
+        postgres: None,
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--records" => args.records = value()?.replace('_', "").parse()?,
+            "--versions" => args.versions = value()?.parse()?,
+            "--baseline" => args.baseline = value()?.replace('_', "").parse()?,
+            "--postgres" => args.postgres = Some(value()?),
+            "-h" | "--help" => {
+                println!(
+                    "bench_records [--records N (200000)] [--versions V (4)] [--baseline M (3000)] [--postgres URL]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    if args.records == 0 || args.versions == 0 || args.baseline == 0 {
+        return Err("--records, --versions and --baseline must be positive".into());
+    }
+    Ok(args)
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d4_9bb1_33b1_11eb);
+    z ^ (z >> 31)
+}
+
+fn digest(seed: u64, hex_len: usize) -> String {
+    let mut out = String::with_capacity(hex_len);
+    let mut state = seed;
+    while out.len() < hex_len {
+        state = splitmix(state);
+        out.push_str(&format!("{state:016x}"));
+    }
+    out.truncate(hex_len);
+    out
+}
+
+/// Version `v` (0 = oldest) of file `f` of the data set `set` (sets never share files).
+fn record(set: u64, f: u64, v: u64) -> NewRecord {
+    let package = f / 8;
+    let (path, platform, arch) = match f % 4 {
+        0 => (
+            format!("usr/bin/tool{package}-{}", f % 8),
+            Platform::Linux,
+            Arch::Amd64,
+        ),
+        1 => (
+            format!("usr/lib/x86_64-linux-gnu/libtool{package}.so.{}", f % 8),
+            Platform::Linux,
+            Arch::Amd64,
+        ),
+        2 => (
+            format!("usr/lib/aarch64-linux-gnu/libtool{package}.so.{}", f % 8),
+            Platform::Linux,
+            Arch::Arm64,
+        ),
+        _ => (
+            format!("usr/sbin/tool{package}d-{}", f % 8),
+            Platform::Linux,
+            Arch::Arm64,
+        ),
+    };
+    let version = format!("{}.{}.{v}-{}", 1 + package % 7, package % 13, 1 + v % 3);
+    let seed = (set << 56) ^ (f << 8) ^ v;
+    NewRecord {
+        vendor: "Debian bookworm".into(),
+        executable_name: format!("set{set}/{path}"),
+        version: version.clone(),
+        platform,
+        arch,
+        hash_sha256: digest(seed ^ 0x256, 64),
+        hash_sha1: Some(digest(seed ^ 0x1, 40)),
+        hash_md5: Some(digest(seed ^ 0x5, 32)),
+        source_url: format!(
+            "https://deb.debian.org/debian/pool/main/t/tool{package}/tool{package}_{version}_{}.deb#{path}",
+            arch.as_str()
+        ),
+        download_verified: true,
+        sig_signer: None,
+        sig_issuer: None,
+        sig_serial: None,
+        sig_thumbprint: None,
+        size: Some(10_000 + seed % 1_000_000),
+    }
+}
+
+/// `n` records of set `set`: files of `versions` versions each, oldest version first.
+fn records(set: u64, n: u64, versions: u64) -> Vec<NewRecord> {
+    let files = n.div_ceil(versions);
+    let mut out = Vec::with_capacity(n as usize);
+    'all: for v in 0..versions {
+        for f in 0..files {
+            if out.len() as u64 == n {
+                break 'all;
+            }
+            out.push(record(set, f, v));
+        }
+    }
+    out
+}
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 5, 12, 0, 0).unwrap()
+}
+
+fn inserted(outcomes: &[RecordOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| matches!(o, RecordOutcome::Inserted { .. }))
+        .count()
+}
+
+/// A fresh database per phase, dropped at the end.
+struct Databases {
+    dir: tempfile::TempDir,
+    postgres: Option<String>,
+    created: Vec<String>,
+}
+
+impl Databases {
+    async fn fresh(&mut self, name: &str) -> Result<String, BoxError> {
+        match &self.postgres {
+            None => Ok(format!(
+                "sqlite://{}?mode=rwc",
+                self.dir.path().join(format!("{name}.db")).display()
+            )),
+            Some(admin_url) => {
+                let database = format!("bench_records_{name}_{}", std::process::id());
+                let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                )))
+                .execute(&mut admin)
+                .await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                    .execute(&mut admin)
+                    .await?;
+                admin.close().await?;
+                self.created.push(database.clone());
+                with_database(admin_url, &database)
+            }
+        }
+    }
+
+    async fn drop_all(&self) -> Result<(), BoxError> {
+        if let Some(admin_url) = &self.postgres {
+            let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+            for database in &self.created {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                )))
+                .execute(&mut admin)
+                .await?;
+            }
+            admin.close().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The URL with its database replaced: `postgres://u@h:p/x?o` -> `postgres://u@h:p/db?o`.
+fn with_database(url: &str, database: &str) -> Result<String, BoxError> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let (scheme, rest) = base
+        .split_once("://")
+        .ok_or_else(|| format!("not a URL: {url:?}"))?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    Ok(format!("{scheme}://{authority}/{database}{query}"))
+}
+
+async fn open(url: &str) -> Result<Arc<dyn Store>, BoxError> {
+    Ok(store::open(url, RecordSigner::new(SECRET)).await?)
+}
+
+/// Records `recs` through `record`, `tasks` files at once (each task its share, in order).
+async fn record_concurrently(
+    store: &Arc<dyn Store>,
+    recs: Vec<NewRecord>,
+    tasks: usize,
+) -> Result<usize, BoxError> {
+    let mut shares: Vec<Vec<NewRecord>> = (0..tasks).map(|_| Vec::new()).collect();
+    for (i, r) in recs.into_iter().enumerate() {
+        shares[i % tasks].push(r);
+    }
+    let mut handles = Vec::new();
+    for share in shares {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut inserted = 0usize;
+            for r in share {
+                if matches!(
+                    store.record(r, now()).await?,
+                    RecordOutcome::Inserted { .. }
+                ) {
+                    inserted += 1;
+                }
+            }
+            Ok::<_, model::Error>(inserted)
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await??;
+    }
+    Ok(total)
+}
+
+fn rate(n: usize, secs: f64) -> f64 {
+    n as f64 / secs.max(1e-9)
+}
+
+fn vm_hwm_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The child process of the root phase: `--root-child streamed|in-memory URL`. Prints
+/// `leaves secs vmhwm_kib root`.
+async fn root_child(how: &str, url: &str) -> Result<(), BoxError> {
+    let store = open(url).await?;
+    let key = jobs::LogKey::new(&[7u8; 32]);
+    let started = Instant::now();
+    let (leaves, root) = match how {
+        "streamed" => {
+            let stored =
+                jobs::publish::publish_day(store.as_ref(), &key, now(), now().date_naive()).await?;
+            (stored.entry_count, stored.merkle_root)
+        }
+        _ => {
+            let records = store.current_records(None).await?;
+            let mut leaves: Vec<(translog::Hash, [String; 5])> = records
+                .iter()
+                .filter(|r| r.integrity_ok)
+                .map(|r| {
+                    let n = &r.record;
+                    let hash = translog::Record {
+                        executable_name: &n.executable_name,
+                        hash_sha256: &n.hash_sha256,
+                        version: &n.version,
+                        platform: n.platform.as_str(),
+                        arch: n.arch.as_str(),
+                    }
+                    .leaf_hash()
+                    .unwrap();
+                    let fields = [
+                        n.executable_name.clone(),
+                        n.hash_sha256.clone(),
+                        n.version.clone(),
+                        n.platform.as_str().to_string(),
+                        n.arch.as_str().to_string(),
+                    ];
+                    (hash, fields)
+                })
+                .collect();
+            leaves.sort_by_key(|a| a.0);
+            leaves.dedup_by(|a, b| a.0 == b.0);
+            let hashes: Vec<translog::Hash> = leaves.iter().map(|l| l.0).collect();
+            (
+                hashes.len() as u64,
+                hex::encode(translog::merkle_root(&hashes)),
+            )
+        }
+    };
+    let secs = started.elapsed().as_secs_f64();
+    store.close().await;
+    println!("{leaves} {secs} {} {root}", vm_hwm_kib());
+    Ok(())
+}
+
+fn run_root_child(how: &str, url: &str) -> Result<(u64, f64, u64, String), BoxError> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args(["--root-child", how, url])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "{how} root child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let f: Vec<&str> = text.split_whitespace().collect();
+    if f.len() != 4 {
+        return Err(format!("unexpected child output {text:?}").into());
+    }
+    Ok((
+        f[0].parse()?,
+        f[1].parse()?,
+        f[2].parse()?,
+        f[3].to_string(),
+    ))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let mut raw = std::env::args().skip(1);
+    let first = raw.next();
+    if first.as_deref() == Some("--root-child") {
+        let how = raw.next().ok_or("--root-child needs a mode")?;
+        let url = raw.next().ok_or("--root-child needs a URL")?;
+        return root_child(&how, &url).await;
+    }
+    let args = parse_args(first.into_iter().chain(raw))?;
+    let mut dbs = Databases {
+        dir: tempfile::tempdir()?,
+        postgres: args.postgres.clone(),
+        created: Vec::new(),
+    };
+    let backend = if args.postgres.is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    println!(
+        "bench_records on {backend}: {} records ({} versions a file), baselines of {}",
+        args.records, args.versions, args.baseline
+    );
+
+    // 1. import: one record_many, as `admin import-records` does with a file.
+    let import_url = dbs.fresh("import").await?;
+    let store = open(&import_url).await?;
+    let recs = records(1, args.records, args.versions);
+    let started = Instant::now();
+    let outcomes = store.record_many(recs, now()).await?;
+    let import_secs = started.elapsed().as_secs_f64();
+    let import_rate = rate(outcomes.len(), import_secs);
+    assert_eq!(inserted(&outcomes) as u64, args.records);
+    store.close().await;
+
+    let base_url = dbs.fresh("one_at_a_time").await?;
+    let store = open(&base_url).await?;
+    let recs = records(2, args.baseline, args.versions);
+    let started = Instant::now();
+    let mut n = 0;
+    for r in recs {
+        if matches!(
+            store.record(r, now()).await?,
+            RecordOutcome::Inserted { .. }
+        ) {
+            n += 1;
+        }
+    }
+    let one_rate = rate(n, started.elapsed().as_secs_f64());
+    assert_eq!(n as u64, args.baseline);
+    store.close().await;
+    println!(
+        "import:  {} records in one record_many: {import_secs:.1} s, {import_rate:.0} records/s \
+         (goal {GOAL:.0}: {})",
+        args.records,
+        if import_rate >= GOAL {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    println!(
+        "         baseline, one record a transaction: {one_rate:.0} records/s; ratio {:.1}x",
+        import_rate / one_rate
+    );
+
+    // 2. refresh: `record` from 16 artifacts at once, against one at a time.
+    let refresh_url = dbs.fresh("refresh").await?;
+    let store = open(&refresh_url).await?;
+    let recs = records(3, args.records, args.versions);
+    let started = Instant::now();
+    let n = record_concurrently(&store, recs, REFRESH_TASKS).await?;
+    let refresh_secs = started.elapsed().as_secs_f64();
+    let refresh_rate = rate(n, refresh_secs);
+    assert_eq!(n as u64, args.records);
+    store.close().await;
+    let refresh_base_url = dbs.fresh("refresh_one").await?;
+    let store = open(&refresh_base_url).await?;
+    let recs = records(4, args.baseline, args.versions);
+    let started = Instant::now();
+    let n = record_concurrently(&store, recs, 1).await?;
+    let refresh_one_rate = rate(n, started.elapsed().as_secs_f64());
+    store.close().await;
+    println!(
+        "refresh: {} records through `record`, {REFRESH_TASKS} at once: {refresh_secs:.1} s, \
+         {refresh_rate:.0} records/s (goal {GOAL:.0}: {})",
+        args.records,
+        if refresh_rate >= GOAL {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    println!(
+        "         baseline, one call at a time: {refresh_one_rate:.0} records/s; ratio {:.1}x",
+        refresh_rate / refresh_one_rate
+    );
+
+    // 3. the daily root over the import's current records, each way in its own process.
+    let (base_leaves, base_secs, base_hwm, base_root) = run_root_child("in-memory", &import_url)?;
+    let (leaves, secs, hwm, root) = run_root_child("streamed", &import_url)?;
+    assert_eq!(
+        (leaves, &root),
+        (base_leaves, &base_root),
+        "both ways give one root"
+    );
+    println!(
+        "root:    {leaves} leaves streamed and stored by publish_day: {secs:.1} s, VmHWM {:.0} MiB",
+        hwm as f64 / 1024.0
+    );
+    println!(
+        "         baseline, all loaded and the root computed in memory (nothing stored): \
+         {base_secs:.1} s, VmHWM {:.0} MiB; memory ratio {:.2}",
+        base_hwm as f64 / 1024.0,
+        hwm as f64 / base_hwm.max(1) as f64
+    );
+    dbs.drop_all().await?;
+    Ok(())
+}
