@@ -77,32 +77,19 @@ fn generate(dir: &Path, files: usize, mib: usize) -> Vec<PathBuf> {
 /// A bundle signed by a fresh key, whose feed names `known` SHA-256s.
 fn write_bundle(dir: &Path, known: &[String]) -> String {
     let key = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
-    let leaves: Vec<store::roots::LeafRow> = known
+    let names: Vec<String> = (0..known.len()).map(|i| format!("tool{i}.exe")).collect();
+    let leaves: Vec<translog::Record<'_>> = names
         .iter()
-        .enumerate()
-        .map(|(i, sha)| store::roots::LeafRow {
-            leaf_hash: String::new(),
-            executable_name: format!("tool{i}.exe"),
-            hash_sha256: sha.clone(),
-            version: "1.0".into(),
-            platform: "windows".into(),
-            arch: "amd64".into(),
+        .zip(known)
+        .map(|(name, sha)| translog::Record {
+            executable_name: name,
+            hash_sha256: sha,
+            version: "1.0",
+            platform: "windows",
+            arch: "amd64",
         })
         .collect();
-    let hashes: Vec<_> = leaves
-        .iter()
-        .map(|l| {
-            translog::Record {
-                executable_name: &l.executable_name,
-                hash_sha256: &l.hash_sha256,
-                version: &l.version,
-                platform: &l.platform,
-                arch: &l.arch,
-            }
-            .leaf_hash()
-            .unwrap()
-        })
-        .collect();
+    let hashes: Vec<_> = leaves.iter().map(|l| l.leaf_hash().unwrap()).collect();
     let hashes = translog::merkle::sorted_unique_leaves(hashes);
     let date = Utc::now().date_naive();
     let signed = translog::SignedRoot::sign(
@@ -112,14 +99,13 @@ fn write_bundle(dir: &Path, known: &[String]) -> String {
         hashes.len() as u64,
         translog::GENESIS_PREV_ROOT,
     );
-    let root = store::roots::StoredRoot {
-        log_date: date,
+    let root = bundle::RootDoc {
+        log_date: date.format("%Y-%m-%d").to_string(),
         merkle_root: signed.merkle_root_hex(),
         entry_count: hashes.len() as u64,
         prev_root: signed.prev_root_hex(),
         signature: signed.signature_base64(),
         key_id: "bench".into(),
-        published_at: Utc::now(),
     };
     let inputs = bundle::Inputs {
         records: &[],

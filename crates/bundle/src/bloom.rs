@@ -21,7 +21,7 @@ const FNV_PRIME: u64 = 1_099_511_628_211;
 const HEADER_BYTES: usize = 48;
 
 #[derive(Debug, Error, PartialEq, Eq)]
-pub enum BloomError {
+pub(crate) enum BloomError {
     #[error("the filter is truncated")]
     Truncated,
     #[error("the filter's version flag is {0}, not 1")]
@@ -42,7 +42,7 @@ pub struct BloomFilter {
 }
 
 /// FNV-1, 64 bits.
-pub fn fnv1_64(value: &[u8]) -> u64 {
+pub(crate) fn fnv1_64(value: &[u8]) -> u64 {
     value
         .iter()
         .fold(FNV_OFFSET, |h, &b| h.wrapping_mul(FNV_PRIME) ^ u64::from(b))
@@ -50,7 +50,7 @@ pub fn fnv1_64(value: &[u8]) -> u64 {
 
 impl BloomFilter {
     /// An empty filter for `capacity` values at false-positive rate `p` (0 < p < 1).
-    pub fn new(capacity: u64, p: f64) -> Self {
+    pub(crate) fn new(capacity: u64, p: f64) -> Self {
         let n = capacity.max(1);
         let m = (n as f64 * p.ln() / std::f64::consts::LN_2.powi(2))
             .abs()
@@ -86,7 +86,7 @@ impl BloomFilter {
         })
     }
 
-    pub fn add(&mut self, value: &[u8]) {
+    pub(crate) fn add(&mut self, value: &[u8]) {
         let mut new = false;
         for bit in self.bits(value) {
             let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
@@ -109,7 +109,7 @@ impl BloomFilter {
     }
 
     /// The filter's bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.byte_len() as usize);
         // Writing into a Vec cannot fail.
         let _ = self.write_to(&mut out);
@@ -117,13 +117,13 @@ impl BloomFilter {
     }
 
     /// Length of [`to_bytes`](Self::to_bytes).
-    pub fn byte_len(&self) -> u64 {
+    pub(crate) fn byte_len(&self) -> u64 {
         HEADER_BYTES as u64 + self.words.len() as u64 * 8
     }
 
     /// Writes the filter's bytes to `out` a piece at a time, without a second copy of
     /// the bit array in memory.
-    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         for field in [
             1,
             self.capacity,
@@ -146,7 +146,7 @@ impl BloomFilter {
     }
 
     /// Reads a filter; trailing data after the bit words is ignored.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, BloomError> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, BloomError> {
         let word = |i: usize| -> Result<u64, BloomError> {
             let b = bytes.get(i * 8..i * 8 + 8).ok_or(BloomError::Truncated)?;
             let mut a = [0u8; 8];

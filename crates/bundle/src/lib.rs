@@ -2,7 +2,7 @@
 //!
 //! A bundle is a directory:
 //! - `vendor-sha256.bloom`, `vendor-sha1.bloom`, `vendor-md5.bloom`: DCSO v1 Bloom filters
-//!   ([`bloom`]) over the current, verified vendor records, each digest inserted as
+//!   ([`BloomFilter`]) over the current, verified vendor records, each digest inserted as
 //!   uppercase hex ASCII (as CIRCL's tools insert SHA-1s);
 //! - `corpus-sha256.bloom`, `corpus-sha1.bloom`, `corpus-md5.bloom` (when a reference
 //!   corpus is loaded): the same over the reference corpus;
@@ -11,10 +11,10 @@
 //! - `root.json`: that day's signed root as the API serves it;
 //! - `manifest.json`: dataset date, counts, false-positive rate, sources, each file's
 //!   SHA-256 and size, and the `log_date` and `merkle_root` of the day's root;
-//! - `manifest.sig`: an Ed25519 signature by the transparency log's key over
-//!   [`MANIFEST_CONTEXT`] followed by the bytes of `manifest.json`. The context keeps this
-//!   signature from ever being mistaken for a root signature, whose message starts
-//!   `service-transparency-v1`.
+//! - `manifest.sig`: an Ed25519 signature by the transparency log's key over the context
+//!   `knowngood-offline-bundle-manifest-v1\n` followed by the bytes of `manifest.json`. The
+//!   context keeps this signature from ever being mistaken for a root signature, whose
+//!   message starts `service-transparency-v1`.
 //!
 //! The corpus filters are the large part (about 2.4 bytes per distinct digest each: some
 //! 530 MB for a 74-million-file corpus). [`write_corpus_filters`] builds them one at a time
@@ -33,29 +33,29 @@ use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use thiserror::Error;
 
-pub mod bloom;
+mod bloom;
 
 pub use bloom::BloomFilter;
 pub use ed25519_dalek as ed25519;
 
 /// What the manifest signature covers, before the manifest's bytes.
-pub const MANIFEST_CONTEXT: &[u8] = b"knowngood-offline-bundle-manifest-v1\n";
-pub const FORMAT: u32 = 1;
+pub(crate) const MANIFEST_CONTEXT: &[u8] = b"knowngood-offline-bundle-manifest-v1\n";
+pub(crate) const FORMAT: u32 = 1;
 /// False-positive rate of every filter.
-pub const FALSE_POSITIVE_RATE: f64 = 0.0001;
-pub const MANIFEST: &str = "manifest.json";
-pub const SIGNATURE: &str = "manifest.sig";
-pub const FEED: &str = "feed.jsonl";
-pub const ROOT: &str = "root.json";
+pub(crate) const FALSE_POSITIVE_RATE: f64 = 0.0001;
+pub(crate) const MANIFEST: &str = "manifest.json";
+pub(crate) const SIGNATURE: &str = "manifest.sig";
+pub(crate) const FEED: &str = "feed.jsonl";
+pub(crate) const ROOT: &str = "root.json";
 /// The log's public key, for a user who has not pinned one: trusting it is trusting the
 /// bundle's source, which `--trust-key` avoids.
-pub const KEY: &str = "key.json";
+pub(crate) const KEY: &str = "key.json";
 
 #[derive(Debug, Error)]
 pub enum BundleError {
@@ -65,8 +65,6 @@ pub enum BundleError {
     Invalid(String),
     #[error("the bundle does not verify: {0}")]
     Verification(String),
-    #[error(transparent)]
-    Store(#[from] model::Error),
 }
 
 fn invalid(what: impl Into<String>) -> BundleError {
@@ -141,8 +139,10 @@ pub struct Bundle {
 /// What the bundle is made from.
 pub struct Inputs<'a> {
     pub records: &'a [model::HashRecord],
-    pub root: &'a store::roots::StoredRoot,
-    pub leaves: &'a [store::roots::LeafRow],
+    /// The day's signed root the feed list is the tree of.
+    pub root: &'a RootDoc,
+    /// That day's leaves in tree order.
+    pub leaves: &'a [translog::Record<'a>],
     /// The reference corpus's filters, already written ([`write_corpus_filters`]).
     pub corpus: Option<&'a CorpusFilters>,
     pub now: DateTime<Utc>,
@@ -331,30 +331,21 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         .collect();
     for leaf in inputs.leaves {
         let record = FeedRecord {
-            executable_name: leaf.executable_name.clone(),
-            hash_sha256: leaf.hash_sha256.clone(),
-            version: leaf.version.clone(),
-            platform: leaf.platform.clone(),
-            arch: leaf.arch.clone(),
-            vendor: vendors
-                .get(leaf.hash_sha256.as_str())
-                .map(|v| (*v).to_owned()),
+            executable_name: leaf.executable_name.to_owned(),
+            hash_sha256: leaf.hash_sha256.to_owned(),
+            version: leaf.version.to_owned(),
+            platform: leaf.platform.to_owned(),
+            arch: leaf.arch.to_owned(),
+            vendor: vendors.get(leaf.hash_sha256).map(|v| (*v).to_owned()),
         };
         serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
         feed.push(b'\n');
     }
     files.insert(FEED.to_owned(), feed);
-    let root = RootDoc {
-        log_date: inputs.root.log_date.format("%Y-%m-%d").to_string(),
-        merkle_root: inputs.root.merkle_root.clone(),
-        entry_count: inputs.root.entry_count,
-        prev_root: inputs.root.prev_root.clone(),
-        signature: inputs.root.signature.clone(),
-        key_id: inputs.root.key_id.clone(),
-    };
+    let root = inputs.root;
     files.insert(
         ROOT.to_owned(),
-        serde_json::to_vec_pretty(&root).map_err(|e| invalid(e.to_string()))?,
+        serde_json::to_vec_pretty(root).map_err(|e| invalid(e.to_string()))?,
     );
     let public = serde_json::json!({
         "key_id": key_id,
@@ -451,7 +442,7 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, BundleError> {
     VerifyingKey::from_bytes(&bytes).map_err(|_| invalid("the public key is not an Ed25519 key"))
 }
 
-/// The public key the bundle carries (see [`KEY`]).
+/// The public key the bundle carries (`key.json`).
 pub fn bundled_key(dir: &Path) -> Result<VerifyingKey, BundleError> {
     let doc: serde_json::Value =
         serde_json::from_slice(&read(dir, KEY)?).map_err(|e| invalid(format!("{KEY}: {e}")))?;
@@ -635,43 +626,33 @@ impl Verified {
     }
 }
 
-/// A date from `YYYY-MM-DD`.
-pub fn parse_day(text: &str) -> Option<NaiveDate> {
-    NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()
-}
-
 #[cfg(test)]
 mod tests {
+    use chrono::NaiveDate;
+
     use super::*;
 
-    fn leaf(name: &str, seed: u8) -> store::roots::LeafRow {
-        store::roots::LeafRow {
-            leaf_hash: String::new(),
-            executable_name: name.into(),
-            hash_sha256: hex::encode([seed; 32]),
-            version: "1.0".into(),
-            platform: "windows".into(),
-            arch: "amd64".into(),
+    /// A leaf's fields: name, SHA-256.
+    fn leaf(name: &str, seed: u8) -> (String, String) {
+        (name.to_owned(), hex::encode([seed; 32]))
+    }
+
+    fn record<'a>((name, sha256): &'a (String, String)) -> translog::Record<'a> {
+        translog::Record {
+            executable_name: name,
+            hash_sha256: sha256,
+            version: "1.0",
+            platform: "windows",
+            arch: "amd64",
         }
     }
 
     fn bundle_dir() -> (tempfile::TempDir, VerifyingKey) {
         let key = SigningKey::from_bytes(&[7; 32]);
-        let leaves = vec![leaf("a.exe", 1), leaf("b.exe", 2), leaf("c.exe", 3)];
-        let hashes: Vec<translog::merkle::Hash> = leaves
-            .iter()
-            .map(|l| {
-                translog::Record {
-                    executable_name: &l.executable_name,
-                    hash_sha256: &l.hash_sha256,
-                    version: &l.version,
-                    platform: &l.platform,
-                    arch: &l.arch,
-                }
-                .leaf_hash()
-                .unwrap()
-            })
-            .collect();
+        let fields = [leaf("a.exe", 1), leaf("b.exe", 2), leaf("c.exe", 3)];
+        let leaves: Vec<translog::Record<'_>> = fields.iter().map(record).collect();
+        let hashes: Vec<translog::merkle::Hash> =
+            leaves.iter().map(|l| l.leaf_hash().unwrap()).collect();
         let hashes = translog::merkle::sorted_unique_leaves(hashes);
         let date = NaiveDate::from_ymd_opt(2026, 1, 2).unwrap();
         let signed = translog::SignedRoot::sign(
@@ -681,14 +662,13 @@ mod tests {
             3,
             translog::GENESIS_PREV_ROOT,
         );
-        let root = store::roots::StoredRoot {
-            log_date: date,
+        let root = RootDoc {
+            log_date: date.format("%Y-%m-%d").to_string(),
             merkle_root: signed.merkle_root_hex(),
             entry_count: 3,
             prev_root: signed.prev_root_hex(),
             signature: signed.signature_base64(),
             key_id: "k1".into(),
-            published_at: Utc::now(),
         };
         let inputs = Inputs {
             records: &[],

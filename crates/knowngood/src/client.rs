@@ -12,17 +12,17 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 /// Hashes per lookup request: the server's limit.
-pub const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 /// The longest `Retry-After` waited out; beyond it (a monthly quota), the command stops.
 const MAX_WAIT: Duration = Duration::from_secs(120);
 /// Waits for one batch before giving up.
 const MAX_RETRIES: u32 = 20;
 
 /// Told before each wait for a `Retry-After`, with how long the wait is.
-pub type WaitNotice = Box<dyn Fn(Duration) + Send + Sync>;
+pub(crate) type WaitNotice = Box<dyn Fn(Duration) + Send + Sync>;
 
 /// Where the server is, and the key.
-pub struct ApiClient {
+pub(crate) struct ApiClient {
     base: String,
     key: String,
     http: reqwest::Client,
@@ -34,7 +34,7 @@ pub struct ApiClient {
 
 /// The line that says a 429 is being waited out: on a terminal as is, otherwise prefixed
 /// with the UTC time, as a log line.
-pub fn wait_line(wait: Duration, terminal: bool) -> String {
+pub(crate) fn wait_line(wait: Duration, terminal: bool) -> String {
     let text = format!(
         "rate limited by the server: waiting {} s as its Retry-After says, then continuing",
         wait.as_secs()
@@ -51,30 +51,30 @@ pub fn wait_line(wait: Duration, terminal: bool) -> String {
 
 /// One hash's answer, as the lookup routes give it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Classified {
-    pub classification: String,
+pub(crate) struct Classified {
+    pub(crate) classification: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
+    pub(crate) vendor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executable_name: Option<String>,
+    pub(crate) executable_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
+    pub(crate) platform: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_name: Option<String>,
+    pub(crate) file_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub product_name: Option<String>,
+    pub(crate) product_name: Option<String>,
     /// A superseded vendor build: genuine, but no longer the current release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub historical: Option<bool>,
+    pub(crate) historical: Option<bool>,
 }
 
 impl Classified {
     /// One line of what is known: vendor, name and version, or the corpus file.
-    pub fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         match self.classification.as_str() {
             "known_vendor_release" => {
                 let mut text = format!(
@@ -104,7 +104,7 @@ struct LookupAnswer {
 }
 
 /// The key: `KNOWNGOOD_API_KEY`, else the first line of `key_file`.
-pub fn api_key(key_file: Option<&Path>) -> Result<String> {
+pub(crate) fn api_key(key_file: Option<&Path>) -> Result<String> {
     if let Some(file) = key_file {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("reading the key file {}", file.display()))?;
@@ -121,7 +121,7 @@ pub fn api_key(key_file: Option<&Path>) -> Result<String> {
 }
 
 impl ApiClient {
-    pub fn new(server: &str, key: String) -> Result<Self> {
+    pub(crate) fn new(server: &str, key: String) -> Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .user_agent(concat!("knowngood-cli/", env!("CARGO_PKG_VERSION")))
@@ -139,13 +139,13 @@ impl ApiClient {
     }
 
     /// Replaces how a wait for `Retry-After` is announced.
-    pub fn on_wait(&mut self, notice: WaitNotice) {
+    pub(crate) fn on_wait(&mut self, notice: WaitNotice) {
         self.on_wait = notice;
     }
 
     /// Classifies `hashes` (any number; sent 100 at a time), keyed by the lowercase hash.
     /// `progress` is told how many hashes each finished batch held.
-    pub async fn lookup(
+    pub(crate) async fn lookup(
         &mut self,
         hashes: &[String],
         mut progress: impl FnMut(usize),
@@ -219,12 +219,12 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 /// Server text without control characters, short enough for one line.
-pub fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(500).collect()
 }
 
 /// Reads hashes from the arguments, or from standard input for `-` (whitespace separated).
-pub fn hashes_from(args: &[String]) -> Result<Vec<String>> {
+pub(crate) fn hashes_from(args: &[String]) -> Result<Vec<String>> {
     let mut hashes = Vec::new();
     for arg in args {
         if arg == "-" {
@@ -248,7 +248,7 @@ pub fn hashes_from(args: &[String]) -> Result<Vec<String>> {
 }
 
 /// `knowngood lookup`: a table (hash, classification, detail) or the answers as JSON.
-pub async fn run_lookup(
+pub(crate) async fn run_lookup(
     server: &str,
     key_file: Option<&Path>,
     json: bool,

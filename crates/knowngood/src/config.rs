@@ -10,109 +10,109 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Deserialize;
 
-pub const DEFAULT_DATA_DIR: &str = "./knowngood-data";
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub(crate) const DEFAULT_DATA_DIR: &str = "./knowngood-data";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 /// Options every subcommand that touches the data shares.
 #[derive(Debug, Clone, Args)]
-pub struct CommonArgs {
+pub(crate) struct CommonArgs {
     /// Directory for the embedded database, generated secrets and corpus generations
     /// [default: ./knowngood-data]
     #[arg(long, env = "KNOWNGOOD_DATA_DIR")]
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// TOML configuration file.
     #[arg(long, env = "KNOWNGOOD_CONFIG")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// `sqlite:…` or `postgres://…` [default: SQLite file in the data dir]
     // The URL may hold a password: `--help` must not print the environment's value.
     #[arg(long, env = "KNOWNGOOD_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+    pub(crate) database_url: Option<String>,
 }
 
 /// The configuration file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    pub listen: Option<String>,
+pub(crate) struct FileConfig {
+    pub(crate) listen: Option<String>,
     /// Address of the Prometheus metrics listener (`GET /metrics`); off when unset.
     /// `KNOWNGOOD_METRICS_LISTEN` wins.
-    pub metrics_listen: Option<String>,
+    pub(crate) metrics_listen: Option<String>,
     /// The service's public address, as clients reach it (`https://knowngood.example`): the
     /// feeds' links and TAXII's API roots are built on it. `KNOWNGOOD_PUBLIC_BASE_URL` wins;
     /// default `http://<listen>`.
-    pub public_base_url: Option<String>,
-    pub data_dir: Option<PathBuf>,
-    pub database_url: Option<String>,
+    pub(crate) public_base_url: Option<String>,
+    pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) database_url: Option<String>,
     /// Shares rate limits between replicas when set.
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
     /// Where the reference corpus generations live, default `<data_dir>/corpus`;
     /// `KNOWNGOOD_CORPUS_DIR` wins. Replicas share one directory (a shared filesystem):
     /// whichever imports a generation, every replica verifies and maps it within a second.
-    pub corpus_dir: Option<PathBuf>,
+    pub(crate) corpus_dir: Option<PathBuf>,
     /// New NSRL RDS v3 `*.db` files dropped here are imported automatically.
-    pub corpus_import_dir: Option<PathBuf>,
+    pub(crate) corpus_import_dir: Option<PathBuf>,
     /// An NSRL RDS v3 release (a zip of `.db` files, as NIST ships them, or a bare `.db`)
     /// fetched and imported when it changes; `KNOWNGOOD_CORPUS_RELEASE_URL` wins. HTTPS only.
-    pub corpus_release_url: Option<String>,
+    pub(crate) corpus_release_url: Option<String>,
     /// Days between checks of `corpus_release_url`, default 90 (NIST publishes quarterly).
-    pub corpus_release_check_days: Option<u32>,
+    pub(crate) corpus_release_check_days: Option<u32>,
     /// Largest release download, and largest total of databases extracted from it, in GiB;
     /// default 512.
-    pub corpus_release_max_gib: Option<u64>,
+    pub(crate) corpus_release_max_gib: Option<u64>,
     /// A PEM bundle trusted for outbound HTTPS besides the built-in web roots (a private
     /// mirror or a TLS-inspecting proxy); `KNOWNGOOD_EXTRA_CA_FILE` wins.
-    pub extra_ca_file: Option<PathBuf>,
+    pub(crate) extra_ca_file: Option<PathBuf>,
     #[serde(default)]
-    pub trusted_proxies: Vec<IpAddr>,
+    pub(crate) trusted_proxies: Vec<IpAddr>,
     /// The console's public origin (e.g. `https://knowngood.example`): passkeys are bound
     /// to its host, and cookies are `Secure` when it is https. `KNOWNGOOD_CONSOLE_ORIGIN`
     /// wins. Default `http://localhost` on any port (local use only).
-    pub console_origin: Option<String>,
+    pub(crate) console_origin: Option<String>,
     /// Where the hashlookup-compatible routes are served, default `/hashlookup/`;
     /// `KNOWNGOOD_HASHLOOKUP_PREFIX` wins.
-    pub hashlookup_prefix: Option<String>,
+    pub(crate) hashlookup_prefix: Option<String>,
     #[serde(default)]
-    pub limits: LimitSettings,
+    pub(crate) limits: LimitSettings,
     #[serde(default)]
-    pub schedule: ScheduleSettings,
+    pub(crate) schedule: ScheduleSettings,
     #[serde(default)]
-    pub revocation: RevocationSettings,
+    pub(crate) revocation: RevocationSettings,
     #[serde(default)]
-    pub advisories: AdvisorySettings,
+    pub(crate) advisories: AdvisorySettings,
     #[serde(default)]
-    pub connections: ConnectionSettings,
+    pub(crate) connections: ConnectionSettings,
     #[serde(default)]
-    pub database: DatabaseSettings,
+    pub(crate) database: DatabaseSettings,
     #[serde(default)]
-    pub archive_members: ArchiveMemberSettings,
+    pub(crate) archive_members: ArchiveMemberSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`, and for
     /// distributions `items_file`, for Debian `releases` and `security_url`.
     #[serde(default)]
-    pub vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
+    pub(crate) vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
     #[serde(default)]
-    pub secrets: SecretSettings,
+    pub(crate) secrets: SecretSettings,
 }
 
 /// Times of the daily jobs, `HH:MM` UTC.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ScheduleSettings {
+pub(crate) struct ScheduleSettings {
     /// Vendor refresh, default `02:00`; `off` disables it.
-    pub daily_refresh: Option<String>,
+    pub(crate) daily_refresh: Option<String>,
     /// Transparency root, default `02:30`; with the refresh on, never before the day's
     /// refresh has ended.
-    pub translog_publish: Option<String>,
+    pub(crate) translog_publish: Option<String>,
     /// Seconds between looks for due jobs, default 60.
-    pub jobs_check_secs: Option<u64>,
+    pub(crate) jobs_check_secs: Option<u64>,
 }
 
 /// The database connection pool (`[database]`; PostgreSQL).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DatabaseSettings {
+pub(crate) struct DatabaseSettings {
     /// Longest wait for a connection, connecting included, before a request fails with
     /// 503; default 5000.
-    pub acquire_timeout_ms: Option<u64>,
+    pub(crate) acquire_timeout_ms: Option<u64>,
 }
 
 impl DatabaseSettings {
@@ -133,15 +133,15 @@ impl DatabaseSettings {
 /// The signing-certificate revocation check (`[revocation]`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RevocationSettings {
+pub(crate) struct RevocationSettings {
     /// Hours between checks, default 6; 0 turns the schedule off.
-    pub check_hours: Option<u32>,
+    pub(crate) check_hours: Option<u32>,
     /// Seconds between checks instead of `check_hours` (at least 1).
-    pub check_secs: Option<u64>,
+    pub(crate) check_secs: Option<u64>,
     /// Largest CRL accepted, in MiB; default 32.
-    pub max_crl_mib: Option<u64>,
+    pub(crate) max_crl_mib: Option<u64>,
     /// Time allowed for one CRL fetch, in seconds; default 60.
-    pub fetch_timeout_secs: Option<u64>,
+    pub(crate) fetch_timeout_secs: Option<u64>,
 }
 
 impl RevocationSettings {
@@ -173,17 +173,17 @@ impl RevocationSettings {
 /// OSV advisories downloaded on a schedule (`[advisories]`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AdvisorySettings {
+pub(crate) struct AdvisorySettings {
     /// OSV JSON documents or zip archives of them (OSV's per-ecosystem `all.zip`), HTTPS
     /// only; `KNOWNGOOD_ADVISORY_URLS` (comma-separated) wins. None = imports by hand only.
     #[serde(default)]
-    pub urls: Vec<String>,
+    pub(crate) urls: Vec<String>,
     /// Hours between refreshes, default 24.
-    pub refresh_hours: Option<u32>,
+    pub(crate) refresh_hours: Option<u32>,
     /// Largest download per URL, in MiB; default 512.
-    pub max_mib: Option<u64>,
+    pub(crate) max_mib: Option<u64>,
     /// Time allowed for one URL's download, in seconds; default 1800.
-    pub fetch_timeout_secs: Option<u64>,
+    pub(crate) fetch_timeout_secs: Option<u64>,
 }
 
 impl AdvisorySettings {
@@ -273,11 +273,11 @@ fn parse_time(text: &str, field: &str) -> Result<chrono::NaiveTime> {
 /// Files inside archives: `[archive_members] enabled, kinds, max_members`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ArchiveMemberSettings {
-    pub enabled: Option<bool>,
+pub(crate) struct ArchiveMemberSettings {
+    pub(crate) enabled: Option<bool>,
     /// Which files are recorded: any of `pe`, `elf`, `macho`, `script` (all by default).
-    pub kinds: Option<Vec<String>>,
-    pub max_members: Option<usize>,
+    pub(crate) kinds: Option<Vec<String>>,
+    pub(crate) max_members: Option<usize>,
 }
 
 impl ArchiveMemberSettings {
@@ -318,26 +318,26 @@ impl ArchiveMemberSettings {
 /// Per-minute limits; unset values keep the documented defaults (docs/api.md).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LimitSettings {
-    pub hash_of_day_per_ip: Option<u32>,
-    pub public_per_ip: Option<u32>,
-    pub token_per_key: Option<u32>,
-    pub authenticated_per_key: Option<u32>,
-    pub failed_auth_per_ip: Option<u32>,
-    pub failed_auth_per_team: Option<u32>,
+pub(crate) struct LimitSettings {
+    pub(crate) hash_of_day_per_ip: Option<u32>,
+    pub(crate) public_per_ip: Option<u32>,
+    pub(crate) token_per_key: Option<u32>,
+    pub(crate) authenticated_per_key: Option<u32>,
+    pub(crate) failed_auth_per_ip: Option<u32>,
+    pub(crate) failed_auth_per_team: Option<u32>,
 }
 
 /// Client connection timeouts (seconds) and caps; unset values keep the defaults of
 /// `server::ConnectionLimits`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ConnectionSettings {
-    pub header_read_timeout_secs: Option<u64>,
-    pub body_read_timeout_secs: Option<u64>,
-    pub max_per_address: Option<usize>,
-    pub max_total: Option<usize>,
+pub(crate) struct ConnectionSettings {
+    pub(crate) header_read_timeout_secs: Option<u64>,
+    pub(crate) body_read_timeout_secs: Option<u64>,
+    pub(crate) max_per_address: Option<usize>,
+    pub(crate) max_total: Option<usize>,
     /// Seconds `/readyz` answers 503 after SIGTERM before the listener closes (default 0).
-    pub drain_grace_secs: Option<u64>,
+    pub(crate) drain_grace_secs: Option<u64>,
 }
 
 impl ConnectionSettings {
@@ -381,16 +381,16 @@ impl ConnectionSettings {
 /// several replicas must share them.
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SecretSettings {
+pub(crate) struct SecretSettings {
     /// Hex, at least 32 bytes.
-    pub hmac_secret: Option<String>,
+    pub(crate) hmac_secret: Option<String>,
     /// PKCS#8 PEM of an RSA key.
-    pub jwt_private_key_pem: Option<String>,
+    pub(crate) jwt_private_key_pem: Option<String>,
     /// Hex of a 32-byte Ed25519 seed.
-    pub log_signing_key: Option<String>,
+    pub(crate) log_signing_key: Option<String>,
     /// Earlier JWT keys (PKCS#8 PEM) that still verify tokens after a rotation.
     #[serde(default)]
-    pub jwt_retired_keys_pem: Vec<String>,
+    pub(crate) jwt_retired_keys_pem: Vec<String>,
 }
 
 impl fmt::Debug for SecretSettings {
@@ -406,18 +406,18 @@ impl fmt::Debug for SecretSettings {
 }
 
 /// The resolved configuration.
-pub struct Config {
-    pub listen: SocketAddr,
+pub(crate) struct Config {
+    pub(crate) listen: SocketAddr,
     /// Where `GET /metrics` is served; None = not at all.
-    pub metrics_listen: Option<SocketAddr>,
-    pub data_dir: PathBuf,
-    pub database_url: String,
-    pub database: store::StoreOptions,
-    pub redis_url: Option<String>,
+    pub(crate) metrics_listen: Option<SocketAddr>,
+    pub(crate) data_dir: PathBuf,
+    pub(crate) database_url: String,
+    pub(crate) database: store::StoreOptions,
+    pub(crate) redis_url: Option<String>,
     /// The reference corpus root (generations and `CURRENT`).
-    pub corpus_dir: PathBuf,
-    pub settings: server::Settings,
-    pub secrets: SecretSettings,
+    pub(crate) corpus_dir: PathBuf,
+    pub(crate) settings: server::Settings,
+    pub(crate) secrets: SecretSettings,
 }
 
 impl fmt::Debug for Config {
@@ -438,7 +438,7 @@ impl fmt::Debug for Config {
 
 /// A URL as it may be logged: the password and the query (which may carry one, or a token)
 /// replaced by `redacted`; the fragment dropped. Text that is not a URL is not shown at all.
-pub fn redact_url(text: &str) -> String {
+pub(crate) fn redact_url(text: &str) -> String {
     let Ok(mut url) = reqwest::Url::parse(text.trim()) else {
         return "<not a URL>".to_string();
     };
@@ -453,7 +453,7 @@ pub fn redact_url(text: &str) -> String {
 }
 
 impl Config {
-    pub fn resolve(common: &CommonArgs, listen: Option<&str>) -> Result<Self> {
+    pub(crate) fn resolve(common: &CommonArgs, listen: Option<&str>) -> Result<Self> {
         let file = match &common.config {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),

@@ -14,14 +14,14 @@
 //! little-endian 64-bit number).
 
 /// Lanes per register.
-pub const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 
 /// The initial state (RFC 1321, section 3.3).
-pub const IV: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
+pub(crate) const IV: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 
 /// `T[i] = floor(2^32 * |sin(i + 1)|)` (RFC 1321, section 3.4); f64 is exact enough for
 /// all 64 (the tests compare whole digests with an independent MD5).
-pub fn constants() -> [u32; 64] {
+pub(crate) fn constants() -> [u32; 64] {
     let mut t = [0u32; 64];
     for (i, v) in t.iter_mut().enumerate() {
         *v = (((i + 1) as f64).sin().abs() * 4_294_967_296.0) as u32;
@@ -30,7 +30,7 @@ pub fn constants() -> [u32; 64] {
 }
 
 /// Whether this CPU can run [`Md5x16`].
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -42,14 +42,14 @@ pub fn available() -> bool {
 }
 
 /// The running state of sixteen MD5 computations, lane by lane.
-pub struct Md5x16 {
+pub(crate) struct Md5x16 {
     /// `state[w][lane]`: word `w` (A, B, C, D) of each lane.
-    pub state: [[u32; LANES]; 4],
+    pub(crate) state: [[u32; LANES]; 4],
     t: [u32; 64],
 }
 
 impl Md5x16 {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             state: [
                 [IV[0]; LANES],
@@ -62,14 +62,14 @@ impl Md5x16 {
     }
 
     /// Starts lane `lane` on a new message.
-    pub fn reset(&mut self, lane: usize) {
+    pub(crate) fn reset(&mut self, lane: usize) {
         for (w, iv) in IV.iter().enumerate() {
             self.state[w][lane] = *iv;
         }
     }
 
     /// The digest of lane `lane`, once its padded message has been compressed.
-    pub fn digest(&self, lane: usize) -> [u8; 16] {
+    pub(crate) fn digest(&self, lane: usize) -> [u8; 16] {
         let mut out = [0u8; 16];
         for w in 0..4 {
             out[4 * w..4 * w + 4].copy_from_slice(&self.state[w][lane].to_le_bytes());
@@ -84,7 +84,13 @@ impl Md5x16 {
     /// # Panics
     /// When an active lane's blocks run past the end of `arena`, or the CPU lacks
     /// AVX-512F (check [`available`] first).
-    pub fn compress(&mut self, arena: &[u8], offsets: &[usize; LANES], active: u16, blocks: usize) {
+    pub(crate) fn compress(
+        &mut self,
+        arena: &[u8],
+        offsets: &[usize; LANES],
+        active: u16,
+        blocks: usize,
+    ) {
         let span = blocks * 64;
         assert!(arena.len() <= i32::MAX as usize, "the arena is too large");
         for (i, &at) in offsets.iter().enumerate() {
@@ -112,7 +118,7 @@ impl Default for Md5x16 {
 /// Writes MD5's padding for a message of `total` bytes after its last partial block:
 /// `tail` is that block's bytes (fewer than 64), `out` receives one or two whole blocks.
 /// Returns how many bytes of `out` it filled (64 or 128).
-pub fn pad(tail: &[u8], total: u64, out: &mut [u8; 128]) -> usize {
+pub(crate) fn pad(tail: &[u8], total: u64, out: &mut [u8; 128]) -> usize {
     let n = tail.len().min(63);
     out.fill(0);
     out[..n].copy_from_slice(&tail[..n]);

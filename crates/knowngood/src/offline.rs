@@ -8,7 +8,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 /// An octal file mode for `bundle export --mode` (`0644`, `644`, `0o644`): permission
 /// bits only.
-pub fn parse_mode(text: &str) -> std::result::Result<u32, String> {
+pub(crate) fn parse_mode(text: &str) -> std::result::Result<u32, String> {
     let digits = text.trim().trim_start_matches("0o");
     match u32::from_str_radix(digits, 8) {
         Ok(mode) if mode <= 0o777 && !digits.is_empty() => Ok(mode),
@@ -20,7 +20,7 @@ pub fn parse_mode(text: &str) -> std::result::Result<u32, String> {
 
 /// Gives the bundle directory's files `mode`, and the directory itself `mode` plus search
 /// (x) bits wherever it grants read.
-pub fn set_modes(dir: &Path, mode: u32) -> Result<()> {
+pub(crate) fn set_modes(dir: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
@@ -37,7 +37,7 @@ pub fn set_modes(dir: &Path, mode: u32) -> Result<()> {
 
 /// Builds the bundle from the latest published root and the current records, writes it
 /// into `dir`, and says what it wrote.
-pub async fn export(
+pub(crate) async fn export(
     store: &dyn store::Store,
     key: &jobs::LogKey,
     corpus: Option<Arc<corpus::Generation>>,
@@ -63,9 +63,26 @@ pub async fn export(
             .as_deref()
             .map(|g| bundle::write_corpus_filters_into(g, &dir))
             .transpose()?;
+        let leaves: Vec<translog::Record<'_>> = leaves
+            .iter()
+            .map(|l| translog::Record {
+                executable_name: &l.executable_name,
+                hash_sha256: &l.hash_sha256,
+                version: &l.version,
+                platform: &l.platform,
+                arch: &l.arch,
+            })
+            .collect();
         let inputs = bundle::Inputs {
             records: &records,
-            root: &root,
+            root: &bundle::RootDoc {
+                log_date: root.log_date.format("%Y-%m-%d").to_string(),
+                merkle_root: root.merkle_root.clone(),
+                entry_count: root.entry_count,
+                prev_root: root.prev_root.clone(),
+                signature: root.signature.clone(),
+                key_id: root.key_id.clone(),
+            },
             leaves: &leaves,
             corpus: corpus_filters.as_ref(),
             now,
@@ -86,7 +103,7 @@ pub async fn export(
 
 /// Verifies the bundle against the pinned keys (any one), or, with none pinned, the key
 /// the bundle carries (said on stderr: that trusts the bundle's source).
-pub fn verify_bundle(dir: &Path, trusted: &[String]) -> Result<bundle::Verified> {
+pub(crate) fn verify_bundle(dir: &Path, trusted: &[String]) -> Result<bundle::Verified> {
     if trusted.is_empty() {
         let key = bundle::bundled_key(dir).context("reading the bundle's key")?;
         eprintln!(
@@ -115,7 +132,7 @@ fn base64_key(key: &bundle::ed25519::VerifyingKey) -> String {
 }
 
 /// One line about a verified bundle.
-pub fn describe(v: &bundle::Verified) -> String {
+pub(crate) fn describe(v: &bundle::Verified) -> String {
     let m = &v.manifest;
     format!(
         "bundle verified: dataset {}, root {} of {} ({} feed records), {} filters at false-positive rate {}",

@@ -18,16 +18,16 @@ use anyhow::{Context as _, Result, bail};
 
 /// An installed package.
 #[derive(Debug, Clone)]
-pub struct Package {
-    pub name: String,
-    pub arch: String,
-    pub version: String,
+pub(crate) struct Package {
+    pub(crate) name: String,
+    pub(crate) arch: String,
+    pub(crate) version: String,
 }
 
 /// Installed packages and the files they own.
 #[derive(Debug)]
-pub struct PackagesDb {
-    pub packages: Vec<Package>,
+pub(crate) struct PackagesDb {
+    pub(crate) packages: Vec<Package>,
     /// A path (directory resolved) to the packages that own it.
     owners: HashMap<PathBuf, Vec<usize>>,
     /// Directories already resolved.
@@ -46,7 +46,7 @@ const ON_DISK: [&str; 6] = [
 
 impl PackagesDb {
     /// Reads dpkg's database of the system at `root` (`/` for this host).
-    pub fn open(root: &Path) -> Result<Self> {
+    pub(crate) fn open(root: &Path) -> Result<Self> {
         let admin = root.join("var/lib/dpkg");
         let status_path = admin.join("status");
         let status = match std::fs::read(&status_path) {
@@ -93,7 +93,7 @@ impl PackagesDb {
     }
 
     /// The packages that own a scanned path (as the scan names it).
-    pub fn owners_of(&self, path: &Path) -> &[usize] {
+    pub(crate) fn owners_of(&self, path: &Path) -> &[usize] {
         let Ok(absolute) = std::path::absolute(path) else {
             return &[];
         };
@@ -163,7 +163,7 @@ fn parse_status(text: &str) -> Vec<Package> {
 /// `2.36-9+deb12u4`, `2.36-9+deb12u4 (bookworm)` and `bookworm/2.36-9+deb12u4`, but never
 /// `2.36-9+deb12u40` or `12.36-9+deb12u4`. An epoch (`1:`) missing on one side only is
 /// ignored, as file names in the archive drop it.
-pub fn version_matches(record: &str, installed: &str) -> bool {
+pub(crate) fn version_matches(record: &str, installed: &str) -> bool {
     let installed = installed.trim();
     if installed.is_empty() {
         return false;

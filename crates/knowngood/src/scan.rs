@@ -28,14 +28,14 @@ use serde::Serialize;
 use crate::client::{ApiClient, Classified, api_key, printable};
 
 /// Exit status when `--fail-on-unknown` finds an unknown file.
-pub const EXIT_UNKNOWN: u8 = 4;
+pub(crate) const EXIT_UNKNOWN: u8 = 4;
 
 /// Exit status when `--fail-on-unknown` with `--packages` finds a `modified` file.
-pub const EXIT_MODIFIED: u8 = 5;
+pub(crate) const EXIT_MODIFIED: u8 = 5;
 
 /// The scan found unknown files and was asked to fail on them.
 #[derive(Debug)]
-pub struct UnknownFiles(pub usize);
+pub(crate) struct UnknownFiles(pub usize);
 
 impl std::fmt::Display for UnknownFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +48,7 @@ impl std::error::Error for UnknownFiles {}
 /// The scan found files that differ from the genuine build of their installed package
 /// version (`--packages`) and was asked to fail on unknown files.
 #[derive(Debug)]
-pub struct ModifiedFiles(pub usize);
+pub(crate) struct ModifiedFiles(pub usize);
 
 impl std::fmt::Display for ModifiedFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,7 +63,7 @@ impl std::fmt::Display for ModifiedFiles {
 impl std::error::Error for ModifiedFiles {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// Aligned columns and a summary, for people.
     Table,
     /// One JSON object per file, then one `{"summary": ...}`.
@@ -72,20 +72,20 @@ pub enum Format {
     Csv,
 }
 
-pub struct ScanArgs {
-    pub paths: Vec<PathBuf>,
-    pub server: String,
-    pub key_file: Option<PathBuf>,
-    pub format: Format,
-    pub fail_on_unknown: bool,
-    pub jobs: usize,
+pub(crate) struct ScanArgs {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) server: String,
+    pub(crate) key_file: Option<PathBuf>,
+    pub(crate) format: Format,
+    pub(crate) fail_on_unknown: bool,
+    pub(crate) jobs: usize,
     /// Classify with this bundle instead of the server.
-    pub offline: Option<PathBuf>,
-    pub trust_keys: Vec<String>,
+    pub(crate) offline: Option<PathBuf>,
+    pub(crate) trust_keys: Vec<String>,
     /// Off a terminal: a progress line on stderr this often.
-    pub progress_every: std::time::Duration,
+    pub(crate) progress_every: std::time::Duration,
     /// Explain unknown files with the dpkg database of the system at this root.
-    pub packages: Option<PathBuf>,
+    pub(crate) packages: Option<PathBuf>,
 }
 
 /// What the walk found at a path.
@@ -100,61 +100,61 @@ enum Found {
 
 /// One reported path.
 #[derive(Debug, Default, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// known_vendor_release, known_file, unknown, unreadable, special or skipped; with
     /// `--packages`, an unknown file a package owns is modified or not_covered.
-    pub status: &'static str,
-    pub path: String,
+    pub(crate) status: &'static str,
+    pub(crate) path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
+    pub(crate) sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha1: Option<String>,
+    pub(crate) sha1: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub md5: Option<String>,
+    pub(crate) md5: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
+    pub(crate) vendor: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executable_name: Option<String>,
+    pub(crate) executable_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// A vendor build that a newer release has replaced.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub superseded: bool,
+    pub(crate) superseded: bool,
     /// The reference corpus set of a known file.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub file_name: Option<String>,
+    pub(crate) file_name: Option<String>,
     /// Why a path was not hashed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// `--packages`: the installed package that owns the file, and its version.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub package: Option<String>,
+    pub(crate) package: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub package_version: Option<String>,
+    pub(crate) package_version: Option<String>,
 }
 
 /// Counts by status.
 #[derive(Debug, Default, Serialize)]
-pub struct Summary {
-    pub files: usize,
-    pub bytes: u64,
-    pub known_vendor_release: usize,
-    pub superseded: usize,
-    pub known_file: usize,
-    pub unknown: usize,
-    pub unreadable: usize,
-    pub special: usize,
-    pub skipped: usize,
+pub(crate) struct Summary {
+    pub(crate) files: usize,
+    pub(crate) bytes: u64,
+    pub(crate) known_vendor_release: usize,
+    pub(crate) superseded: usize,
+    pub(crate) known_file: usize,
+    pub(crate) unknown: usize,
+    pub(crate) unreadable: usize,
+    pub(crate) special: usize,
+    pub(crate) skipped: usize,
     /// `--packages`: unknown files of a package version the service knows.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub modified: Option<usize>,
+    pub(crate) modified: Option<usize>,
     /// `--packages`: unknown files of a package version the service does not know.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_covered: Option<usize>,
+    pub(crate) not_covered: Option<usize>,
 }
 
 impl Summary {
@@ -206,7 +206,7 @@ impl Summary {
     }
 }
 
-pub async fn run(args: ScanArgs) -> Result<()> {
+pub(crate) async fn run(args: ScanArgs) -> Result<()> {
     // A path named on the command line that does not exist is a mistake, not a finding.
     for root in &args.paths {
         if let Err(e) = std::fs::symlink_metadata(root)
@@ -288,15 +288,15 @@ fn report(
 
 /// One installed package's files among those scanned.
 #[derive(Debug, Default, Serialize)]
-pub struct PackageCoverage {
-    pub package: String,
-    pub version: String,
+pub(crate) struct PackageCoverage {
+    pub(crate) package: String,
+    pub(crate) version: String,
     /// Hashed files the package owns.
-    pub files: usize,
+    pub(crate) files: usize,
     /// Of those, known as a vendor release or a reference file.
-    pub known: usize,
-    pub modified: usize,
-    pub not_covered: usize,
+    pub(crate) known: usize,
+    pub(crate) modified: usize,
+    pub(crate) not_covered: usize,
 }
 
 /// Says why each unknown file a package owns is unknown, and counts every package's
@@ -380,7 +380,7 @@ fn explain_unknowns(
 /// (exact, with names), else the filters by SHA-256, SHA-1 then MD5 (`source` says a
 /// filter answered: a false positive is possible at the manifest's rate). Superseded
 /// builds cannot be told offline.
-pub fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
+pub(crate) fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
     use bundle::OfflineVerdict;
     let digests = [&row.sha256, &row.sha1, &row.md5];
     let mut verdict = OfflineVerdict::Unknown;
@@ -410,7 +410,7 @@ pub fn classify_offline(row: &mut Row, bundle: &bundle::Verified) {
 }
 
 /// Fills a hashed file's row from the server's answer.
-pub fn apply(row: &mut Row, answer: &Classified) {
+pub(crate) fn apply(row: &mut Row, answer: &Classified) {
     row.status = match answer.classification.as_str() {
         "known_vendor_release" => "known_vendor_release",
         "known_file" => "known_file",

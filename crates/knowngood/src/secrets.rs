@@ -17,13 +17,13 @@ use base64::Engine;
 
 use crate::config::SecretSettings;
 
-pub struct Secrets {
-    pub hmac: Vec<u8>,
+pub(crate) struct Secrets {
+    pub(crate) hmac: Vec<u8>,
     /// PKCS#8 DER of the RSA keys for JWTs: the first signs, the others (retired by a
     /// rotation less than a day ago) still verify.
-    pub jwt_rsa_pkcs8: Vec<Vec<u8>>,
+    pub(crate) jwt_rsa_pkcs8: Vec<Vec<u8>>,
     /// Seed of the Ed25519 signing key.
-    pub log_ed25519: [u8; 32],
+    pub(crate) log_ed25519: [u8; 32],
 }
 
 impl fmt::Debug for Secrets {
@@ -42,7 +42,7 @@ const RETIRED_KEEP_SECS: i64 = 86_400;
 /// Rotates the JWT signing key in the data dir: the current key moves to `jwt-retired/`
 /// (it keeps verifying tokens already issued), a new key takes its place. Replicas pick the
 /// new key up when restarted.
-pub fn rotate_jwt_key(data_dir: &Path) -> Result<String> {
+pub(crate) fn rotate_jwt_key(data_dir: &Path) -> Result<String> {
     let dir = data_dir.join("secrets");
     let current = dir.join(JWT_FILE);
     if !current.exists() {
@@ -85,7 +85,7 @@ fn recently_retired(dir: &Path) -> Result<Vec<String>> {
 
 impl Secrets {
     /// Settings win over files; whatever is still missing is generated into the data dir.
-    pub fn load_or_generate(data_dir: &Path, settings: &SecretSettings) -> Result<Self> {
+    pub(crate) fn load_or_generate(data_dir: &Path, settings: &SecretSettings) -> Result<Self> {
         let dir = data_dir.join("secrets");
         fs::DirBuilder::new()
             .recursive(true)
@@ -141,7 +141,7 @@ impl Secrets {
     }
 
     /// Base64 of the raw Ed25519 public key of the transparency log.
-    pub fn log_public_key(&self) -> String {
+    pub(crate) fn log_public_key(&self) -> String {
         let public = ed25519_dalek::SigningKey::from_bytes(&self.log_ed25519).verifying_key();
         base64::engine::general_purpose::STANDARD.encode(public.to_bytes())
     }

@@ -10,23 +10,22 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
-use server::routes::transparency::NEXT_ROOT_HEADER;
 use translog::encoding::{parse_log_date, parse_public_key_base64};
 use translog::verify::{InclusionResponse, check_chain_links, verify_inclusion_response};
-use translog::{Record, SignedRoot, VerifyingKey};
+use translog::{NEXT_ROOT_HEADER, Record, SignedRoot, VerifyingKey};
 
 /// Exit status of a verification that failed, or of an error.
-pub const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit status when the server says the file was recorded after the root asked and no root
 /// holds it yet: no check failed, but nothing about the file is verified either.
-pub const EXIT_NOT_YET_INCLUDED: u8 = 3;
+pub(crate) const EXIT_NOT_YET_INCLUDED: u8 = 3;
 
 /// The file is current but was recorded after the `date` root; it will be in the `next`
 /// root. Neither verified nor failed: `main` exits with [`EXIT_NOT_YET_INCLUDED`].
 #[derive(Debug)]
-pub struct NotYetIncluded {
-    pub date: NaiveDate,
-    pub next: NaiveDate,
+pub(crate) struct NotYetIncluded {
+    pub(crate) date: NaiveDate,
+    pub(crate) next: NaiveDate,
 }
 
 impl std::fmt::Display for NotYetIncluded {
@@ -41,16 +40,16 @@ impl std::fmt::Display for NotYetIncluded {
 
 impl std::error::Error for NotYetIncluded {}
 
-pub struct VerifyArgs {
-    pub server: Option<String>,
-    pub sha256: String,
-    pub date: Option<String>,
-    pub chain: u32,
-    pub save: Option<PathBuf>,
-    pub offline: Option<PathBuf>,
+pub(crate) struct VerifyArgs {
+    pub(crate) server: Option<String>,
+    pub(crate) sha256: String,
+    pub(crate) date: Option<String>,
+    pub(crate) chain: u32,
+    pub(crate) save: Option<PathBuf>,
+    pub(crate) offline: Option<PathBuf>,
     /// Public keys (base64) obtained out of band; when given, a root signed by any other
     /// key fails, whatever the server lists.
-    pub trusted_keys: Vec<String>,
+    pub(crate) trusted_keys: Vec<String>,
 }
 
 /// With pinned keys, the signer must be one of them.
@@ -191,7 +190,7 @@ fn key_for(key_doc: &Value, key_id: &str) -> Result<VerifyingKey> {
 }
 
 /// Runs every check, printing one line per check. Errors name the check that failed.
-pub async fn run(args: VerifyArgs) -> Result<()> {
+pub(crate) async fn run(args: VerifyArgs) -> Result<()> {
     let source = match (&args.offline, &args.server) {
         (Some(dir), _) => Source::Files(dir.clone()),
         (None, Some(server)) => Source::Server {
@@ -376,6 +375,6 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn parse_date_arg(raw: &str) -> Result<NaiveDate> {
+pub(crate) fn parse_date_arg(raw: &str) -> Result<NaiveDate> {
     parse_log_date(raw).map_err(|e| anyhow!("{e}"))
 }

@@ -136,3 +136,7 @@ pub use verify::{
 
 /// Re-exported so callers use the same Ed25519 types as this crate.
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
+
+/// Header of an inclusion proof's 404 for a file recorded after the day's root and in no
+/// published root yet: the date (`YYYY-MM-DD`) of the root it will be in.
+pub const NEXT_ROOT_HEADER: &str = "knowngood-next-root";

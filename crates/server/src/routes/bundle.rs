@@ -94,6 +94,29 @@ impl Held {
     }
 }
 
+/// A stored root as the bundle carries it.
+fn root_doc(root: &store::roots::StoredRoot) -> bundle::RootDoc {
+    bundle::RootDoc {
+        log_date: root.log_date.format("%Y-%m-%d").to_string(),
+        merkle_root: root.merkle_root.clone(),
+        entry_count: root.entry_count,
+        prev_root: root.prev_root.clone(),
+        signature: root.signature.clone(),
+        key_id: root.key_id.clone(),
+    }
+}
+
+/// A stored leaf's fields, as the bundle's feed list holds them.
+fn leaf_fields(leaf: &store::roots::LeafRow) -> translog::Record<'_> {
+    translog::Record {
+        executable_name: &leaf.executable_name,
+        hash_sha256: &leaf.hash_sha256,
+        version: &leaf.version,
+        platform: &leaf.platform,
+        arch: &leaf.arch,
+    }
+}
+
 /// Bytes read from a filter file per piece of a response.
 const FILE_PIECE: u64 = 256 << 10;
 
@@ -142,9 +165,10 @@ impl BundleCache {
                 })?),
                 _ => None,
             };
+            let leaves: Vec<translog::Record<'_>> = leaves.iter().map(leaf_fields).collect();
             let inputs = bundle::Inputs {
                 records: &records,
-                root: &root,
+                root: &root_doc(&root),
                 leaves: &leaves,
                 corpus: written.as_ref().map(|(filters, _)| filters),
                 now,

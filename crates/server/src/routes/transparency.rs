@@ -320,9 +320,7 @@ pub struct ProofJson {
     pub root_matches: bool,
 }
 
-/// Header of a proof's 404 for a file recorded after the day's root and in no published
-/// root yet: the date of the root it will be in.
-pub const NEXT_ROOT_HEADER: &str = "knowngood-next-root";
+pub use translog::NEXT_ROOT_HEADER;
 
 /// A refused proof: an API error, plus the date of the root the file awaits when it was
 /// recorded after the day's root.
