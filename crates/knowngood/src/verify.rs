@@ -191,37 +191,13 @@ fn key_for(key_doc: &Value, key_id: &str) -> Result<VerifyingKey> {
 
 /// Runs every check, printing one line per check. Errors name the check that failed.
 pub(crate) async fn run(args: VerifyArgs) -> Result<()> {
-    let source = match (&args.offline, &args.server) {
-        (Some(dir), _) => Source::Files(dir.clone()),
-        (None, Some(server)) => Source::Server {
-            base: server.clone(),
-            client: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(30))
-                .build()?,
-            save: args.save.clone(),
-        },
-        (None, None) => bail!("give --server URL or --offline DIR"),
-    };
+    let source = source_of(&args)?;
     let sha256 = args.sha256.trim().to_ascii_lowercase();
     let key_doc = source
         .get("/public/transparency/key", "key.json")
         .await?
         .ok_or_else(|| anyhow!("the server publishes no transparency key"))?;
-    let date = match &args.date {
-        Some(d) => parse_log_date(d).map_err(|e| anyhow!("--date: {e}"))?,
-        None => {
-            let index = source
-                .get("/public/transparency", "index.json")
-                .await?
-                .ok_or_else(|| anyhow!("no transparency index"))?;
-            let latest = index
-                .get("roots")
-                .and_then(Value::as_array)
-                .and_then(|r| r.first())
-                .ok_or_else(|| anyhow!("no root has been published yet"))?;
-            parse_log_date(text(latest, "log_date")?).map_err(|e| anyhow!("{e}"))?
-        }
-    };
+    let date = day_of(&source, args.date.as_deref()).await?;
     let root_doc = source
         .get(
             &format!("/public/transparency/{date}"),
@@ -253,6 +229,56 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<()> {
         .map_err(|e| anyhow!("FAILED signature of {date}: {e}"))?;
     println!("ok   signature of the {date} root (key {key_id})");
 
+    check_inclusion(&source, &key, &root, &sha256, date).await?;
+    if args.chain > 0 {
+        check_chain(&source, &key_doc, root, args.chain, &args.trusted_keys).await?;
+    }
+    Ok(())
+}
+
+/// Where the documents come from: saved files, or a server (saving them when asked).
+fn source_of(args: &VerifyArgs) -> Result<Source> {
+    Ok(match (&args.offline, &args.server) {
+        (Some(dir), _) => Source::Files(dir.clone()),
+        (None, Some(server)) => Source::Server {
+            base: server.clone(),
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .build()?,
+            save: args.save.clone(),
+        },
+        (None, None) => bail!("give --server URL or --offline DIR"),
+    })
+}
+
+/// The day asked, or else the latest published root's.
+async fn day_of(source: &Source, asked: Option<&str>) -> Result<NaiveDate> {
+    Ok(match asked {
+        Some(d) => parse_log_date(d).map_err(|e| anyhow!("--date: {e}"))?,
+        None => {
+            let index = source
+                .get("/public/transparency", "index.json")
+                .await?
+                .ok_or_else(|| anyhow!("no transparency index"))?;
+            let latest = index
+                .get("roots")
+                .and_then(Value::as_array)
+                .and_then(|r| r.first())
+                .ok_or_else(|| anyhow!("no root has been published yet"))?;
+            parse_log_date(text(latest, "log_date")?).map_err(|e| anyhow!("{e}"))?
+        }
+    })
+}
+
+/// Fetches the proof for `sha256` in `date`'s tree and checks it against the verified
+/// `root`, the leaf recomputed from the record's fields.
+async fn check_inclusion(
+    source: &Source,
+    key: &VerifyingKey,
+    root: &SignedRoot,
+    sha256: &str,
+    date: NaiveDate,
+) -> Result<()> {
     let proof = match source
         .fetch(
             &format!("/public/transparency/{date}/proof?sha256={sha256}"),
@@ -315,7 +341,7 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<()> {
         proof.get("merkle_root").and_then(Value::as_str),
     )
     .map_err(|e| anyhow!("malformed proof: {e}"))?;
-    let leaf = verify_inclusion_response(&key, &root, &record, &response)
+    let leaf = verify_inclusion_response(key, root, &record, &response)
         .map_err(|e| anyhow!("FAILED inclusion: {e}"))?;
     println!(
         "ok   leaf {} recomputed from {} {} {}/{}",
@@ -332,45 +358,56 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<()> {
         response.tree_size
     );
 
-    if args.chain > 0 {
-        let mut roots = vec![root];
-        let mut day = date;
-        for _ in 0..args.chain {
-            day -= Duration::days(1);
-            let Some(doc) = source
-                .get(
-                    &format!("/public/transparency/{day}"),
-                    &format!("root-{day}.json"),
-                )
-                .await?
-            else {
-                continue;
-            };
-            let (earlier, earlier_key_id) = signed_root(&doc)?;
-            if earlier.log_date != day {
-                bail!(
-                    "FAILED chain: the root given for {day} is the root of {}",
-                    earlier.log_date
-                );
-            }
-            let earlier_key = key_for(&key_doc, &earlier_key_id)?;
-            check_pinned(&earlier_key, &args.trusted_keys, day)?;
-            earlier
-                .verify(&earlier_key)
-                .map_err(|e| anyhow!("FAILED signature of {day}: {e}"))?;
-            roots.push(earlier);
-        }
-        roots.reverse();
-        check_chain_links(&roots).map_err(|e| anyhow!("FAILED chain: {e}"))?;
-        let first = roots.first().map(|r| r.log_date).unwrap_or(date);
-        if roots.first().is_some_and(|r| r.is_genesis()) {
-            println!(
-                "ok   chain of {} roots back to the first day {first}",
-                roots.len()
+    Ok(())
+}
+
+/// Verifies the roots of the `days` days before `root`'s, each signed by a published (and
+/// pinned, if any is) key, and that they chain to it.
+async fn check_chain(
+    source: &Source,
+    key_doc: &Value,
+    root: SignedRoot,
+    days: u32,
+    trusted: &[String],
+) -> Result<()> {
+    let date = root.log_date;
+    let mut roots = vec![root];
+    let mut day = date;
+    for _ in 0..days {
+        day -= Duration::days(1);
+        let Some(doc) = source
+            .get(
+                &format!("/public/transparency/{day}"),
+                &format!("root-{day}.json"),
+            )
+            .await?
+        else {
+            continue;
+        };
+        let (earlier, earlier_key_id) = signed_root(&doc)?;
+        if earlier.log_date != day {
+            bail!(
+                "FAILED chain: the root given for {day} is the root of {}",
+                earlier.log_date
             );
-        } else {
-            println!("ok   chain of {} roots from {first} to {date}", roots.len());
         }
+        let earlier_key = key_for(key_doc, &earlier_key_id)?;
+        check_pinned(&earlier_key, trusted, day)?;
+        earlier
+            .verify(&earlier_key)
+            .map_err(|e| anyhow!("FAILED signature of {day}: {e}"))?;
+        roots.push(earlier);
+    }
+    roots.reverse();
+    check_chain_links(&roots).map_err(|e| anyhow!("FAILED chain: {e}"))?;
+    let first = roots.first().map(|r| r.log_date).unwrap_or(date);
+    if roots.first().is_some_and(|r| r.is_genesis()) {
+        println!(
+            "ok   chain of {} roots back to the first day {first}",
+            roots.len()
+        );
+    } else {
+        println!("ok   chain of {} roots from {first} to {date}", roots.len());
     }
     Ok(())
 }
