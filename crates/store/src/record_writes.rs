@@ -443,8 +443,10 @@ macro_rules! record_writer {
                 let mut total = 0;
                 for chunk in hashes.chunks(crate::record_writes::IN_LIST) {
                     let sql = format!(
-                        "SELECT COUNT(DISTINCT hash_sha256) FROM hash_records \
-                         WHERE status = 'current' AND hash_sha256 IN ({})",
+                        // The status is tested outside WHERE: as a condition it lets the
+                        // planner walk every current row instead of probing the hash index.
+                        "SELECT COUNT(DISTINCT CASE WHEN status = 'current' THEN hash_sha256 END) \
+                         FROM hash_records WHERE hash_sha256 IN ({})",
                         crate::backend::placeholders(1, chunk.len())
                     );
                     let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
