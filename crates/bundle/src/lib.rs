@@ -276,42 +276,7 @@ fn decode(hex_text: &str) -> Option<Vec<u8>> {
 pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bundle, BundleError> {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut counts = BTreeMap::new();
-    let verified: Vec<&model::NewRecord> = inputs
-        .records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .map(|r| &r.record)
-        .collect();
-    let vendor: [(&str, Vec<Vec<u8>>); 3] = [
-        (
-            "vendor-sha256",
-            verified
-                .iter()
-                .filter_map(|r| decode(&r.hash_sha256))
-                .collect(),
-        ),
-        (
-            "vendor-sha1",
-            verified
-                .iter()
-                .filter_map(|r| r.hash_sha1.as_deref().and_then(decode))
-                .collect(),
-        ),
-        (
-            "vendor-md5",
-            verified
-                .iter()
-                .filter_map(|r| r.hash_md5.as_deref().and_then(decode))
-                .collect(),
-        ),
-    ];
-    for (name, mut digests) in vendor {
-        digests.sort();
-        digests.dedup();
-        counts.insert(name.to_owned(), digests.len() as u64);
-        let filter = filter_of(digests.iter().map(Vec::as_slice));
-        files.insert(format!("{name}.bloom"), filter.to_bytes());
-    }
+    vendor_filters(inputs.records, &mut files, &mut counts);
     let mut sources = vec!["knowngood vendor releases".to_owned()];
     // Written already; listed by what was found while writing them.
     let mut written: BTreeMap<String, FileEntry> = BTreeMap::new();
@@ -323,24 +288,7 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         }
         sources.push(format!("reference corpus {}", c.generation));
     }
-    let mut feed = Vec::new();
-    let vendors: std::collections::HashMap<&str, &str> = inputs
-        .records
-        .iter()
-        .map(|r| (r.record.hash_sha256.as_str(), r.record.vendor.as_str()))
-        .collect();
-    for leaf in inputs.leaves {
-        let record = FeedRecord {
-            executable_name: leaf.executable_name.to_owned(),
-            hash_sha256: leaf.hash_sha256.to_owned(),
-            version: leaf.version.to_owned(),
-            platform: leaf.platform.to_owned(),
-            arch: leaf.arch.to_owned(),
-            vendor: vendors.get(leaf.hash_sha256).map(|v| (*v).to_owned()),
-        };
-        serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
-        feed.push(b'\n');
-    }
+    let feed = feed_list(inputs)?;
     files.insert(FEED.to_owned(), feed);
     let root = inputs.root;
     files.insert(
@@ -395,6 +343,72 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         serde_json::to_vec_pretty(&sig).map_err(|e| invalid(e.to_string()))?,
     );
     Ok(Bundle { files })
+}
+
+/// The vendor filters over the verified records' digests, with their counts.
+fn vendor_filters(
+    records: &[model::HashRecord],
+    files: &mut BTreeMap<String, Vec<u8>>,
+    counts: &mut BTreeMap<String, u64>,
+) {
+    let verified: Vec<&model::NewRecord> = records
+        .iter()
+        .filter(|r| r.integrity_ok)
+        .map(|r| &r.record)
+        .collect();
+    let vendor: [(&str, Vec<Vec<u8>>); 3] = [
+        (
+            "vendor-sha256",
+            verified
+                .iter()
+                .filter_map(|r| decode(&r.hash_sha256))
+                .collect(),
+        ),
+        (
+            "vendor-sha1",
+            verified
+                .iter()
+                .filter_map(|r| r.hash_sha1.as_deref().and_then(decode))
+                .collect(),
+        ),
+        (
+            "vendor-md5",
+            verified
+                .iter()
+                .filter_map(|r| r.hash_md5.as_deref().and_then(decode))
+                .collect(),
+        ),
+    ];
+    for (name, mut digests) in vendor {
+        digests.sort();
+        digests.dedup();
+        counts.insert(name.to_owned(), digests.len() as u64);
+        let filter = filter_of(digests.iter().map(Vec::as_slice));
+        files.insert(format!("{name}.bloom"), filter.to_bytes());
+    }
+}
+
+/// `feed.jsonl`: the day's leaves in tree order, each with its record's vendor.
+fn feed_list(inputs: &Inputs<'_>) -> Result<Vec<u8>, BundleError> {
+    let mut feed = Vec::new();
+    let vendors: std::collections::HashMap<&str, &str> = inputs
+        .records
+        .iter()
+        .map(|r| (r.record.hash_sha256.as_str(), r.record.vendor.as_str()))
+        .collect();
+    for leaf in inputs.leaves {
+        let record = FeedRecord {
+            executable_name: leaf.executable_name.to_owned(),
+            hash_sha256: leaf.hash_sha256.to_owned(),
+            version: leaf.version.to_owned(),
+            platform: leaf.platform.to_owned(),
+            arch: leaf.arch.to_owned(),
+            vendor: vendors.get(leaf.hash_sha256).map(|v| (*v).to_owned()),
+        };
+        serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
+        feed.push(b'\n');
+    }
+    Ok(feed)
 }
 
 fn signed_message(manifest: &[u8]) -> Vec<u8> {
@@ -453,6 +467,33 @@ pub fn bundled_key(dir: &Path) -> Result<VerifyingKey, BundleError> {
 /// every listed file's SHA-256 and size (and that no filter or feed file is unlisted), the
 /// root signature, and the Merkle root rebuilt from the feed list.
 pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleError> {
+    let manifest = signed_manifest(dir, key)?;
+    let contents = signed_files(dir, &manifest)?;
+    let (root, signed) = signed_root(&contents, &manifest, key)?;
+    let feed = feed_of_root(&contents, &root, &signed)?;
+    let mut filters = BTreeMap::new();
+    for (name, bytes) in &contents {
+        if let Some(stem) = name.strip_suffix(".bloom") {
+            let filter =
+                BloomFilter::from_bytes(bytes).map_err(|e| invalid(format!("{name}: {e}")))?;
+            filters.insert(stem.to_owned(), filter);
+        }
+    }
+    let by_sha256 = feed
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.hash_sha256.clone(), i))
+        .collect();
+    Ok(Verified {
+        manifest,
+        feed,
+        filters,
+        by_sha256,
+    })
+}
+
+/// `manifest.json`, once its signature verifies with `key` and its format is known.
+fn signed_manifest(dir: &Path, key: &VerifyingKey) -> Result<Manifest, BundleError> {
     let manifest_bytes = read(dir, MANIFEST)?;
     let sig: serde_json::Value = serde_json::from_slice(&read(dir, SIGNATURE)?)
         .map_err(|e| invalid(format!("{SIGNATURE}: {e}")))?;
@@ -474,6 +515,12 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
             manifest.format
         )));
     }
+    Ok(manifest)
+}
+
+/// The files the manifest lists, each as signed (the corpus filters may be absent), and
+/// no unlisted filter or feed list beside them.
+fn signed_files(dir: &Path, manifest: &Manifest) -> Result<BTreeMap<String, Vec<u8>>, BundleError> {
     let mut contents = BTreeMap::new();
     for (name, entry) in &manifest.files {
         if name.contains('/') || name.starts_with('.') {
@@ -505,7 +552,15 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
             )));
         }
     }
-    // The root: signed by the same key, and the one the manifest names.
+    Ok(contents)
+}
+
+/// The root: signed by the same key, and the one the manifest names.
+fn signed_root(
+    contents: &BTreeMap<String, Vec<u8>>,
+    manifest: &Manifest,
+    key: &VerifyingKey,
+) -> Result<(RootDoc, translog::SignedRoot), BundleError> {
     let root_bytes = contents
         .get(ROOT)
         .ok_or_else(|| failed(format!("the manifest lists no {ROOT}")))?;
@@ -525,7 +580,15 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
     if root.log_date != manifest.log_date || root.merkle_root != manifest.merkle_root {
         return Err(failed("the manifest names another root than root.json"));
     }
-    // The feed list rebuilds the signed root.
+    Ok((root, signed))
+}
+
+/// The feed list, once it rebuilds the signed root.
+fn feed_of_root(
+    contents: &BTreeMap<String, Vec<u8>>,
+    root: &RootDoc,
+    signed: &translog::SignedRoot,
+) -> Result<Vec<FeedRecord>, BundleError> {
     let feed_bytes = contents
         .get(FEED)
         .ok_or_else(|| failed(format!("the manifest lists no {FEED}")))?;
@@ -560,25 +623,7 @@ pub fn verify_dir(dir: &Path, key: &VerifyingKey) -> Result<Verified, BundleErro
             root.entry_count
         )));
     }
-    let mut filters = BTreeMap::new();
-    for (name, bytes) in &contents {
-        if let Some(stem) = name.strip_suffix(".bloom") {
-            let filter =
-                BloomFilter::from_bytes(bytes).map_err(|e| invalid(format!("{name}: {e}")))?;
-            filters.insert(stem.to_owned(), filter);
-        }
-    }
-    let by_sha256 = feed
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.hash_sha256.clone(), i))
-        .collect();
-    Ok(Verified {
-        manifest,
-        feed,
-        filters,
-        by_sha256,
-    })
+    Ok(feed)
 }
 
 /// An offline answer for one digest.
