@@ -23,6 +23,7 @@ use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
 
 mod coverage;
 mod gate;
+mod hash_lookup;
 mod keys;
 mod packages;
 mod revocations;
@@ -1278,13 +1279,15 @@ fn lookup_form(
         r#"<form method="post" action="/console/lookup" class="card" data-lookup-form>{csrf}
 <label for="hashes">Hashes (MD5, SHA-1 or SHA-256; one per line, up to 100)</label>
 <textarea id="hashes" name="hashes" rows="6" data-lookup-hashes>{hashes}</textarea>
-<div class="drop" data-drop tabindex="0" role="button" aria-describedby="drop-help">Drop a file here, or choose one:
-<label for="file" class="sr-only">File to hash</label><input id="file" type="file" data-file></div>
-<p id="drop-help" class="help">The file is hashed in your browser (SHA-256, SHA-1, MD5) and never leaves it; only the hashes are looked up.</p>
+<input type="hidden" name="files" value="" data-lookup-files>
+<div class="drop" data-drop data-max-files="{max_files}" tabindex="0" role="button" aria-describedby="drop-help">Drop files here, or choose them:
+<label for="file" class="sr-only">Files to hash</label><input id="file" type="file" multiple data-file></div>
+<p id="drop-help" class="help">Each file is hashed in your browser (SHA-256, SHA-1, MD5) and never leaves it; only the hashes are looked up, up to {max_files} files at once, one row each.</p>
 <p class="msg" role="status" data-file-status></p>
 <button type="submit">Look up</button></form>{results}"#,
         csrf = csrf_field(ctx),
         hashes = esc(hashes),
+        max_files = hash_lookup::MAX_FILES,
     );
     page(state, ctx, status, "Lookup", &body)
 }
@@ -1302,161 +1305,7 @@ async fn lookup(
         Ok(p) => p.clone(),
         Err(r) => return r,
     };
-    let raw = form.get("hashes").cloned().unwrap_or_default();
-    let parsed: Result<Vec<HashValue>, Error> = raw
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|s| !s.is_empty())
-        .map(HashValue::parse)
-        .collect();
-    let mut batch = match parsed {
-        Ok(b) if !b.is_empty() && b.len() <= 100 => b,
-        Ok(_) => {
-            return lookup_form(
-                &state,
-                &ctx,
-                StatusCode::BAD_REQUEST,
-                &raw,
-                &message("error", "Enter between 1 and 100 hashes."),
-            );
-        }
-        Err(e) => {
-            return lookup_form(
-                &state,
-                &ctx,
-                StatusCode::BAD_REQUEST,
-                &raw,
-                &message("error", &e.to_string()),
-            );
-        }
-    };
-    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-    batch.dedup_by(|a, b| a.as_str() == b.as_str());
-    // Superseded builds are genuine too: with intel:history (as the CLI does) they are
-    // answered and marked, with the current version beside them.
-    let historical = principal.has(Permission::IntelHistory);
-    let rows = match state.classifier.classify(batch, historical).await {
-        Ok(classified) => classified
-            .results()
-            .into_iter()
-            .map(|(hash, verdict)| LookupRow::of(hash, &verdict))
-            .collect::<Vec<_>>(),
-        Err(e) => return refused(&state, &ctx, &e),
-    };
-    let mut current_versions: HashMap<(String, String, model::Platform), String> = HashMap::new();
-    for row in &rows {
-        if let Some(key) = &row.superseded
-            && !current_versions.contains_key(key)
-        {
-            let current = match current_version(&state, key).await {
-                Ok(v) => v,
-                Err(e) => return refused(&state, &ctx, &e),
-            };
-            current_versions.insert(key.clone(), current);
-        }
-    }
-    let rows: String = rows
-        .iter()
-        .map(|row| {
-            let class = row.classification;
-            let (mark, detail) = match &row.superseded {
-                Some(key) => (
-                    r#" <span class="badge superseded" data-superseded>superseded</span>"#,
-                    format!(
-                        r#"{} <span class="help" data-current-version>{}</span>"#,
-                        row.detail,
-                        esc(&current_versions[key])
-                    ),
-                ),
-                None => ("", row.detail.clone()),
-            };
-            format!(
-                r#"<tr><td class="hash">{}</td><td><span class="badge {class}" data-classification>{class}</span>{mark}</td><td>{detail}</td></tr>"#,
-                esc(&row.hash)
-            )
-        })
-        .collect();
-    let results = format!(
-        r#"<section aria-labelledby="results"><h2 id="results">Results</h2><div class="scroll"><table><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></div></section>"#
-    );
-    lookup_form(&state, &ctx, StatusCode::OK, &raw, &results)
-}
-
-/// One answered hash of the Lookup page, owned (the classifier's answer borrows from the
-/// index, which is not held across the look-ups of current versions).
-struct LookupRow {
-    hash: String,
-    classification: &'static str,
-    /// The match as HTML (escaped).
-    detail: String,
-    /// A superseded vendor build: its vendor, executable and platform.
-    superseded: Option<(String, String, model::Platform)>,
-}
-
-impl LookupRow {
-    fn of(hash: &HashValue, verdict: &lookup::Verdict<'_>) -> Self {
-        let (detail, superseded) = match verdict {
-            lookup::Verdict::VendorRelease(m) => (
-                format!(
-                    "{} {} ({}, {})",
-                    esc(m.executable_name),
-                    esc(m.version),
-                    esc(m.vendor),
-                    m.platform.as_str()
-                ),
-                (!m.current).then(|| {
-                    (
-                        m.vendor.to_string(),
-                        m.executable_name.to_string(),
-                        m.platform,
-                    )
-                }),
-            ),
-            lookup::Verdict::File(e) => (
-                format!(
-                    "{} ({}, {})",
-                    esc(e.file_name),
-                    esc(e.product_name),
-                    esc(e.source)
-                ),
-                None,
-            ),
-            lookup::Verdict::Unknown => ("found in no source".into(), None),
-        };
-        Self {
-            hash: hash.as_str().to_string(),
-            classification: verdict.classification().as_str(),
-            detail,
-            superseded,
-        }
-    }
-}
-
-/// What to show beside a superseded build: the current version(s) of the same vendor's
-/// executable on that platform, or that none is current.
-async fn current_version(
-    state: &AppState,
-    (vendor, executable, platform): &(String, String, model::Platform),
-) -> Result<String, Error> {
-    let query = store::HistoryQuery {
-        executable: executable.clone(),
-        platform: Some(*platform),
-        limit: 200,
-        ..store::HistoryQuery::default()
-    };
-    let page = state.store.history(&query).await?;
-    let mut versions: Vec<&str> = page
-        .items
-        .iter()
-        .filter(|r| r.valid_until.is_none() && r.record.vendor == *vendor)
-        .map(|r| r.record.version.as_str())
-        .collect();
-    versions.sort_unstable();
-    versions.dedup();
-    Ok(if versions.is_empty() {
-        "no version of it is current".to_string()
-    } else {
-        format!("current version: {}", versions.join(", "))
-    })
+    hash_lookup::answer(&state, &ctx, &principal, &form).await
 }
 
 async fn history(
@@ -1497,8 +1346,16 @@ async fn history(
                         )
                     })
                     .collect();
+                let suggest = if page.total == 0 {
+                    match hash_lookup::suggestions(&state, &executable).await {
+                        Ok(s) => s,
+                        Err(e) => return refused(&state, &ctx, &e),
+                    }
+                } else {
+                    String::new()
+                };
                 results = format!(
-                    r#"<p>{} versions of {}.</p><div class="scroll"><table><thead><tr><th scope="col">Version</th><th scope="col">Platform</th><th scope="col">Valid from (UTC)</th><th scope="col">Valid until</th><th scope="col">Status</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
+                    r#"<p>{} versions of {}.</p>{suggest}<div class="scroll"><table><thead><tr><th scope="col">Version</th><th scope="col">Platform</th><th scope="col">Valid from (UTC)</th><th scope="col">Valid until</th><th scope="col">Status</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
                     page.total,
                     esc(&executable)
                 );

@@ -21,6 +21,8 @@ testkit::backend_tests!(
     packages_page_checks_names_scans_sboms_and_keeps_a_watchlist,
     keys_page_issues_labels_reissues_and_revokes_keys,
     usage_chart_has_axes_dates_and_the_quota_share,
+    lookup_answers_dropped_files_by_name_and_marks_bad_lines,
+    history_without_a_match_suggests_names_by_prefix,
 );
 
 fn client() -> reqwest::Client {
@@ -1281,4 +1283,172 @@ async fn usage_chart_has_axes_dates_and_the_quota_share(app: TestApp) {
         "{share}"
     );
     assert!(html.contains("<meter "), "{html}");
+}
+
+async fn lookup_answers_dropped_files_by_name_and_marks_bad_lines(app: TestApp) {
+    use testkit::fixtures::{hex_of, putty};
+    app.record(putty("0.82", model::Arch::Amd64, 2)).await;
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+    let files = serde_json::json!([
+        {"name": "putty <1>.exe", "sha256": hex_of(2, 64), "sha1": hex_of(2, 40), "md5": hex_of(2, 32)},
+        {"name": "notes.txt", "sha256": hex_of(7, 64), "sha1": hex_of(7, 40), "md5": hex_of(7, 32)},
+    ])
+    .to_string();
+    // Line 2 is not a hash and line 4 holds markup: both refused at their line, the
+    // good lines answered.
+    let hashes = format!(
+        "{}\nnot-a-hash\n\n<script>x</script>, {}",
+        hex_of(2, 64),
+        hex_of(9, 32)
+    );
+    let (status, _, html) = b
+        .post("/console/lookup", &[("hashes", &hashes), ("files", &files)])
+        .await;
+    assert_eq!(status, 200, "{html}");
+    let refused = between(&html, "data-refused>", "</section>").expect("a refused list");
+    assert!(
+        refused.contains(r#"data-refused-line="2">Line 2: <code>not-a-hash</code>"#),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(
+            r#"data-refused-line="4">Line 4: <code>&lt;script&gt;x&lt;/script&gt;</code>"#
+        ),
+        "{refused}"
+    );
+    assert!(!html.contains("<script>x"), "refused text is escaped");
+    assert!(refused.contains("2 values are not a hash"), "{refused}");
+
+    // One row per file, its name kept (escaped), each digest with its verdict.
+    let file_rows: Vec<&str> = html
+        .split("<tr data-file>")
+        .skip(1)
+        .map(|r| r.split("</tr>").next().unwrap())
+        .collect();
+    assert_eq!(file_rows.len(), 2, "{html}");
+    let putty_row = file_rows[0];
+    assert!(
+        putty_row.contains("data-file-name>putty &lt;1&gt;.exe<"),
+        "{putty_row}"
+    );
+    for (algo, hash) in [
+        ("SHA-256", hex_of(2, 64)),
+        ("SHA-1", hex_of(2, 40)),
+        ("MD5", hex_of(2, 32)),
+    ] {
+        let digest = between(putty_row, &format!(r#"data-digest="{algo}">"#), "</li>").unwrap();
+        assert!(digest.contains(&hash), "{digest}");
+        assert!(digest.contains(">known_vendor_release<"), "{digest}");
+    }
+    assert!(
+        putty_row.contains("putty.exe 0.82 (PuTTY, windows)"),
+        "{putty_row}"
+    );
+    // The record's source, as recorded.
+    assert!(
+        putty_row.contains(
+            r#"href="https://downloads.example/PuTTY/putty.exe" rel="noreferrer noopener" data-source-url>"#
+        ),
+        "{putty_row}"
+    );
+    let other = file_rows[1];
+    assert!(other.contains("data-file-name>notes.txt<"), "{other}");
+    assert_eq!(other.matches(">unknown<").count(), 3, "{other}");
+    assert!(other.contains("found in no source") && !other.contains("data-source-url"));
+
+    // The pasted hashes keep their own table, the vendor build with its source too.
+    let results = html
+        .split(r#"<h2 id="results">"#)
+        .nth(1)
+        .expect("pasted results");
+    let row = |hash: &str| {
+        results
+            .split("<tr>")
+            .find(|r| r.contains(hash))
+            .unwrap_or_else(|| panic!("no row for {hash}: {results}"))
+    };
+    assert!(row(&hex_of(2, 64)).contains("data-source-url"));
+    assert!(row(&hex_of(9, 32)).contains(">unknown<"));
+
+    // Nothing but bad lines: refused, each at its line, and nothing looked up.
+    let (status, _, html) = b.post("/console/lookup", &[("hashes", "abc\nfff")]).await;
+    assert_eq!(status, 400);
+    assert!(html.contains(r#"data-refused-line="1""#) && html.contains(r#"data-refused-line="2""#));
+    assert!(!html.contains(r#"<h2 id="results">"#), "{html}");
+    // Too many files at once, or a files field that is not the script's: a plain refusal.
+    let many: Vec<_> = (0..34)
+        .map(|i| serde_json::json!({"name": format!("f{i}"), "sha256": hex_of(i, 64), "sha1": hex_of(i, 40), "md5": hex_of(i, 32)}))
+        .collect();
+    let (status, _, html) = b
+        .post(
+            "/console/lookup",
+            &[("files", &serde_json::Value::from(many).to_string())],
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(html.contains("34 files were dropped; at most 33"), "{html}");
+    let (status, _, html) = b.post("/console/lookup", &[("files", "[{")]).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("could not be read"), "{html}");
+    let swapped = serde_json::json!([{"name": "a", "sha256": hex_of(1, 32), "sha1": hex_of(1, 40), "md5": hex_of(1, 32)}]).to_string();
+    let (status, _, _) = b.post("/console/lookup", &[("files", &swapped)]).await;
+    assert_eq!(status, 400);
+}
+
+async fn history_without_a_match_suggests_names_by_prefix(app: TestApp) {
+    use testkit::fixtures::{putty, rec};
+    app.record(putty("0.82", model::Arch::Amd64, 2)).await;
+    app.record(rec(
+        "PuTTY",
+        "puttygen.exe",
+        "0.82",
+        model::Platform::Windows,
+        model::Arch::Amd64,
+        3,
+    ))
+    .await;
+    app.record(rec(
+        "Odd",
+        "50%off.exe",
+        "1.0",
+        model::Platform::Windows,
+        model::Arch::Amd64,
+        4,
+    ))
+    .await;
+    let key = app.account("acme", Role::Analyst, Tier::Basic).await;
+    let (mut b, _) = sign_in_and_enrol(&app, &key).await;
+
+    let (status, _, html) = b.get("/console/history?executable=PUTT").await;
+    assert_eq!(status, 200);
+    let suggested = between(&html, "data-suggestions>", "</p>").expect("suggestions");
+    assert!(suggested.starts_with("Did you mean: "), "{suggested}");
+    assert!(
+        suggested.contains(
+            r#"<a href="/console/history?executable=putty.exe" data-suggestion>putty.exe</a>"#
+        ),
+        "{suggested}"
+    );
+    assert!(suggested.contains(">puttygen.exe</a>"), "{suggested}");
+    // A suggestion leads to that executable's history.
+    let (status, _, html) = b.get("/console/history?executable=putty.exe").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("1 versions of putty.exe."), "{html}");
+    assert!(
+        !html.contains("data-suggestions"),
+        "a match needs no suggestion"
+    );
+    // Wildcards are plain text, and the link carries the name encoded.
+    let (_, _, html) = b.get("/console/history?executable=50%25").await;
+    assert!(
+        html.contains(r#"href="/console/history?executable=50%25off.exe""#),
+        "{html}"
+    );
+    let (_, _, html) = b.get("/console/history?executable=5%25").await;
+    assert!(!html.contains("data-suggestions"), "{html}");
+    // One character is too short a prefix to search by.
+    let (_, _, html) = b.get("/console/history?executable=p").await;
+    assert!(html.contains("0 versions of p."), "{html}");
+    assert!(!html.contains("data-suggestions"), "{html}");
 }

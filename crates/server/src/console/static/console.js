@@ -1,5 +1,5 @@
 // The console's only script: WebAuthn ceremonies (register a passkey, sign in with one)
-// and hashing a dropped file in the browser. Served by the binary; no build step.
+// and hashing dropped files in the browser. Served by the binary; no build step.
 "use strict";
 (function () {
   const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
@@ -85,18 +85,30 @@
 
   const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
 
-  async function hashFile(file) {
+  /** Hashes the chosen files in the browser and posts their digests with their names. */
+  async function hashFiles(list) {
     const form = document.querySelector("[data-lookup-form]");
     const out = document.querySelector("[data-file-status]");
-    out.textContent = "Hashing " + file.name + " in your browser…";
-    const data = await file.arrayBuffer();
-    const [sha256, sha1] = await Promise.all([
-      crypto.subtle.digest("SHA-256", data),
-      crypto.subtle.digest("SHA-1", data),
-    ]);
-    const hashes = [hex(sha256), hex(sha1), window.knowngoodMd5(data)];
-    document.querySelector("[data-lookup-hashes]").value = hashes.join("\n");
-    out.textContent = file.name + " hashed; looking up its hashes.";
+    const drop = document.querySelector("[data-drop]");
+    const max = Number((drop && drop.dataset.maxFiles) || 33);
+    const files = Array.from(list);
+    if (files.length === 0) return;
+    if (files.length > max) {
+      out.textContent = `${files.length} files chosen; at most ${max} are looked up at once. Choose fewer.`;
+      return;
+    }
+    const digests = [];
+    for (const file of files) {
+      out.textContent = `Hashing ${file.name} in your browser (${digests.length + 1} of ${files.length})…`;
+      const data = await file.arrayBuffer();
+      const [sha256, sha1] = await Promise.all([
+        crypto.subtle.digest("SHA-256", data),
+        crypto.subtle.digest("SHA-1", data),
+      ]);
+      digests.push({ name: file.name, sha256: hex(sha256), sha1: hex(sha1), md5: window.knowngoodMd5(data) });
+    }
+    document.querySelector("[data-lookup-files]").value = JSON.stringify(digests);
+    out.textContent = (files.length === 1 ? files[0].name : `${files.length} files`) + " hashed; looking up their digests.";
     form.submit();
   }
 
@@ -156,7 +168,9 @@
     const drop = document.querySelector("[data-drop]");
     const input = document.querySelector("[data-file]");
     if (input) {
-      input.addEventListener("change", () => { if (input.files[0]) hashFile(input.files[0]); });
+      input.addEventListener("change", () => {
+        hashFiles(input.files).catch((e) => { document.querySelector("[data-file-status]").textContent = "Could not hash: " + e.message; });
+      });
     }
     if (drop) {
       drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
@@ -164,7 +178,7 @@
       drop.addEventListener("drop", (e) => {
         e.preventDefault();
         drop.classList.remove("over");
-        if (e.dataTransfer.files[0]) hashFile(e.dataTransfer.files[0]);
+        hashFiles(e.dataTransfer.files).catch((err) => { document.querySelector("[data-file-status]").textContent = "Could not hash: " + err.message; });
       });
       drop.addEventListener("keydown", (e) => {
         if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); }
