@@ -327,6 +327,29 @@ pub(crate) struct LimitSettings {
     pub(crate) failed_auth_per_team: Option<u32>,
 }
 
+impl LimitSettings {
+    /// The configured limits, the server's defaults where unset.
+    fn resolve(&self) -> server::Limits {
+        let defaults = server::Limits::default();
+        server::Limits {
+            hash_of_day_per_ip: self
+                .hash_of_day_per_ip
+                .unwrap_or(defaults.hash_of_day_per_ip),
+            public_per_ip: self.public_per_ip.unwrap_or(defaults.public_per_ip),
+            token_per_key: self.token_per_key.unwrap_or(defaults.token_per_key),
+            authenticated_per_key: self
+                .authenticated_per_key
+                .unwrap_or(defaults.authenticated_per_key),
+            failed_auth_per_ip: self
+                .failed_auth_per_ip
+                .unwrap_or(defaults.failed_auth_per_ip),
+            failed_auth_per_team: self
+                .failed_auth_per_team
+                .unwrap_or(defaults.failed_auth_per_team),
+        }
+    }
+}
+
 /// Client connection timeouts (seconds) and caps; unset values keep the defaults of
 /// `server::ConnectionLimits`.
 #[derive(Debug, Default, Deserialize)]
@@ -512,28 +535,8 @@ impl Config {
             Some(0) => anyhow::bail!("schedule.jobs_check_secs must be at least 1"),
             Some(secs) => std::time::Duration::from_secs(secs),
         };
-        let defaults = server::Limits::default();
         let settings = server::Settings {
-            limits: server::Limits {
-                hash_of_day_per_ip: file
-                    .limits
-                    .hash_of_day_per_ip
-                    .unwrap_or(defaults.hash_of_day_per_ip),
-                public_per_ip: file.limits.public_per_ip.unwrap_or(defaults.public_per_ip),
-                token_per_key: file.limits.token_per_key.unwrap_or(defaults.token_per_key),
-                authenticated_per_key: file
-                    .limits
-                    .authenticated_per_key
-                    .unwrap_or(defaults.authenticated_per_key),
-                failed_auth_per_ip: file
-                    .limits
-                    .failed_auth_per_ip
-                    .unwrap_or(defaults.failed_auth_per_ip),
-                failed_auth_per_team: file
-                    .limits
-                    .failed_auth_per_team
-                    .unwrap_or(defaults.failed_auth_per_team),
-            },
+            limits: file.limits.resolve(),
             trusted_proxies: file.trusted_proxies,
             jobs: jobs::JobSettings {
                 corpus_release,
@@ -575,19 +578,7 @@ impl Config {
             jobs_every,
             ..server::Settings::default()
         };
-        let mut secrets = file.secrets;
-        for (var, slot) in [
-            ("KNOWNGOOD_HMAC_SECRET", &mut secrets.hmac_secret),
-            (
-                "KNOWNGOOD_JWT_PRIVATE_KEY_PEM",
-                &mut secrets.jwt_private_key_pem,
-            ),
-            ("KNOWNGOOD_LOG_SIGNING_KEY", &mut secrets.log_signing_key),
-        ] {
-            if let Ok(value) = std::env::var(var) {
-                *slot = Some(value);
-            }
-        }
+        let secrets = file.secrets.overridden_by_env();
         Ok(Self {
             listen,
             metrics_listen,
@@ -599,6 +590,25 @@ impl Config {
             settings,
             secrets,
         })
+    }
+}
+
+impl SecretSettings {
+    /// The secrets given in the environment replace those of the file.
+    fn overridden_by_env(mut self) -> Self {
+        for (var, slot) in [
+            ("KNOWNGOOD_HMAC_SECRET", &mut self.hmac_secret),
+            (
+                "KNOWNGOOD_JWT_PRIVATE_KEY_PEM",
+                &mut self.jwt_private_key_pem,
+            ),
+            ("KNOWNGOOD_LOG_SIGNING_KEY", &mut self.log_signing_key),
+        ] {
+            if let Ok(value) = std::env::var(var) {
+                *slot = Some(value);
+            }
+        }
+        self
     }
 }
 

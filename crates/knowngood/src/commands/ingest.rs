@@ -119,22 +119,7 @@ fn sbom_plan(path: &std::path::Path) -> Result<jobs::coverage::Plan> {
 /// it follows (the configured channel, with its packages or releases) and the last result
 /// recorded in this data directory's database (none is created to say so).
 async fn list_channels(config: &Config) -> Result<()> {
-    let sqlite_missing = config
-        .database_url
-        .strip_prefix("sqlite:")
-        .map(|rest| rest.trim_start_matches("//"))
-        .map(|rest| rest.split('?').next().unwrap_or(rest))
-        .is_some_and(|path| !std::path::Path::new(path).exists());
-    let health: std::collections::HashMap<String, store::VendorHealth> = if sqlite_missing {
-        Default::default()
-    } else {
-        let secrets = load_secrets(config)?;
-        let health = with_store(config, &secrets, async |store| {
-            Ok(store.vendor_health().await?)
-        })
-        .await?;
-        health.into_iter().map(|h| (h.vendor.clone(), h)).collect()
-    };
+    let health = recorded_health(config).await?;
     let mut lines = vec![[
         "ID".to_string(),
         "KIND".into(),
@@ -187,6 +172,35 @@ async fn list_channels(config: &Config) -> Result<()> {
             client::printable(&last),
         ]);
     }
+    print_columns(&lines);
+    Ok(())
+}
+
+/// The last run of each channel recorded in the configured database; none when its SQLite
+/// file does not exist (listing creates no database).
+async fn recorded_health(
+    config: &Config,
+) -> Result<std::collections::HashMap<String, store::VendorHealth>> {
+    let sqlite_missing = config
+        .database_url
+        .strip_prefix("sqlite:")
+        .map(|rest| rest.trim_start_matches("//"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))
+        .is_some_and(|path| !std::path::Path::new(path).exists());
+    Ok(if sqlite_missing {
+        Default::default()
+    } else {
+        let secrets = load_secrets(config)?;
+        let health = with_store(config, &secrets, async |store| {
+            Ok(store.vendor_health().await?)
+        })
+        .await?;
+        health.into_iter().map(|h| (h.vendor.clone(), h)).collect()
+    })
+}
+
+/// Rows in columns as wide as their widest cell (the last column unpadded).
+fn print_columns(lines: &[[String; 5]]) {
     let widths: Vec<usize> = (0..4)
         .map(|i| {
             lines
@@ -196,7 +210,7 @@ async fn list_channels(config: &Config) -> Result<()> {
                 .unwrap_or(0)
         })
         .collect();
-    for l in &lines {
+    for l in lines {
         println!(
             "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
             l[0],
@@ -210,7 +224,6 @@ async fn list_channels(config: &Config) -> Result<()> {
             w3 = widths[3]
         );
     }
-    Ok(())
 }
 
 /// A channel's last recorded run: when it last succeeded, and the error of a later failure.
