@@ -258,7 +258,7 @@ pub fn router(state: AppState) -> Router {
     let prefix: Arc<str> = state.settings.hashlookup_prefix.as_str().into();
     let app = routes::api()
         .into_router(&state)
-        .merge(console::router())
+        .merge(console::router(&state))
         .merge(routes::hashlookup::unkeyed(&state.settings))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use crate::AppState;
 
 mod pages;
+pub mod rules;
 
 /// The session token cookie.
 pub const SESSION_COOKIE: &str = "kg_session";
@@ -36,9 +37,9 @@ pub const CSRF_COOKIE: &str = "kg_csrf";
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The console's routes.
-pub fn router() -> Router<AppState> {
-    pages::routes().layer(axum::middleware::from_fn(console_headers))
+/// The console's routes, each behind its declared [`rules::ConsoleRule`].
+pub fn router(state: &AppState) -> Router<AppState> {
+    pages::routes(state).layer(axum::middleware::from_fn(console_headers))
 }
 
 async fn console_headers(request: Request, next: Next) -> Response {

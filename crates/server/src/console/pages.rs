@@ -6,17 +6,18 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use auth::Principal;
 use auth::mfa::Proof;
 use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use model::{Error, HashValue, Permission, Tier};
 use subtle::ConstantTimeEq;
 
+use super::rules::{ConsoleRoutes, ConsoleRule};
 use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
 use crate::AppState;
 use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
@@ -28,73 +29,146 @@ mod keys;
 mod packages;
 mod revocations;
 
+use gate::Signed;
+
 type Fields = HashMap<String, String>;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/console", get(|| async { see_other("/console/") }))
-        .route("/console/", get(dashboard))
-        .route("/console/sign-in", get(sign_in_page).post(sign_in))
-        .route("/console/sign-in/user", post(sign_in_user))
-        .route("/console/second-factor", get(second_factor_page))
-        .route("/console/second-factor/totp", post(second_factor_totp))
-        .route(
+/// Every console route with its access rule; the router and [`CONSOLE_ROUTES`] are both
+/// built from this list, so a route cannot be served without a rule.
+///
+/// [`CONSOLE_ROUTES`]: super::rules::CONSOLE_ROUTES
+pub(super) fn declared() -> ConsoleRoutes {
+    use ConsoleRule as R;
+    use Permission as P;
+    let packages = R::page(P::IntelPackages, Tier::Teams, "Packages");
+    let revocations = R::page(P::IntelRevocations, Tier::Teams, "Revocations");
+    ConsoleRoutes::default()
+        .get("/console", R::Public, || async { see_other("/console/") })
+        .get("/console/", R::Public, dashboard)
+        .get("/console/sign-in", R::Public, sign_in_page)
+        .post("/console/sign-in", R::Public, sign_in)
+        .post("/console/sign-in/user", R::Public, sign_in_user)
+        .get("/console/second-factor", R::Public, second_factor_page)
+        .post("/console/second-factor/totp", R::Public, second_factor_totp)
+        .post(
             "/console/second-factor/recovery",
-            post(second_factor_recovery),
+            R::Public,
+            second_factor_recovery,
         )
-        .route("/console/invite", get(invite_page).post(redeem_invite))
-        .route("/console/sign-out", post(sign_out))
-        .route("/console/account", get(account))
-        .route("/console/account/totp/enroll", post(totp_enroll))
-        .route("/console/account/totp/verify", post(totp_verify))
-        .route("/console/account/totp/disable", post(totp_disable))
-        .route("/console/account/recovery", post(recovery_generate))
-        .route(
+        .get("/console/invite", R::Public, invite_page)
+        .post("/console/invite", R::Public, redeem_invite)
+        .post("/console/sign-out", R::Public, sign_out)
+        .get("/console/account", R::SignedIn, account)
+        .post("/console/account/totp/enroll", R::SignedIn, totp_enroll)
+        .post("/console/account/totp/verify", R::SignedIn, totp_verify)
+        .post(
+            "/console/account/totp/disable",
+            R::SecondFactor,
+            totp_disable,
+        )
+        .post(
+            "/console/account/recovery",
+            R::SecondFactor,
+            recovery_generate,
+        )
+        .post(
             "/console/account/passkeys/{id}/delete",
-            post(passkey_delete),
+            R::SecondFactor,
+            passkey_delete,
         )
-        .route("/console/account/reissue", post(reissue))
-        .route(
+        .post("/console/account/reissue", R::SecondFactor, reissue)
+        .post(
             "/console/passkey/register/begin",
-            post(passkey_register_begin),
+            R::SignedInScript,
+            passkey_register_begin,
         )
-        .route(
+        .post(
             "/console/passkey/register/complete",
-            post(passkey_register_complete),
+            R::SignedInScript,
+            passkey_register_complete,
         )
-        .route("/console/passkey/sign-in", post(passkey_sign_in))
-        .route("/console/lookup", get(lookup_page).post(lookup))
-        .route("/console/history", get(history))
-        .route("/console/coverage", get(coverage::page_))
-        .route("/console/export", get(coverage::export))
-        .route("/console/packages", get(packages::page_))
-        .route("/console/packages/typosquat", post(packages::typosquat))
-        .route("/console/packages/sbom", post(packages::sbom))
-        .route("/console/packages/watch", post(packages::add_watch))
-        .route(
+        .post("/console/passkey/sign-in", R::Public, passkey_sign_in)
+        .get(
+            "/console/lookup",
+            R::permission(Some(P::IntelLookup), Tier::Basic),
+            lookup_page,
+        )
+        .post(
+            "/console/lookup",
+            R::permission(Some(P::IntelLookup), Tier::Basic),
+            lookup,
+        )
+        .get(
+            "/console/history",
+            R::permission(Some(P::IntelHistory), Tier::Basic),
+            history,
+        )
+        .get(
+            "/console/coverage",
+            R::page(P::IntelStats, Tier::Basic, "Coverage"),
+            coverage::page_,
+        )
+        .get(
+            "/console/export",
+            R::page(P::IntelHistory, Tier::Basic, "Export"),
+            coverage::export,
+        )
+        .get("/console/packages", packages, packages::page_)
+        .post("/console/packages/typosquat", packages, packages::typosquat)
+        .post("/console/packages/sbom", packages, packages::sbom)
+        .post("/console/packages/watch", packages, packages::add_watch)
+        .post(
             "/console/packages/watch/{id}/delete",
-            post(packages::remove_watch),
+            packages,
+            packages::remove_watch,
         )
-        .route("/console/revocations", get(revocations::page_))
-        .route("/console/revocations/export", get(revocations::export))
-        .route("/console/usage", get(usage))
-        .route("/console/keys", get(keys::keys))
-        .route("/console/keys/invite", post(keys::create_invite))
-        .route("/console/keys/issue", post(keys::issue))
-        .route("/console/keys/{id}/label", post(keys::label))
-        .route("/console/keys/{id}/revoke", post(keys::revoke))
-        .route("/console/keys/{id}/reissue", post(keys::reissue))
-        .route("/console/static/console.js", get(script))
-        .route("/console/static/md5.js", get(md5_script))
-        .route("/console/static/console.css", get(style))
-        .route("/favicon.ico", get(favicon))
-        .route("/console/{*rest}", any(not_found))
+        .get("/console/revocations", revocations, revocations::page_)
+        .get(
+            "/console/revocations/export",
+            revocations,
+            revocations::export,
+        )
+        .get("/console/usage", R::permission(None, Tier::Free), usage)
+        .get(
+            "/console/keys",
+            R::permission(Some(P::TenantManage), Tier::Teams),
+            keys::keys,
+        )
+        .post("/console/keys/invite", R::SecondFactor, keys::create_invite)
+        .post("/console/keys/issue", R::SecondFactor, keys::issue)
+        .post("/console/keys/{id}/label", R::SecondFactor, keys::label)
+        .post("/console/keys/{id}/revoke", R::SecondFactor, keys::revoke)
+        .post("/console/keys/{id}/reissue", R::SecondFactor, keys::reissue)
+        .get("/console/static/console.js", R::Public, script)
+        .get("/console/static/md5.js", R::Public, md5_script)
+        .get("/console/static/console.css", R::Public, style)
+        .get("/favicon.ico", R::Public, favicon)
+        .any("/console/{*rest}", R::Public, not_found)
+}
+
+/// The console's router: each declared route behind the enforcement of its rule (a public
+/// route has nothing to enforce; the catch-all's method router could not take a layer).
+pub(super) fn routes(state: &AppState) -> Router<AppState> {
+    let mut router = Router::new();
+    for (route, handler) in declared().into_parts() {
+        let handler = if route.rule == ConsoleRule::Public {
+            handler
+        } else {
+            handler.route_layer(axum::middleware::from_fn_with_state(
+                Arc::new((state.clone(), route.rule)),
+                gate::enforce,
+            ))
+        };
+        router = router.route(route.path, handler);
+    }
+    router
 }
 
 // ----- plumbing -----
 
 /// What every page knows about the request: the signed-in principal (if any) and the CSRF
 /// token (a new one is set when the browser has none).
+#[derive(Clone)]
 struct Ctx {
     principal: Option<Principal>,
     csrf: String,
@@ -750,14 +824,10 @@ async fn sign_out(
 
 async fn account(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Signed { ctx, principal }: Signed,
     Query(q): Query<Fields>,
 ) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    let principal = match signed_in(&ctx, false) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+    let principal = &principal;
     let mut notes = String::new();
     if let Some(left) = q.get("recovery_left") {
         notes.push_str(&message(
@@ -876,17 +946,15 @@ async fn account_page(
     page(state, ctx, status, "Account", &body)
 }
 
-/// The principal of a form post: CSRF checked, signed in, with MFA when `need_mfa`.
-async fn form_principal(
-    state: &AppState,
+/// The page context and principal of a form post its route's rule let through, once its
+/// CSRF token is checked.
+fn form_principal(
+    signed: Signed,
     headers: &HeaderMap,
     form: &Fields,
-    need_mfa: bool,
 ) -> Result<(Ctx, Principal), Response> {
     check_csrf(headers, form.get("csrf").map(String::as_str))?;
-    let ctx = ctx(state, headers).await;
-    let principal = signed_in(&ctx, need_mfa)?.clone();
-    Ok((ctx, principal))
+    Ok((signed.ctx, signed.principal))
 }
 
 async fn mark_session_mfa(state: &AppState, principal: &Principal) -> Result<(), Error> {
@@ -900,11 +968,12 @@ async fn mark_session_mfa(state: &AppState, principal: &Principal) -> Result<(),
 
 async fn totp_enroll(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, false).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let label = format!("{}@{}", principal.key_id, principal.team_id);
@@ -944,11 +1013,12 @@ async fn totp_enroll(
 
 async fn totp_verify(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, false).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let code = form.get("code").map(String::as_str).unwrap_or_default();
@@ -1019,11 +1089,12 @@ fn totp_retry(state: &AppState, ctx: &Ctx, status: StatusCode, text: &str) -> Re
 
 async fn totp_disable(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let code = form.get("code").map(String::as_str).unwrap_or_default();
@@ -1044,11 +1115,12 @@ async fn totp_disable(
 
 async fn recovery_generate(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let codes = match state
@@ -1078,12 +1150,13 @@ async fn recovery_generate(
 
 async fn passkey_delete(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     match state
@@ -1098,11 +1171,12 @@ async fn passkey_delete(
 
 async fn reissue(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     if principal
@@ -1153,16 +1227,14 @@ struct RegisterBegin {
 
 async fn passkey_register_begin(
     State(state): State<AppState>,
+    Signed { principal, .. }: Signed,
     headers: HeaderMap,
     Json(body): Json<RegisterBegin>,
 ) -> Response {
     if let Err(r) = check_csrf_header(&headers) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let Some(principal) = &ctx.principal else {
-        return json_error(&Error::Unauthorized("sign in first".into()));
-    };
+    let principal = &principal;
     let name = body.display_name.trim();
     if name.is_empty() || name.chars().count() > 100 {
         return json_error(&Error::bad_request("display_name must be 1-100 characters"));
@@ -1185,16 +1257,14 @@ async fn passkey_register_begin(
 
 async fn passkey_register_complete(
     State(state): State<AppState>,
+    Signed { principal, .. }: Signed,
     headers: HeaderMap,
     Json(credential): Json<serde_json::Value>,
 ) -> Response {
     if let Err(r) = check_csrf_header(&headers) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let Some(principal) = &ctx.principal else {
-        return json_error(&Error::Unauthorized("sign in first".into()));
-    };
+    let principal = &principal;
     match state
         .mfa
         .passkey_register_complete(
@@ -1260,11 +1330,7 @@ fn allowed<'a>(
     Ok(principal)
 }
 
-async fn lookup_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
-        return r;
-    }
+async fn lookup_page(State(state): State<AppState>, Signed { ctx, .. }: Signed) -> Response {
     lookup_form(&state, &ctx, StatusCode::OK, "", "")
 }
 
@@ -1294,29 +1360,21 @@ fn lookup_form(
 
 async fn lookup(
     State(state): State<AppState>,
+    Signed { ctx, principal }: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let principal = match allowed(&state, &ctx, Some(Permission::IntelLookup), Tier::Basic) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     hash_lookup::answer(&state, &ctx, &principal, &form).await
 }
 
 async fn history(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Signed { ctx, .. }: Signed,
     Query(q): Query<Fields>,
 ) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    if let Err(r) = allowed(&state, &ctx, Some(Permission::IntelHistory), Tier::Basic) {
-        return r;
-    }
     let executable = q
         .get("executable")
         .map(|s| s.trim().to_string())
@@ -1372,13 +1430,8 @@ async fn history(
     page(&state, &ctx, StatusCode::OK, "History", &body)
 }
 
-async fn usage(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    let principal = match allowed(&state, &ctx, None, Tier::Free) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let summary = match state.admin.usage(principal).await {
+async fn usage(State(state): State<AppState>, Signed { ctx, principal }: Signed) -> Response {
+    let summary = match state.admin.usage(&principal).await {
         Ok(s) => s,
         Err(e) => return refused(&state, &ctx, &e),
     };

@@ -23,6 +23,7 @@ testkit::backend_tests!(
     usage_chart_has_axes_dates_and_the_quota_share,
     lookup_answers_dropped_files_by_name_and_marks_bad_lines,
     history_without_a_match_suggests_names_by_prefix,
+    console_authorization_matrix,
 );
 
 fn client() -> reqwest::Client {
@@ -1283,6 +1284,105 @@ async fn usage_chart_has_axes_dates_and_the_quota_share(app: TestApp) {
         "{share}"
     );
     assert!(html.contains("<meter "), "{html}");
+}
+
+/// Every console route answers as its declared rule predicts, for an anonymous browser, a
+/// key session that has not passed a second factor, an analyst and an account on the basic
+/// tier (both with a second factor): the way to sign in, the way to enrol, the page naming
+/// the missing permission or tier, or the handler itself.
+async fn console_authorization_matrix(app: TestApp) {
+    use server::console::rules::{CONSOLE_ROUTES, ConsoleRule};
+
+    let mut routes: Vec<_> = CONSOLE_ROUTES
+        .iter()
+        .filter(|r| r.rule != ConsoleRule::Public && r.method.is_some())
+        .collect();
+    assert!(routes.len() > 20, "the console's routes are declared");
+    // Reissuing one's own key ends the session: last.
+    routes.sort_by_key(|r| r.path == "/console/account/reissue");
+
+    let anonymous = Browser::open(&app).await;
+    let mut no_mfa = Browser::open(&app).await;
+    let key = app
+        .account("m-nomfa", Role::AccountAdmin, Tier::Enterprise)
+        .await;
+    let (status, headers, _) = no_mfa.post("/console/sign-in", &[("key", &key)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/console/account?enrol=1");
+    let analyst = app
+        .account("m-analyst", Role::Analyst, Tier::Enterprise)
+        .await;
+    let (analyst, _) = sign_in_and_enrol(&app, &analyst).await;
+    let basic = app
+        .account("m-basic", Role::AccountAdmin, Tier::Basic)
+        .await;
+    let (basic, _) = sign_in_and_enrol(&app, &basic).await;
+
+    let callers = [
+        ("anonymous", anonymous, None),
+        ("a key session without a second factor", no_mfa, None),
+        (
+            "an analyst",
+            analyst,
+            Some((Role::Analyst, Tier::Enterprise)),
+        ),
+        (
+            "the basic tier",
+            basic,
+            Some((Role::AccountAdmin, Tier::Basic)),
+        ),
+    ];
+    let mut checked = 0;
+    for (who, mut browser, passed) in callers {
+        for route in &routes {
+            let path = route.path.replace("{id}", "0123456789abcdef");
+            let method = route.method.clone().unwrap();
+            let (status, headers, body) = if method == reqwest::Method::GET {
+                browser.get(&path).await
+            } else {
+                browser.post(&path, &[]).await
+            };
+            let location = headers
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let what = format!("{method} {} as {who}: {status} {location}", route.path);
+            let to_sign_in = status == 303 && location == "/console/sign-in";
+            let to_enrol = status == 303 && location == "/console/account?enrol=1";
+            match (who, route.rule) {
+                ("anonymous", ConsoleRule::SignedInScript) => {
+                    assert_eq!(status, 401, "{what}");
+                    assert!(body.contains("sign in first"), "{what}: {body}");
+                }
+                ("anonymous", _) => assert!(to_sign_in, "{what}"),
+                (_, ConsoleRule::SignedIn | ConsoleRule::SignedInScript) if passed.is_none() => {
+                    assert!(!to_sign_in && !to_enrol && status != 401, "{what}: {body}");
+                }
+                (_, _) if passed.is_none() => assert!(to_enrol, "{what}"),
+                (
+                    _,
+                    ConsoleRule::Permission {
+                        permission, tier, ..
+                    },
+                ) => {
+                    let (role, on) = passed.unwrap();
+                    if permission.is_some_and(|p| !role.has(p)) || on < tier {
+                        assert_eq!(status, 403, "{what}");
+                        assert!(
+                            body.contains("permission") || body.contains("tier"),
+                            "{what}: {body}"
+                        );
+                    } else {
+                        assert!(!to_sign_in && !to_enrol && status != 403, "{what}: {body}");
+                    }
+                }
+                (_, _) => assert!(!to_sign_in && !to_enrol, "{what}: {body}"),
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, routes.len() * 4);
 }
 
 async fn lookup_answers_dropped_files_by_name_and_marks_bad_lines(app: TestApp) {

@@ -95,6 +95,36 @@ fn the_console_calls_services_not_route_handlers() {
     );
 }
 
+/// Console routes are declared with their rule in `console/rules.rs`'s `ConsoleRoutes`
+/// (its `get`, `post`, `any`); a console module building a method router itself would
+/// serve a route without one.
+#[test]
+fn console_routes_are_declared_only_with_a_rule() {
+    let console = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/console");
+    let mut files = Vec::new();
+    rust_files(&console, &mut files);
+    let mut offences = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("rules.rs")) {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (n, line) in source.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("axum::routing") || code.contains("MethodRouter") {
+                offences.push(format!(
+                    "{}: line {}: {}",
+                    file.display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "console routes built outside the declared table:\n{}",
+        offences.join("\n")
+    );
+}
+
 #[test]
 fn the_console_check_sees_route_imports() {
     assert_eq!(

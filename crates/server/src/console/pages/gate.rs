@@ -99,3 +99,68 @@ pub(super) fn td(label: &str, html: &str) -> String {
 pub(super) fn when(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M").to_string()
 }
+
+/// Enforces a console route's [`ConsoleRule`] before its handler: the way to sign in, to
+/// enrol a second factor, or the page saying which permission or tier is missing. What it
+/// lets through carries the page's [`Signed`] context.
+pub(super) async fn enforce(
+    State(route): State<Arc<(AppState, ConsoleRule)>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (state, rule) = &*route;
+    let need_mfa = match rule {
+        ConsoleRule::Public => return next.run(request).await,
+        ConsoleRule::SignedIn | ConsoleRule::SignedInScript => false,
+        ConsoleRule::SecondFactor | ConsoleRule::Permission { .. } => true,
+    };
+    let ctx = ctx(state, request.headers()).await;
+    if *rule == ConsoleRule::SignedInScript && ctx.principal.is_none() {
+        return json_error(&Error::Unauthorized("sign in first".into()));
+    }
+    let principal = match signed_in(&ctx, need_mfa) {
+        Ok(p) => p.clone(),
+        Err(r) => return r,
+    };
+    if let ConsoleRule::Permission {
+        permission,
+        tier,
+        title,
+    } = *rule
+    {
+        let checked = match (permission, title) {
+            (Some(permission), Some(title)) => {
+                gated(state, &ctx, permission, tier, title).map(|_| ())
+            }
+            _ => allowed(state, &ctx, permission, tier).map(|_| ()),
+        };
+        if let Err(refusal) = checked {
+            return refusal;
+        }
+    }
+    request.extensions_mut().insert(Signed { ctx, principal });
+    next.run(request).await
+}
+
+/// The page context and principal of a request its route's rule let through.
+#[derive(Clone)]
+pub(super) struct Signed {
+    pub ctx: Ctx,
+    pub principal: Principal,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Signed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &AppState,
+    ) -> Result<Self, Response> {
+        // Only a route declared with a signed-in rule has one.
+        parts.extensions.get::<Signed>().cloned().ok_or_else(|| {
+            json_error(&Error::internal(
+                "a console handler that needs a session is declared without a rule that signs in",
+            ))
+        })
+    }
+}

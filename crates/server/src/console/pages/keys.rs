@@ -7,9 +7,8 @@ use super::*;
 
 const TITLE: &str = "Keys and invites";
 
-pub(super) async fn keys(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    keys_page(&state, &ctx, StatusCode::OK, "").await
+pub(super) async fn keys(State(state): State<AppState>, signed: Signed) -> Response {
+    keys_page(&state, &signed.ctx, StatusCode::OK, "").await
 }
 
 pub(super) async fn keys_page(
@@ -157,11 +156,12 @@ async fn after(state: &AppState, ctx: &Ctx, result: Result<String, Error>) -> Re
 
 pub(super) async fn issue(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let get = |k: &str| form.get(k).map(|v| v.trim()).unwrap_or_default();
@@ -180,12 +180,13 @@ pub(super) async fn issue(
 
 pub(super) async fn label(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let label = form.get("label").map(|v| v.trim()).unwrap_or_default();
@@ -204,12 +205,13 @@ pub(super) async fn label(
 
 pub(super) async fn revoke(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     if id == principal.key_id {
@@ -229,12 +231,13 @@ pub(super) async fn revoke(
 
 pub(super) async fn reissue(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     if id == principal.key_id {
@@ -252,11 +255,12 @@ pub(super) async fn reissue(
 
 pub(super) async fn create_invite(
     State(state): State<AppState>,
+    signed: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
-    let (ctx, principal) = match form_principal(&state, &headers, &form, true).await {
-        Ok(v) => v,
+    let (ctx, principal) = match form_principal(signed, &headers, &form) {
+        Ok(p) => p,
         Err(r) => return r,
     };
     let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();

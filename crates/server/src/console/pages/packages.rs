@@ -5,7 +5,7 @@
 
 use store::packages::ChangeQuery;
 
-use super::gate::{gated, plain, td, when};
+use super::gate::{plain, td, when};
 use super::*;
 use crate::services::packages::{self as service, SbomScanSlot};
 
@@ -17,20 +17,11 @@ const MAX_CONSOLE_SBOM_BYTES: usize = 1 << 20;
 const MAX_SHOWN_COMPONENTS: usize = 500;
 const ECOSYSTEMS: [&str; 3] = ["npm", "pypi", "go"];
 
-fn gate<'a>(state: &AppState, ctx: &'a Ctx) -> Result<&'a Principal, Response> {
-    gated(state, ctx, Permission::IntelPackages, Tier::Teams, TITLE)
-}
-
 pub(super) async fn page_(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Signed { ctx, principal }: Signed,
     Query(q): Query<Fields>,
 ) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    let principal = match gate(&state, &ctx) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     let watched_only = q.get("watched").is_some_and(|v| v == "true");
     render(
         &state,
@@ -212,17 +203,13 @@ fn lines(text: &str) -> Vec<String> {
 
 pub(super) async fn typosquat(
     State(state): State<AppState>,
+    Signed { ctx, principal }: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let principal = match gate(&state, &ctx) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     let get = |k: &str| form.get(k).cloned().unwrap_or_default();
     let ecosystem = get("ecosystem");
     let request = service::TyposquatRequest {
@@ -311,17 +298,13 @@ fn typosquat_table(answer: &service::TyposquatResponse) -> String {
 
 pub(super) async fn sbom(
     State(state): State<AppState>,
+    Signed { ctx, principal }: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let principal = match gate(&state, &ctx) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     let text = form.get("sbom").cloned().unwrap_or_default();
     let (status, report) = if text.trim().is_empty() {
         (
@@ -463,17 +446,13 @@ fn sbom_report(report: &serde_json::Value) -> String {
 
 pub(super) async fn add_watch(
     State(state): State<AppState>,
+    Signed { ctx, principal }: Signed,
     headers: HeaderMap,
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let principal = match gate(&state, &ctx) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     let get = |k: &str| form.get(k).cloned().unwrap_or_default();
     let request = service::WatchRequest {
         ecosystem: get("ecosystem"),
@@ -509,6 +488,7 @@ pub(super) async fn add_watch(
 
 pub(super) async fn remove_watch(
     State(state): State<AppState>,
+    Signed { ctx, principal }: Signed,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<Fields>,
@@ -516,11 +496,6 @@ pub(super) async fn remove_watch(
     if let Err(r) = check_csrf(&headers, form.get("csrf").map(String::as_str)) {
         return r;
     }
-    let ctx = ctx(&state, &headers).await;
-    let principal = match gate(&state, &ctx) {
-        Ok(p) => p.clone(),
-        Err(r) => return r,
-    };
     match service::remove_watch(&state, &principal.team_id, &id).await {
         Ok(()) => see_other("/console/packages#watch"),
         Err(e) => {

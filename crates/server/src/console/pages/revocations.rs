@@ -5,7 +5,7 @@
 
 use store::revocations::RevocationQuery;
 
-use super::gate::{download, gated, plain, td, when};
+use super::gate::{download, plain, td, when};
 use super::*;
 use crate::api::csv_field;
 use crate::services::revocations::{self as service, RevokedCertJson};
@@ -22,19 +22,9 @@ async fn in_force(state: &AppState) -> Result<Vec<RevokedCertJson>, Error> {
 
 pub(super) async fn page_(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Signed { ctx, .. }: Signed,
     Query(q): Query<Fields>,
 ) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    if let Err(r) = gated(
-        &state,
-        &ctx,
-        Permission::IntelRevocations,
-        Tier::Teams,
-        TITLE,
-    ) {
-        return r;
-    }
     let certs = match in_force(&state).await {
         Ok(c) => c,
         Err(e) => return refused(&state, &ctx, &e),
@@ -165,19 +155,9 @@ fn short_time(rfc3339: &str) -> String {
 /// the same fields (vendors joined by `;`).
 pub(super) async fn export(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Signed { ctx, .. }: Signed,
     Query(q): Query<Fields>,
 ) -> Response {
-    let ctx = ctx(&state, &headers).await;
-    if let Err(r) = gated(
-        &state,
-        &ctx,
-        Permission::IntelRevocations,
-        Tier::Teams,
-        TITLE,
-    ) {
-        return r;
-    }
     let day = state.clock.now().format("%Y-%m-%d");
     match q.get("format").map(String::as_str) {
         Some("json") => match service::in_force(&state).await {
