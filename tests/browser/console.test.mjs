@@ -380,7 +380,7 @@ test("a dropped file is hashed in the browser and classified", async () => {
   assert.equal(uploaded, false, "the file itself never leaves the browser");
   const sha256 = createHash("sha256").update(bytes).digest("hex");
   const md5 = createHash("md5").update(bytes).digest("hex");
-  const submitted = await page.locator("[data-lookup-hashes]").inputValue();
+  const submitted = await page.locator("tr[data-file]").textContent();
   assert.ok(submitted.includes(sha256) && submitted.includes(md5), "SHA-256 and MD5 computed in the page");
   const classes = await page.locator("[data-classification]").allTextContents();
   assert.deepEqual(classes, ["known_vendor_release", "known_vendor_release", "known_vendor_release"]);

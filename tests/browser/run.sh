@@ -86,6 +86,8 @@ ADMIN_KEY=$(kg admin create-account --team console-teams --tier teams --role acc
 # The intel pages' accounts (pages.test.mjs): a teams account admin and a basic-tier auditor.
 INTEL_KEY=$(kg admin create-account --team console-intel --tier teams --role account_admin)
 BASIC_KEY=$(kg admin create-account --team console-basic --tier basic --role auditor)
+# The Lookup and History test's analyst (lookup.test.mjs).
+LOOKUP_KEY=$(kg admin create-account --team console-lookup --tier basic --role analyst)
 kg admin import-records "$WORK/records.jsonl" >/dev/null
 kg translog publish >/dev/null
 
@@ -104,7 +106,7 @@ done
 export KG_CONSOLE="http://localhost:$PORT" KG_ADMIN_KEY="$ADMIN_KEY" KG_SAMPLE="$SAMPLE" KG_OLD_SAMPLE="$OLD_SAMPLE"
 export KG_CHROMIUM="$CHROMIUM" KG_SCREENSHOTS="$HERE/screenshots"
 export KG_INTEL_KEY="$INTEL_KEY" KG_BASIC_KEY="$BASIC_KEY" KG_DB="$DATA/knowngood.db" \
-    KG_SIGNED_THUMBPRINT="$SIGNED_THUMBPRINT"
+    KG_SIGNED_THUMBPRINT="$SIGNED_THUMBPRINT" KG_LOOKUP_KEY="$LOOKUP_KEY"
 rc=0
 (cd "$HERE" && npm test --silent) || rc=$?
 if [ "$rc" != 0 ]; then

@@ -156,7 +156,7 @@ pub(super) async fn answer(
             .map(|h| {
                 let a = &answers[h.as_str()];
                 format!(
-                    r#"<tr><td class="hash">{}</td><td><span class="badge {class}" data-classification>{class}</span>{mark}</td><td>{detail}</td></tr>"#,
+                    r#"<tr><td class="hash" data-label="Hash">{}</td><td data-label="Classification"><span class="badge {class}" data-classification>{class}</span>{mark}</td><td data-label="Match">{detail}</td></tr>"#,
                     esc(h.as_str()),
                     class = a.classification,
                     mark = a.mark(),
@@ -165,7 +165,7 @@ pub(super) async fn answer(
             })
             .collect();
         results.push_str(&format!(
-            r#"<section aria-labelledby="results"><h2 id="results">Results</h2><div class="scroll"><table><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></div></section>"#
+            r#"<section aria-labelledby="results"><h2 id="results">Results</h2><table class="cards"><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></section>"#
         ));
     }
     lookup_form(state, ctx, StatusCode::OK, &raw, &results)
