@@ -238,21 +238,42 @@ async fn issue_key(
                 now,
             )
             .await?;
-        store
-            .append_audit(&store::admin::AuditEntry {
-                at: now,
-                actor: "command-line".into(),
-                team_id: team.to_string(),
-                action: "key.issue".into(),
-                target: issued.key_id.clone(),
-                outcome: "ok".into(),
-                detail: format!("knowngood admin add-key --role {role}"),
-            })
-            .await?;
+        let detail = format!("knowngood admin add-key --role {role}");
+        audit(
+            store.as_ref(),
+            now,
+            team,
+            "key.issue",
+            &issued.key_id,
+            detail,
+        )
+        .await?;
         tracing::info!(team, key_id = %issued.key_id, %role, "issued a key");
         Ok(issued.key)
     })
     .await
+}
+
+/// The audit row of a change made from the command line.
+async fn audit(
+    store: &dyn store::Store,
+    at: chrono::DateTime<chrono::Utc>,
+    team: &str,
+    action: &str,
+    target: &str,
+    detail: String,
+) -> Result<()> {
+    let entry = store::admin::AuditEntry {
+        at,
+        actor: "command-line".into(),
+        team_id: team.to_string(),
+        action: action.into(),
+        target: target.into(),
+        outcome: "ok".into(),
+        detail,
+    };
+    store.append_audit(&entry).await?;
+    Ok(())
 }
 
 /// An invite into `team`'s account, from the command line (audited as such).
@@ -289,17 +310,16 @@ async fn create_invite(
             now,
         )
         .await?;
-        store
-            .append_audit(&store::admin::AuditEntry {
-                at: now,
-                actor: "command-line".into(),
-                team_id: team.to_string(),
-                action: "user.invite".into(),
-                target: invite.invite_id.clone(),
-                outcome: "ok".into(),
-                detail: format!("knowngood admin invite --role {role}"),
-            })
-            .await?;
+        let detail = format!("knowngood admin invite --role {role}");
+        audit(
+            store.as_ref(),
+            now,
+            team,
+            "user.invite",
+            &invite.invite_id,
+            detail,
+        )
+        .await?;
         Ok(invite)
     })
     .await
