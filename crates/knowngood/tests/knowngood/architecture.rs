@@ -50,10 +50,13 @@ fn from_cargo(root: &Path) -> Deps {
         .collect()
 }
 
-/// The crate table of ARCHITECTURE.md: rows `| \`crate\` | dependencies | role |`, the
-/// dependencies being every workspace crate named in the second column.
+/// The crate table of ARCHITECTURE.md (the table headed `| crate | depends on | … |`): rows
+/// `| \`crate\` | dependencies | role |`, the dependencies being every workspace crate named
+/// in the second column.
 fn from_map(text: &str, members: &BTreeSet<String>) -> Deps {
     text.lines()
+        .skip_while(|line| !line.starts_with("| crate | depends on |"))
+        .take_while(|line| line.starts_with('|'))
         .filter_map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
             let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
