@@ -71,6 +71,16 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+/// For callers whose own errors are I/O errors (the vendor index's generation writer).
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Io { source, .. } => source,
+            other => std::io::Error::other(other),
+        }
+    }
+}
+
 pub(crate) fn bad_generation(dir: &std::path::Path, detail: impl Into<String>) -> Error {
     Error::BadGeneration {
         dir: dir.to_path_buf(),

@@ -122,3 +122,4 @@ pub use hash::{HashAlg, HashBytes};
 pub use import::{ImportOptions, import, import_with};
 pub use progress::{NoProgress, Phase, Progress, TerminalProgress};
 pub use rds::{Layout, SetName};
+pub use sort::FixedSorter;

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 const IO_BUF: usize = 1 << 20;
 /// rank, sha1, md5, product id, name length.
@@ -214,29 +214,51 @@ pub(crate) fn merge_runs(
     Ok(())
 }
 
-/// External sort of fixed-width records, compared bytewise.
-pub(crate) struct FixedSorter<const W: usize> {
+/// External sort of fixed-width records, compared bytewise: sorted in memory in chunks of at
+/// most `budget_bytes`, spilled as runs under `dir`, then merged. Used by the corpus import
+/// and by the vendor index's generations (`lookup`).
+pub struct FixedSorter<const W: usize> {
     buf: Vec<[u8; W]>,
+    /// Records held in memory before a spill.
+    cap: usize,
     dir: PathBuf,
     prefix: &'static str,
     runs: Vec<PathBuf>,
+    len: u64,
 }
 
 impl<const W: usize> FixedSorter<W> {
     pub fn new(dir: &Path, prefix: &'static str, budget_bytes: usize) -> FixedSorter<W> {
         FixedSorter {
-            buf: Vec::with_capacity((budget_bytes / W).max(1024)),
+            buf: Vec::new(),
+            cap: (budget_bytes / W).max(1024),
             dir: dir.to_path_buf(),
             prefix,
             runs: Vec::new(),
+            len: 0,
         }
     }
 
+    /// Records pushed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn push(&mut self, rec: [u8; W]) -> Result<()> {
-        if self.buf.len() == self.buf.capacity() {
+        if self.buf.len() == self.cap {
             self.spill()?;
         }
+        if self.buf.len() == self.buf.capacity() {
+            // Grown by doubling, never past the budget.
+            let more = self.buf.len().max(1024).min(self.cap - self.buf.len());
+            self.buf.reserve_exact(more);
+        }
         self.buf.push(rec);
+        self.len += 1;
         Ok(())
     }
 
@@ -256,7 +278,10 @@ impl<const W: usize> FixedSorter<W> {
     }
 
     /// Calls `emit` for every record in ascending order (duplicates included).
-    pub fn finish(mut self, mut emit: impl FnMut(&[u8; W]) -> Result<()>) -> Result<()> {
+    pub fn finish<E: From<Error>>(
+        mut self,
+        mut emit: impl FnMut(&[u8; W]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         if self.runs.is_empty() {
             self.buf.sort_unstable();
             return self.buf.iter().try_for_each(emit);
@@ -299,6 +324,7 @@ fn read_fixed<const W: usize>(input: &mut BufReader<File>, path: &Path) -> Resul
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     fn cand<'a>(rank: u8, name: &'a [u8], product: u32) -> Candidate<'a> {
@@ -356,12 +382,13 @@ mod tests {
             sorter.push(rec).unwrap();
             expected.push(rec);
         }
+        assert!(sorter.runs.len() >= 4);
         expected.sort_unstable();
         let mut got = Vec::new();
         sorter
             .finish(|r| {
                 got.push(*r);
-                Ok(())
+                Ok::<_, Error>(())
             })
             .unwrap();
         assert_eq!(got, expected);

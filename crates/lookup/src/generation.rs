@@ -26,11 +26,12 @@
 //! lock is a crashed merge's and is removed.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use corpus::FixedSorter;
 use corpus::prefetch::{prefetch, prefetch_range};
 use memmap2::Mmap;
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
@@ -305,104 +306,6 @@ impl Header {
 }
 
 // ---------------------------------------------------------------------------------------
-// External sort of fixed-width rows
-// ---------------------------------------------------------------------------------------
-
-/// Fixed-width records sorted bytewise in chunks of at most `cap` records, spilled as runs
-/// and merged.
-struct Sorter<const W: usize> {
-    buf: Vec<[u8; W]>,
-    cap: usize,
-    dir: PathBuf,
-    name: &'static str,
-    runs: Vec<PathBuf>,
-    len: u64,
-}
-
-impl<const W: usize> Sorter<W> {
-    fn new(dir: &Path, name: &'static str, budget_bytes: usize) -> Self {
-        Self {
-            buf: Vec::new(),
-            cap: (budget_bytes / W).max(1024),
-            dir: dir.to_path_buf(),
-            name,
-            runs: Vec::new(),
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, rec: [u8; W]) -> io::Result<()> {
-        if self.buf.len() == self.cap {
-            self.spill()?;
-        }
-        if self.buf.len() == self.buf.capacity() {
-            // Grown by doubling, never past the budget.
-            let more = self.buf.len().max(1024).min(self.cap - self.buf.len());
-            self.buf.reserve_exact(more);
-        }
-        self.buf.push(rec);
-        self.len += 1;
-        Ok(())
-    }
-
-    fn spill(&mut self) -> io::Result<()> {
-        self.buf.sort_unstable();
-        let path = self
-            .dir
-            .join(format!("{}-{}.run", self.name, self.runs.len()));
-        let mut out = BufWriter::with_capacity(IO_BUF, File::create(&path)?);
-        for rec in &self.buf {
-            out.write_all(rec)?;
-        }
-        out.flush()?;
-        self.buf.clear();
-        self.runs.push(path);
-        Ok(())
-    }
-
-    /// Calls `emit` for every record in ascending order.
-    fn finish(mut self, mut emit: impl FnMut(&[u8; W]) -> io::Result<()>) -> io::Result<()> {
-        if self.runs.is_empty() {
-            self.buf.sort_unstable();
-            return self.buf.iter().try_for_each(emit);
-        }
-        if !self.buf.is_empty() {
-            self.spill()?;
-        }
-        self.buf = Vec::new();
-        let mut readers = Vec::with_capacity(self.runs.len());
-        let mut heap = BinaryHeap::with_capacity(self.runs.len());
-        for path in &self.runs {
-            let mut input = BufReader::with_capacity(IO_BUF, File::open(path)?);
-            if let Some(rec) = read_fixed::<W>(&mut input)? {
-                heap.push(Reverse((rec, readers.len())));
-            }
-            readers.push(input);
-        }
-        while let Some(Reverse((rec, i))) = heap.pop() {
-            emit(&rec)?;
-            if let Some(next) = read_fixed::<W>(&mut readers[i])? {
-                heap.push(Reverse((next, i)));
-            }
-        }
-        for path in &self.runs {
-            std::fs::remove_file(path)?;
-        }
-        Ok(())
-    }
-}
-
-fn read_fixed<const W: usize>(input: &mut BufReader<File>) -> io::Result<Option<[u8; W]>> {
-    use std::io::BufRead;
-    if input.fill_buf()?.is_empty() {
-        return Ok(None);
-    }
-    let mut rec = [0u8; W];
-    input.read_exact(&mut rec)?;
-    Ok(Some(rec))
-}
-
-// ---------------------------------------------------------------------------------------
 // Writer
 // ---------------------------------------------------------------------------------------
 
@@ -456,9 +359,9 @@ pub(crate) struct Writer {
     strings_len: u64,
     interned: HashMap<Box<str>, u64>,
     scratch: Vec<u8>,
-    sha256: Sorter<{ 32 + RANK_LEN }>,
-    sha1: Sorter<{ 20 + RANK_LEN }>,
-    md5: Sorter<{ 16 + RANK_LEN }>,
+    sha256: FixedSorter<{ 32 + RANK_LEN }>,
+    sha1: FixedSorter<{ 20 + RANK_LEN }>,
+    md5: FixedSorter<{ 16 + RANK_LEN }>,
     records: u32,
     last_id: Option<Box<str>>,
     ids_sorted: bool,
@@ -486,9 +389,9 @@ impl Writer {
             strings_len: 0,
             interned: HashMap::new(),
             scratch: Vec::new(),
-            sha256: Sorter::new(&work, "sha256", budget_bytes / 2),
-            sha1: Sorter::new(&work, "sha1", budget_bytes / 4),
-            md5: Sorter::new(&work, "md5", budget_bytes / 4),
+            sha256: FixedSorter::new(&work, "sha256", budget_bytes / 2),
+            sha1: FixedSorter::new(&work, "sha1", budget_bytes / 4),
+            md5: FixedSorter::new(&work, "md5", budget_bytes / 4),
             records: 0,
             last_id: None,
             ids_sorted: true,
@@ -656,10 +559,10 @@ fn write_table<const W: usize>(
     out: &mut HashingWriter,
     header: &mut Header,
     t: usize,
-    sorter: Sorter<W>,
+    sorter: FixedSorter<W>,
 ) -> io::Result<()> {
     let key_len = KEY_LEN[t];
-    let rows = sorter.len;
+    let rows = sorter.len();
     let bits = bucket_bits(rows);
     let mut counts = vec![0u32; 1 << bits];
     let offset = out.written;
@@ -1309,28 +1212,6 @@ mod tests {
                 .to_string()
                 .contains("magic")
         );
-    }
-
-    #[test]
-    fn sorter_spills_and_merges_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut sorter = Sorter::<4>::new(dir.path(), "t", 0);
-        let mut expected = Vec::new();
-        for i in (0..5000u32).rev() {
-            let rec = i.wrapping_mul(2_654_435_761).to_be_bytes();
-            sorter.push(rec).unwrap();
-            expected.push(rec);
-        }
-        assert!(sorter.runs.len() >= 4);
-        expected.sort_unstable();
-        let mut got = Vec::new();
-        sorter
-            .finish(|r| {
-                got.push(*r);
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(got, expected);
     }
 
     fn record(n: u64, sha256: String, sha1: Option<String>, current: bool, day: i64) -> HashRecord {
