@@ -71,11 +71,16 @@ enum Command {
         /// result in this data directory) and exit.
         #[arg(long)]
         list: bool,
+        /// List the coverage queue (every package version an SBOM asked for, in
+        /// ecosystem, name, version order, its state — queued, done or failed — and why a
+        /// failed one failed) and exit.
+        #[arg(long, conflicts_with_all = ["list", "vendor"])]
+        queue: bool,
         /// Queue the PyPI, npm and Debian/Ubuntu package versions a bill of materials
         /// lists (CycloneDX or SPDX, as `POST /api/v1/intel/coverage/requests` reads it),
         /// then record the queued versions now (with --vendor: only that channel's). Only
         /// (ecosystem, name, version) is kept.
-        #[arg(long, value_name = "FILE", conflicts_with = "list")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["list", "queue"])]
         from_sbom: Option<std::path::PathBuf>,
     },
     /// Classify hashes against a server: a table, or the answers as JSON. The key comes
@@ -448,8 +453,18 @@ async fn run(cli: Cli) -> Result<()> {
             common,
             vendor,
             list,
+            queue,
             from_sbom,
-        } => ingest::run(&common, vendor.as_deref(), list, from_sbom.as_deref()).await,
+        } => {
+            ingest::run(
+                &common,
+                vendor.as_deref(),
+                list,
+                queue,
+                from_sbom.as_deref(),
+            )
+            .await
+        }
         Command::Revocation(RevocationCommand::Check { common, force }) => {
             data::revocation_check(&common, force).await
         }

@@ -96,8 +96,13 @@ pub trait CoverageStore: Send + Sync {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<()>;
-    /// Every entry in (ecosystem, name, version) order.
-    async fn coverage_entries(&self, limit: u32, offset: u64) -> Result<Page<CoverageEntry>>;
+    /// Every entry (with `state`, only those in it) in (ecosystem, name, version) order.
+    async fn coverage_entries(
+        &self,
+        state: Option<CoverageState>,
+        limit: u32,
+        offset: u64,
+    ) -> Result<Page<CoverageEntry>>;
     /// For each probe, in order, whether such a record exists (current or superseded).
     async fn records_exist(&self, probes: &[RecordProbe]) -> Result<Vec<bool>>;
 }
@@ -233,17 +238,26 @@ macro_rules! coverage_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn coverage_entries(
                 &self,
+                state: Option<CoverageState>,
                 limit: u32,
                 offset: u64,
             ) -> Result<Page<CoverageEntry>> {
-                let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM coverage_requests")
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(db_error)?;
+                // `$1` is the state or NULL for every state.
+                let state = state.map(CoverageState::as_str);
+                let total: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM coverage_requests \
+                     WHERE $1 IS NULL OR status = $1",
+                )
+                .bind(state)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {ENTRY_COLUMNS} FROM coverage_requests \
-                     ORDER BY ecosystem, package_name, version LIMIT $1 OFFSET $2"
+                     WHERE $1 IS NULL OR status = $1 \
+                     ORDER BY ecosystem, package_name, version LIMIT $2 OFFSET $3"
                 )))
+                .bind(state)
                 .bind(i64::from(limit))
                 .bind(i64::try_from(offset).unwrap_or(i64::MAX))
                 .fetch_all(&self.pool)

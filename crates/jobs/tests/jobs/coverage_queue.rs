@@ -116,7 +116,7 @@ async fn queue_sbom(db: &Db, purls: &[&str]) -> jobs::coverage::Queued {
 /// The queue: "ecosystem name version state [error]".
 async fn entries(db: &Db) -> Vec<String> {
     db.store
-        .coverage_entries(100, 0)
+        .coverage_entries(None, 100, 0)
         .await
         .expect("entries")
         .items

@@ -1,5 +1,5 @@
 //! `knowngood ingest`: refresh vendor records in the foreground, queue an SBOM's package
-//! versions first, or list the channels.
+//! versions first, or list the channels or the coverage queue.
 
 use std::sync::Arc;
 
@@ -17,11 +17,15 @@ pub(crate) async fn run(
     common: &CommonArgs,
     vendor: Option<&str>,
     list: bool,
+    queue: bool,
     from_sbom: Option<&std::path::Path>,
 ) -> Result<()> {
     let config = Config::resolve(common, None)?;
     if list {
         return list_channels(&config).await;
+    }
+    if queue {
+        return list_queue(&config).await;
     }
     // Read before the store opens: a file that is no bill of materials changes nothing.
     let plan = match from_sbom {
@@ -78,6 +82,49 @@ fn print_report(r: &ingest::VendorReport) {
     for p in &r.problems {
         eprintln!("    {}: {}", p.kind.as_str(), p.message);
     }
+}
+
+/// `knowngood ingest --queue`: every version the coverage queue holds, in (ecosystem, name,
+/// version) order, its state and why a failed one failed, then the count of each state.
+async fn list_queue(config: &Config) -> Result<()> {
+    use store::coverage::CoverageState;
+    let secrets = load_secrets(config)?;
+    with_store(config, &secrets, async |store| {
+        let (mut queued, mut done, mut failed) = (0u64, 0u64, 0u64);
+        let mut offset = 0u64;
+        loop {
+            let page = store.coverage_entries(None, 1000, offset).await?;
+            for e in &page.items {
+                let state = e.state.as_str();
+                *match e.state {
+                    CoverageState::Queued => &mut queued,
+                    CoverageState::Done => &mut done,
+                    CoverageState::Failed => &mut failed,
+                } += 1;
+                let item = &e.item;
+                match (&e.error, e.state) {
+                    (Some(error), CoverageState::Failed) => println!(
+                        "{:<7} {} {} {state}: {}",
+                        item.ecosystem,
+                        item.name,
+                        item.version,
+                        model::redact_urls(error)
+                    ),
+                    _ => println!(
+                        "{:<7} {} {} {state}",
+                        item.ecosystem, item.name, item.version
+                    ),
+                }
+            }
+            offset += page.items.len() as u64;
+            if page.items.is_empty() || offset >= page.total {
+                break;
+            }
+        }
+        eprintln!("{queued} queued, {done} done, {failed} failed");
+        Ok(())
+    })
+    .await
 }
 
 /// What queueing a bill of materials' versions did, and each version refused.

@@ -4,6 +4,7 @@
 
 mod admin_cli;
 mod architecture;
+mod coverage_queue;
 mod import_records;
 mod ingest_list;
 mod operations;

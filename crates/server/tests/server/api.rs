@@ -2107,6 +2107,16 @@ async fn public_status_never_shows_error_details(app: TestApp) {
         "{full}"
     );
     assert!(health.json()["security"]["failed_authentications"].is_u64());
+    // The rolling HMAC re-verification's counters, as /metrics has them.
+    assert_eq!(health.json()["lookup_index"]["reverified"], 0);
+    app.record(pypi("requests", "2.31.0", 1)).await;
+    let index = app.state.classifier.index();
+    index.rebuild(&app.store).await.unwrap();
+    assert_eq!(index.reverify(&app.store, 100).await.unwrap(), 1);
+    let health = app.get_with("/api/v1/admin/health", &staff).await.json();
+    assert_eq!(health["lookup_index"]["reverified"], 1);
+    assert_eq!(health["lookup_index"]["reverify_failures"], 0);
+    assert!(health["lookup_index"]["merges"].is_u64());
     let customer = app
         .account("cust-admin", Role::AccountAdmin, Tier::Enterprise)
         .await;

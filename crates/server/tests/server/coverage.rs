@@ -13,6 +13,7 @@ testkit::backend_tests!(
     only_the_queued_versions_are_stored,
     refusals_and_the_version_cap,
     coverage_requests_need_teams_and_the_permission,
+    staff_list_the_queue_with_each_failure,
 );
 
 const REQUESTS: &str = "/api/v1/intel/coverage/requests";
@@ -47,7 +48,7 @@ fn versions(v: &Value) -> Vec<String> {
 /// The queue as the store holds it: "ecosystem name version state".
 async fn queue(app: &TestApp) -> Vec<String> {
     app.store
-        .coverage_entries(100, 0)
+        .coverage_entries(None, 100, 0)
         .await
         .unwrap()
         .items
@@ -327,4 +328,88 @@ async fn coverage_requests_need_teams_and_the_permission(app: TestApp) {
         .await;
     assert_eq!(r.status, 401);
     assert!(queue(&app).await.is_empty());
+}
+
+async fn staff_list_the_queue_with_each_failure(app: TestApp) {
+    let key = teams_key(&app, "acme").await;
+    let body = cyclonedx(json!([
+        component("pkg:pypi/cffi@1.16.0"),
+        component("pkg:pypi/cryptography@42.0.5"),
+        component("pkg:npm/lodash@4.17.20"),
+    ]));
+    let queued = app.post_with(REQUESTS, &key, body).await;
+    assert_eq!(queued.status, 200, "{}", queued.text);
+    // A refresh records cffi and fails cryptography, naming a mirror URL with a token.
+    let taken = app.store.queued_coverage("pypi", 10).await.unwrap();
+    let now = chrono::Utc::now();
+    app.store
+        .finish_coverage(&taken[0], None, now)
+        .await
+        .unwrap();
+    app.store
+        .finish_coverage(
+            &taken[1],
+            Some("discovery: https://mirror.internal/simple/cryptography/?token=tok123: 404"),
+            now,
+        )
+        .await
+        .unwrap();
+
+    let staff = app
+        .account("staff-ops", Role::PlatformAdmin, Tier::Enterprise)
+        .await;
+    let all = app
+        .get_with("/api/v1/admin/coverage/requests", &staff)
+        .await;
+    assert_eq!(all.status, 200, "{}", all.text);
+    let all = all.json();
+    assert_eq!(all["total"], 3);
+    let shown: Vec<String> = all["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{} {} {}", r["name"], r["version"], r["state"]).replace('"', ""))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "lodash 4.17.20 queued",
+            "cffi 1.16.0 done",
+            "cryptography 42.0.5 failed"
+        ]
+    );
+
+    let failed = app
+        .get_with("/api/v1/admin/coverage/requests?state=failed", &staff)
+        .await
+        .json();
+    assert_eq!(failed["total"], 1);
+    let error = failed["requests"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("404") && error.contains("mirror.internal"),
+        "{error}"
+    );
+    assert!(!error.contains("tok123"), "{error}");
+    assert!(failed["requests"][0]["finished_at"].is_string());
+
+    let page = app
+        .get_with("/api/v1/admin/coverage/requests?limit=1&offset=1", &staff)
+        .await
+        .json();
+    assert_eq!(
+        (
+            page["total"].as_u64(),
+            page["requests"].as_array().unwrap().len()
+        ),
+        (Some(3), 1)
+    );
+    assert_eq!(page["requests"][0]["name"], "cffi");
+
+    app.get_with("/api/v1/admin/coverage/requests?state=lost", &staff)
+        .await
+        .assert_error(400, "bad request");
+    // The queue says what some account runs: not for customers, not even the one that asked.
+    app.get_with("/api/v1/admin/coverage/requests", &key)
+        .await
+        .assert_error(403, "forbidden");
 }

@@ -56,7 +56,7 @@ async fn queued_versions_wait_once_and_close_with_their_outcome(db: Db) {
         .await
         .unwrap();
     assert!(s.queued_coverage("pypi", 100).await.unwrap().is_empty());
-    let all = s.coverage_entries(100, 0).await.unwrap();
+    let all = s.coverage_entries(None, 100, 0).await.unwrap();
     assert_eq!(all.total, 4);
     let shown: Vec<(String, &str, Option<&str>)> = all
         .items
@@ -83,6 +83,18 @@ async fn queued_versions_wait_once_and_close_with_their_outcome(db: Db) {
         ]
     );
     assert_eq!(all.items[2].finished_at, Some(now));
+    let failed = s
+        .coverage_entries(Some(CoverageState::Failed), 100, 0)
+        .await
+        .unwrap();
+    assert_eq!(failed.total, 1);
+    assert_eq!(failed.items[0].item.name, "cryptography");
+    let waiting = s
+        .coverage_entries(Some(CoverageState::Queued), 1, 1)
+        .await
+        .unwrap();
+    assert_eq!((waiting.total, waiting.items.len()), (2, 1));
+    assert_eq!(waiting.items[0].item.name, "lodash");
     // A failed version asked for again is queued again, its error cleared; a done one
     // stays done.
     let before = s
@@ -105,7 +117,7 @@ async fn queued_versions_wait_once_and_close_with_their_outcome(db: Db) {
         (requeued[0].error.as_deref(), requeued[0].finished_at),
         (None, None)
     );
-    let page = s.coverage_entries(2, 1).await.unwrap();
+    let page = s.coverage_entries(None, 2, 1).await.unwrap();
     assert_eq!((page.total, page.items.len()), (4, 2));
     assert_eq!(page.items[0].item.name, "lodash");
 }

@@ -1,5 +1,5 @@
 //! Account administration, one module per resource: keys, role grants, accounts
-//! (suspension), the audit log, usage, the staff view of the service's health, staff
+//! (suspension), the audit log, usage, the staff view of the service's health and of the coverage queue, staff
 //! impersonation and platform administration (settings, vendors, roles, administrators). Handlers only extract, call
 //! [`auth::admin::Admin`] (which holds the rules and writes the audit log) and answer JSON.
 
@@ -9,6 +9,7 @@ use crate::routing::{Api, Rule};
 
 pub mod accounts;
 pub mod audit;
+pub mod coverage;
 pub mod grants;
 pub mod health;
 pub mod impersonation;
@@ -26,6 +27,7 @@ pub(crate) fn routes(api: Api) -> Api {
     let api = grants::routes(api);
     let api = accounts::routes(api);
     let api = health::routes(api);
+    let api = coverage::routes(api);
     let api = impersonation::routes(api);
     let api = platform::routes(api);
     audit::routes(api)
