@@ -1,6 +1,7 @@
 //! The coverage queue through the refresh into the store: an SBOM's PyPI versions queued,
 //! then recorded pinned (wheel and module) by the next refresh beside the channel's own
-//! items, each request closed as done or failed with the channel's reason.
+//! items, each request closed as done or failed with the channel's reason; npm versions,
+//! scoped ones included, the same way.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use testkit::{Db, t};
 testkit::backend_tests!(
     a_refresh_records_the_queued_pinned_versions_and_closes_each_request,
     queued_versions_are_recorded_alone_on_request,
+    queued_npm_versions_are_recorded_pinned,
 );
 
 const MODULE: &str = "cryptography/hazmat/bindings/_rust.abi3.so";
@@ -74,10 +76,15 @@ fn site() -> (Site, Vec<(&'static str, Vec<u8>)>) {
 
 /// Only PyPI, at `base`, following `items`; members read.
 fn options(base: &str, items: &[&str]) -> RefreshOptions {
+    options_for("pypi", base, items)
+}
+
+/// Only the channel `vendor`, at `base`, following `items`; members read.
+fn options_for(vendor: &str, base: &str, items: &[&str]) -> RefreshOptions {
     let vendors = vendor_ids()
         .into_iter()
         .map(|id| {
-            let on = id == "pypi";
+            let on = id == vendor;
             let o = VendorOverride {
                 enabled: Some(on),
                 base_url: on.then(|| base.to_owned()),
@@ -289,4 +296,110 @@ async fn queued_versions_are_recorded_alone_on_request(db: Db) {
     // Known now: the same inventory queues nothing.
     let again = queue_sbom(&db, &["pkg:pypi/cryptography@41.0.7"]).await;
     assert_eq!((again.queued.len(), again.known.len()), (0, 1));
+}
+
+/// An npm registry in the packument format (`dist.shasum` is the tarball's SHA-1, tarball
+/// links absolute as the public registry writes them): lodash 4.17.20 and 4.17.21, and
+/// the scoped @types/node 20.11.5. The tarball bytes per path.
+fn npm_site() -> (Site, Vec<(String, Vec<u8>)>) {
+    let site = Site::new();
+    let mut tarballs = Vec::new();
+    let mut packument = |name: &str, escaped: &str, versions: &[(&str, &str)]| {
+        let mut listed = serde_json::Map::new();
+        let mut time = serde_json::Map::new();
+        let file = name.rsplit('/').next().unwrap_or(name);
+        for (version, published) in versions {
+            let path = format!("{name}/-/{file}-{version}.tgz");
+            let bytes = format!("{name} {version} tarball").repeat(40).into_bytes();
+            let shasum = hex::encode(<sha1::Sha1 as sha1::Digest>::digest(&bytes));
+            listed.insert(
+                (*version).to_owned(),
+                json!({"name": name, "version": version,
+                       "dist": {"shasum": shasum, "tarball": format!("{{BASE}}/{path}")}}),
+            );
+            time.insert((*version).to_owned(), json!(published));
+            site.file(&format!("/{path}"), bytes.clone());
+            tarballs.push((path, bytes));
+        }
+        let latest = versions.last().map(|v| v.0).unwrap_or_default();
+        site.file(
+            &format!("/{escaped}"),
+            json!({"name": name, "dist-tags": {"latest": latest}, "versions": listed,
+                   "time": time})
+            .to_string(),
+        );
+    };
+    packument(
+        "lodash",
+        "lodash",
+        &[
+            ("4.17.20", "2020-08-13T16:53:54.152Z"),
+            ("4.17.21", "2021-02-20T15:42:16.891Z"),
+        ],
+    );
+    packument(
+        "@types/node",
+        "@types%2Fnode",
+        &[("20.11.5", "2024-01-18T06:36:28.000Z")],
+    );
+    (site, tarballs)
+}
+
+async fn queued_npm_versions_are_recorded_pinned(db: Db) {
+    let (site, tarballs) = npm_site();
+    let base = site.serve().await;
+    let queued = queue_sbom(
+        &db,
+        &[
+            "pkg:npm/lodash@4.17.20",
+            "pkg:npm/%40types/node@20.11.5",
+            "pkg:npm/lodash@9.9.9",
+        ],
+    )
+    .await;
+    assert_eq!(queued.queued.len(), 3);
+    let mut options = options_for("npm", &base, &["left-pad"]);
+    options.limits.members.enabled = false;
+    let clock = Arc::new(FixedClock::new(t("2026-03-10T09:00:00Z")));
+    let reports = refresh_queued(db.store.clone(), clock, &options, None, &|_| {})
+        .await
+        .expect("refresh");
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].fetcher, "npm (coverage queue)");
+    assert_eq!(reports[0].downloaded, 2, "{:?}", reports[0]);
+    // Only the queued versions: not the newest, not what the channel follows.
+    assert!(!site.hit("/lodash/-/lodash-4.17.21.tgz"));
+    assert!(!site.hit("/left-pad"));
+
+    let recorded = |name: &'static str| {
+        let store = db.store.clone();
+        async move {
+            store
+                .history(&HistoryQuery {
+                    executable: name.into(),
+                    limit: 10,
+                    ..HistoryQuery::default()
+                })
+                .await
+                .expect("history")
+                .items
+        }
+    };
+    let lodash = recorded("lodash (npm)").await;
+    assert_eq!(lodash.len(), 1);
+    assert_eq!(lodash[0].record.version, "4.17.20");
+    assert_eq!(lodash[0].record.hash_sha256, sha256(&tarballs[0].1));
+    assert_eq!(lodash[0].valid_from, t("2020-08-13T16:53:54.152Z"));
+    let types = recorded("@types/node (npm)").await;
+    assert_eq!(types.len(), 1);
+    assert_eq!(types[0].record.version, "20.11.5");
+    assert_eq!(types[0].record.hash_sha256, sha256(&tarballs[2].1));
+
+    let shown = entries(&db).await;
+    assert_eq!(shown[0], "npm @types/node 20.11.5 done");
+    assert_eq!(shown[1], "npm lodash 4.17.20 done");
+    assert!(
+        shown[2].starts_with("npm lodash 9.9.9 failed "),
+        "{shown:?}"
+    );
 }
