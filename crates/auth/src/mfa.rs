@@ -818,22 +818,7 @@ fn matching_step(seed: &[u8], code: &str, now: i64) -> Option<i64> {
 
 /// RFC 4648 base32, no padding (what authenticator apps read).
 pub fn base32(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let mut out = String::new();
-    let mut buffer: u32 = 0;
-    let mut bits = 0;
-    for &b in bytes {
-        buffer = (buffer << 8) | u32::from(b);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(char::from(ALPHABET[((buffer >> bits) & 31) as usize]));
-        }
-    }
-    if bits > 0 {
-        out.push(char::from(ALPHABET[((buffer << (5 - bits)) & 31) as usize]));
-    }
-    out
+    data_encoding::BASE32_NOPAD.encode(bytes)
 }
 
 fn url_escape(s: &str) -> String {
