@@ -16,9 +16,7 @@ use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKe
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
-use hmac::{Hmac, Mac};
 use model::{Clock, Error};
-use sha1::Sha1;
 use store::Store;
 use store::users::{Ceremony, FailureBudget, PasskeyRow, TotpRow};
 use uuid::Uuid;
@@ -781,37 +779,30 @@ fn challenge_of(client_data_json: &[u8]) -> Result<String, Error> {
         .ok_or_else(|| Error::bad_request("clientDataJSON has no challenge"))
 }
 
-/// HOTP (RFC 4226) of `counter` with `digits` digits.
+/// HOTP (RFC 4226) of `counter` with `digits` digits: RFC 6238's TOTP with a one-second
+/// step is HOTP of the unix time, so `counter` goes in as the time.
 pub fn hotp(seed: &[u8], counter: u64, digits: u32) -> String {
-    let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(seed)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
-    mac.update(&counter.to_be_bytes());
-    let digest = mac.finalize().into_bytes();
-    let offset = usize::from(digest[19] & 0x0f);
-    let binary = (u32::from(digest[offset]) & 0x7f) << 24
-        | u32::from(digest[offset + 1]) << 16
-        | u32::from(digest[offset + 2]) << 8
-        | u32::from(digest[offset + 3]);
-    let code = binary % 10u32.pow(digits);
-    format!("{code:0width$}", width = digits as usize)
+    totp_lite::totp_custom::<totp_lite::Sha1>(1, digits, seed, counter)
 }
 
 /// The TOTP code of the step holding unix time `at`.
 pub fn totp_at(seed: &[u8], at: i64) -> String {
-    hotp(
-        seed,
-        u64::try_from(at.div_euclid(TOTP_STEP_SECS)).unwrap_or(0),
+    totp_lite::totp_custom::<totp_lite::Sha1>(
+        TOTP_STEP_SECS as u64,
         TOTP_DIGITS,
+        seed,
+        u64::try_from(at).unwrap_or(0),
     )
 }
 
-/// The step (current, or one either side for clock drift) whose code is `code`.
+/// The step (current, or one either side for clock drift) whose code is `code`, compared in
+/// constant time.
 fn matching_step(seed: &[u8], code: &str, now: i64) -> Option<i64> {
     let current = now.div_euclid(TOTP_STEP_SECS);
     [current, current - 1, current + 1]
         .into_iter()
         .find(|&step| {
-            let expected = hotp(seed, u64::try_from(step).unwrap_or(0), TOTP_DIGITS);
+            let expected = totp_at(seed, step * TOTP_STEP_SECS);
             subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), code.as_bytes()).into()
         })
 }
