@@ -1,9 +1,12 @@
 //! RSS 2.0 (<https://www.rssboard.org/rss-specification>), served as
 //! `application/rss+xml`: one item per record with a stable `guid isPermaLink="false"`
-//! (the record id), RFC 822 dates and an `atom:link rel="self"`.
+//! (the record id), RFC 822 dates and an `atom:link rel="self"`. The `rss` crate writes
+//! the XML (and escapes it).
 
 use chrono::{DateTime, Utc};
 use model::HashRecord;
+use rss::extension::atom::{AtomExtension, Link};
+use rss::{Category, Channel, Guid, Item};
 
 use crate::{DESCRIPTION, Publisher, TITLE, record_digests, record_title};
 
@@ -15,64 +18,47 @@ fn rfc822(t: DateTime<Utc>) -> String {
     t.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
-/// XML character data and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The channel for `records` (already [`crate::feed_records`]).
 pub fn document(records: &[&HashRecord], publisher: &Publisher) -> Vec<u8> {
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    xml.push_str("<rss version=\"2.0\" xmlns:atom=\"http://www.w3.org/2005/Atom\">\n<channel>\n");
-    xml.push_str(&format!("<title>{}</title>\n", escape(TITLE)));
-    xml.push_str(&format!("<link>{}</link>\n", escape(&publisher.url("/"))));
-    xml.push_str(&format!(
-        "<description>{}</description>\n",
-        escape(DESCRIPTION)
-    ));
-    xml.push_str("<language>en</language>\n");
-    xml.push_str(&format!(
-        "<atom:link href=\"{}\" rel=\"self\" type=\"{MEDIA_TYPE}\"/>\n",
-        escape(&publisher.url(PATH))
-    ));
-    if let Some(last) = crate::last_modified(records) {
-        xml.push_str(&format!(
-            "<lastBuildDate>{}</lastBuildDate>\n",
-            rfc822(last)
-        ));
-    }
-    for r in records {
-        xml.push_str("<item>\n");
-        xml.push_str(&format!("<title>{}</title>\n", escape(&record_title(r))));
-        xml.push_str(&format!("<link>{}</link>\n", escape(&r.record.source_url)));
-        xml.push_str(&format!(
-            "<description>{}</description>\n",
-            escape(&record_digests(r))
-        ));
-        xml.push_str(&format!(
-            "<category>{}</category>\n",
-            escape(&r.record.vendor)
-        ));
-        xml.push_str(&format!(
-            "<guid isPermaLink=\"false\">knowngood-record-{}</guid>\n",
-            escape(&r.id)
-        ));
-        xml.push_str(&format!("<pubDate>{}</pubDate>\n", rfc822(r.valid_from)));
-        xml.push_str("</item>\n");
-    }
-    xml.push_str("</channel>\n</rss>\n");
-    xml.into_bytes()
+    let self_link = Link {
+        href: publisher.url(PATH),
+        rel: "self".into(),
+        mime_type: Some(MEDIA_TYPE.into()),
+        ..Link::default()
+    };
+    let items = records
+        .iter()
+        .map(|r| Item {
+            title: Some(record_title(r)),
+            link: Some(r.record.source_url.clone()),
+            description: Some(record_digests(r)),
+            categories: vec![Category {
+                name: r.record.vendor.clone(),
+                domain: None,
+            }],
+            guid: Some(Guid {
+                value: format!("knowngood-record-{}", r.id),
+                permalink: false,
+            }),
+            pub_date: Some(rfc822(r.valid_from)),
+            ..Item::default()
+        })
+        .collect();
+    let channel = Channel {
+        title: TITLE.into(),
+        link: publisher.url("/"),
+        description: DESCRIPTION.into(),
+        language: Some("en".into()),
+        last_build_date: crate::last_modified(records).map(rfc822),
+        atom_ext: Some(AtomExtension {
+            links: vec![self_link],
+        }),
+        items,
+        ..Channel::default()
+    };
+    channel
+        .pretty_write_to(Vec::new(), b' ', 1)
+        .unwrap_or_else(|e| unreachable!("writing XML to memory does not fail: {e}"))
 }
 
 #[cfg(test)]
@@ -89,5 +75,42 @@ mod tests {
         assert!(doc.contains("a&amp;b&lt;c&gt;.exe"));
         assert!(doc.contains("<pubDate>Sun, 01 Mar 2026 12:00:05 GMT</pubDate>"));
         assert!(doc.contains("href=\"https://kg.example/public/feed.rss\" rel=\"self\""));
+    }
+
+    #[test]
+    fn the_document_reads_back_as_rss_2_0_with_every_field() {
+        let (a, b) = (
+            record("r1", "putty.exe", "0.81", 5),
+            record("r2", "x&y.exe", "2.0", 9),
+        );
+        let doc = document(&[&a, &b], &Publisher::new("https://kg.example"));
+        let channel = Channel::read_from(&doc[..]).unwrap();
+        assert_eq!(channel.title, TITLE);
+        assert_eq!(channel.link, "https://kg.example/");
+        assert_eq!(channel.language.as_deref(), Some("en"));
+        assert_eq!(
+            channel.last_build_date.as_deref(),
+            Some("Sun, 01 Mar 2026 12:00:09 GMT")
+        );
+        let links = channel.atom_ext.as_ref().unwrap().links();
+        assert_eq!(links[0].href, "https://kg.example/public/feed.rss");
+        assert_eq!(links[0].mime_type.as_deref(), Some(MEDIA_TYPE));
+        assert_eq!(channel.items.len(), 2);
+        for (item, r) in channel.items.iter().zip([&a, &b]) {
+            assert_eq!(item.title.as_deref(), Some(record_title(r).as_str()));
+            assert_eq!(item.link.as_deref(), Some(r.record.source_url.as_str()));
+            assert_eq!(
+                item.description.as_deref(),
+                Some(record_digests(r).as_str())
+            );
+            assert_eq!(item.categories[0].name, r.record.vendor);
+            let guid = item.guid.as_ref().unwrap();
+            assert_eq!(guid.value, format!("knowngood-record-{}", r.id));
+            assert!(!guid.permalink);
+            assert_eq!(
+                item.pub_date.as_deref(),
+                Some(rfc822(r.valid_from).as_str())
+            );
+        }
     }
 }
