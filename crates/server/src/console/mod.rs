@@ -1,5 +1,6 @@
 //! The web console under `/console/`: server-rendered HTML pages over the same rules and
-//! functions as the API. No JavaScript build step and nothing fetched from elsewhere: the
+//! functions as the API, written as `maud` templates (compiled with the binary; text and
+//! attribute values are escaped by construction). No JavaScript build step and nothing fetched from elsewhere: the
 //! few scripts (WebAuthn ceremonies, hashing a dropped file in the browser) are served by
 //! the binary itself.
 //!
@@ -85,22 +86,6 @@ pub fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> He
         format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
     HeaderValue::from_str(&cookie)
         .unwrap_or_else(|_| HeaderValue::from_static("kg_invalid=; Max-Age=0"))
-}
-
-/// HTML-escapes text for element content and quoted attributes.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// A redirect after a form (303: the browser follows with GET).

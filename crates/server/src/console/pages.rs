@@ -14,11 +14,12 @@ use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use model::{Error, HashValue, Permission, Tier};
 use subtle::ConstantTimeEq;
 
 use super::rules::{ConsoleRoutes, ConsoleRule};
-use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, esc, see_other, set_cookie};
+use super::{CSRF_COOKIE, SESSION_COOKIE, cookie, see_other, set_cookie};
 use crate::AppState;
 use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
 
@@ -206,45 +207,39 @@ fn check_csrf(headers: &HeaderMap, sent: Option<&str>) -> Result<(), Response> {
     }
 }
 
-fn csrf_field(ctx: &Ctx) -> String {
-    format!(
-        r#"<input type="hidden" name="csrf" value="{}">"#,
-        esc(&ctx.csrf)
-    )
+fn csrf_field(ctx: &Ctx) -> Markup {
+    html! { input type="hidden" name="csrf" value=(ctx.csrf); }
 }
 
 /// A page inside the layout, with the CSRF cookie when it is new.
-fn page(state: &AppState, ctx: &Ctx, status: StatusCode, title: &str, body: &str) -> Response {
-    let nav = nav(ctx);
-    let html = format!(
-        r##"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="csrf-token" content="{csrf}">
-<title>{title} · knowngood</title>
-<link rel="stylesheet" href="/console/static/console.css">
-<link rel="icon" href="/favicon.ico">
-<script src="/console/static/md5.js" defer></script>
-<script src="/console/static/console.js" defer></script>
-</head>
-<body>
-<a class="skip" href="#main">Skip to content</a>
-<header><a class="brand" href="/console/">knowngood</a>{nav}</header>
-<main id="main">
-<h1>{title}</h1>
-{body}
-</main>
-</body>
-</html>"##,
-        csrf = esc(&ctx.csrf),
-        title = esc(title),
-    );
+fn page(state: &AppState, ctx: &Ctx, status: StatusCode, title: &str, body: Markup) -> Response {
+    let html = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="csrf-token" content=(ctx.csrf);
+                title { (title) " · knowngood" }
+                link rel="stylesheet" href="/console/static/console.css";
+                link rel="icon" href="/favicon.ico";
+                script src="/console/static/md5.js" defer {}
+                script src="/console/static/console.js" defer {}
+            }
+            body {
+                a class="skip" href="#main" { "Skip to content" }
+                header { a class="brand" href="/console/" { "knowngood" } (nav(ctx)) }
+                main id="main" {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    };
     let mut response = (
         status,
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        html,
+        html.into_string(),
     )
         .into_response();
     if ctx.new_csrf {
@@ -256,9 +251,9 @@ fn page(state: &AppState, ctx: &Ctx, status: StatusCode, title: &str, body: &str
     response
 }
 
-fn nav(ctx: &Ctx) -> String {
+fn nav(ctx: &Ctx) -> Markup {
     let mut links = vec![("/console/", "Dashboard")];
-    let form = match &ctx.principal {
+    match &ctx.principal {
         Some(p) => {
             links.extend([
                 ("/console/lookup", "Lookup"),
@@ -276,32 +271,26 @@ fn nav(ctx: &Ctx) -> String {
                 links.push(("/console/keys", "Keys"));
             }
             links.push(("/console/account", "Account"));
-            format!(
-                r#"<form method="post" action="/console/sign-out" class="inline">{}<button type="submit">Sign out</button></form>
-<span class="who">{} · {}</span>"#,
-                csrf_field(ctx),
-                esc(&p.team_id),
-                esc(p.role.as_str())
-            )
         }
-        None => {
-            links.push(("/console/sign-in", "Sign in"));
-            String::new()
+        None => links.push(("/console/sign-in", "Sign in")),
+    }
+    html! {
+        nav aria-label="Main" {
+            ul { @for (href, label) in &links { li { a href=(href) { (label) } } } }
+            @if let Some(p) = &ctx.principal {
+                form method="post" action="/console/sign-out" class="inline" {
+                    (csrf_field(ctx)) button type="submit" { "Sign out" }
+                }
+                "\n"
+                span class="who" { (p.team_id) " · " (p.role.as_str()) }
+            }
         }
-    };
-    let items: String = links
-        .iter()
-        .map(|(href, label)| format!(r#"<li><a href="{href}">{label}</a></li>"#))
-        .collect();
-    format!(r#"<nav aria-label="Main"><ul>{items}</ul>{form}</nav>"#)
+    }
 }
 
-fn message(kind: &str, text: &str) -> String {
-    format!(
-        r#"<p class="msg {kind}" role="{role}">{}</p>"#,
-        esc(text),
-        role = if kind == "error" { "alert" } else { "status" }
-    )
+fn message(kind: &str, text: &str) -> Markup {
+    let role = if kind == "error" { "alert" } else { "status" };
+    html! { p class={ "msg " (kind) } role=(role) { (text) } }
 }
 
 /// The signed-in principal, or the way to the sign-in page. With `need_mfa`, a session
@@ -325,7 +314,7 @@ fn refused(state: &AppState, ctx: &Ctx, e: &Error) -> Response {
         }
         other => other.to_string(),
     };
-    page(state, ctx, status, "Not allowed", &message("error", &text))
+    page(state, ctx, status, "Not allowed", message("error", &text))
 }
 
 fn with_session_cookie(state: &AppState, mut response: Response, token: &str) -> Response {
@@ -371,111 +360,146 @@ async fn dashboard(
         })
         .filter(|r| platform.is_empty() || r.record.platform.as_str() == platform)
         .collect();
-    let rows: String = matching
-        .iter()
-        .take(200)
-        .map(|r| {
-            format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td class=\"hash\">{}</td></tr>",
-                esc(&r.record.executable_name),
-                esc(&r.record.version),
-                esc(&r.record.vendor),
-                r.record.platform.as_str(),
-                r.record.arch.as_str(),
-                esc(&r.record.hash_sha256)
-            )
-        })
-        .collect();
-    let options: String = ["", "windows", "linux", "darwin", "android", "universal"]
-        .iter()
-        .map(|p| {
-            format!(
-                r#"<option value="{p}"{}>{}</option>"#,
-                if *p == platform { " selected" } else { "" },
-                if p.is_empty() { "any platform" } else { p }
-            )
-        })
-        .collect();
     let health = state.store.vendor_health().await.unwrap_or_default();
-    let health_rows: String = health
-        .iter()
-        .map(|v| {
-            let ok = v.last_success_at.is_some()
-                && v.last_error_at.is_none_or(|e| Some(e) < v.last_success_at);
-            format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&v.vendor),
-                if ok { "ok" } else { "failing" },
-                v.last_success_at
-                    .map_or("never".into(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
-                v.records
-            )
-        })
-        .collect();
     let root = match state.store.recent_roots(1).await {
         Ok(roots) => roots.into_iter().next(),
         Err(_) => None,
     };
-    let root_html = match root {
-        Some(r) => format!(
-            r#"<dl><dt>Day</dt><dd>{}</dd><dt>Merkle root</dt><dd class="hash">{}</dd><dt>Entries</dt><dd>{}</dd><dt>Previous root</dt><dd class="hash">{}</dd></dl>"#,
-            r.log_date,
-            esc(&r.merkle_root),
-            r.entry_count,
-            esc(&r.prev_root)
-        ),
-        None => "<p>No root has been published yet.</p>".into(),
+    let body = html! {
+        section aria-labelledby="feed" {
+            h2 id="feed" { "Today's feed" }
+            form method="get" action="/console/" class="filters" role="search" {
+                label for="q" { "Search executables or vendors" }
+                input id="q" name="q" value=(q.get("q").map(String::as_str).unwrap_or_default());
+                "\n"
+                label for="platform" { "Platform" }
+                select id="platform" name="platform" {
+                    @for p in ["", "windows", "linux", "darwin", "android", "universal"] {
+                        option value=(p) selected[p == platform] {
+                            (if p.is_empty() { "any platform" } else { p })
+                        }
+                    }
+                }
+                "\n"
+                button type="submit" { "Filter" }
+            }
+            p {
+                (matching.len().min(200)) " of " (matching.len()) " current records"
+                @if matching.len() > 200 { " (first 200 shown)" }
+                "."
+            }
+            div class="scroll" {
+                table {
+                    thead { tr {
+                        th scope="col" { "Executable" } th scope="col" { "Version" }
+                        th scope="col" { "Vendor" } th scope="col" { "Platform" }
+                        th scope="col" { "SHA-256" }
+                    } }
+                    tbody {
+                        @for r in matching.iter().take(200) {
+                            tr {
+                                td { (r.record.executable_name) }
+                                td { (r.record.version) }
+                                td { (r.record.vendor) }
+                                td { (r.record.platform.as_str()) " / " (r.record.arch.as_str()) }
+                                td class="hash" { (r.record.hash_sha256) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="health" {
+            h2 id="health" { "Vendor health" }
+            div class="scroll" {
+                table {
+                    thead { tr {
+                        th scope="col" { "Vendor" } th scope="col" { "State" }
+                        th scope="col" { "Last success (UTC)" } th scope="col" { "Records" }
+                    } }
+                    tbody {
+                        @for v in &health {
+                            @let ok = v.last_success_at.is_some()
+                                && v.last_error_at.is_none_or(|e| Some(e) < v.last_success_at);
+                            tr {
+                                td { (v.vendor) }
+                                td { (if ok { "ok" } else { "failing" }) }
+                                td {
+                                    (v.last_success_at.map_or("never".into(), |t| {
+                                        t.format("%Y-%m-%d %H:%M").to_string()
+                                    }))
+                                }
+                                td { (v.records) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="root" {
+            h2 id="root" { "Transparency log" }
+            @match root {
+                Some(r) => dl {
+                    dt { "Day" } dd { (r.log_date) }
+                    dt { "Merkle root" } dd class="hash" { (r.merkle_root) }
+                    dt { "Entries" } dd { (r.entry_count) }
+                    dt { "Previous root" } dd class="hash" { (r.prev_root) }
+                },
+                None => p { "No root has been published yet." },
+            }
+            p {
+                "To verify: fetch " code { "/public/transparency/<day>" }
+                " and the key at " code { "/public/transparency/key" }
+                ", check the Ed25519 signature over the signed message, and check that "
+                code { "prev_root" } " equals the previous day's root. " code { "knowngood verify" }
+                " does all of it; an inclusion proof for one hash is at "
+                code { "/public/transparency/<day>/proof?sha256=<hex>" } "."
+            }
+        }
     };
-    let body = format!(
-        r#"<section aria-labelledby="feed"><h2 id="feed">Today's feed</h2>
-<form method="get" action="/console/" class="filters" role="search">
-<label for="q">Search executables or vendors</label><input id="q" name="q" value="{search}">
-<label for="platform">Platform</label><select id="platform" name="platform">{options}</select>
-<button type="submit">Filter</button></form>
-<p>{shown} of {total} current records{more}.</p>
-<div class="scroll"><table><thead><tr><th scope="col">Executable</th><th scope="col">Version</th><th scope="col">Vendor</th><th scope="col">Platform</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>
-</section>
-<section aria-labelledby="health"><h2 id="health">Vendor health</h2>
-<div class="scroll"><table><thead><tr><th scope="col">Vendor</th><th scope="col">State</th><th scope="col">Last success (UTC)</th><th scope="col">Records</th></tr></thead><tbody>{health_rows}</tbody></table></div></section>
-<section aria-labelledby="root"><h2 id="root">Transparency log</h2>{root_html}
-<p>To verify: fetch <code>/public/transparency/&lt;day&gt;</code> and the key at <code>/public/transparency/key</code>, check the Ed25519 signature over the signed message, and check that <code>prev_root</code> equals the previous day's root. <code>knowngood verify</code> does all of it; an inclusion proof for one hash is at <code>/public/transparency/&lt;day&gt;/proof?sha256=&lt;hex&gt;</code>.</p></section>"#,
-        search = esc(q.get("q").map(String::as_str).unwrap_or_default()),
-        shown = matching.len().min(200),
-        total = matching.len(),
-        more = if matching.len() > 200 {
-            " (first 200 shown)"
-        } else {
-            ""
-        },
-    );
-    page(&state, &ctx, StatusCode::OK, "Dashboard", &body)
+    page(&state, &ctx, StatusCode::OK, "Dashboard", body)
 }
 
 async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let ctx = ctx(&state, &headers).await;
-    sign_in_form(&state, &ctx, StatusCode::OK, "")
+    sign_in_form(&state, &ctx, StatusCode::OK, html! {})
 }
 
-fn sign_in_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
-    let body = format!(
-        r#"{note}<form method="post" action="/console/sign-in" class="card">{csrf}
-<label for="key">API key</label>
-<input id="key" name="key" type="password" autocomplete="off" required aria-describedby="key-help">
-<p id="key-help" class="help">The key you use for the API (<code>TEAM.SECRET</code>). You will be asked for your passkey or authenticator code next.</p>
-<button type="submit">Sign in</button></form>
-<div class="card"><h2>Passkey</h2><p>Signed in with a passkey before? Use it directly.</p>
-<button type="button" data-action="passkey-sign-in">Sign in with a passkey</button>
-<p class="msg" role="status" data-passkey-status></p></div>
-<form method="post" action="/console/sign-in/user" class="card">{csrf}
-<h2>Invited user</h2>
-<label for="user">User ID</label>
-<input id="user" name="user" autocomplete="username" spellcheck="false" required aria-describedby="user-help">
-<p id="user-help" class="help">Joined with an invite code? Enter the user ID shown on your Account page. You will be asked for your authenticator code, a recovery code or your passkey next.</p>
-<button type="submit">Continue</button></form>
-<p>Invited by your account admin and not joined yet? <a href="/console/invite">Redeem your invite code</a>.</p>"#,
-        csrf = csrf_field(ctx),
-    );
-    page(state, ctx, status, "Sign in", &body)
+fn sign_in_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: Markup) -> Response {
+    let body = html! {
+        (note)
+        form method="post" action="/console/sign-in" class="card" {
+            (csrf_field(ctx))
+            label for="key" { "API key" }
+            input id="key" name="key" type="password" autocomplete="off" required aria-describedby="key-help";
+            p id="key-help" class="help" {
+                "The key you use for the API (" code { "TEAM.SECRET" }
+                "). You will be asked for your passkey or authenticator code next."
+            }
+            button type="submit" { "Sign in" }
+        }
+        div class="card" {
+            h2 { "Passkey" }
+            p { "Signed in with a passkey before? Use it directly." }
+            button type="button" data-action="passkey-sign-in" { "Sign in with a passkey" }
+            p class="msg" role="status" data-passkey-status {}
+        }
+        form method="post" action="/console/sign-in/user" class="card" {
+            (csrf_field(ctx))
+            h2 { "Invited user" }
+            label for="user" { "User ID" }
+            input id="user" name="user" autocomplete="username" spellcheck="false" required aria-describedby="user-help";
+            p id="user-help" class="help" {
+                "Joined with an invite code? Enter the user ID shown on your Account page. You will be asked for your authenticator code, a recovery code or your passkey next."
+            }
+            button type="submit" { "Continue" }
+        }
+        p {
+            "Invited by your account admin and not joined yet? "
+            a href="/console/invite" { "Redeem your invite code" } "."
+        }
+    };
+    page(state, ctx, status, "Sign in", body)
 }
 
 /// A refused credential at sign-in, counted under the same per-address (and per-team)
@@ -500,7 +524,7 @@ async fn failed_sign_in(
                 state,
                 ctx,
                 StatusCode::TOO_MANY_REQUESTS,
-                &message(
+                message(
                     "error",
                     &format!(
                         "Too many failed sign-ins from your address. Try again in {retry_after_secs} seconds."
@@ -512,12 +536,7 @@ async fn failed_sign_in(
             }
             r
         }
-        _ => sign_in_form(
-            state,
-            ctx,
-            StatusCode::UNAUTHORIZED,
-            &message("error", text),
-        ),
+        _ => sign_in_form(state, ctx, StatusCode::UNAUTHORIZED, message("error", text)),
     }
 }
 
@@ -632,7 +651,7 @@ async fn sign_in_user(
             &state,
             &ctx,
             StatusCode::UNAUTHORIZED,
-            &message(
+            message(
                 "error",
                 "That user has no passkey or authenticator app yet, so it cannot sign in again. Ask your account admin for a new invite code.",
             ),
@@ -643,7 +662,7 @@ async fn sign_in_user(
 
 async fn second_factor_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let ctx = ctx(&state, &headers).await;
-    second_factor_form(&state, &ctx, &headers, StatusCode::OK, "").await
+    second_factor_form(&state, &ctx, &headers, StatusCode::OK, html! {}).await
 }
 
 async fn second_factor_form(
@@ -651,7 +670,7 @@ async fn second_factor_form(
     ctx: &Ctx,
     headers: &HeaderMap,
     status: StatusCode,
-    note: &str,
+    note: Markup,
 ) -> Response {
     let pending = match cookie(headers, PENDING_COOKIE) {
         Some(p) => state.mfa.pending_subject(&p).await.ok().flatten(),
@@ -660,22 +679,29 @@ async fn second_factor_form(
     if pending.is_none() {
         return see_other("/console/sign-in");
     }
-    let csrf = csrf_field(ctx);
-    let body = format!(
-        r#"{note}<form method="post" action="/console/second-factor/totp" class="card">{csrf}
-<h2>Authenticator app</h2>
-<label for="code">6-digit code</label>
-<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
-<button type="submit">Continue</button></form>
-<div class="card"><h2>Passkey</h2><button type="button" data-action="passkey-sign-in">Use a passkey</button>
-<p class="msg" role="status" data-passkey-status></p></div>
-<form method="post" action="/console/second-factor/recovery" class="card">{csrf}
-<h2>Recovery code</h2>
-<label for="recovery">Recovery code</label>
-<input id="recovery" name="code" autocomplete="off" placeholder="XXXX-XXXX-XXXX" required>
-<button type="submit">Use recovery code</button></form>"#
-    );
-    page(state, ctx, status, "Second factor", &body)
+    let body = html! {
+        (note)
+        form method="post" action="/console/second-factor/totp" class="card" {
+            (csrf_field(ctx))
+            h2 { "Authenticator app" }
+            label for="code" { "6-digit code" }
+            input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required;
+            button type="submit" { "Continue" }
+        }
+        div class="card" {
+            h2 { "Passkey" }
+            button type="button" data-action="passkey-sign-in" { "Use a passkey" }
+            p class="msg" role="status" data-passkey-status {}
+        }
+        form method="post" action="/console/second-factor/recovery" class="card" {
+            (csrf_field(ctx))
+            h2 { "Recovery code" }
+            label for="recovery" { "Recovery code" }
+            input id="recovery" name="code" autocomplete="off" placeholder="XXXX-XXXX-XXXX" required;
+            button type="submit" { "Use recovery code" }
+        }
+    };
+    page(state, ctx, status, "Second factor", body)
 }
 
 async fn second_factor_totp(
@@ -736,7 +762,7 @@ async fn second_factor(
                 ),
             };
             let mut r =
-                second_factor_form(&state, &ctx, &headers, status, &message("error", &text)).await;
+                second_factor_form(&state, &ctx, &headers, status, message("error", &text)).await;
             if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
                 r.headers_mut().insert(header::RETRY_AFTER, v);
             }
@@ -761,19 +787,21 @@ async fn second_factor(
 
 async fn invite_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let ctx = ctx(&state, &headers).await;
-    invite_form(&state, &ctx, StatusCode::OK, "")
+    invite_form(&state, &ctx, StatusCode::OK, html! {})
 }
 
-fn invite_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: &str) -> Response {
-    let body = format!(
-        r#"{note}<form method="post" action="/console/invite" class="card">{csrf}
-<label for="code">Invite code</label>
-<input id="code" name="code" autocomplete="off" required>
-<p class="help">You will set up a passkey or authenticator app next.</p>
-<button type="submit">Join</button></form>"#,
-        csrf = csrf_field(ctx)
-    );
-    page(state, ctx, status, "Redeem an invite", &body)
+fn invite_form(state: &AppState, ctx: &Ctx, status: StatusCode, note: Markup) -> Response {
+    let body = html! {
+        (note)
+        form method="post" action="/console/invite" class="card" {
+            (csrf_field(ctx))
+            label for="code" { "Invite code" }
+            input id="code" name="code" autocomplete="off" required;
+            p class="help" { "You will set up a passkey or authenticator app next." }
+            button type="submit" { "Join" }
+        }
+    };
+    page(state, ctx, status, "Redeem an invite", body)
 }
 
 async fn redeem_invite(
@@ -795,7 +823,7 @@ async fn redeem_invite(
             &state,
             &ctx,
             StatusCode::UNAUTHORIZED,
-            &message(
+            message(
                 "error",
                 "That invite code is not valid, has expired or was used.",
             ),
@@ -828,17 +856,18 @@ async fn account(
     Query(q): Query<Fields>,
 ) -> Response {
     let principal = &principal;
-    let mut notes = String::new();
-    if let Some(left) = q.get("recovery_left") {
-        notes.push_str(&message(
-            "warn",
-            &format!(
-                "You signed in with a recovery code; {} left.",
-                left.parse::<u64>().unwrap_or(0)
-            ),
-        ));
-    }
-    account_page(&state, &ctx, principal, StatusCode::OK, &notes).await
+    let notes = html! {
+        @if let Some(left) = q.get("recovery_left") {
+            (message(
+                "warn",
+                &format!(
+                    "You signed in with a recovery code; {} left.",
+                    left.parse::<u64>().unwrap_or(0)
+                ),
+            ))
+        }
+    };
+    account_page(&state, &ctx, principal, StatusCode::OK, notes).await
 }
 
 async fn account_page(
@@ -846,7 +875,7 @@ async fn account_page(
     ctx: &Ctx,
     principal: &Principal,
     status: StatusCode,
-    notes: &str,
+    notes: Markup,
 ) -> Response {
     let subject = principal.mfa_subject();
     let mfa = match state.mfa.status(&subject).await {
@@ -855,95 +884,108 @@ async fn account_page(
     };
     let passkeys = state.store.passkeys(&subject).await.unwrap_or_default();
     let session_mfa = principal.session.as_ref().is_some_and(|s| s.mfa);
-    let csrf = csrf_field(ctx);
-    let mut body = String::from(notes);
-    if !session_mfa {
-        body.push_str(&message(
-            "warn",
-            "Set up a passkey or an authenticator app to continue: the other pages open once you have one.",
-        ));
-    }
-    let user = match principal.session.as_ref().and_then(|s| s.user_id.as_ref()) {
-        Some(user_id) => format!(
-            r#"<dt>User ID</dt><dd><code data-user-id>{}</code><p class="help">You sign in again with this user ID and your authenticator app, a recovery code or your passkey: keep it.</p></dd>"#,
-            esc(user_id)
-        ),
-        None => String::new(),
-    };
-    body.push_str(&format!(
-        r#"<section aria-labelledby="who"><h2 id="who">Signed in as</h2><dl>{user}<dt>Account</dt><dd>{}</dd><dt>Role</dt><dd>{}</dd><dt>Tier</dt><dd>{}</dd></dl></section>"#,
-        esc(&principal.team_id),
-        esc(principal.role.as_str()),
-        principal.tier.as_str()
-    ));
-    let rows: String = passkeys
-        .iter()
-        .map(|p| {
-            format!(
-                r#"<li>{name} <span class="help">added {added}</span>
-<form method="post" action="/console/account/passkeys/{id}/delete" class="inline">{csrf}<button type="submit" aria-label="Remove passkey {name}">Remove</button></form></li>"#,
-                name = esc(&p.display_name),
-                added = p.created_at.format("%Y-%m-%d"),
-                id = esc(&p.passkey_id),
-            )
-        })
-        .collect();
-    body.push_str(&format!(
-        r#"<section aria-labelledby="passkeys" class="card"><h2 id="passkeys">Passkeys</h2>
-<ul data-passkey-list>{rows}</ul>
-<label for="passkey-name">Name for a new passkey</label>
-<input id="passkey-name" value="Passkey" data-passkey-name>
-<button type="button" data-action="passkey-register">Add a passkey</button>
-<p class="msg" role="status" data-passkey-status></p></section>"#
-    ));
-    let totp = if mfa.totp_enabled {
-        format!(
-            r#"<p>Authenticator app: <strong>on</strong>.</p>
-<form method="post" action="/console/account/totp/disable">{csrf}<label for="disable-code">Current code to turn it off</label>
-<input id="disable-code" name="code" inputmode="numeric" autocomplete="one-time-code" required><button type="submit">Turn off</button></form>"#
-        )
-    } else {
-        format!(
-            r#"<p>Authenticator app: <strong>off</strong>.</p>
-<form method="post" action="/console/account/totp/enroll">{csrf}<button type="submit">Set up an authenticator app</button></form>"#
-        )
-    };
-    body.push_str(&format!(
-        r#"<section aria-labelledby="totp" class="card"><h2 id="totp">Authenticator app (TOTP)</h2>{totp}</section>"#
-    ));
-    let recovery = if !mfa.enrolled {
-        "<p>Recovery codes become available once you have a passkey or an authenticator app: they stand in for it if you lose it.</p>".to_string()
-    } else {
-        let prompt = if mfa.recovery_codes_remaining == 0 {
-            message(
-                "warn",
-                "You have no recovery codes left. Generate a set now, so that losing your passkey or phone does not lock you out.",
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            r#"{prompt}<p><span data-recovery-left>{}</span> unused recovery codes.</p>
-<form method="post" action="/console/account/recovery">{csrf}<button type="submit">Generate new recovery codes</button></form>"#,
-            mfa.recovery_codes_remaining
-        )
-    };
-    body.push_str(&format!(
-        r#"<section aria-labelledby="recovery" class="card"><h2 id="recovery">Recovery codes</h2>
-{recovery}</section>"#
-    ));
-    if principal
+    let user_id = principal.session.as_ref().and_then(|s| s.user_id.as_ref());
+    let signed_in_with_key = principal
         .session
         .as_ref()
-        .is_some_and(|s| s.user_id.is_none())
-    {
-        body.push_str(&format!(
-            r#"<section aria-labelledby="reissue" class="card"><h2 id="reissue">Your API key</h2>
-<p>Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key.</p>
-<form method="post" action="/console/account/reissue">{csrf}<button type="submit" class="danger">Reissue my key</button></form></section>"#
-        ));
-    }
-    page(state, ctx, status, "Account", &body)
+        .is_some_and(|s| s.user_id.is_none());
+    let body = html! {
+        (notes)
+        @if !session_mfa {
+            (message(
+                "warn",
+                "Set up a passkey or an authenticator app to continue: the other pages open once you have one.",
+            ))
+        }
+        section aria-labelledby="who" {
+            h2 id="who" { "Signed in as" }
+            dl {
+                @if let Some(user_id) = user_id {
+                    dt { "User ID" }
+                    dd {
+                        code data-user-id { (user_id) }
+                        p class="help" {
+                            "You sign in again with this user ID and your authenticator app, a recovery code or your passkey: keep it."
+                        }
+                    }
+                }
+                dt { "Account" } dd { (principal.team_id) }
+                dt { "Role" } dd { (principal.role.as_str()) }
+                dt { "Tier" } dd { (principal.tier.as_str()) }
+            }
+        }
+        section aria-labelledby="passkeys" class="card" {
+            h2 id="passkeys" { "Passkeys" }
+            ul data-passkey-list {
+                @for p in &passkeys {
+                    li {
+                        (p.display_name) " "
+                        span class="help" { "added " (p.created_at.format("%Y-%m-%d")) }
+                        "\n"
+                        form method="post" action={ "/console/account/passkeys/" (p.passkey_id) "/delete" } class="inline" {
+                            (csrf_field(ctx))
+                            button type="submit" aria-label={ "Remove passkey " (p.display_name) } { "Remove" }
+                        }
+                    }
+                }
+            }
+            label for="passkey-name" { "Name for a new passkey" }
+            input id="passkey-name" value="Passkey" data-passkey-name;
+            button type="button" data-action="passkey-register" { "Add a passkey" }
+            p class="msg" role="status" data-passkey-status {}
+        }
+        section aria-labelledby="totp" class="card" {
+            h2 id="totp" { "Authenticator app (TOTP)" }
+            @if mfa.totp_enabled {
+                p { "Authenticator app: " strong { "on" } "." }
+                form method="post" action="/console/account/totp/disable" {
+                    (csrf_field(ctx))
+                    label for="disable-code" { "Current code to turn it off" }
+                    input id="disable-code" name="code" inputmode="numeric" autocomplete="one-time-code" required;
+                    button type="submit" { "Turn off" }
+                }
+            } @else {
+                p { "Authenticator app: " strong { "off" } "." }
+                form method="post" action="/console/account/totp/enroll" {
+                    (csrf_field(ctx))
+                    button type="submit" { "Set up an authenticator app" }
+                }
+            }
+        }
+        section aria-labelledby="recovery" class="card" {
+            h2 id="recovery" { "Recovery codes" }
+            @if !mfa.enrolled {
+                p {
+                    "Recovery codes become available once you have a passkey or an authenticator app: they stand in for it if you lose it."
+                }
+            } @else {
+                @if mfa.recovery_codes_remaining == 0 {
+                    (message(
+                        "warn",
+                        "You have no recovery codes left. Generate a set now, so that losing your passkey or phone does not lock you out.",
+                    ))
+                }
+                p { span data-recovery-left { (mfa.recovery_codes_remaining) } " unused recovery codes." }
+                form method="post" action="/console/account/recovery" {
+                    (csrf_field(ctx))
+                    button type="submit" { "Generate new recovery codes" }
+                }
+            }
+        }
+        @if signed_in_with_key {
+            section aria-labelledby="reissue" class="card" {
+                h2 id="reissue" { "Your API key" }
+                p {
+                    "Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key."
+                }
+                form method="post" action="/console/account/reissue" {
+                    (csrf_field(ctx))
+                    button type="submit" class="danger" { "Reissue my key" }
+                }
+            }
+        }
+    };
+    page(state, ctx, status, "Account", body)
 }
 
 /// The page context and principal of a form post its route's rule let through, once its
@@ -989,25 +1031,23 @@ async fn totp_enroll(
         Ok(e) => e,
         Err(e) => return refused(&state, &ctx, &e),
     };
-    let body = format!(
-        r#"<p>Scan the code with your authenticator app, or type the secret in. Then enter the 6-digit code it shows.</p>
-<figure class="qr" aria-label="QR code of the authenticator secret">{svg}</figure>
-<p>Secret: <code data-totp-secret>{secret}</code></p>
-<form method="post" action="/console/account/totp/verify" class="card">{csrf}
-<label for="code">Code from the app</label>
-<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
-<button type="submit">Turn on</button></form>"#,
-        // The QR code is our own SVG markup (qrcode's renderer: rects and a path only).
-        svg = enrollment.qr_code_svg,
-        secret = esc(&enrollment.secret),
-        csrf = csrf_field(&ctx),
-    );
+    let body = html! {
+        p {
+            "Scan the code with your authenticator app, or type the secret in. Then enter the 6-digit code it shows."
+        }
+        figure class="qr" aria-label="QR code of the authenticator secret" {
+            // The QR code is our own SVG markup (qrcode's renderer: rects and a path only).
+            (PreEscaped(&enrollment.qr_code_svg))
+        }
+        p { "Secret: " code data-totp-secret { (enrollment.secret) } }
+        (totp_code_form(&ctx))
+    };
     page(
         &state,
         &ctx,
         StatusCode::OK,
         "Set up an authenticator app",
-        &body,
+        body,
     )
 }
 
@@ -1049,7 +1089,7 @@ async fn totp_verify(
                 &ctx,
                 &principal,
                 StatusCode::BAD_REQUEST,
-                &message(
+                message(
                     "error",
                     "No set-up is in progress: start it again from this page.",
                 ),
@@ -1074,17 +1114,28 @@ async fn totp_verify(
 /// A wrong code at enrolment: the same secret stays pending (the app already holds it), so
 /// the user only enters the current code again.
 fn totp_retry(state: &AppState, ctx: &Ctx, status: StatusCode, text: &str) -> Response {
-    let body = format!(
-        r#"{note}<p>Your authenticator app keeps the entry you added: enter the code it shows now.</p>
-<form method="post" action="/console/account/totp/verify" class="card">{csrf}
-<label for="code">Code from the app</label>
-<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{{6}}" required>
-<button type="submit">Turn on</button></form>
-<form method="post" action="/console/account/totp/enroll">{csrf}<button type="submit">Start again with a new secret</button></form>"#,
-        note = message("error", text),
-        csrf = csrf_field(ctx),
-    );
-    page(state, ctx, status, "Set up an authenticator app", &body)
+    let body = html! {
+        (message("error", text))
+        p { "Your authenticator app keeps the entry you added: enter the code it shows now." }
+        (totp_code_form(ctx))
+        form method="post" action="/console/account/totp/enroll" {
+            (csrf_field(ctx))
+            button type="submit" { "Start again with a new secret" }
+        }
+    };
+    page(state, ctx, status, "Set up an authenticator app", body)
+}
+
+/// The form that turns a pending authenticator app on with its first code.
+fn totp_code_form(ctx: &Ctx) -> Markup {
+    html! {
+        form method="post" action="/console/account/totp/verify" class="card" {
+            (csrf_field(ctx))
+            label for="code" { "Code from the app" }
+            input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required;
+            button type="submit" { "Turn on" }
+        }
+    }
 }
 
 async fn totp_disable(
@@ -1106,7 +1157,7 @@ async fn totp_disable(
                 &ctx,
                 &principal,
                 StatusCode::BAD_REQUEST,
-                &message("error", &format!("Not turned off: {e}")),
+                message("error", &format!("Not turned off: {e}")),
             )
             .await
         }
@@ -1131,21 +1182,23 @@ async fn recovery_generate(
         Ok(c) => c,
         Err(e) => return refused(&state, &ctx, &e),
     };
-    let items: String = codes
-        .iter()
-        .map(|c| format!("<li><code>{}</code></li>", esc(c)))
-        .collect();
-    let body = format!(
-        r#"{}<ol class="codes" data-recovery-codes>{items}</ol>
-<p><button type="button" data-action="copy-codes">Copy the codes</button> <button type="button" data-action="download-codes">Download as a text file</button></p>
-<p class="msg" role="status" data-codes-status></p>
-<p><a href="/console/account">Back to Account</a></p>"#,
-        message(
+    let body = html! {
+        (message(
             "warn",
-            "Store these codes somewhere safe: each works once, they are shown only now, and these replace any earlier codes."
-        )
-    );
-    page(&state, &ctx, StatusCode::OK, "Recovery codes", &body)
+            "Store these codes somewhere safe: each works once, they are shown only now, and these replace any earlier codes.",
+        ))
+        ol class="codes" data-recovery-codes {
+            @for c in &codes { li { code { (c) } } }
+        }
+        p {
+            button type="button" data-action="copy-codes" { "Copy the codes" }
+            " "
+            button type="button" data-action="download-codes" { "Download as a text file" }
+        }
+        p class="msg" role="status" data-codes-status {}
+        p { a href="/console/account" { "Back to Account" } }
+    };
+    page(&state, &ctx, StatusCode::OK, "Recovery codes", body)
 }
 
 async fn passkey_delete(
@@ -1195,17 +1248,20 @@ async fn reissue(
         Err(e) => return refused(&state, &ctx, &e),
     };
     // The old key is revoked, and the session with it.
-    let body = format!(
-        r#"{}<p>Your new key:</p><p><code class="secret" data-new-key>{}</code></p>
-<p>The old key stopped working just now. <a href="/console/sign-in">Sign in again</a> with the new key.</p>"#,
-        message("warn", "Copy the new key now: it is shown only this once."),
-        esc(&new.key)
-    );
+    let body = html! {
+        (message("warn", "Copy the new key now: it is shown only this once."))
+        p { "Your new key:" }
+        p { code class="secret" data-new-key { (new.key) } }
+        p {
+            "The old key stopped working just now. " a href="/console/sign-in" { "Sign in again" }
+            " with the new key."
+        }
+    };
     let ctx = Ctx {
         principal: None,
         ..ctx
     };
-    let response = page(&state, &ctx, StatusCode::OK, "Key reissued", &body);
+    let response = page(&state, &ctx, StatusCode::OK, "Key reissued", body);
     clear_cookie(&state, response, SESSION_COOKIE)
 }
 
@@ -1331,7 +1387,7 @@ fn allowed<'a>(
 }
 
 async fn lookup_page(State(state): State<AppState>, Signed { ctx, .. }: Signed) -> Response {
-    lookup_form(&state, &ctx, StatusCode::OK, "", "")
+    lookup_form(&state, &ctx, StatusCode::OK, "", html! {})
 }
 
 fn lookup_form(
@@ -1339,23 +1395,30 @@ fn lookup_form(
     ctx: &Ctx,
     status: StatusCode,
     hashes: &str,
-    results: &str,
+    results: Markup,
 ) -> Response {
-    let body = format!(
-        r#"<form method="post" action="/console/lookup" class="card" data-lookup-form>{csrf}
-<label for="hashes">Hashes (MD5, SHA-1 or SHA-256; one per line, up to 100)</label>
-<textarea id="hashes" name="hashes" rows="6" data-lookup-hashes>{hashes}</textarea>
-<input type="hidden" name="files" value="" data-lookup-files>
-<div class="drop" data-drop data-max-files="{max_files}" tabindex="0" role="button" aria-describedby="drop-help">Drop files here, or choose them:
-<label for="file" class="sr-only">Files to hash</label><input id="file" type="file" multiple data-file></div>
-<p id="drop-help" class="help">Each file is hashed in your browser (SHA-256, SHA-1, MD5) and never leaves it; only the hashes are looked up, up to {max_files} files at once, one row each.</p>
-<p class="msg" role="status" data-file-status></p>
-<button type="submit">Look up</button></form>{results}"#,
-        csrf = csrf_field(ctx),
-        hashes = esc(hashes),
-        max_files = hash_lookup::MAX_FILES,
-    );
-    page(state, ctx, status, "Lookup", &body)
+    let max_files = hash_lookup::MAX_FILES;
+    let body = html! {
+        form method="post" action="/console/lookup" class="card" data-lookup-form {
+            (csrf_field(ctx))
+            label for="hashes" { "Hashes (MD5, SHA-1 or SHA-256; one per line, up to 100)" }
+            textarea id="hashes" name="hashes" rows="6" data-lookup-hashes { (hashes) }
+            input type="hidden" name="files" value="" data-lookup-files;
+            div class="drop" data-drop data-max-files=(max_files) tabindex="0" role="button" aria-describedby="drop-help" {
+                "Drop files here, or choose them:\n"
+                label for="file" class="sr-only" { "Files to hash" }
+                input id="file" type="file" multiple data-file;
+            }
+            p id="drop-help" class="help" {
+                "Each file is hashed in your browser (SHA-256, SHA-1, MD5) and never leaves it; only the hashes are looked up, up to "
+                (max_files) " files at once, one row each."
+            }
+            p class="msg" role="status" data-file-status {}
+            button type="submit" { "Look up" }
+        }
+        (results)
+    };
+    page(state, ctx, status, "Lookup", body)
 }
 
 async fn lookup(
@@ -1379,7 +1442,7 @@ async fn history(
         .get("executable")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    let mut results = String::new();
+    let mut results = html! {};
     if !executable.is_empty() {
         let query = store::HistoryQuery {
             executable: executable.clone(),
@@ -1388,46 +1451,57 @@ async fn history(
         };
         match state.store.history(&query).await {
             Ok(page) => {
-                let rows: String = page
-                    .items
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "<tr><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"hash\">{}</td></tr>",
-                            esc(&r.record.version),
-                            r.record.platform.as_str(),
-                            r.record.arch.as_str(),
-                            r.valid_from.format("%Y-%m-%d %H:%M"),
-                            r.valid_until.map_or("now".into(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
-                            r.status.as_str(),
-                            esc(&r.record.hash_sha256)
-                        )
-                    })
-                    .collect();
                 let suggest = if page.total == 0 {
                     match hash_lookup::suggestions(&state, &executable).await {
                         Ok(s) => s,
                         Err(e) => return refused(&state, &ctx, &e),
                     }
                 } else {
-                    String::new()
+                    html! {}
                 };
-                results = format!(
-                    r#"<p>{} versions of {}.</p>{suggest}<div class="scroll"><table><thead><tr><th scope="col">Version</th><th scope="col">Platform</th><th scope="col">Valid from (UTC)</th><th scope="col">Valid until</th><th scope="col">Status</th><th scope="col">SHA-256</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
-                    page.total,
-                    esc(&executable)
-                );
+                results = html! {
+                    p { (page.total) " versions of " (executable) "." }
+                    (suggest)
+                    div class="scroll" {
+                        table {
+                            thead { tr {
+                                th scope="col" { "Version" } th scope="col" { "Platform" }
+                                th scope="col" { "Valid from (UTC)" } th scope="col" { "Valid until" }
+                                th scope="col" { "Status" } th scope="col" { "SHA-256" }
+                            } }
+                            tbody {
+                                @for r in &page.items {
+                                    tr {
+                                        td { (r.record.version) }
+                                        td { (r.record.platform.as_str()) " / " (r.record.arch.as_str()) }
+                                        td { (r.valid_from.format("%Y-%m-%d %H:%M")) }
+                                        td {
+                                            (r.valid_until.map_or("now".into(), |t| {
+                                                t.format("%Y-%m-%d %H:%M").to_string()
+                                            }))
+                                        }
+                                        td { (r.status.as_str()) }
+                                        td class="hash" { (r.record.hash_sha256) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                };
             }
             Err(e) => return refused(&state, &ctx, &e),
         }
     }
-    let body = format!(
-        r#"<form method="get" action="/console/history" class="card" role="search">
-<label for="executable">Executable name</label><input id="executable" name="executable" value="{}" required>
-<button type="submit">Show history</button></form>{results}"#,
-        esc(&executable)
-    );
-    page(&state, &ctx, StatusCode::OK, "History", &body)
+    let body = html! {
+        form method="get" action="/console/history" class="card" role="search" {
+            label for="executable" { "Executable name" }
+            input id="executable" name="executable" value=(executable) required;
+            "\n"
+            button type="submit" { "Show history" }
+        }
+        (results)
+    };
+    page(&state, &ctx, StatusCode::OK, "History", body)
 }
 
 async fn usage(State(state): State<AppState>, Signed { ctx, principal }: Signed) -> Response {
@@ -1435,89 +1509,57 @@ async fn usage(State(state): State<AppState>, Signed { ctx, principal }: Signed)
         Ok(s) => s,
         Err(e) => return refused(&state, &ctx, &e),
     };
-    let rows: String = summary
-        .by_endpoint
-        .iter()
-        .map(|(endpoint, n)| {
-            format!(
-                "<tr><td><code>{}</code></td><td>{n}</td></tr>",
-                esc(endpoint)
-            )
-        })
-        .collect();
-    let chart = usage_chart(&summary.daily);
-    let (quota, share) = match summary.quota {
-        Some(q) if q > 0 => {
-            let percent = summary.total as f64 / q as f64 * 100.0;
-            (
-                q.to_string(),
-                format!(
-                    r#"<p data-quota-share><strong>{percent:.1} %</strong> of this month's quota used: {total} of {q} requests.</p>
-<meter min="0" max="{q}" low="{low}" high="{high}" optimum="0" value="{value}" aria-label="Share of the monthly quota used">{percent:.1} %</meter>"#,
-                    total = summary.total,
-                    low = q / 2,
-                    high = q / 10 * 9,
-                    value = summary.total.min(q),
-                ),
-            )
+    let quota = summary.quota.filter(|q| *q > 0);
+    let body = html! {
+        dl {
+            dt { "Month" } dd { (summary.month) }
+            dt { "Requests" } dd data-usage-total { (summary.total) }
+            dt { "Monthly quota (" (summary.tier.as_str()) ")" }
+            dd { @if let Some(q) = quota { (q) } @else { "unlimited" } }
         }
-        _ => (
-            "unlimited".to_string(),
-            "<p data-quota-share>This tier has no monthly quota.</p>".to_string(),
-        ),
+        @if let Some(q) = quota {
+            @let percent = format!("{:.1} %", summary.total as f64 / q as f64 * 100.0);
+            p data-quota-share {
+                strong { (percent) } " of this month's quota used: " (summary.total) " of " (q) " requests."
+            }
+            meter min="0" max=(q) low=(q / 2) high=(q / 10 * 9) optimum="0" value=(summary.total.min(q)) aria-label="Share of the monthly quota used" {
+                (percent)
+            }
+        } @else {
+            p data-quota-share { "This tier has no monthly quota." }
+        }
+        h2 { "Requests per day, last 30 days (UTC)" }
+        (usage_chart(&summary.daily))
+        h2 { "By endpoint" }
+        div class="scroll" {
+            table {
+                thead { tr { th scope="col" { "Endpoint" } th scope="col" { "Requests" } } }
+                tbody {
+                    @for (endpoint, n) in &summary.by_endpoint {
+                        tr { td { code { (endpoint) } } td { (n) } }
+                    }
+                }
+            }
+        }
     };
-    let body = format!(
-        r#"<dl><dt>Month</dt><dd>{month}</dd><dt>Requests</dt><dd data-usage-total>{total}</dd><dt>Monthly quota ({tier})</dt><dd>{quota}</dd></dl>
-{share}
-<h2>Requests per day, last 30 days (UTC)</h2>
-{chart}
-<h2>By endpoint</h2><div class="scroll"><table><thead><tr><th scope="col">Endpoint</th><th scope="col">Requests</th></tr></thead><tbody>{rows}</tbody></table></div>"#,
-        month = summary.month,
-        total = summary.total,
-        tier = summary.tier.as_str(),
-    );
-    page(&state, &ctx, StatusCode::OK, "Usage", &body)
+    page(&state, &ctx, StatusCode::OK, "Usage", body)
 }
 
 /// Requests per day as an SVG bar chart with its axes: the y axis from 0 to the busiest
 /// day, the x axis dated at its first, middle and last day.
-fn usage_chart(daily: &[(chrono::NaiveDate, u64)]) -> String {
+fn usage_chart(daily: &[(chrono::NaiveDate, u64)]) -> Markup {
     const LEFT: usize = 44;
     const TOP: usize = 8;
     const HEIGHT: usize = 100;
     const BAR: usize = 10;
     let max = daily.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
     let width = daily.len().max(1) * BAR;
-    let bars: String = daily
-        .iter()
-        .enumerate()
-        .map(|(i, (day, n))| {
-            let h = (*n as f64 / max as f64 * HEIGHT as f64).round();
-            format!(
-                r#"<rect x="{x}" y="{y}" width="8" height="{h}"><title>{day}: {n}</title></rect>"#,
-                x = LEFT + i * BAR + 1,
-                y = (TOP + HEIGHT) as f64 - h,
-            )
-        })
-        .collect();
     let bottom = TOP + HEIGHT;
     // The middle tick only where it is a whole number of requests.
     let mut ticks = vec![(0, max), (HEIGHT, 0)];
     if max % 2 == 0 {
         ticks.push((HEIGHT / 2, max / 2));
     }
-    let y_labels: String = ticks
-        .iter()
-        .map(|(offset, value)| {
-            format!(
-                r#"<text x="{x}" y="{y}" text-anchor="end">{value}</text><line class="tick" x1="{t1}" x2="{LEFT}" y1="{ly}" y2="{ly}"/>"#,
-                x = LEFT - 6,
-                y = TOP + offset + 4,
-                t1 = LEFT - 3,
-                ly = TOP + offset,
-            )
-        })
-        .collect();
     let picks = match daily.len() {
         0 => Vec::new(),
         n => {
@@ -1526,53 +1568,64 @@ fn usage_chart(daily: &[(chrono::NaiveDate, u64)]) -> String {
             p
         }
     };
-    let x_labels: String = picks
-        .iter()
-        .map(|&i| {
-            let anchor = if i == 0 {
-                "start"
-            } else if i + 1 == daily.len() {
-                "end"
-            } else {
-                "middle"
-            };
-            format!(
-                r#"<text x="{x}" y="{y}" text-anchor="{anchor}" data-axis-date>{day}</text>"#,
-                x = LEFT + i * BAR + if anchor == "end" { BAR } else { 0 },
-                y = bottom + 16,
-                day = daily[i].0.format("%b %-d"),
-            )
-        })
-        .collect();
     let (first, last) = match (daily.first(), daily.last()) {
         (Some(f), Some(l)) => (f.0.to_string(), l.0.to_string()),
         _ => (String::new(), String::new()),
     };
-    format!(
-        r#"<svg class="chart" viewBox="0 0 {vw} {vh}" role="img" aria-label="Requests per day from {first} to {last}, at most {max} a day" data-usage-chart>
-<g class="bars">{bars}</g>
-<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{bottom}"/><line class="axis" x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}"/>
-<g class="labels">{y_labels}{x_labels}</g></svg>"#,
-        vw = LEFT + width + 4,
-        vh = bottom + 24,
-        right = LEFT + width,
-    )
+    html! {
+        svg class="chart" viewBox={ "0 0 " (LEFT + width + 4) " " (bottom + 24) } role="img"
+            aria-label={ "Requests per day from " (first) " to " (last) ", at most " (max) " a day" }
+            data-usage-chart {
+            g class="bars" {
+                @for (i, (day, n)) in daily.iter().enumerate() {
+                    @let h = (*n as f64 / max as f64 * HEIGHT as f64).round();
+                    rect x=(LEFT + i * BAR + 1) y=((TOP + HEIGHT) as f64 - h) width="8" height=(h) {
+                        title { (day) ": " (n) }
+                    }
+                }
+            }
+            line class="axis" x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(bottom) {}
+            line class="axis" x1=(LEFT) x2=(LEFT + width) y1=(bottom) y2=(bottom) {}
+            g class="labels" {
+                @for (offset, value) in &ticks {
+                    text x=(LEFT - 6) y=(TOP + offset + 4) text-anchor="end" { (value) }
+                    line class="tick" x1=(LEFT - 3) x2=(LEFT) y1=(TOP + offset) y2=(TOP + offset) {}
+                }
+                @for &i in &picks {
+                    @let anchor = if i == 0 {
+                        "start"
+                    } else if i + 1 == daily.len() {
+                        "end"
+                    } else {
+                        "middle"
+                    };
+                    text x=(LEFT + i * BAR + if anchor == "end" { BAR } else { 0 }) y=(bottom + 16)
+                        text-anchor=(anchor) data-axis-date {
+                        (daily[i].0.format("%b %-d"))
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Any other path under `/console/`: the console's own 404 page (with its navigation and
 /// headers), not the API's JSON error.
 async fn not_found(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let ctx = ctx(&state, &headers).await;
-    let home = if ctx.principal.is_some() {
-        r#"<a href="/console/lookup">Lookup</a> or the <a href="/console/">dashboard</a>"#
-    } else {
-        r#"the <a href="/console/">dashboard</a> or <a href="/console/sign-in">sign in</a>"#
+    let body = html! {
+        p { "There is no console page at this address. It may have moved, or the link is mistyped." }
+        p {
+            "Go to "
+            @if ctx.principal.is_some() {
+                a href="/console/lookup" { "Lookup" } " or the " a href="/console/" { "dashboard" }
+            } @else {
+                "the " a href="/console/" { "dashboard" } " or " a href="/console/sign-in" { "sign in" }
+            }
+            "."
+        }
     };
-    let body = format!(
-        r#"<p>There is no console page at this address. It may have moved, or the link is mistyped.</p>
-<p>Go to {home}.</p>"#
-    );
-    page(&state, &ctx, StatusCode::NOT_FOUND, "Page not found", &body)
+    page(&state, &ctx, StatusCode::NOT_FOUND, "Page not found", body)
 }
 
 // ----- static files -----

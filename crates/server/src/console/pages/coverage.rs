@@ -29,96 +29,153 @@ pub(super) async fn page_(
         Err(e) => return refused(&state, &ctx, &e),
     };
     let corpus = &status.components.reference_corpus;
-    let corpus_html = match &corpus.generation {
-        Some(generation) => format!(
-            r#"<dl data-corpus><dt>Distinct SHA-256</dt><dd>{entries}</dd><dt>NSRL release</dt><dd>{versions}</dd><dt>Sets</dt><dd>{sources}</dd><dt>Imported (UTC)</dt><dd>{imported}</dd><dt>Generation</dt><dd><code>{generation}</code></dd></dl>"#,
-            entries = corpus.entries,
-            versions = esc(&or_none(&corpus.rds_versions.join(", "), "not stated")),
-            sources = esc(&or_none(&corpus.sources.join(", "), "none")),
-            imported = esc(&short(corpus.imported_at.as_deref())),
-            generation = esc(generation),
-        ),
-        None => r#"<p data-empty>No reference corpus is loaded: a hash that matches no vendor record is <code>unknown</code>, never <code>known_file</code>. An operator loads the NIST NSRL RDS with <code>knowngood nsrl import</code>, or sets <code>corpus_release_url</code> for the service to fetch new releases itself.</p>"#.to_string(),
-    };
-    let channels = if status.vendors.is_empty() {
-        r#"<p data-empty>No vendor channel has run and no record is held yet. The daily refresh (<code>[schedule] daily_refresh</code>) or <code>knowngood ingest</code> reads the vendors' official channels; <code>knowngood admin import-records</code> records files from an offline mirror.</p>"#.to_string()
-    } else {
-        let rows: String = status
-            .vendors
-            .iter()
-            .map(|v| {
-                let badge = match v.status {
-                    "ok" => "known_vendor_release",
-                    "failing" => "unknown",
-                    _ => "superseded",
-                };
-                let error = match (&v.last_error, &v.last_error_at) {
-                    (Some(e), Some(at)) => format!(
-                        r#"<span data-error>{}</span> <span class="help">({})</span>"#,
-                        esc(e),
-                        esc(&short(Some(at)))
-                    ),
-                    (Some(e), None) => format!("<span data-error>{}</span>", esc(e)),
-                    _ => "none".into(),
-                };
-                format!(
-                    "<tr>{}{}{}{}{}</tr>",
-                    td("Vendor or release", &esc(&v.vendor)),
-                    td("Current records", &v.records.to_string()),
-                    td(
-                        "State",
-                        &format!(r#"<span class="badge {badge}">{}</span>"#, v.status)
-                    ),
-                    td(
-                        "Last refresh (UTC)",
-                        &esc(&v
-                            .last_success_at
-                            .as_deref()
-                            .map_or("never".into(), |t| short(Some(t))))
-                    ),
-                    td("Last error", &error),
-                )
-            })
-            .collect();
-        format!(
-            r#"<table class="cards" data-channels><thead><tr><th scope="col">Vendor or release</th><th scope="col">Current records</th><th scope="col">State</th><th scope="col">Last refresh (UTC)</th><th scope="col">Last error</th></tr></thead><tbody>{rows}</tbody></table>
-<p class="help">{errors}</p>"#,
-            errors = if staff {
-                "Errors are shown whole, with URLs redacted (as on /api/v1/admin/health)."
-            } else {
-                "Errors are shown by kind, as on the public status page; the service's operators see the whole message."
+    let body = html! {
+        dl data-totals {
+            dt { "Current vendor records" } dd { (stats.total_records) }
+            dt { "Distinct known-good SHA-256" } dd { (stats.known_good_hashes) }
+            dt { "Vendors and releases" } dd { (stats.total_vendors) }
+            dt { "Platforms" } dd { (stats.total_platforms) }
+        }
+        section aria-labelledby="channels" {
+            h2 id="channels" { "Records and last refresh per channel" }
+            p {
+                "Distributions are listed per release (" code { "Debian bookworm" } ", "
+                code { "Debian trixie" } "): each release keeps its own history."
             }
-        )
+            @if status.vendors.is_empty() {
+                p data-empty {
+                    "No vendor channel has run and no record is held yet. The daily refresh ("
+                    code { "[schedule] daily_refresh" } ") or " code { "knowngood ingest" }
+                    " reads the vendors' official channels; " code { "knowngood admin import-records" }
+                    " records files from an offline mirror."
+                }
+            } @else {
+                table class="cards" data-channels {
+                    thead { tr {
+                        th scope="col" { "Vendor or release" } th scope="col" { "Current records" }
+                        th scope="col" { "State" } th scope="col" { "Last refresh (UTC)" }
+                        th scope="col" { "Last error" }
+                    } }
+                    tbody { @for v in &status.vendors { (channel_row(v)) } }
+                }
+                p class="help" {
+                    @if staff {
+                        "Errors are shown whole, with URLs redacted (as on /api/v1/admin/health)."
+                    } @else {
+                        "Errors are shown by kind, as on the public status page; the service's operators see the whole message."
+                    }
+                }
+            }
+        }
+        section aria-labelledby="corpus" {
+            h2 id="corpus" { "Reference corpus (NSRL)" }
+            @match &corpus.generation {
+                Some(generation) => dl data-corpus {
+                    dt { "Distinct SHA-256" } dd { (corpus.entries) }
+                    dt { "NSRL release" } dd { (or_none(&corpus.rds_versions.join(", "), "not stated")) }
+                    dt { "Sets" } dd { (or_none(&corpus.sources.join(", "), "none")) }
+                    dt { "Imported (UTC)" } dd { (short(corpus.imported_at.as_deref())) }
+                    dt { "Generation" } dd { code { (generation) } }
+                },
+                None => p data-empty {
+                    "No reference corpus is loaded: a hash that matches no vendor record is "
+                    code { "unknown" } ", never " code { "known_file" }
+                    ". An operator loads the NIST NSRL RDS with " code { "knowngood nsrl import" }
+                    ", or sets " code { "corpus_release_url" }
+                    " for the service to fetch new releases itself."
+                },
+            }
+        }
+        section aria-labelledby="unknown" {
+            h2 id="unknown" { "What " code { "unknown" } " means" }
+            p {
+                code { "unknown" }
+                " says only that no source the service follows has the file: not that it is bad. A file is known when a followed vendor channel published it ("
+                code { "known_vendor_release" } ", superseded builds included) or the reference corpus lists it ("
+                code { "known_file" } "). Locally built, modified or unfollowed software is "
+                code { "unknown" } ", and so is a version older than what the service has recorded for it."
+            }
+            p {
+                "Operators widen coverage in the configuration, per vendor (" code { "[vendors.<id>]" }
+                "; " code { "knowngood ingest --list" } " shows each channel and its last result):"
+            }
+            ul {
+                li {
+                    code { "items" } ": the packages a distribution or registry follows: "
+                    code { "\"@base\"" } " (the base system, the default), " code { "\"*\"" }
+                    " (every package), names, or pinned versions (" code { "name=version" } ", "
+                    code { "name==version" } " on PyPI, " code { "name@version" } " on npm)."
+                }
+                li {
+                    code { "items_file" }
+                    ": a file of package names read at each run, one per line, optionally pinned; the output of "
+                    code { "dpkg-query -W -f '${Package}=${Version}\\n'" } " or " code { "rpm -qa" }
+                    " works as is, so a fleet's own package lists become coverage."
+                }
+                li {
+                    code { "releases" } ": which distribution releases are followed: "
+                    code { "[\"supported\"]" } " (the default) or code names such as "
+                    code { "[\"bookworm\", \"trixie\"]" } "."
+                }
+                li {
+                    code { "history" } ": past versions, " code { "N" } " (the N newest a channel lists) or "
+                    code { "\"all\"" }
+                    ", recorded as superseded from their release dates, so hosts that are not fully up to date still match."
+                }
+            }
+        }
+        section aria-labelledby="export" class="card" {
+            h2 id="export" { "Export records" }
+            p {
+                "The records whose validity began within the days chosen (by default the last 30), as "
+                code { "GET /api/v1/intel/export" } " gives them: at most 366 days and 100,000 rows."
+            }
+            form method="get" action="/console/export" class="filters" {
+                label for="from" { "First day" } input id="from" name="from" type="date";
+                "\n"
+                label for="to" { "Last day" } input id="to" name="to" type="date";
+                "\n"
+                label for="export-executable" { "Executable (optional)" }
+                input id="export-executable" name="executable";
+                "\n"
+                button type="submit" name="format" value="csv" { "Download CSV" }
+                " "
+                button type="submit" name="format" value="json" { "Download JSON" }
+            }
+        }
     };
-    let body = format!(
-        r#"<dl data-totals><dt>Current vendor records</dt><dd>{records}</dd><dt>Distinct known-good SHA-256</dt><dd>{hashes}</dd><dt>Vendors and releases</dt><dd>{vendors}</dd><dt>Platforms</dt><dd>{platforms}</dd></dl>
-<section aria-labelledby="channels"><h2 id="channels">Records and last refresh per channel</h2>
-<p>Distributions are listed per release (<code>Debian bookworm</code>, <code>Debian trixie</code>): each release keeps its own history.</p>
-{channels}</section>
-<section aria-labelledby="corpus"><h2 id="corpus">Reference corpus (NSRL)</h2>{corpus_html}</section>
-<section aria-labelledby="unknown"><h2 id="unknown">What <code>unknown</code> means</h2>
-<p><code>unknown</code> says only that no source the service follows has the file: not that it is bad. A file is known when a followed vendor channel published it (<code>known_vendor_release</code>, superseded builds included) or the reference corpus lists it (<code>known_file</code>). Locally built, modified or unfollowed software is <code>unknown</code>, and so is a version older than what the service has recorded for it.</p>
-<p>Operators widen coverage in the configuration, per vendor (<code>[vendors.&lt;id&gt;]</code>; <code>knowngood ingest --list</code> shows each channel and its last result):</p>
-<ul>
-<li><code>items</code>: the packages a distribution or registry follows: <code>"@base"</code> (the base system, the default), <code>"*"</code> (every package), names, or pinned versions (<code>name=version</code>, <code>name==version</code> on PyPI, <code>name@version</code> on npm).</li>
-<li><code>items_file</code>: a file of package names read at each run, one per line, optionally pinned; the output of <code>dpkg-query -W -f '${{Package}}=${{Version}}\n'</code> or <code>rpm -qa</code> works as is, so a fleet's own package lists become coverage.</li>
-<li><code>releases</code>: which distribution releases are followed: <code>["supported"]</code> (the default) or code names such as <code>["bookworm", "trixie"]</code>.</li>
-<li><code>history</code>: past versions, <code>N</code> (the N newest a channel lists) or <code>"all"</code>, recorded as superseded from their release dates, so hosts that are not fully up to date still match.</li>
-</ul></section>
-<section aria-labelledby="export" class="card"><h2 id="export">Export records</h2>
-<p>The records whose validity began within the days chosen (by default the last 30), as <code>GET /api/v1/intel/export</code> gives them: at most 366 days and 100,000 rows.</p>
-<form method="get" action="/console/export" class="filters">
-<label for="from">First day</label><input id="from" name="from" type="date">
-<label for="to">Last day</label><input id="to" name="to" type="date">
-<label for="export-executable">Executable (optional)</label><input id="export-executable" name="executable">
-<button type="submit" name="format" value="csv">Download CSV</button> <button type="submit" name="format" value="json">Download JSON</button>
-</form></section>"#,
-        records = stats.total_records,
-        hashes = stats.known_good_hashes,
-        vendors = stats.total_vendors,
-        platforms = stats.total_platforms,
-    );
-    page(&state, &ctx, StatusCode::OK, TITLE, &body)
+    page(&state, &ctx, StatusCode::OK, TITLE, body)
+}
+
+/// One channel's row: its records, state, last refresh and last error.
+fn channel_row(v: &crate::api::VendorStatus) -> Markup {
+    let badge = match v.status {
+        "ok" => "known_vendor_release",
+        "failing" => "unknown",
+        _ => "superseded",
+    };
+    let refreshed = v
+        .last_success_at
+        .as_deref()
+        .map_or("never".into(), |t| short(Some(t)));
+    let error = html! {
+        @match (&v.last_error, &v.last_error_at) {
+            (Some(e), Some(at)) => {
+                span data-error { (e) } " " span class="help" { "(" (short(Some(at))) ")" }
+            }
+            (Some(e), None) => span data-error { (e) },
+            _ => "none",
+        }
+    };
+    html! {
+        tr {
+            (td("Vendor or release", &v.vendor))
+            (td("Current records", v.records))
+            (td("State", html! { span class={ "badge " (badge) } { (v.status) } }))
+            (td("Last refresh (UTC)", refreshed))
+            (td("Last error", error))
+        }
+    }
 }
 
 fn or_none(text: &str, none: &str) -> String {
@@ -172,11 +229,11 @@ pub(super) async fn export(
             .into_response(),
         Err(e) => {
             let (status, _) = crate::error::status_and_code(&e);
-            let body = format!(
-                r#"{}<p><a href="/console/coverage#export">Back to the export form</a></p>"#,
-                message("error", &plain(&e))
-            );
-            page(&state, &ctx, status, "Export", &body)
+            let body = html! {
+                (message("error", &plain(&e)))
+                p { a href="/console/coverage#export" { "Back to the export form" } }
+            };
+            page(&state, &ctx, status, "Export", body)
         }
     }
 }

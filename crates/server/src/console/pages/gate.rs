@@ -31,11 +31,14 @@ pub(super) fn gated<'a>(
     } else {
         return Ok(principal);
     };
-    let body = format!(
-        r#"<div data-gated>{}</div><p>Go to <a href="/console/lookup">Lookup</a> or <a href="/console/account">Account</a>.</p>"#,
-        message("error", &text)
-    );
-    Err(page(state, ctx, StatusCode::FORBIDDEN, title, &body))
+    let body = html! {
+        div data-gated { (message("error", &text)) }
+        p {
+            "Go to " a href="/console/lookup" { "Lookup" } " or "
+            a href="/console/account" { "Account" } "."
+        }
+    };
+    Err(page(state, ctx, StatusCode::FORBIDDEN, title, body))
 }
 
 /// An error as a sentence on a page: its message without the kind (`bad request:`), and
@@ -90,9 +93,8 @@ pub(super) fn download(content_type: &'static str, filename: &str, body: String)
 }
 
 /// `<td>` with the label a phone shows above the value when the table becomes cards.
-/// `html` is already escaped.
-pub(super) fn td(label: &str, html: &str) -> String {
-    format!(r#"<td data-label="{label}">{html}</td>"#)
+pub(super) fn td(label: &str, content: impl maud::Render) -> Markup {
+    html! { td data-label=(label) { (content) } }
 }
 
 /// A UTC time as the pages show it.

@@ -110,7 +110,7 @@ pub(super) async fn answer(
             ctx,
             StatusCode::BAD_REQUEST,
             &raw,
-            &message("error", text),
+            message("error", text),
         )
     };
     let files = match dropped(form.get("files").map_or("", String::as_str)) {
@@ -129,7 +129,7 @@ pub(super) async fn answer(
         } else {
             not_hashes
         };
-        return lookup_form(state, ctx, StatusCode::BAD_REQUEST, &raw, &text);
+        return lookup_form(state, ctx, StatusCode::BAD_REQUEST, &raw, text);
     }
     if batch.len() > MAX_HASHES {
         return bad(&format!(
@@ -144,112 +144,134 @@ pub(super) async fn answer(
         Ok(a) => a,
         Err(e) => return refused(state, ctx, &e),
     };
-    let mut results = not_hashes;
-    if !files.is_empty() {
-        results.push_str(&files_table(&files, &answers));
-    }
-    if !typed.is_empty() {
-        let mut seen = BTreeSet::new();
-        let rows: String = typed
-            .iter()
-            .filter(|h| seen.insert(h.as_str()))
-            .map(|h| {
-                let a = &answers[h.as_str()];
-                format!(
-                    r#"<tr><td class="hash" data-label="Hash">{}</td><td data-label="Classification"><span class="badge {class}" data-classification>{class}</span>{mark}</td><td data-label="Match">{detail}</td></tr>"#,
-                    esc(h.as_str()),
-                    class = a.classification,
-                    mark = a.mark(),
-                    detail = a.detail,
-                )
-            })
-            .collect();
-        results.push_str(&format!(
-            r#"<section aria-labelledby="results"><h2 id="results">Results</h2><table class="cards"><thead><tr><th scope="col">Hash</th><th scope="col">Classification</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></section>"#
-        ));
-    }
-    lookup_form(state, ctx, StatusCode::OK, &raw, &results)
+    let mut seen = BTreeSet::new();
+    let typed: Vec<&HashValue> = typed.iter().filter(|h| seen.insert(h.as_str())).collect();
+    let results = html! {
+        (not_hashes)
+        @if !files.is_empty() { (files_table(&files, &answers)) }
+        @if !typed.is_empty() {
+            section aria-labelledby="results" {
+                h2 id="results" { "Results" }
+                table class="cards" {
+                    thead { tr {
+                        th scope="col" { "Hash" } th scope="col" { "Classification" }
+                        th scope="col" { "Match" }
+                    } }
+                    tbody {
+                        @for h in &typed {
+                            @let a = &answers[h.as_str()];
+                            tr {
+                                td class="hash" data-label="Hash" { (h.as_str()) }
+                                td data-label="Classification" {
+                                    span class={ "badge " (a.classification) } data-classification { (a.classification) }
+                                    (a.mark())
+                                }
+                                td data-label="Match" { (a.detail) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    lookup_form(state, ctx, StatusCode::OK, &raw, results)
 }
 
 /// The pasted values that were not looked up, each at its line.
-fn refused_list(refusals: &[Refusal]) -> String {
-    if refusals.is_empty() {
-        return String::new();
-    }
-    let items: String = refusals
-        .iter()
-        .map(|r| {
-            format!(
-                r#"<li data-refused-line="{line}">Line {line}: <code>{text}</code> — {why}</li>"#,
-                line = r.line,
-                text = esc(&r.text),
-                why = esc(&r.why),
-            )
-        })
-        .collect();
+fn refused_list(refusals: &[Refusal]) -> Markup {
     let n = refusals.len();
-    format!(
-        r#"<section class="msg error" aria-labelledby="refused" data-refused><h2 id="refused">Not looked up</h2><p>{n} value{s} {are} not a hash; the others are answered below.</p><ul>{items}</ul></section>"#,
-        s = if n == 1 { "" } else { "s" },
-        are = if n == 1 { "is" } else { "are" },
-    )
+    html! {
+        @if n > 0 {
+            section class="msg error" aria-labelledby="refused" data-refused {
+                h2 id="refused" { "Not looked up" }
+                p {
+                    (n) " value" (if n == 1 { "" } else { "s" }) " "
+                    (if n == 1 { "is" } else { "are" }) " not a hash; the others are answered below."
+                }
+                ul {
+                    @for r in refusals {
+                        li data-refused-line=(r.line) {
+                            "Line " (r.line) ": " code { (r.text) } " — " (r.why)
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// One row per dropped file: its name, each digest with its verdict, and the matches.
-fn files_table(files: &[(String, [HashValue; 3])], answers: &HashMap<String, Answer>) -> String {
-    let rows: String = files
-        .iter()
-        .map(|(name, digests)| {
-            let mut details: Vec<&str> = Vec::new();
-            let lines: String = ["SHA-256", "SHA-1", "MD5"]
-                .iter()
-                .zip(digests)
-                .map(|(algo, h)| {
-                    let a = &answers[h.as_str()];
-                    if a.classification != "unknown" && !details.contains(&a.detail.as_str()) {
-                        details.push(&a.detail);
-                    }
-                    format!(
-                        r#"<li data-digest="{algo}"><span class="algo">{algo}</span> <span class="hash">{}</span> <span class="badge {class}" data-classification>{class}</span>{mark}</li>"#,
-                        esc(h.as_str()),
-                        class = a.classification,
-                        mark = a.mark(),
-                    )
-                })
-                .collect();
-            let matched = if details.is_empty() {
-                "found in no source".to_string()
-            } else {
-                details.join("<br>")
-            };
-            format!(
-                r#"<tr data-file>{}{}{}</tr>"#,
-                td("File", &format!(r#"<span class="file-name" data-file-name>{}</span>"#, esc(&shown(name)))),
-                td("Digests", &format!(r#"<ul class="digests">{lines}</ul>"#)),
-                td("Match", &matched),
-            )
-        })
-        .collect();
-    format!(
-        r#"<section aria-labelledby="files"><h2 id="files">Files</h2><p class="help">Hashed in your browser; each digest is looked up on its own.</p><table class="cards files" data-files><thead><tr><th scope="col">File</th><th scope="col">Digests and verdicts</th><th scope="col">Match</th></tr></thead><tbody>{rows}</tbody></table></section>"#
-    )
+fn files_table(files: &[(String, [HashValue; 3])], answers: &HashMap<String, Answer>) -> Markup {
+    html! {
+        section aria-labelledby="files" {
+            h2 id="files" { "Files" }
+            p class="help" { "Hashed in your browser; each digest is looked up on its own." }
+            table class="cards files" data-files {
+                thead { tr {
+                    th scope="col" { "File" } th scope="col" { "Digests and verdicts" }
+                    th scope="col" { "Match" }
+                } }
+                tbody { @for (name, digests) in files { (file_row(name, digests, answers)) } }
+            }
+        }
+    }
+}
+
+/// A dropped file's row: each digest with its verdict, and the distinct matches.
+fn file_row(name: &str, digests: &[HashValue; 3], answers: &HashMap<String, Answer>) -> Markup {
+    let mut details: Vec<&Markup> = Vec::new();
+    for h in digests {
+        let a = &answers[h.as_str()];
+        if a.classification != "unknown" && !details.iter().any(|d| d.0 == a.detail.0) {
+            details.push(&a.detail);
+        }
+    }
+    let lines = html! {
+        ul class="digests" {
+            @for (algo, h) in ["SHA-256", "SHA-1", "MD5"].iter().zip(digests) {
+                @let a = &answers[h.as_str()];
+                li data-digest=(algo) {
+                    span class="algo" { (algo) } " " span class="hash" { (h.as_str()) } " "
+                    span class={ "badge " (a.classification) } data-classification { (a.classification) }
+                    (a.mark())
+                }
+            }
+        }
+    };
+    let matched = html! {
+        @if details.is_empty() {
+            "found in no source"
+        } @else {
+            @for (i, d) in details.iter().enumerate() {
+                @if i > 0 { br; }
+                (d)
+            }
+        }
+    };
+    html! {
+        tr data-file {
+            (td("File", html! { span class="file-name" data-file-name { (shown(name)) } }))
+            (td("Digests", lines))
+            (td("Match", matched))
+        }
+    }
 }
 
 /// What the page shows for one looked-up hash (owned: the classifier's answer borrows from
 /// the index, which is not held across the look-ups that follow).
 struct Answer {
     classification: &'static str,
-    /// The match as HTML (escaped), with the record's source for a vendor build.
-    detail: String,
+    /// The match, with the record's source for a vendor build.
+    detail: Markup,
     superseded: bool,
 }
 
 impl Answer {
-    fn mark(&self) -> &'static str {
-        if self.superseded {
-            r#" <span class="badge superseded" data-superseded>superseded</span>"#
-        } else {
-            ""
+    fn mark(&self) -> Markup {
+        html! {
+            @if self.superseded {
+                " " span class="badge superseded" data-superseded { "superseded" }
+            }
         }
     }
 }
@@ -295,22 +317,23 @@ async fn answers(
     let mut current_versions: HashMap<(String, String, model::Platform), String> = HashMap::new();
     let mut out = HashMap::with_capacity(rows.len());
     for (hash, row) in rows {
-        let mut detail = row.detail;
-        if let Some(key) = &row.superseded {
-            if !current_versions.contains_key(key) {
-                current_versions.insert(key.clone(), current_version(state, key).await?);
+        if let Some(key) = &row.superseded
+            && !current_versions.contains_key(key)
+        {
+            current_versions.insert(key.clone(), current_version(state, key).await?);
+        }
+        let current = row.superseded.as_ref().map(|key| &current_versions[key]);
+        let source = row.vendor_sha256.as_ref().and_then(|h| sources.get(h));
+        let detail = html! {
+            (row.detail)
+            @if let Some(current) = current {
+                " " span class="help" data-current-version { (current) }
             }
-            detail.push_str(&format!(
-                r#" <span class="help" data-current-version>{}</span>"#,
-                esc(&current_versions[key])
-            ));
-        }
-        if let Some(url) = row.vendor_sha256.as_ref().and_then(|h| sources.get(h)) {
-            detail.push_str(&format!(
-                r#"<br><a class="source" href="{url}" rel="noreferrer noopener" data-source-url>{url}</a>"#,
-                url = esc(url)
-            ));
-        }
+            @if let Some(url) = source {
+                br;
+                a class="source" href=(url) rel="noreferrer noopener" data-source-url { (url) }
+            }
+        };
         out.insert(
             hash,
             Answer {
@@ -326,7 +349,7 @@ async fn answers(
 /// One classified hash, owned.
 struct LookupRow {
     classification: &'static str,
-    /// The match as HTML (escaped).
+    /// The match: what the hash is.
     detail: String,
     /// A superseded vendor build: its vendor, executable and platform.
     superseded: Option<(String, String, model::Platform)>,
@@ -341,9 +364,9 @@ impl LookupRow {
             Verdict::VendorRelease(m) => (
                 format!(
                     "{} {} ({}, {})",
-                    esc(m.executable_name),
-                    esc(m.version),
-                    esc(m.vendor),
+                    m.executable_name,
+                    m.version,
+                    m.vendor,
                     m.platform.as_str()
                 ),
                 (!m.current).then(|| {
@@ -356,12 +379,7 @@ impl LookupRow {
                 Some(hex(&m.digests.sha256)),
             ),
             Verdict::File(e) => (
-                format!(
-                    "{} ({}, {})",
-                    esc(e.file_name),
-                    esc(e.product_name),
-                    esc(e.source)
-                ),
+                format!("{} ({}, {})", e.file_name, e.product_name, e.source),
                 None,
                 None,
             ),
@@ -406,28 +424,23 @@ async fn current_version(
 
 /// "Did you mean" links for a History search that matched nothing: executable names that
 /// start with what was typed.
-pub(super) async fn suggestions(state: &AppState, typed: &str) -> Result<String, Error> {
+pub(super) async fn suggestions(state: &AppState, typed: &str) -> Result<Markup, Error> {
     let names = state
         .store
         .executable_names_with_prefix(typed, store::MAX_NAME_SUGGESTIONS)
         .await?;
-    if names.is_empty() {
-        return Ok(String::new());
-    }
-    let links: Vec<String> = names
-        .iter()
-        .map(|n| {
-            format!(
-                r#"<a href="/console/history?executable={}" data-suggestion>{}</a>"#,
-                query_value(n),
-                esc(n)
-            )
-        })
-        .collect();
-    Ok(format!(
-        r#"<p data-suggestions>Did you mean: {}?</p>"#,
-        links.join(", ")
-    ))
+    Ok(html! {
+        @if !names.is_empty() {
+            p data-suggestions {
+                "Did you mean: "
+                @for (i, n) in names.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href={ "/console/history?executable=" (query_value(n)) } data-suggestion { (n) }
+                }
+                "?"
+            }
+        }
+    })
 }
 
 /// A query-string value, percent-encoded but for unreserved characters.

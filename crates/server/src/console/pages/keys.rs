@@ -8,14 +8,14 @@ use super::*;
 const TITLE: &str = "Keys and invites";
 
 pub(super) async fn keys(State(state): State<AppState>, signed: Signed) -> Response {
-    keys_page(&state, &signed.ctx, StatusCode::OK, "").await
+    keys_page(&state, &signed.ctx, StatusCode::OK, html! {}).await
 }
 
 pub(super) async fn keys_page(
     state: &AppState,
     ctx: &Ctx,
     status: StatusCode,
-    note: &str,
+    note: Markup,
 ) -> Response {
     let principal = match allowed(state, ctx, Some(Permission::TenantManage), Tier::Teams) {
         Ok(p) => p,
@@ -25,49 +25,6 @@ pub(super) async fn keys_page(
         Ok(k) => k,
         Err(e) => return refused(state, ctx, &e),
     };
-    let csrf = csrf_field(ctx);
-    let rows: String = keys
-        .iter()
-        .map(|k| {
-            let grants: Vec<String> = k
-                .info
-                .grants
-                .iter()
-                .filter(|g| k.grant_active(g))
-                .map(|g| match g.expires_at {
-                    Some(at) => format!("{} until {}", g.role.as_str(), at.format("%Y-%m-%d")),
-                    None => g.role.as_str().to_string(),
-                })
-                .collect();
-            let id = esc(&k.info.key_id);
-            let yours = k.info.key_id == principal.key_id;
-            let (state_html, actions) = match k.info.revoked_at {
-                Some(at) => (format!("revoked {}", when(at)), String::new()),
-                None => (
-                    if yours {
-                        "active (yours)".to_string()
-                    } else {
-                        "active".to_string()
-                    },
-                    format!(
-                        r#"<form method="post" action="/console/keys/{id}/label" class="row-form">{csrf}<label for="label-{id}" class="sr-only">New label for {id}</label><input id="label-{id}" name="label" value="{label}" maxlength="100" required><button type="submit">Rename</button></form>
-<form method="post" action="/console/keys/{id}/reissue" class="inline">{csrf}<button type="submit" aria-label="Reissue key {id}">Reissue</button></form>
-<form method="post" action="/console/keys/{id}/revoke" class="inline">{csrf}<button type="submit" class="danger" aria-label="Revoke key {id}">Revoke</button></form>"#,
-                        label = esc(&k.info.label),
-                    ),
-                ),
-            };
-            format!(
-                "<tr>{}{}{}{}{}{}</tr>",
-                td("Key", &format!("<code>{id}</code>")),
-                td("Label", &esc(&k.info.label)),
-                td("Role", k.info.role.as_str()),
-                td("Grants", &esc(&or_dash(&grants.join(", ")))),
-                td("State", &state_html),
-                td("Actions", &actions),
-            )
-        })
-        .collect();
     let invites = match state
         .store
         .pending_invites(&principal.team_id, state.clock.now())
@@ -76,54 +33,140 @@ pub(super) async fn keys_page(
         Ok(i) => i,
         Err(e) => return refused(state, ctx, &e),
     };
-    let pending = if invites.is_empty() {
-        "<p data-empty>No invite is waiting to be redeemed.</p>".to_string()
-    } else {
-        let rows: String = invites
-            .iter()
-            .map(|i| {
-                format!(
-                    "<tr>{}{}{}{}{}</tr>",
-                    td("Name", &esc(&i.display_name)),
-                    td("Contact", &esc(&i.contact)),
-                    td("Role", i.role.as_str()),
-                    td("Created (UTC)", &when(i.created_at)),
-                    td("Valid until (UTC)", &when(i.expires_at)),
-                )
-            })
-            .collect();
-        format!(
-            r#"<table class="cards" data-invites><thead><tr><th scope="col">Name</th><th scope="col">Contact</th><th scope="col">Role</th><th scope="col">Created (UTC)</th><th scope="col">Valid until (UTC)</th></tr></thead><tbody>{rows}</tbody></table>"#
-        )
+    let key_roles = ["analyst", "auditor", "account_admin"];
+    let body = html! {
+        (note)
+        table class="cards" data-keys {
+            thead { tr {
+                th scope="col" { "Key" } th scope="col" { "Label" } th scope="col" { "Role" }
+                th scope="col" { "Grants" } th scope="col" { "State" } th scope="col" { "Actions" }
+            } }
+            tbody { @for k in &keys { (key_row(ctx, principal, k)) } }
+        }
+        p class="help" {
+            "Reissuing revokes a key at once and shows its replacement once (same role, label and grants; its holder's second factors move to it). Revoking stops a key at once, its tokens and console sessions included."
+        }
+        section aria-labelledby="issue" class="card" {
+            h2 id="issue" { "Issue a key" }
+            form method="post" action="/console/keys/issue" {
+                (csrf_field(ctx))
+                label for="issue-role" { "Role of the new key" }
+                select id="issue-role" name="role" {
+                    @for r in key_roles { option value=(r) { (r) } }
+                }
+                "\n"
+                label for="issue-label" { "Label" }
+                input id="issue-label" name="label" maxlength="100" required aria-describedby="issue-help";
+                p id="issue-help" class="help" {
+                    "Who or what uses the key, e.g. “SIEM enrichment” or “Ada's laptop”: it is how you tell keys apart later."
+                }
+                button type="submit" { "Issue key" }
+            }
+        }
+        section aria-labelledby="invite" class="card" {
+            h2 id="invite" { "Invite a person" }
+            p {
+                "An invited person signs in with the console (no API key): they redeem the code at "
+                a href="/console/invite" { "/console/invite" }
+                ", set up a passkey or an authenticator app, and sign in again with their user ID and that factor."
+            }
+            form method="post" action="/console/keys/invite" {
+                (csrf_field(ctx))
+                label for="role" { "Role" }
+                select id="role" name="role" {
+                    option value="analyst" { "analyst (Viewer)" }
+                    option value="auditor" { "auditor (Analyst)" }
+                }
+                "\n"
+                label for="display_name" { "Name" }
+                input id="display_name" name="display_name" required;
+                "\n"
+                label for="contact" { "Contact" }
+                input id="contact" name="contact" required aria-describedby="contact-help";
+                p id="contact-help" class="help" {
+                    "How you will reach this person to hand over the code: an email address, phone number or chat handle. The service sends nothing to it; it is kept with the invite and in the audit log so that you can tell later whom a code was for."
+                }
+                button type="submit" { "Create invite code" }
+            }
+        }
+        section aria-labelledby="pending" {
+            h2 id="pending" { "Pending invites" }
+            p { "Codes handed out and not redeemed yet; each expires after 7 days." }
+            @if invites.is_empty() {
+                p data-empty { "No invite is waiting to be redeemed." }
+            } @else {
+                table class="cards" data-invites {
+                    thead { tr {
+                        th scope="col" { "Name" } th scope="col" { "Contact" } th scope="col" { "Role" }
+                        th scope="col" { "Created (UTC)" } th scope="col" { "Valid until (UTC)" }
+                    } }
+                    tbody {
+                        @for i in &invites {
+                            tr {
+                                (td("Name", &i.display_name))
+                                (td("Contact", &i.contact))
+                                (td("Role", i.role.as_str()))
+                                (td("Created (UTC)", when(i.created_at)))
+                                (td("Valid until (UTC)", when(i.expires_at)))
+                            }
+                        }
+                    }
+                }
+            }
+        }
     };
-    let options = |roles: &[&str]| -> String {
-        roles
-            .iter()
-            .map(|r| format!(r#"<option value="{r}">{r}</option>"#))
-            .collect()
+    page(state, ctx, status, TITLE, body)
+}
+
+/// One key's row: its label, role, active grants, state and, while it works, the forms
+/// that rename, reissue and revoke it.
+fn key_row(ctx: &Ctx, principal: &Principal, k: &auth::admin::ManagedKey) -> Markup {
+    let grants: Vec<String> = k
+        .info
+        .grants
+        .iter()
+        .filter(|g| k.grant_active(g))
+        .map(|g| match g.expires_at {
+            Some(at) => format!("{} until {}", g.role.as_str(), at.format("%Y-%m-%d")),
+            None => g.role.as_str().to_string(),
+        })
+        .collect();
+    let id = &k.info.key_id;
+    let state = match k.info.revoked_at {
+        Some(at) => format!("revoked {}", when(at)),
+        None if *id == principal.key_id => "active (yours)".to_string(),
+        None => "active".to_string(),
     };
-    let body = format!(
-        r#"{note}<table class="cards" data-keys><thead><tr><th scope="col">Key</th><th scope="col">Label</th><th scope="col">Role</th><th scope="col">Grants</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead><tbody>{rows}</tbody></table>
-<p class="help">Reissuing revokes a key at once and shows its replacement once (same role, label and grants; its holder's second factors move to it). Revoking stops a key at once, its tokens and console sessions included.</p>
-<section aria-labelledby="issue" class="card"><h2 id="issue">Issue a key</h2>
-<form method="post" action="/console/keys/issue">{csrf}
-<label for="issue-role">Role of the new key</label><select id="issue-role" name="role">{key_roles}</select>
-<label for="issue-label">Label</label><input id="issue-label" name="label" maxlength="100" required aria-describedby="issue-help">
-<p id="issue-help" class="help">Who or what uses the key, e.g. “SIEM enrichment” or “Ada's laptop”: it is how you tell keys apart later.</p>
-<button type="submit">Issue key</button></form></section>
-<section aria-labelledby="invite" class="card"><h2 id="invite">Invite a person</h2>
-<p>An invited person signs in with the console (no API key): they redeem the code at <a href="/console/invite">/console/invite</a>, set up a passkey or an authenticator app, and sign in again with their user ID and that factor.</p>
-<form method="post" action="/console/keys/invite">{csrf}
-<label for="role">Role</label><select id="role" name="role"><option value="analyst">analyst (Viewer)</option><option value="auditor">auditor (Analyst)</option></select>
-<label for="display_name">Name</label><input id="display_name" name="display_name" required>
-<label for="contact">Contact</label><input id="contact" name="contact" required aria-describedby="contact-help">
-<p id="contact-help" class="help">How you will reach this person to hand over the code: an email address, phone number or chat handle. The service sends nothing to it; it is kept with the invite and in the audit log so that you can tell later whom a code was for.</p>
-<button type="submit">Create invite code</button></form></section>
-<section aria-labelledby="pending"><h2 id="pending">Pending invites</h2>
-<p>Codes handed out and not redeemed yet; each expires after 7 days.</p>{pending}</section>"#,
-        key_roles = options(&["analyst", "auditor", "account_admin"]),
-    );
-    page(state, ctx, status, TITLE, &body)
+    let actions = html! {
+        @if k.info.revoked_at.is_none() {
+            form method="post" action={ "/console/keys/" (id) "/label" } class="row-form" {
+                (csrf_field(ctx))
+                label for={ "label-" (id) } class="sr-only" { "New label for " (id) }
+                input id={ "label-" (id) } name="label" value=(k.info.label) maxlength="100" required;
+                button type="submit" { "Rename" }
+            }
+            "\n"
+            form method="post" action={ "/console/keys/" (id) "/reissue" } class="inline" {
+                (csrf_field(ctx))
+                button type="submit" aria-label={ "Reissue key " (id) } { "Reissue" }
+            }
+            "\n"
+            form method="post" action={ "/console/keys/" (id) "/revoke" } class="inline" {
+                (csrf_field(ctx))
+                button type="submit" class="danger" aria-label={ "Revoke key " (id) } { "Revoke" }
+            }
+        }
+    };
+    html! {
+        tr {
+            (td("Key", html! { code { (id) } }))
+            (td("Label", &k.info.label))
+            (td("Role", k.info.role.as_str()))
+            (td("Grants", or_dash(&grants.join(", "))))
+            (td("State", state))
+            (td("Actions", actions))
+        }
+    }
 }
 
 fn or_dash(text: &str) -> String {
@@ -135,21 +178,19 @@ fn or_dash(text: &str) -> String {
 }
 
 /// A key shown once, with what to do with it.
-fn shown_once(what: &str, key: &str) -> String {
-    format!(
-        r#"{}<p>{}: <code class="secret" data-issued-key>{}</code></p>"#,
-        message("warn", "Copy the key now: it is shown only this once."),
-        esc(what),
-        esc(key)
-    )
+fn shown_once(what: &str, key: &str) -> Markup {
+    html! {
+        (message("warn", "Copy the key now: it is shown only this once."))
+        p { (what) ": " code class="secret" data-issued-key { (key) } }
+    }
 }
 
-async fn after(state: &AppState, ctx: &Ctx, result: Result<String, Error>) -> Response {
+async fn after(state: &AppState, ctx: &Ctx, result: Result<Markup, Error>) -> Response {
     match result {
-        Ok(note) => keys_page(state, ctx, StatusCode::OK, &note).await,
+        Ok(note) => keys_page(state, ctx, StatusCode::OK, note).await,
         Err(e) => {
             let (status, _) = crate::error::status_and_code(&e);
-            keys_page(state, ctx, status, &message("error", &plain(&e))).await
+            keys_page(state, ctx, status, message("error", &plain(&e))).await
         }
     }
 }
@@ -270,22 +311,20 @@ pub(super) async fn create_invite(
         .await
     {
         Ok(invite) => {
-            let note = format!(
-                r#"{}<p>Invite code for {}: <code class="secret" data-invite-code>{}</code> (valid until {}). Send it to {}; they redeem it at <code>/console/invite</code>.</p>"#,
-                message(
-                    "warn",
-                    "Hand this code over now: it is shown only this once."
-                ),
-                esc(get("display_name")),
-                esc(&invite.code),
-                invite.expires_at.format("%Y-%m-%d %H:%M UTC"),
-                esc(get("contact").trim()),
-            );
-            keys_page(&state, &ctx, StatusCode::CREATED, &note).await
+            let note = html! {
+                (message("warn", "Hand this code over now: it is shown only this once."))
+                p {
+                    "Invite code for " (get("display_name")) ": "
+                    code class="secret" data-invite-code { (invite.code) }
+                    " (valid until " (invite.expires_at.format("%Y-%m-%d %H:%M UTC")) "). Send it to "
+                    (get("contact").trim()) "; they redeem it at " code { "/console/invite" } "."
+                }
+            };
+            keys_page(&state, &ctx, StatusCode::CREATED, note).await
         }
         Err(e) => {
             let (status, _) = crate::error::status_and_code(&e);
-            keys_page(&state, &ctx, status, &message("error", &plain(&e))).await
+            keys_page(&state, &ctx, status, message("error", &plain(&e))).await
         }
     }
 }

@@ -39,26 +39,22 @@ pub(super) async fn page_(
 /// What a form post puts on the page: its answer, and the form's fields to show again.
 #[derive(Default)]
 struct Sections {
-    typosquat: String,
+    typosquat: Option<Markup>,
     names: String,
     internal: String,
     ecosystem: String,
-    sbom: String,
+    sbom: Option<Markup>,
     sbom_text: String,
-    watch_note: String,
+    watch_note: Option<Markup>,
     watched_only: bool,
 }
 
-fn ecosystem_options(selected: &str) -> String {
-    ECOSYSTEMS
-        .iter()
-        .map(|e| {
-            format!(
-                r#"<option value="{e}"{}>{e}</option>"#,
-                if *e == selected { " selected" } else { "" }
-            )
-        })
-        .collect()
+fn ecosystem_options(selected: &str) -> Markup {
+    html! {
+        @for e in ECOSYSTEMS {
+            option value=(e) selected[e == selected] { (e) }
+        }
+    }
 }
 
 async fn render(
@@ -68,7 +64,6 @@ async fn render(
     status: StatusCode,
     s: Sections,
 ) -> Response {
-    let csrf = csrf_field(ctx);
     let eco = if s.ecosystem.is_empty() {
         "npm"
     } else {
@@ -77,35 +72,6 @@ async fn render(
     let watches = match service::watches(state, &principal.team_id).await {
         Ok(w) => w,
         Err(e) => return refused(state, ctx, &e),
-    };
-    let watch_rows: String = watches
-        .results
-        .iter()
-        .map(|w| {
-            format!(
-                r#"<tr>{}{}{}{}{}</tr>"#,
-                td("Ecosystem", &esc(&w.ecosystem)),
-                td("Package", &esc(&w.package_name)),
-                td("Tracking", &esc(w.tracking)),
-                td("Since", &esc(w.created_at.get(..10).unwrap_or(&w.created_at))),
-                td(
-                    "",
-                    &format!(
-                        r#"<form method="post" action="/console/packages/watch/{id}/delete" class="inline">{csrf}<button type="submit" aria-label="Stop watching {name}">Stop watching</button></form>"#,
-                        id = esc(&w.id),
-                        name = esc(&w.package_name),
-                    )
-                ),
-            )
-        })
-        .collect();
-    let watch_list = if watches.results.is_empty() {
-        "<p data-empty>No package is watched yet. Watch the packages your teams depend on: an untracked one is tracked from the next refresh, and a published version whose file changes raises an alert below.</p>".to_string()
-    } else {
-        format!(
-            r#"<table class="cards" data-watchlist><thead><tr><th scope="col">Ecosystem</th><th scope="col">Package</th><th scope="col">Tracking</th><th scope="col">Since</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead><tbody>{watch_rows}</tbody></table>
-<p class="help"><code>tracked</code>: the service holds its versions; <code>pending</code>: tracked from the next refresh; <code>not_found</code>: the registry knows no such package.</p>"#
-        )
     };
     let query = ChangeQuery {
         team_id: principal.team_id.clone(),
@@ -118,79 +84,132 @@ async fn render(
         Ok(a) => a,
         Err(e) => return refused(state, ctx, &e),
     };
-    let alert_list = if alerts.items.is_empty() {
-        if s.watched_only {
-            "<p data-empty>No change alert for a watched package. An alert is raised when a version already published is served with different bytes: a registry compromise or a republish.</p>".to_string()
-        } else {
-            "<p data-empty>No change alert. An alert is raised when a version already published is served with different bytes: a registry compromise or a republish.</p>".to_string()
+    let body = html! {
+        section aria-labelledby="typosquat" class="card" {
+            h2 id="typosquat" { "Check package names" }
+            p {
+                "Typosquats of popular or tracked packages, and your private names that also exist publicly (dependency confusion). Nothing is fetched: names are compared with the service's lists."
+            }
+            form method="post" action="/console/packages/typosquat" data-typosquat-form {
+                (csrf_field(ctx))
+                label for="ecosystem" { "Ecosystem" }
+                select id="ecosystem" name="ecosystem" { (ecosystem_options(eco)) }
+                "\n"
+                label for="names" { "Package names (one per line, up to 200)" }
+                textarea id="names" name="names" rows="5" spellcheck="false" required { (s.names) }
+                "\n"
+                label for="internal" { "Your private package names (optional, one per line)" }
+                textarea id="internal" name="internal" rows="2" spellcheck="false" { (s.internal) }
+                "\n"
+                button type="submit" { "Check names" }
+            }
+            @if let Some(answer) = &s.typosquat { (answer) }
         }
-    } else {
-        let rows: String = alerts
-            .items
-            .iter()
-            .map(|a| {
-                format!(
-                    "<tr>{}{}{}{}{}{}</tr>",
-                    td("Observed (UTC)", &when(a.observed_at)),
-                    td("Ecosystem", &esc(&a.ecosystem)),
-                    td("Package", &esc(&a.package_name)),
-                    td("Version", &esc(&a.version)),
-                    td(
-                        "Previous SHA-256",
-                        &format!(r#"<span class="hash">{}</span>"#, esc(&a.previous_sha256))
-                    ),
-                    td(
-                        "Now served SHA-256",
-                        &format!(r#"<span class="hash">{}</span>"#, esc(&a.latest_sha256))
-                    ),
-                )
-            })
-            .collect();
-        format!(
-            r#"<p>{shown} of {total}, newest first.</p><table class="cards" data-alerts><thead><tr><th scope="col">Observed (UTC)</th><th scope="col">Ecosystem</th><th scope="col">Package</th><th scope="col">Version</th><th scope="col">Previous SHA-256</th><th scope="col">Now served SHA-256</th></tr></thead><tbody>{rows}</tbody></table>"#,
-            shown = alerts.items.len(),
-            total = alerts.total,
-        )
+        section aria-labelledby="sbom" class="card" {
+            h2 id="sbom" { "Scan an SBOM" }
+            p {
+                "CycloneDX (JSON or XML) or SPDX (JSON, tag-value, 3.0 JSON-LD): each component's hash is looked up, its name checked, and imported advisories listed. The document is read in memory and kept nowhere. Up to 1 MB here; "
+                code { "POST /api/v1/intel/sbom" } " takes up to 16 MB."
+            }
+            form method="post" action="/console/packages/sbom" {
+                (csrf_field(ctx))
+                label for="sbom-file" { "SBOM file" }
+                input id="sbom-file" type="file" accept=".json,.xml,.spdx,.txt,.cdx" data-sbom-file;
+                p class="msg" role="status" data-sbom-status {}
+                label for="sbom-text" { "or its text" }
+                textarea id="sbom-text" name="sbom" rows="5" spellcheck="false" data-sbom-text { (s.sbom_text) }
+                "\n"
+                button type="submit" { "Scan" }
+            }
+            @if let Some(report) = &s.sbom { (report) }
+        }
+        section aria-labelledby="watch" {
+            h2 id="watch" { "Watchlist" }
+            @if let Some(note) = &s.watch_note { (note) }
+            @if watches.results.is_empty() {
+                p data-empty {
+                    "No package is watched yet. Watch the packages your teams depend on: an untracked one is tracked from the next refresh, and a published version whose file changes raises an alert below."
+                }
+            } @else {
+                table class="cards" data-watchlist {
+                    thead { tr {
+                        th scope="col" { "Ecosystem" } th scope="col" { "Package" }
+                        th scope="col" { "Tracking" } th scope="col" { "Since" }
+                        th scope="col" { span class="sr-only" { "Actions" } }
+                    } }
+                    tbody {
+                        @for w in &watches.results {
+                            tr {
+                                (td("Ecosystem", &w.ecosystem))
+                                (td("Package", &w.package_name))
+                                (td("Tracking", w.tracking))
+                                (td("Since", w.created_at.get(..10).unwrap_or(&w.created_at)))
+                                (td("", html! {
+                                    form method="post" action={ "/console/packages/watch/" (w.id) "/delete" } class="inline" {
+                                        (csrf_field(ctx))
+                                        button type="submit" aria-label={ "Stop watching " (w.package_name) } { "Stop watching" }
+                                    }
+                                }))
+                            }
+                        }
+                    }
+                }
+                p class="help" {
+                    code { "tracked" } ": the service holds its versions; " code { "pending" }
+                    ": tracked from the next refresh; " code { "not_found" }
+                    ": the registry knows no such package."
+                }
+            }
+            form method="post" action="/console/packages/watch" class="filters" {
+                (csrf_field(ctx))
+                label for="watch-ecosystem" { "Ecosystem" }
+                select id="watch-ecosystem" name="ecosystem" { (ecosystem_options("npm")) }
+                "\n"
+                label for="watch-name" { "Package" }
+                input id="watch-name" name="package_name" required spellcheck="false";
+                "\n"
+                button type="submit" { "Watch" }
+            }
+        }
+        section aria-labelledby="changes" {
+            h2 id="changes" { "Change alerts" }
+            p {
+                @if s.watched_only {
+                    a href="/console/packages#changes" { "Show alerts for every package" }
+                } @else {
+                    a href="/console/packages?watched=true#changes" { "Show only watched packages" }
+                }
+            }
+            @if alerts.items.is_empty() {
+                p data-empty {
+                    @if s.watched_only { "No change alert for a watched package." } @else { "No change alert." }
+                    " An alert is raised when a version already published is served with different bytes: a registry compromise or a republish."
+                }
+            } @else {
+                p { (alerts.items.len()) " of " (alerts.total) ", newest first." }
+                table class="cards" data-alerts {
+                    thead { tr {
+                        th scope="col" { "Observed (UTC)" } th scope="col" { "Ecosystem" }
+                        th scope="col" { "Package" } th scope="col" { "Version" }
+                        th scope="col" { "Previous SHA-256" } th scope="col" { "Now served SHA-256" }
+                    } }
+                    tbody {
+                        @for a in &alerts.items {
+                            tr {
+                                (td("Observed (UTC)", when(a.observed_at)))
+                                (td("Ecosystem", &a.ecosystem))
+                                (td("Package", &a.package_name))
+                                (td("Version", &a.version))
+                                (td("Previous SHA-256", html! { span class="hash" { (a.previous_sha256) } }))
+                                (td("Now served SHA-256", html! { span class="hash" { (a.latest_sha256) } }))
+                            }
+                        }
+                    }
+                }
+            }
+        }
     };
-    let toggle = if s.watched_only {
-        r#"<a href="/console/packages#changes">Show alerts for every package</a>"#
-    } else {
-        r#"<a href="/console/packages?watched=true#changes">Show only watched packages</a>"#
-    };
-    let body = format!(
-        r#"<section aria-labelledby="typosquat" class="card"><h2 id="typosquat">Check package names</h2>
-<p>Typosquats of popular or tracked packages, and your private names that also exist publicly (dependency confusion). Nothing is fetched: names are compared with the service's lists.</p>
-<form method="post" action="/console/packages/typosquat" data-typosquat-form>{csrf}
-<label for="ecosystem">Ecosystem</label><select id="ecosystem" name="ecosystem">{options}</select>
-<label for="names">Package names (one per line, up to 200)</label>
-<textarea id="names" name="names" rows="5" spellcheck="false" required>{names}</textarea>
-<label for="internal">Your private package names (optional, one per line)</label>
-<textarea id="internal" name="internal" rows="2" spellcheck="false">{internal}</textarea>
-<button type="submit">Check names</button></form>{typosquat}</section>
-<section aria-labelledby="sbom" class="card"><h2 id="sbom">Scan an SBOM</h2>
-<p>CycloneDX (JSON or XML) or SPDX (JSON, tag-value, 3.0 JSON-LD): each component's hash is looked up, its name checked, and imported advisories listed. The document is read in memory and kept nowhere. Up to 1 MB here; <code>POST /api/v1/intel/sbom</code> takes up to 16 MB.</p>
-<form method="post" action="/console/packages/sbom">{csrf}
-<label for="sbom-file">SBOM file</label><input id="sbom-file" type="file" accept=".json,.xml,.spdx,.txt,.cdx" data-sbom-file>
-<p class="msg" role="status" data-sbom-status></p>
-<label for="sbom-text">or its text</label>
-<textarea id="sbom-text" name="sbom" rows="5" spellcheck="false" data-sbom-text>{sbom_text}</textarea>
-<button type="submit">Scan</button></form>{sbom}</section>
-<section aria-labelledby="watch"><h2 id="watch">Watchlist</h2>{watch_note}{watch_list}
-<form method="post" action="/console/packages/watch" class="filters">{csrf}
-<label for="watch-ecosystem">Ecosystem</label><select id="watch-ecosystem" name="ecosystem">{watch_options}</select>
-<label for="watch-name">Package</label><input id="watch-name" name="package_name" required spellcheck="false">
-<button type="submit">Watch</button></form></section>
-<section aria-labelledby="changes"><h2 id="changes">Change alerts</h2><p>{toggle}</p>{alert_list}</section>"#,
-        options = ecosystem_options(eco),
-        watch_options = ecosystem_options("npm"),
-        names = esc(&s.names),
-        internal = esc(&s.internal),
-        typosquat = s.typosquat,
-        sbom = s.sbom,
-        sbom_text = esc(&s.sbom_text),
-        watch_note = s.watch_note,
-    );
-    page(state, ctx, status, TITLE, &body)
+    page(state, ctx, status, TITLE, body)
 }
 
 fn lines(text: &str) -> Vec<String> {
@@ -230,7 +249,7 @@ pub(super) async fn typosquat(
         }
     };
     let sections = Sections {
-        typosquat: answer,
+        typosquat: Some(answer),
         names: get("names"),
         internal: get("internal"),
         ecosystem,
@@ -252,48 +271,42 @@ fn at_line(text: &str) -> String {
     }
 }
 
-fn risk_badge(risk: &str) -> String {
+fn risk_badge(risk: &str) -> Markup {
     let class = match risk {
         "typosquat" | "dependency_confusion" => "unknown",
         "known" => "known_vendor_release",
         _ => "",
     };
-    format!(
-        r#"<span class="badge {class}" data-risk>{}</span>"#,
-        esc(risk)
-    )
+    html! { span class={ "badge " (class) } data-risk { (risk) } }
 }
 
-fn typosquat_table(answer: &service::TyposquatResponse) -> String {
+fn typosquat_table(answer: &service::TyposquatResponse) -> Markup {
     let summary: Vec<String> = answer
         .summary
         .iter()
         .map(|(risk, n)| format!("{n} {risk}"))
         .collect();
-    let rows: String = answer
-        .results
-        .iter()
-        .map(|r| {
-            format!(
-                "<tr>{}{}{}{}{}</tr>",
-                td("Name", &esc(&r.name)),
-                td("Risk", &risk_badge(r.risk)),
-                td(
-                    "Nearest known",
-                    &esc(r.nearest_known.as_deref().unwrap_or("–"))
-                ),
-                td(
-                    "Distance",
-                    &r.distance.map_or("–".into(), |d| d.to_string())
-                ),
-                td("Why", &esc(&r.reason)),
-            )
-        })
-        .collect();
-    format!(
-        r#"<h3>Result</h3><p data-summary>{}.</p><table class="cards" data-typosquat-results><thead><tr><th scope="col">Name</th><th scope="col">Risk</th><th scope="col">Nearest known</th><th scope="col">Distance</th><th scope="col">Why</th></tr></thead><tbody>{rows}</tbody></table>"#,
-        esc(&summary.join(", "))
-    )
+    html! {
+        h3 { "Result" }
+        p data-summary { (summary.join(", ")) "." }
+        table class="cards" data-typosquat-results {
+            thead { tr {
+                th scope="col" { "Name" } th scope="col" { "Risk" } th scope="col" { "Nearest known" }
+                th scope="col" { "Distance" } th scope="col" { "Why" }
+            } }
+            tbody {
+                @for r in &answer.results {
+                    tr {
+                        (td("Name", &r.name))
+                        (td("Risk", risk_badge(r.risk)))
+                        (td("Nearest known", r.nearest_known.as_deref().unwrap_or("–")))
+                        (td("Distance", r.distance.map_or("–".into(), |d| d.to_string())))
+                        (td("Why", &r.reason))
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub(super) async fn sbom(
@@ -338,7 +351,7 @@ pub(super) async fn sbom(
         text
     };
     let sections = Sections {
-        sbom: report,
+        sbom: Some(report),
         sbom_text,
         ..Sections::default()
     };
@@ -365,83 +378,77 @@ async fn scan(
         .map_err(|e| Error::internal(format!("an SBOM report did not parse: {e}")))
 }
 
-fn sbom_report(report: &serde_json::Value) -> String {
+fn sbom_report(report: &serde_json::Value) -> Markup {
     let s = &report["summary"];
     let n = |k: &str| s[k].as_u64().unwrap_or(0);
     let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let components = report["components"].as_array().cloned().unwrap_or_default();
-    let rows: String = components
-        .iter()
-        .take(MAX_SHOWN_COMPONENTS)
-        .map(|c| {
-            let hash = &c["hash"];
-            let class = str_of(&hash["classification"]);
-            let matched = match (hash["executable_name"].as_str(), hash["version"].as_str()) {
-                (Some(name), Some(version)) => format!(" {} {}", esc(name), esc(version)),
-                _ => String::new(),
-            };
-            let advisories: Vec<String> = c["advisories"]
-                .as_array()
-                .map(|list| list.iter().map(|a| esc(&str_of(&a["id"]))).collect())
-                .unwrap_or_default();
-            let risk = &c["name_risk"];
-            let nearest = risk["nearest_known"]
-                .as_str()
-                .map(|k| format!(" (like {})", esc(k)))
-                .unwrap_or_default();
-            format!(
-                "<tr>{}{}{}{}{}{}</tr>",
-                td("Component", &esc(&str_of(&c["name"]))),
-                td("Version", &esc(&str_of(&c["version"]))),
-                td("Ecosystem", &esc(&str_of(&c["ecosystem"]))),
-                td(
-                    "Hash",
-                    &format!(
-                        r#"<span class="badge {c}" data-classification>{c}</span>{matched}"#,
-                        c = esc(&class)
-                    )
-                ),
-                td(
-                    "Name",
-                    &format!(
-                        "{}{nearest}",
-                        risk_badge(risk["risk"].as_str().unwrap_or(""))
-                    )
-                ),
-                td(
-                    "Advisories",
-                    &if advisories.is_empty() {
-                        "none".to_string()
-                    } else {
-                        advisories.join(", ")
-                    }
-                ),
-            )
-        })
-        .collect();
-    let more = if components.len() > MAX_SHOWN_COMPONENTS {
-        format!(
-            "<p>The first {MAX_SHOWN_COMPONENTS} of {} components are shown.</p>",
-            components.len()
-        )
-    } else {
-        String::new()
+    html! {
+        h3 { "Report" }
+        p {
+            (str_of(&report["format"])) " " (str_of(&report["spec_version"])) " ("
+            (str_of(&report["encoding"])) ")."
+        }
+        dl data-sbom-summary {
+            dt { "Components" } dd { (n("components")) }
+            dt { "Hash known" } dd { (n("hash_known")) }
+            dt { "Hash unknown" } dd { (n("hash_unknown")) }
+            dt { "No hash listed" } dd { (n("no_hash")) }
+            dt { "Typosquats" } dd { (n("typosquat")) }
+            dt { "Dependency confusion" } dd { (n("dependency_confusion")) }
+            dt { "With advisories" } dd { (n("with_advisories")) }
+        }
+        @if components.len() > MAX_SHOWN_COMPONENTS {
+            p { "The first " (MAX_SHOWN_COMPONENTS) " of " (components.len()) " components are shown." }
+        }
+        table class="cards" data-sbom-components {
+            thead { tr {
+                th scope="col" { "Component" } th scope="col" { "Version" } th scope="col" { "Ecosystem" }
+                th scope="col" { "Hash" } th scope="col" { "Name" } th scope="col" { "Advisories" }
+            } }
+            tbody {
+                @for c in components.iter().take(MAX_SHOWN_COMPONENTS) {
+                    (component_row(c))
+                }
+            }
+        }
+    }
+}
+
+/// One SBOM component: its hash verdict, name risk and advisories.
+fn component_row(c: &serde_json::Value) -> Markup {
+    let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let hash = &c["hash"];
+    let class = str_of(&hash["classification"]);
+    let matched = match (hash["executable_name"].as_str(), hash["version"].as_str()) {
+        (Some(name), Some(version)) => format!(" {name} {version}"),
+        _ => String::new(),
     };
-    format!(
-        r#"<h3>Report</h3><p>{format} {spec} ({encoding}).</p>
-<dl data-sbom-summary><dt>Components</dt><dd>{components}</dd><dt>Hash known</dt><dd>{known}</dd><dt>Hash unknown</dt><dd>{unknown}</dd><dt>No hash listed</dt><dd>{no_hash}</dd><dt>Typosquats</dt><dd>{typosquat}</dd><dt>Dependency confusion</dt><dd>{confusion}</dd><dt>With advisories</dt><dd>{advisories}</dd></dl>
-{more}<table class="cards" data-sbom-components><thead><tr><th scope="col">Component</th><th scope="col">Version</th><th scope="col">Ecosystem</th><th scope="col">Hash</th><th scope="col">Name</th><th scope="col">Advisories</th></tr></thead><tbody>{rows}</tbody></table>"#,
-        format = esc(&str_of(&report["format"])),
-        spec = esc(&str_of(&report["spec_version"])),
-        encoding = esc(&str_of(&report["encoding"])),
-        components = n("components"),
-        known = n("hash_known"),
-        unknown = n("hash_unknown"),
-        no_hash = n("no_hash"),
-        typosquat = n("typosquat"),
-        confusion = n("dependency_confusion"),
-        advisories = n("with_advisories"),
-    )
+    let advisories: Vec<String> = c["advisories"]
+        .as_array()
+        .map(|list| list.iter().map(|a| str_of(&a["id"])).collect())
+        .unwrap_or_default();
+    let risk = &c["name_risk"];
+    let nearest = risk["nearest_known"]
+        .as_str()
+        .map(|k| format!(" (like {k})"))
+        .unwrap_or_default();
+    html! {
+        tr {
+            (td("Component", str_of(&c["name"])))
+            (td("Version", str_of(&c["version"])))
+            (td("Ecosystem", str_of(&c["ecosystem"])))
+            (td("Hash", html! {
+                span class={ "badge " (class) } data-classification { (class) } (matched)
+            }))
+            (td("Name", html! { (risk_badge(risk["risk"].as_str().unwrap_or(""))) (nearest) }))
+            (td("Advisories", if advisories.is_empty() {
+                "none".to_string()
+            } else {
+                advisories.join(", ")
+            }))
+        }
+    }
 }
 
 pub(super) async fn add_watch(
@@ -480,7 +487,7 @@ pub(super) async fn add_watch(
         }
     };
     let sections = Sections {
-        watch_note: note,
+        watch_note: Some(note),
         ..Sections::default()
     };
     render(&state, &ctx, &principal, status, sections).await
@@ -501,7 +508,7 @@ pub(super) async fn remove_watch(
         Err(e) => {
             let (status, _) = crate::error::status_and_code(&e);
             let sections = Sections {
-                watch_note: message("error", &plain(&e)),
+                watch_note: Some(message("error", &plain(&e))),
                 ..Sections::default()
             };
             render(&state, &ctx, &principal, status, sections).await

@@ -30,16 +30,31 @@ pub(super) async fn page_(
         Err(e) => return refused(&state, &ctx, &e),
     };
     let active = certs.iter().filter(|c| c.currently_active).count();
-    let list = if certs.is_empty() {
-        r#"<p data-empty>No signing certificate of a recorded file is revoked. The service checks each certificate against its issuer's CRL every few hours; one found revoked appears here with the vendors whose files it signed.</p>"#.to_string()
-    } else {
-        let rows: String = certs.iter().map(row).collect();
-        format!(
-            r#"<p>{total} revoked certificates; <strong>{active}</strong> signed a file that is current on today's feed (listed first).</p>
-<p class="actions"><a class="button" href="/console/revocations/export?format=csv" download>Download CSV</a> <a class="button" href="/console/revocations/export?format=json" download>Download JSON</a></p>
-<table class="cards" data-revocations><thead><tr><th scope="col">Signer</th><th scope="col">Reason</th><th scope="col">Revoked (UTC)</th><th scope="col">Affected vendors</th><th scope="col">Signs a current file</th><th scope="col">Issuer</th><th scope="col">Serial</th><th scope="col">Thumbprint (SHA-1)</th></tr></thead><tbody>{rows}</tbody></table>"#,
-            total = certs.len(),
-        )
+    let list = html! {
+        @if certs.is_empty() {
+            p data-empty {
+                "No signing certificate of a recorded file is revoked. The service checks each certificate against its issuer's CRL every few hours; one found revoked appears here with the vendors whose files it signed."
+            }
+        } @else {
+            p {
+                (certs.len()) " revoked certificates; " strong { (active) }
+                " signed a file that is current on today's feed (listed first)."
+            }
+            p class="actions" {
+                a class="button" href="/console/revocations/export?format=csv" download { "Download CSV" }
+                " "
+                a class="button" href="/console/revocations/export?format=json" download { "Download JSON" }
+            }
+            table class="cards" data-revocations {
+                thead { tr {
+                    th scope="col" { "Signer" } th scope="col" { "Reason" }
+                    th scope="col" { "Revoked (UTC)" } th scope="col" { "Affected vendors" }
+                    th scope="col" { "Signs a current file" } th scope="col" { "Issuer" }
+                    th scope="col" { "Serial" } th scope="col" { "Thumbprint (SHA-1)" }
+                } }
+                tbody { @for c in &certs { (row(c)) } }
+            }
+        }
     };
 
     // The history: every revocation recorded, released holds included, newest first.
@@ -57,91 +72,86 @@ pub(super) async fn page_(
             };
             match state.store.revocation_history(&query).await {
                 Err(e) => return refused(&state, &ctx, &e),
-                Ok(found) if found.items.is_empty() => {
-                    if signer_raw.is_empty() {
-                        "<p data-empty>No revocation has been recorded yet.</p>".to_string()
-                    } else {
-                        format!(
-                            "<p data-empty>No recorded revocation has a signer containing “{}”.</p>",
-                            esc(signer_raw)
-                        )
+                Ok(found) if found.items.is_empty() => html! {
+                    @if signer_raw.is_empty() {
+                        p data-empty { "No revocation has been recorded yet." }
+                    } @else {
+                        p data-empty {
+                            "No recorded revocation has a signer containing “" (signer_raw) "”."
+                        }
                     }
-                }
-                Ok(found) => {
-                    let rows: String = found
-                        .items
-                        .into_iter()
-                        .map(|c| {
-                            let released = c.released_at.map(when);
-                            let c = RevokedCertJson::from(c);
-                            format!(
-                                "<tr>{}{}{}{}{}</tr>",
-                                td("Signer", &esc(&c.signer)),
-                                td("Reason", &esc(&c.revocation_reason)),
-                                td("Revoked (UTC)", &esc(&short_time(&c.revoked_at))),
-                                td("Released", &released.map_or("in force".into(), |t| esc(&t))),
-                                td(
-                                    "Thumbprint (SHA-1)",
-                                    &format!(r#"<span class="hash">{}</span>"#, esc(&c.thumbprint))
-                                ),
-                            )
-                        })
-                        .collect();
-                    format!(
-                        r#"<p>{shown} of {total}, newest first.</p><table class="cards"><thead><tr><th scope="col">Signer</th><th scope="col">Reason</th><th scope="col">Revoked (UTC)</th><th scope="col">Released</th><th scope="col">Thumbprint (SHA-1)</th></tr></thead><tbody>{rows}</tbody></table>"#,
-                        shown = found.total.min(50),
-                        total = found.total,
-                    )
-                }
+                },
+                Ok(found) => html! {
+                    p { (found.total.min(50)) " of " (found.total) ", newest first." }
+                    table class="cards" {
+                        thead { tr {
+                            th scope="col" { "Signer" } th scope="col" { "Reason" }
+                            th scope="col" { "Revoked (UTC)" } th scope="col" { "Released" }
+                            th scope="col" { "Thumbprint (SHA-1)" }
+                        } }
+                        tbody {
+                            @for c in found.items {
+                                @let released = c.released_at.map(when);
+                                @let c = RevokedCertJson::from(c);
+                                tr {
+                                    (td("Signer", &c.signer))
+                                    (td("Reason", &c.revocation_reason))
+                                    (td("Revoked (UTC)", short_time(&c.revoked_at)))
+                                    (td("Released", released.unwrap_or_else(|| "in force".into())))
+                                    (td("Thumbprint (SHA-1)", html! { span class="hash" { (c.thumbprint) } }))
+                                }
+                            }
+                        }
+                    }
+                },
             }
         }
     };
-    let body = format!(
-        r#"<p>Signing certificates of recorded files that their issuer's CRL lists as revoked: a file signed with one may have been signed by whoever held a stolen key. The same list as <code>GET /api/v1/intel/revocations</code>.</p>
-<section aria-labelledby="in-force"><h2 id="in-force">In force</h2>{list}</section>
-<section aria-labelledby="history"><h2 id="history">History</h2>
-<form method="get" action="/console/revocations" class="filters" role="search">
-<label for="signer">Signer contains</label><input id="signer" name="signer" value="{signer}">
-<button type="submit">Search</button></form>
-{history}</section>"#,
-        signer = esc(signer_raw),
-    );
-    page(&state, &ctx, StatusCode::OK, TITLE, &body)
+    let body = html! {
+        p {
+            "Signing certificates of recorded files that their issuer's CRL lists as revoked: a file signed with one may have been signed by whoever held a stolen key. The same list as "
+            code { "GET /api/v1/intel/revocations" } "."
+        }
+        section aria-labelledby="in-force" { h2 id="in-force" { "In force" } (list) }
+        section aria-labelledby="history" {
+            h2 id="history" { "History" }
+            form method="get" action="/console/revocations" class="filters" role="search" {
+                label for="signer" { "Signer contains" }
+                input id="signer" name="signer" value=(signer_raw);
+                "\n"
+                button type="submit" { "Search" }
+            }
+            (history)
+        }
+    };
+    page(&state, &ctx, StatusCode::OK, TITLE, body)
 }
 
-fn row(c: &RevokedCertJson) -> String {
+fn row(c: &RevokedCertJson) -> Markup {
     let vendors = if c.affected_vendors.is_empty() {
         "none recorded".to_string()
     } else {
-        esc(&c.affected_vendors.join(", "))
+        c.affected_vendors.join(", ")
     };
-    let active = if c.currently_active {
-        r#"<span class="badge unknown" data-active>yes</span>"#
-    } else {
-        "no"
+    let active = html! {
+        @if c.currently_active {
+            span class="badge unknown" data-active { "yes" }
+        } @else {
+            "no"
+        }
     };
-    format!(
-        "<tr{}>{}{}{}{}{}{}{}{}</tr>",
-        if c.currently_active {
-            r#" class="active""#
-        } else {
-            ""
-        },
-        td("Signer", &esc(&c.signer)),
-        td("Reason", &esc(&c.revocation_reason)),
-        td("Revoked (UTC)", &esc(&short_time(&c.revoked_at))),
-        td("Affected vendors", &vendors),
-        td("Signs a current file", active),
-        td("Issuer", &esc(&c.issuer)),
-        td(
-            "Serial",
-            &format!(r#"<span class="hash">{}</span>"#, esc(&c.serial))
-        ),
-        td(
-            "Thumbprint (SHA-1)",
-            &format!(r#"<span class="hash">{}</span>"#, esc(&c.thumbprint))
-        ),
-    )
+    html! {
+        tr class=[c.currently_active.then_some("active")] {
+            (td("Signer", &c.signer))
+            (td("Reason", &c.revocation_reason))
+            (td("Revoked (UTC)", short_time(&c.revoked_at)))
+            (td("Affected vendors", vendors))
+            (td("Signs a current file", active))
+            (td("Issuer", &c.issuer))
+            (td("Serial", html! { span class="hash" { (c.serial) } }))
+            (td("Thumbprint (SHA-1)", html! { span class="hash" { (c.thumbprint) } }))
+        }
+    }
 }
 
 /// `2026-11-26T09:00:00Z` as `2026-11-26 09:00`.
@@ -205,7 +215,7 @@ pub(super) async fn export(
             &ctx,
             StatusCode::BAD_REQUEST,
             TITLE,
-            &message("error", "The export format is csv or json."),
+            message("error", "The export format is csv or json."),
         ),
     }
 }
