@@ -686,6 +686,7 @@ async fn second_factor_form(
             h2 { "Authenticator app" }
             label for="code" { "6-digit code" }
             input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required;
+            "\n"
             button type="submit" { "Continue" }
         }
         div class="card" {
@@ -698,6 +699,7 @@ async fn second_factor_form(
             h2 { "Recovery code" }
             label for="recovery" { "Recovery code" }
             input id="recovery" name="code" autocomplete="off" placeholder="XXXX-XXXX-XXXX" required;
+            "\n"
             button type="submit" { "Use recovery code" }
         }
     };
@@ -931,6 +933,7 @@ async fn account_page(
             }
             label for="passkey-name" { "Name for a new passkey" }
             input id="passkey-name" value="Passkey" data-passkey-name;
+            "\n"
             button type="button" data-action="passkey-register" { "Add a passkey" }
             p class="msg" role="status" data-passkey-status {}
         }
@@ -1133,6 +1136,7 @@ fn totp_code_form(ctx: &Ctx) -> Markup {
             (csrf_field(ctx))
             label for="code" { "Code from the app" }
             input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required;
+            "\n"
             button type="submit" { "Turn on" }
         }
     }
