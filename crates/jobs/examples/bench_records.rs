@@ -15,6 +15,10 @@
 //!    for its time and peak memory (VmHWM). Baseline, in another child: the previous way,
 //!    every current record loaded and the root computed in memory. Both roots must agree.
 //!
+//! 4. **disk**: the import's database, bytes a record: SQLite's file after a checkpoint and
+//!    each table and index of the records (`dbstat`); PostgreSQL's `pg_total_relation_size`
+//!    of the record tables and each index of `hash_records`.
+//!
 //! No lookup index follows the writes here (the server's catches up once per transaction).
 //!
 //! ```text
@@ -477,6 +481,82 @@ async fn main() -> Result<(), BoxError> {
         base_hwm as f64 / 1024.0,
         hwm as f64 / base_hwm.max(1) as f64
     );
+
+    // 4. disk: the import's database.
+    disk_usage(&import_url, args.records).await?;
     dbs.drop_all().await?;
+    Ok(())
+}
+
+/// The tables of the records: `hash_records` and what every record write keeps beside it.
+const RECORD_TABLES: [&str; 3] = ["hash_records", "record_counts", "records_unverified"];
+
+/// Prints the bytes a record of the database at `url` (written by the import) takes.
+async fn disk_usage(url: &str, records: u64) -> Result<(), BoxError> {
+    let per = |bytes: i64| bytes as f64 / records as f64;
+    // (object, bytes): each table and index of the records.
+    let mut objects: Vec<(String, i64)> = Vec::new();
+    let (whole, whole_label) = if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        let mut conn = sqlx::SqliteConnection::connect(url).await?;
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&mut conn)
+            .await?;
+        let file = std::fs::metadata(path)?.len() as i64;
+        let stat: Result<Vec<(String, String, i64)>, _> = sqlx::query_as(
+            "SELECT d.name, COALESCE(m.tbl_name, d.name), SUM(d.pgsize) FROM dbstat d \
+             LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY d.name",
+        )
+        .fetch_all(&mut conn)
+        .await;
+        match stat {
+            Ok(rows) => objects.extend(
+                rows.into_iter()
+                    .filter(|(_, table, _)| RECORD_TABLES.contains(&table.as_str()))
+                    .map(|(name, _, bytes)| (name, bytes)),
+            ),
+            Err(e) => println!("         (no dbstat in this SQLite: {e})"),
+        }
+        conn.close().await?;
+        (file, "the whole file after a checkpoint")
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let mut total = 0;
+        for table in RECORD_TABLES {
+            let (bytes,): (i64,) = sqlx::query_as("SELECT pg_total_relation_size($1::regclass)")
+                .bind(table)
+                .fetch_one(&mut conn)
+                .await?;
+            total += bytes;
+        }
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT c.relname::text, pg_relation_size(c.oid) FROM pg_class c \
+             WHERE c.oid IN ('hash_records'::regclass, 'record_counts'::regclass, \
+             'records_unverified'::regclass) OR c.oid IN (SELECT indexrelid FROM pg_index \
+             WHERE indrelid IN ('hash_records'::regclass, 'record_counts'::regclass, \
+             'records_unverified'::regclass))",
+        )
+        .fetch_all(&mut conn)
+        .await?;
+        objects.extend(rows);
+        conn.close().await?;
+        (total, "pg_total_relation_size of the record tables")
+    };
+    objects.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let listed: i64 = objects.iter().map(|o| o.1).sum();
+    println!(
+        "disk:    {:.0} bytes a record ({whole_label}, {:.1} MiB for {records} records; goal 300)",
+        per(whole),
+        whole as f64 / (1 << 20) as f64
+    );
+    if !objects.is_empty() {
+        println!(
+            "         record tables and their indexes: {:.0} bytes a record",
+            per(listed)
+        );
+        for (name, bytes) in &objects {
+            println!("         {:>7.1}  {name}", per(*bytes));
+        }
+    }
     Ok(())
 }
