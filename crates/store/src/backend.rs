@@ -995,13 +995,17 @@ crate::record_writes::record_writer!(
     SqliteStore,
     sqlx::Sqlite,
     "BEGIN IMMEDIATE",
-    None::<&'static str>
+    None::<&'static str>,
+    crate::record_writes::sqlite_update,
+    crate::record_writes::sqlite_insert
 );
 crate::record_writes::record_writer!(
     PgStore,
     sqlx::Postgres,
     "BEGIN",
-    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+    crate::record_writes::pg_update,
+    crate::record_writes::pg_insert
 );
 backend!(
     PgStore,

@@ -1,9 +1,13 @@
 //! Writing vendor records in batches. A batch runs in one transaction: the histories of the
 //! families it touches are read with a few `IN` queries, every record is applied to them in
 //! memory exactly as one `record` call at a time would (supersession, intervals fitted
-//! between neighbours, "the same file is unchanged"), and what changed is written with one
-//! `UPDATE` per changed row and multi-row `INSERT`s, tagged with the batch's records epoch
-//! and `added_at`. The current-record counters behind `stats` move in the same transaction.
+//! between neighbours, "the same file is unchanged"), and what changed is written in a few
+//! statements whatever the number of rows, tagged with the batch's records epoch and
+//! `added_at`: on SQLite multi-row `UPDATE … FROM (VALUES …)` and `INSERT`s of a few hundred
+//! rows, on PostgreSQL one `UPDATE … FROM UNNEST` and one `INSERT … SELECT FROM UNNEST` of
+//! one array a column. The current-record counters behind `stats` move in the same
+//! transaction, in one statement, from one read of the other current rows sharing the
+//! batch's hashes.
 //!
 //! Concurrent `record` calls (the refresh records up to 16 artifacts at once) share one
 //! transaction: each call queues its record, and whoever holds the writer lock writes
@@ -216,6 +220,34 @@ impl CountDeltas {
     }
 }
 
+/// How the distinct count of current SHA-256 among `hashes` moves with the flush of
+/// `families`: a hash counts before (after) when a current row outside the families has it
+/// (`elsewhere`) or one of the families' rows was (is) current with it.
+pub(crate) fn distinct_delta(
+    families: &HashMap<FamilyKey, Vec<Entry>>,
+    hashes: &[&str],
+    elsewhere: &HashSet<String>,
+) -> i64 {
+    let mut before: HashSet<&str> = HashSet::new();
+    let mut after: HashSet<&str> = HashSet::new();
+    for e in families.values().flatten() {
+        let h = e.rec.record.hash_sha256.as_str();
+        if e.was_current {
+            before.insert(h);
+        }
+        if e.rec.status == RecordStatus::Current {
+            after.insert(h);
+        }
+    }
+    let counted = |set: &HashSet<&str>| {
+        hashes
+            .iter()
+            .filter(|h| elsewhere.contains(**h) || set.contains(**h))
+            .count() as i64
+    };
+    counted(&after) - counted(&before)
+}
+
 /// One queued `record` call: its record, its `now` and where its outcome goes.
 pub(crate) struct Pending {
     pub record: NewRecord,
@@ -245,28 +277,208 @@ impl GroupCommit {
 /// one lock rather than one per family.
 pub(crate) const RECORDS_LOCK: &str = "records";
 
-/// `INSERT INTO hash_records` of `rows` rows.
-pub(crate) fn insert_sql(rows: usize) -> String {
-    const COLUMNS: usize = 24;
-    let mut sql = String::from(
-        "INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
-         arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, \
-         sig_issuer, sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, \
-         name_key, size_bytes, added_at, changed_epoch) VALUES ",
-    );
-    for r in 0..rows {
-        if r > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        sql.push_str(&crate::backend::placeholders(r * COLUMNS + 1, COLUMNS));
-        sql.push(')');
+/// The columns of a new `hash_records` row, in the order every insert names them.
+const INSERT_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
+     hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
+     sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, name_key, size_bytes, \
+     added_at, changed_epoch";
+
+/// A stored row whose status or interval a flush changes.
+pub(crate) struct RowUpdate<'a> {
+    pub id: &'a str,
+    pub status: &'static str,
+    pub valid_from: DateTime<Utc>,
+    pub valid_until: Option<DateTime<Utc>>,
+}
+
+/// A row a flush inserts, with its `added_at`.
+pub(crate) struct RowInsert<'a> {
+    pub entry: &'a Entry,
+    pub added_at: DateTime<Utc>,
+}
+
+impl RowInsert<'_> {
+    fn hmac(&self) -> &str {
+        self.entry.hmac.as_deref().unwrap_or_default()
     }
-    sql
+
+    fn name_key(&self) -> String {
+        model::name_key(&self.entry.rec.record.executable_name)
+    }
+
+    /// `validate` keeps sizes within i64; anything else is unknown.
+    fn size(&self) -> Option<i64> {
+        self.entry
+            .rec
+            .record
+            .size
+            .and_then(|n| i64::try_from(n).ok())
+    }
+}
+
+/// `(?, ?, …)` rows of `columns` anonymous parameters each, comma-separated. SQLite
+/// statements with many parameters use `?`: the driver looks up the name of every numbered
+/// parameter (`$N`) by a walk over all of them, so binding costs the square of their number
+/// (two thirds of an import's time at 24 × 500 `$N` parameters a statement).
+fn anonymous_rows(rows: usize, columns: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// SQLite: the rows' changes in multi-row `UPDATE … FROM (VALUES …)` statements.
+pub(crate) async fn sqlite_update(
+    conn: &mut sqlx::SqliteConnection,
+    rows: &[RowUpdate<'_>],
+    epoch: i64,
+) -> crate::Result<()> {
+    for chunk in rows.chunks(INSERT_ROWS) {
+        let sql = format!(
+            "UPDATE hash_records SET status = v.column2, valid_from = v.column3, \
+             valid_until = v.column4, changed_epoch = ? FROM (VALUES {}) AS v \
+             WHERE hash_records.id = v.column1",
+            anonymous_rows(chunk.len(), 4)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(epoch);
+        for r in chunk {
+            q = q
+                .bind(r.id)
+                .bind(r.status)
+                .bind(r.valid_from)
+                .bind(r.valid_until);
+        }
+        q.execute(&mut *conn).await.map_err(crate::db_error)?;
+    }
+    Ok(())
+}
+
+/// SQLite: the new rows in multi-row `INSERT`s.
+pub(crate) async fn sqlite_insert(
+    conn: &mut sqlx::SqliteConnection,
+    rows: &[RowInsert<'_>],
+    epoch: i64,
+) -> crate::Result<()> {
+    for chunk in rows.chunks(INSERT_ROWS) {
+        let sql = format!(
+            "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
+            anonymous_rows(chunk.len(), 24)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            let e = row.entry;
+            let r = &e.rec.record;
+            q = q
+                .bind(e.rec.id.as_str())
+                .bind(r.vendor.as_str())
+                .bind(r.executable_name.as_str())
+                .bind(e.rec.family.as_str())
+                .bind(r.version.as_str())
+                .bind(r.platform.as_str())
+                .bind(r.arch.as_str())
+                .bind(r.hash_sha256.as_str())
+                .bind(r.hash_sha1.as_deref())
+                .bind(r.hash_md5.as_deref())
+                .bind(r.source_url.as_str())
+                .bind(r.download_verified)
+                .bind(r.sig_signer.as_deref())
+                .bind(r.sig_issuer.as_deref())
+                .bind(r.sig_serial.as_deref())
+                .bind(r.sig_thumbprint.as_deref())
+                .bind(e.rec.status.as_str())
+                .bind(e.rec.valid_from)
+                .bind(e.rec.valid_until)
+                .bind(row.hmac())
+                .bind(row.name_key())
+                .bind(row.size())
+                .bind(row.added_at)
+                .bind(epoch);
+        }
+        q.execute(&mut *conn).await.map_err(crate::db_error)?;
+    }
+    Ok(())
+}
+
+/// PostgreSQL: the rows' changes in one `UPDATE … FROM UNNEST(arrays)`: four binds
+/// whatever the number of rows.
+pub(crate) async fn pg_update(
+    conn: &mut sqlx::PgConnection,
+    rows: &[RowUpdate<'_>],
+    epoch: i64,
+) -> crate::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE hash_records SET status = v.status, valid_from = v.valid_from, \
+         valid_until = v.valid_until, changed_epoch = $1 \
+         FROM UNNEST($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) \
+         AS v(id, status, valid_from, valid_until) WHERE hash_records.id = v.id",
+    )
+    .bind(epoch)
+    .bind(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.status).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.valid_from).collect::<Vec<_>>())
+    .bind(rows.iter().map(|r| r.valid_until).collect::<Vec<_>>())
+    .execute(&mut *conn)
+    .await
+    .map_err(crate::db_error)?;
+    Ok(())
+}
+
+/// PostgreSQL: the new rows in one `INSERT … SELECT FROM UNNEST(arrays)` per
+/// [`PLAN_CHUNK`] rows: one array a column, so one parse and one round trip.
+pub(crate) async fn pg_insert(
+    conn: &mut sqlx::PgConnection,
+    rows: &[RowInsert<'_>],
+    epoch: i64,
+) -> crate::Result<()> {
+    for chunk in rows.chunks(PLAN_CHUNK) {
+        // One array of a column's values.
+        macro_rules! column {
+            (|$r:ident| $value:expr) => {
+                chunk.iter().map(|$r| $value).collect::<Vec<_>>()
+            };
+        }
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO hash_records ({INSERT_COLUMNS}) SELECT *, $24::bigint FROM UNNEST(\
+             $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::boolean[], \
+             $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], \
+             $18::timestamptz[], $19::timestamptz[], $20::text[], $21::text[], $22::bigint[], \
+             $23::timestamptz[])"
+        )))
+        .bind(column!(|r| r.entry.rec.id.as_str()))
+        .bind(column!(|r| r.entry.rec.record.vendor.as_str()))
+        .bind(column!(|r| r.entry.rec.record.executable_name.as_str()))
+        .bind(column!(|r| r.entry.rec.family.as_str()))
+        .bind(column!(|r| r.entry.rec.record.version.as_str()))
+        .bind(column!(|r| r.entry.rec.record.platform.as_str()))
+        .bind(column!(|r| r.entry.rec.record.arch.as_str()))
+        .bind(column!(|r| r.entry.rec.record.hash_sha256.as_str()))
+        .bind(column!(|r| r.entry.rec.record.hash_sha1.as_deref()))
+        .bind(column!(|r| r.entry.rec.record.hash_md5.as_deref()))
+        .bind(column!(|r| r.entry.rec.record.source_url.as_str()))
+        .bind(column!(|r| r.entry.rec.record.download_verified))
+        .bind(column!(|r| r.entry.rec.record.sig_signer.as_deref()))
+        .bind(column!(|r| r.entry.rec.record.sig_issuer.as_deref()))
+        .bind(column!(|r| r.entry.rec.record.sig_serial.as_deref()))
+        .bind(column!(|r| r.entry.rec.record.sig_thumbprint.as_deref()))
+        .bind(column!(|r| r.entry.rec.status.as_str()))
+        .bind(column!(|r| r.entry.rec.valid_from))
+        .bind(column!(|r| r.entry.rec.valid_until))
+        .bind(column!(|r| r.hmac()))
+        .bind(column!(|r| r.name_key()))
+        .bind(column!(|r| r.size()))
+        .bind(column!(|r| r.added_at))
+        .bind(epoch)
+        .execute(&mut *conn)
+        .await
+        .map_err(crate::db_error)?;
+    }
+    Ok(())
 }
 
 macro_rules! record_writer {
-    ($store:ident, $db:ty, $begin:literal, $lock:expr) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:expr, $update:path, $insert:path) => {
         impl $store {
             /// Records `records`, each with its own `now`, in one transaction and in order,
             /// each exactly as a `record` call of its own would; all or nothing. The
@@ -435,33 +647,48 @@ macro_rules! record_writer {
                 })
             }
 
-            /// How many of `hashes` some current record has.
-            async fn current_hash_count(
+            /// Which of `hashes` a current row outside `families` has: with the families'
+            /// own rows, before and after the flush, what the distinct count of current
+            /// SHA-256 does, read once.
+            async fn current_elsewhere(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 hashes: &[&str],
-            ) -> crate::Result<i64> {
-                let mut total = 0;
+                families: &std::collections::HashMap<
+                    crate::record_writes::FamilyKey,
+                    Vec<crate::record_writes::Entry>,
+                >,
+            ) -> crate::Result<std::collections::HashSet<String>> {
+                use sqlx::Row as _;
+                let held: std::collections::HashSet<&str> =
+                    families.values().flatten().map(|e| e.rec.id.as_str()).collect();
+                let mut found = std::collections::HashSet::new();
                 for chunk in hashes.chunks(crate::record_writes::IN_LIST) {
                     let sql = format!(
-                        // The status is tested outside WHERE: as a condition it lets the
-                        // planner walk every current row instead of probing the hash index.
-                        "SELECT COUNT(DISTINCT CASE WHEN status = 'current' THEN hash_sha256 END) \
-                         FROM hash_records WHERE hash_sha256 IN ({})",
+                        // The status is tested here rather than in WHERE: as a condition it
+                        // lets the planner walk every current row instead of probing the
+                        // hash index.
+                        "SELECT hash_sha256, id, status FROM hash_records WHERE hash_sha256 IN ({})",
                         crate::backend::placeholders(1, chunk.len())
                     );
-                    let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for h in chunk {
                         q = q.bind(*h);
                     }
-                    total += q.fetch_one(&mut *conn).await.map_err(crate::db_error)?;
+                    for row in q.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
+                        let get = |c: &str| row.try_get::<String, _>(c).map_err(crate::db_error);
+                        if get("status")? == "current" && !held.contains(get("id")?.as_str()) {
+                            found.insert(get("hash_sha256")?);
+                        }
+                    }
                 }
-                Ok(total)
+                Ok(found)
             }
 
             /// Writes what the batch changed in `families`: stored rows first (the record a
             /// new current one replaces stops being current before it is inserted), then
             /// the new rows in id order, `ADDED_AT_STEP_MICROS` apart from `next_added`,
-            /// all tagged with `epoch`; then the counters. The next `added_at`.
+            /// all tagged with `epoch`; then the counters. A few statements whatever the
+            /// number of rows. The next `added_at`.
             async fn flush(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 families: &std::collections::HashMap<
@@ -472,81 +699,55 @@ macro_rules! record_writer {
                 next_added: chrono::DateTime<chrono::Utc>,
             ) -> crate::Result<chrono::DateTime<chrono::Utc>> {
                 use crate::db_error;
+                use crate::record_writes::{RowInsert, RowUpdate};
                 let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
                 let mut deltas = crate::record_writes::CountDeltas::of(families);
                 let hashes: Vec<&str> = deltas.hashes.iter().map(String::as_str).collect();
-                let hashes_before = Self::current_hash_count(conn, &hashes).await?;
-                for e in families.values().flatten().filter(|e| e.dirty && e.hmac.is_none()) {
-                    sqlx::query(
-                        "UPDATE hash_records SET status = $1, valid_from = $2, valid_until = $3, \
-                         changed_epoch = $4 WHERE id = $5",
-                    )
-                    .bind(e.rec.status.as_str())
-                    .bind(e.rec.valid_from)
-                    .bind(e.rec.valid_until)
-                    .bind(epoch)
-                    .bind(&e.rec.id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                }
+                let elsewhere = Self::current_elsewhere(conn, &hashes, families).await?;
+                let updates: Vec<RowUpdate<'_>> = families
+                    .values()
+                    .flatten()
+                    .filter(|e| e.dirty && e.hmac.is_none())
+                    .map(|e| RowUpdate {
+                        id: &e.rec.id,
+                        status: e.rec.status.as_str(),
+                        valid_from: e.rec.valid_from,
+                        valid_until: e.rec.valid_until,
+                    })
+                    .collect();
+                $update(&mut *conn, &updates, epoch).await?;
                 let mut new: Vec<&crate::record_writes::Entry> =
                     families.values().flatten().filter(|e| e.hmac.is_some()).collect();
                 new.sort_unstable_by(|a, b| a.rec.id.cmp(&b.rec.id));
                 let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
                 let mut added_at = next_added;
-                for rows in new.chunks(crate::record_writes::INSERT_ROWS) {
-                    let sql = crate::record_writes::insert_sql(rows.len());
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for e in rows {
-                        let r = &e.rec.record;
-                        q = q
-                            .bind(&e.rec.id)
-                            .bind(&r.vendor)
-                            .bind(&r.executable_name)
-                            .bind(&e.rec.family)
-                            .bind(&r.version)
-                            .bind(r.platform.as_str())
-                            .bind(r.arch.as_str())
-                            .bind(&r.hash_sha256)
-                            .bind(&r.hash_sha1)
-                            .bind(&r.hash_md5)
-                            .bind(&r.source_url)
-                            .bind(r.download_verified)
-                            .bind(&r.sig_signer)
-                            .bind(&r.sig_issuer)
-                            .bind(&r.sig_serial)
-                            .bind(&r.sig_thumbprint)
-                            .bind(e.rec.status.as_str())
-                            .bind(e.rec.valid_from)
-                            .bind(e.rec.valid_until)
-                            .bind(e.hmac.as_deref())
-                            .bind(model::name_key(&r.executable_name))
-                            // `validate` keeps sizes within i64; anything else is unknown.
-                            .bind(r.size.and_then(|n| i64::try_from(n).ok()))
-                            .bind(added_at)
-                            .bind(epoch);
+                let rows: Vec<RowInsert<'_>> = new
+                    .into_iter()
+                    .map(|entry| {
+                        let row = RowInsert { entry, added_at };
                         added_at += step;
+                        row
+                    })
+                    .collect();
+                $insert(&mut *conn, &rows, epoch).await?;
+                let sha256_delta = crate::record_writes::distinct_delta(families, &hashes, &elsewhere);
+                if sha256_delta != 0 {
+                    deltas.by_kind.insert(("sha256", String::new()), sha256_delta);
+                }
+                if !deltas.by_kind.is_empty() {
+                    let sql = format!(
+                        "INSERT INTO record_counts (kind, key, n) VALUES {} \
+                         ON CONFLICT (kind, key) DO UPDATE SET n = record_counts.n + excluded.n",
+                        (0..deltas.by_kind.len())
+                            .map(|i| format!("({})", crate::backend::placeholders(1 + i * 3, 3)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for ((kind, key), n) in &deltas.by_kind {
+                        q = q.bind(*kind).bind(key.as_str()).bind(*n);
                     }
                     q.execute(&mut *conn).await.map_err(db_error)?;
-                }
-                let hashes_after = Self::current_hash_count(conn, &hashes).await?;
-                if hashes_after != hashes_before {
-                    deltas
-                        .by_kind
-                        .insert(("sha256", String::new()), hashes_after - hashes_before);
-                }
-                for ((kind, key), n) in &deltas.by_kind {
-                    sqlx::query(
-                        "INSERT INTO record_counts (kind, key, n) VALUES ($1, $2, $3) \
-                         ON CONFLICT (kind, key) DO UPDATE SET n = record_counts.n + excluded.n",
-                    )
-                    .bind(*kind)
-                    .bind(key)
-                    .bind(*n)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
                 }
                 Ok(added_at)
             }
