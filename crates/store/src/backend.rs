@@ -172,6 +172,10 @@ macro_rules! backend {
                     if done.is_some() {
                         continue;
                     }
+                    // A migration that rebuilds an index of a large table takes a while:
+                    // its start is logged, so a slow start shows what it is waiting for.
+                    let started = std::time::Instant::now();
+                    tracing::info!(backend = $name, version = m.version, "applying migration");
                     sqlx::raw_sql(m.sql).execute(&mut *tx).await.map_err(db_error)?;
                     sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
                         .bind(m.version)
@@ -179,7 +183,12 @@ macro_rules! backend {
                         .await
                         .map_err(db_error)?;
                     tx.commit().await.map_err(db_error)?;
-                    tracing::info!(backend = $name, version = m.version, "applied migration");
+                    tracing::info!(
+                        backend = $name,
+                        version = m.version,
+                        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        "applied migration"
+                    );
                 }
                 Ok(())
             }

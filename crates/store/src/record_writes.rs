@@ -533,7 +533,14 @@ macro_rules! record_writer {
                     written = Some((epoch, next_added));
                 }
                 match written {
-                    Some((epoch, _)) => {
+                    Some((epoch, next_added)) => {
+                        let step =
+                            chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
+                        sqlx::query("UPDATE records_added SET added_at = $1")
+                            .bind(next_added - step)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
                         tx.commit().await.map_err(db_error)?;
                         Ok((outcomes, Some(epoch)))
                     }
@@ -627,20 +634,18 @@ macro_rules! record_writer {
             }
 
             /// The `added_at` of the first row a transaction inserts: `now`, or just after
-            /// the latest one if the clock is behind it. Called with the records epoch
-            /// locked, so the order is commit order.
+            /// the latest one (kept in `records_added` by every write) if the clock is
+            /// behind it. Called with the records epoch locked, so the order is commit order.
             async fn first_added_at(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> crate::Result<chrono::DateTime<chrono::Utc>> {
                 let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
-                let latest: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
-                    "SELECT added_at FROM hash_records WHERE added_at IS NOT NULL \
-                     ORDER BY added_at DESC LIMIT 1",
-                )
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(crate::db_error)?;
+                let latest: Option<chrono::DateTime<chrono::Utc>> =
+                    sqlx::query_scalar("SELECT added_at FROM records_added")
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(crate::db_error)?;
                 Ok(match latest {
                     Some(latest) if latest + step > now => latest + step,
                     _ => now,

@@ -6,4 +6,5 @@
 mod conformance;
 mod coverage_queue;
 mod kill;
+mod migration;
 mod schema;
