@@ -9,6 +9,9 @@
 //!    headers), flagged `typosquat`.
 //! 3. **Registry sample** (false alarms): a seeded sample of registry names outside the
 //!    shipped lists (`bench/registry-sample.tsv`), flagged `typosquat`, with 30 examples.
+//!    3b. **Established unlisted names** (false alarms): PyPI projects and npm packages
+//!    outside the shipped lists that the Debian archive packages
+//!    (`bench/popular-unlisted.tsv`), flagged `typosquat`.
 //!
 //! 4. **Held-out squats** (recall, measured only): `bench/heldout-squats.tsv`, confirmed
 //!    squats from a public dataset that no rule was set from, over all rows and over the rows
@@ -221,6 +224,30 @@ fn main() {
         .take(if show { usize::MAX } else { 30 })
     {
         println!("   FLAG {e}");
+    }
+    for (eco, (n, flagged)) in &tally {
+        let r = pct(*flagged, *n);
+        met &= r <= GOAL_SAMPLE;
+        println!("   {eco:4} {flagged:4} of {n:5} flagged  {r:5.2} %  (goal <= {GOAL_SAMPLE} %)");
+    }
+
+    // 3b. Established names outside the lists.
+    println!(
+        "\n3b. established names outside the shipped lists, packaged by the Debian archive (flagged typosquat)"
+    );
+    let text = bench_file("popular-unlisted.tsv");
+    let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for f in rows(&text) {
+        let [eco, name, package, ..] = f[..] else {
+            panic!("malformed established name: {f:?}");
+        };
+        let (risk, said) = judge.judge(eco.parse().unwrap(), name);
+        let t = tally.entry(eco).or_default();
+        t.0 += 1;
+        if risk == Risk::Typosquat {
+            t.1 += 1;
+            println!("   FLAG {eco:4} {name} ({package}): {said}");
+        }
     }
     for (eco, (n, flagged)) in &tally {
         let r = pct(*flagged, *n);
