@@ -22,8 +22,11 @@ use crate::popular::{KnownNames, TARGET_NAMES};
 
 /// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
 /// to this rank. Longer names and the look-alike checks compare with every listed name.
-pub const SHORT_EDIT_RANK: u32 = 1_000;
+pub const SHORT_EDIT_RANK: u32 = 500;
 const SHORT_NAME: usize = 6;
+/// Targets of the weak single edits (see [`WEAK_EDIT_RANK`]) to short names: names up to
+/// this rank.
+const SHORT_WEAK_EDIT_RANK: u32 = 100;
 /// Targets of two-edit checks: names up to this rank.
 pub const TWO_EDIT_RANK: u32 = 100;
 /// Targets of the weak single edits (a character substituted by one neither next to it on
@@ -42,6 +45,10 @@ const MIN_WORD_RUN_LEN: usize = 5;
 const GARBLED_RANK: u32 = 200;
 const MIN_GARBLED_TARGET_LEN: usize = 10;
 const MIN_GARBLED_LEN: usize = 7;
+/// Four edits (see `rewritten_middle`) only when the target's last four characters end
+/// fewer than this many listed names: an ending many names share (`tools`, `core`) says
+/// nothing about which one is meant.
+const COMMON_ENDING: usize = 20;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
@@ -128,6 +135,9 @@ struct Targets {
     /// Targets up to rank `GARBLED_RANK`, at least `MIN_GARBLED_TARGET_LEN` long, by their
     /// first character and last three (see `garbled`).
     by_ends: HashMap<String, Vec<u32>>,
+    /// The same targets written as one word whose last four characters are no common
+    /// ending, by their first two characters and last four (see `rewritten_middle`).
+    by_head_tail: HashMap<String, Vec<u32>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -471,8 +481,12 @@ impl Detector {
             })
         };
         let other = |idx: Option<&usize>| idx.copied().filter(|&i| t.names[i].0 != name);
+        // PyPI: separators and the py/python affixes are how authors spell their own
+        // projects (`jsonrpc` and `json-rpc`, `pyxattr` beside `xattr`, `python-ldap` beside
+        // `pyldap`), so alone they imitate only the most popular names.
+        let pypi_ok = |i: &usize| ecosystem != Ecosystem::Pypi || t.names[*i].1 <= WEAK_EDIT_RANK;
 
-        if let Some(i) = other(t.squashed.get(&squash(name))) {
+        if let Some(i) = other(t.squashed.get(&squash(name))).filter(pypi_ok) {
             return verdict(
                 i,
                 format!("separator changed or removed ({})", t.names[i].0),
@@ -483,7 +497,11 @@ impl Detector {
         {
             return Some(v);
         }
-        if let Some(i) = other(t.skeleton.get(&squash(&skeleton(raw)))) {
+        // Look-alike characters only: the same letters with other separators are the
+        // separator check's.
+        if let Some(i) = other(t.skeleton.get(&squash(&skeleton(raw))))
+            .filter(|&i| squash(&t.names[i].0) != squash(name))
+        {
             return verdict(
                 i,
                 format!(
@@ -504,7 +522,7 @@ impl Detector {
             return Some(v);
         }
         for core in cores(ecosystem, name) {
-            if let Some(i) = other(t.cores.get(&core))
+            if let Some(i) = other(t.cores.get(&core)).filter(pypi_ok)
                 && (core.chars().count() >= MIN_EDIT_LEN || t.names[i].1 <= SHORT_CORE_RANK)
             {
                 let target = &t.names[i].0;
@@ -517,7 +535,7 @@ impl Detector {
             }
         }
         if ecosystem != Ecosystem::Go
-            && let Some(v) = word_added(t, name)
+            && let Some(v) = word_added(t, name).or_else(|| generic_words_added(t, name))
         {
             return Some(v);
         }
@@ -525,7 +543,7 @@ impl Detector {
             return Some(v);
         }
         if !t.is_go
-            && let Some(v) = garbled(t, name)
+            && let Some(v) = garbled(t, name).or_else(|| rewritten_middle(t, name))
         {
             return Some(v);
         }
@@ -660,10 +678,23 @@ impl Detector {
                     continue;
                 }
                 let (target, rank) = (&t.names[i].0, t.names[i].1);
+                // Separators only: the separator check's, not a misspelling.
+                if squash(name) == squash(target) {
+                    continue;
+                }
                 let Some(d) = osa_bounded(name, target, max) else {
                     continue;
                 };
                 if d == 1 && rank > WEAK_EDIT_RANK && is_weak_edit(edit_kind(name, target)) {
+                    continue;
+                }
+                // Short names are one weak edit from many others (`pako`, `mako`; `qpack`,
+                // `hpack`): only the most popular short names are imitated that way.
+                if d == 1
+                    && len < SHORT_NAME
+                    && rank > SHORT_WEAK_EDIT_RANK
+                    && is_weak_edit(edit_kind(name, target))
+                {
                     continue;
                 }
                 // A number after a name (`httpx2`) names a successor or a port, not a typo.
@@ -673,6 +704,25 @@ impl Detector {
                     && name.ends_with(|c: char| c.is_ascii_digit())
                 {
                     continue;
+                }
+                // A name inside a longer one, one character off its start or end: past the
+                // most popular names, the shorter one is its own project (`daemon` and
+                // `zdaemon`, `readability` and `breadability`), and the name without a
+                // number the one its numbered successor followed (`tinycss`, `tinycss2`).
+                if d == 1
+                    && target.len() == name.len() + 1
+                    && (target.starts_with(name) || target.ends_with(name))
+                {
+                    let numbered =
+                        target.starts_with(name) && target.ends_with(|c: char| c.is_ascii_digit());
+                    let beyond = if numbered {
+                        TWO_EDIT_RANK
+                    } else {
+                        WEAK_EDIT_RANK
+                    };
+                    if rank > beyond {
+                        continue;
+                    }
                 }
                 // Two module paths of one owner are that owner's, not a squat.
                 if t.is_go
@@ -747,6 +797,7 @@ impl Targets {
             ..Targets::default()
         };
         let (mut one_edit, mut two_edits) = (Vec::new(), Vec::new());
+        let mut long_words: Vec<u32> = Vec::new();
         let mut owners: HashMap<String, HashSet<String>> = HashMap::new();
         for (i, name) in known.popular(ecosystem).iter().enumerate() {
             let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
@@ -775,6 +826,9 @@ impl Targets {
             }
             if rank <= GARBLED_RANK && len >= MIN_GARBLED_TARGET_LEN {
                 t.by_ends.entry(ends_key(name)).or_default().push(at);
+                if squash(name) == *name {
+                    long_words.push(at);
+                }
             }
             if len >= MIN_EDIT_LEN {
                 for_each_deletion(name, 1, |key| one_edit.push((key_hash(key), at)));
@@ -826,6 +880,28 @@ impl Targets {
             })
             .map(|(repo, _)| repo)
             .collect();
+        // How many listed names end in each long one-word target's last four characters.
+        let mut endings: HashMap<String, usize> = long_words
+            .iter()
+            .map(|&i| (tail(&t.names[i as usize].0, 4), 0))
+            .collect();
+        for (name, _) in &t.names {
+            if let Some(n) = endings.get_mut(&tail(&squash(name), 4)) {
+                *n += 1;
+            }
+        }
+        for i in long_words {
+            let name = &t.names[i as usize].0;
+            if endings
+                .get(&tail(name, 4))
+                .is_some_and(|&n| n < COMMON_ENDING)
+            {
+                t.by_head_tail
+                    .entry(head_tail_key(name))
+                    .or_default()
+                    .push(i);
+            }
+        }
         t.one_edit = DeletionIndex::build(one_edit);
         t.two_edits = DeletionIndex::build(two_edits);
         t
@@ -992,6 +1068,52 @@ fn word_added(t: &Targets, name: &str) -> Option<Verdict> {
     None
 }
 
+/// A name of the most popular ones (up to [`WEAK_EDIT_RANK`], at least four letters)
+/// followed only by words that name a platform or a release rather than a purpose
+/// (`requests-darwin-lite`, `urllib3-fixed`): a package presenting itself as a variant of the
+/// popular one. Companion packages name what they add (`requests-toolbelt`, `pytest-cov`).
+fn generic_words_added(t: &Targets, name: &str) -> Option<Verdict> {
+    if scoped(name).is_some() {
+        return None;
+    }
+    let parts: Vec<&str> = name.split(['-', '_', '.']).collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    for end in (1..parts.len()).rev() {
+        let added = &parts[end..];
+        if !added.iter().all(|w| GENERIC_WORDS.contains(w)) {
+            break;
+        }
+        let head = &name[..parts[..end].iter().map(|p| p.len() + 1).sum::<usize>() - 1];
+        let Some(&i) = t.squashed.get(&squash(head)) else {
+            continue;
+        };
+        let (target, rank) = (&t.names[i].0, t.names[i].1);
+        if rank > WEAK_EDIT_RANK || squash(target).chars().count() < MIN_EDIT_LEN {
+            continue;
+        }
+        return Some(Verdict {
+            name: name.to_string(),
+            risk: Risk::Typosquat,
+            distance: Some(osa(name, target)),
+            nearest_known: Some(target.clone()),
+            reason: format!(
+                "{target} with words naming a platform or release added (-{}): an unofficial variant of a very popular package",
+                added.join("-")
+            ),
+        });
+    }
+    None
+}
+
+/// Words naming a platform or a release, not a purpose (see `generic_words_added`).
+/// `nightly` and `beta` are left out: projects publish those channels themselves.
+const GENERIC_WORDS: &[&str] = &[
+    "darwin", "dev", "fix", "fixed", "latest", "light", "linux", "lite", "mac", "macos", "new",
+    "official", "osx", "patched", "update", "updated", "win", "win32", "win64", "windows",
+];
+
 /// A long name of the most popular ones misspelt beyond two edits but kept recognisable:
 /// its first letter and its last three kept, at most three edits in between (`mplatlib` for
 /// `matplotlib`). A number after the name is set aside. Not for Go paths: one owner's
@@ -1019,6 +1141,51 @@ fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
         }
     }
     None
+}
+
+/// A long one-word name of the most popular ones with its middle rewritten: its first two
+/// characters and its last four kept, four edits in between, no longer than the name
+/// (`maratlib` for `matplotlib`). Only targets whose ending few listed names share (see
+/// [`COMMON_ENDING`]); a number after the name is set aside.
+fn rewritten_middle(t: &Targets, name: &str) -> Option<Verdict> {
+    let name_core = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let len = name_core.chars().count();
+    if len < MIN_GARBLED_LEN || squash(name_core) != name_core {
+        return None;
+    }
+    for &i in t
+        .by_head_tail
+        .get(&head_tail_key(name_core))
+        .into_iter()
+        .flatten()
+    {
+        let target = &t.names[i as usize].0;
+        if len <= target.chars().count() && osa_bounded(name_core, target, 4) == Some(4) {
+            return Some(Verdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(osa(name, target)),
+                nearest_known: Some(target.clone()),
+                reason: format!(
+                    "{target} with its middle rewritten: its first two letters and its ending ({}) kept, four edits in between",
+                    tail(target, 4)
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// The last `n` characters of a name.
+fn tail(name: &str, n: usize) -> String {
+    let mut chars: Vec<char> = name.chars().rev().take(n).collect();
+    chars.reverse();
+    chars.into_iter().collect()
+}
+
+/// The first two characters and the last four of a name (see `rewritten_middle`).
+fn head_tail_key(name: &str) -> String {
+    name.chars().take(2).collect::<String>() + &tail(name, 4)
 }
 
 /// The first character and the last three of a name (see `garbled`).
@@ -1790,8 +1957,8 @@ mod tests {
             "{}",
             v.reason
         );
-        // Another ending or first letter, or four edits: not this rule.
-        for name in ["mplatlob", "xplatlib", "maratlib"] {
+        // Another ending or first letter: not this rule.
+        for name in ["mplatlob", "xplatlib"] {
             assert_eq!(
                 verdict_of(&d, Ecosystem::Pypi, name).risk,
                 Risk::Clear,
@@ -1807,6 +1974,159 @@ mod tests {
         );
         let v = verdict_of(&d, Ecosystem::Go, "github.com/mitchellh/copystructure");
         assert_ne!(v.risk, Risk::Typosquat, "{v:?}");
+    }
+
+    #[test]
+    fn a_rewritten_middle_keeps_a_distinctive_ending() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["matplotlib", "setuptools", "pytools", "gitools"],
+            3,
+            &[],
+        );
+        for name in ["maratlib", "maratlib1"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some("matplotlib"));
+            assert!(v.reason.contains("middle rewritten"), "{}", v.reason);
+            assert!(v.reason.contains("(tlib)"), "{}", v.reason);
+        }
+        // Five edits, another second letter, longer than the name, or separators: no.
+        for name in ["mrxxtlib", "mxratlib", "maraxxxxtlib", "mara-tlib"] {
+            assert_eq!(
+                verdict_of(&d, Ecosystem::Pypi, name).risk,
+                Risk::Clear,
+                "{name}"
+            );
+        }
+        // An ending many listed names share says nothing: `ools` ends 20 of them here.
+        let mut names = vec!["setuptools".to_string()];
+        names.extend((0..19).map(|i| format!("x{i}tools")));
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let d = ranked(Ecosystem::Pypi, &names, 20, &[]);
+        let v = verdict_of(&d, Ecosystem::Pypi, "sexxxxools");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // With 19 it would be: the same name against a distinctive ending.
+        let d = ranked(Ecosystem::Pypi, &names[..19], 19, &[]);
+        let v = verdict_of(&d, Ecosystem::Pypi, "sexxxxools");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+    }
+
+    #[test]
+    fn platform_or_release_words_after_a_very_popular_name() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests", "urllib3", "six"],
+            WEAK_EDIT_RANK as usize,
+            &["flask-sqlalchemy"],
+        );
+        for (name, added) in [
+            ("requests-darwin-lite", "(-darwin-lite)"),
+            ("urllib3-fixed", "(-fixed)"),
+            ("requests_windows", "(-windows)"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert!(v.reason.contains(added), "{name}: {}", v.reason);
+            assert!(v.reason.contains("unofficial variant"), "{}", v.reason);
+        }
+        // A word naming a purpose, a release channel projects publish themselves, a name
+        // past the most popular ones, or a name too short to tell: no.
+        for name in [
+            "requests-toolbelt",
+            "requests-darwin-client",
+            "requests-nightly",
+            "flask-sqlalchemy-lite",
+            "six-lite",
+        ] {
+            assert_eq!(
+                verdict_of(&d, Ecosystem::Pypi, name).risk,
+                Risk::Clear,
+                "{name}"
+            );
+        }
+        let d = ranked(Ecosystem::Npm, &["react"], 1, &[]);
+        let v = verdict_of(&d, Ecosystem::Npm, "react-latest");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+    }
+
+    #[test]
+    fn pypi_separators_and_py_affixes_imitate_only_the_most_popular_names() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["setuptools", "python-dateutil"],
+            WEAK_EDIT_RANK as usize,
+            &["json-rpc", "xattr", "python-ldap"],
+        );
+        for (name, how) in [
+            ("setup-tools", "separator changed or removed (setuptools)"),
+            ("python3-dateutil", "affix added to python-dateutil"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert!(v.reason.contains(how), "{name}: {}", v.reason);
+        }
+        // Past them, neither a separator (nor the edit deleting it) nor a py affix.
+        for name in ["jsonrpc", "js-onrpc", "pyxattr", "pyldap"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        // npm keeps the separator check at every rank.
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            TARGET_NAMES - 1,
+            &["socket.io"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "socket-io");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+    }
+
+    #[test]
+    fn a_name_inside_a_longer_one_is_its_own_past_the_most_popular() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["urllib3", "networkx", "tinycss2"],
+            WEAK_EDIT_RANK as usize,
+            &["zdaemon", "breadability", "pystray", "webdav4"],
+        );
+        // The most popular: a character off either end is still a squat.
+        for (name, target) in [("urllib", "urllib3"), ("network", "networkx")] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target));
+        }
+        // Past them (a numbered successor: past the first 100), its own project.
+        let d2 = ranked(
+            Ecosystem::Pypi,
+            &["urllib3"],
+            TWO_EDIT_RANK as usize,
+            &["tinycss2"],
+        );
+        assert_eq!(
+            verdict_of(&d2, Ecosystem::Pypi, "tinycss").risk,
+            Risk::Clear
+        );
+        for name in ["daemon", "readability", "webdav"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        // A character omitted inside the name is a misspelling at any rank.
+        let v = verdict_of(&d, Ecosystem::Pypi, "pytray");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+    }
+
+    #[test]
+    fn short_names_meet_weak_edits_of_the_first_hundred_only() {
+        let d = ranked(Ecosystem::Pypi, &["yarl"], 100, &["mako", "pypdf"]);
+        let v = verdict_of(&d, Ecosystem::Pypi, "yara");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        // `mako` is past the first hundred: `pako` is no squat of it.
+        assert_eq!(verdict_of(&d, Ecosystem::Pypi, "pako").risk, Risk::Clear);
+        // A keyboard slip still is, up to SHORT_EDIT_RANK.
+        let v = verdict_of(&d, Ecosystem::Pypi, "pypff");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("keyboard-adjacent"), "{}", v.reason);
     }
 
     #[test]
