@@ -52,8 +52,9 @@ const COMMON_ENDING: usize = 20;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
-/// Two edits only for names at least this long.
-const MIN_TWO_EDIT_LEN: usize = 8;
+/// Two edits only for names at least this long (shorter names are two edits from many:
+/// `colormap` and `colorama`, `pandas-f` and `pandas`).
+const MIN_TWO_EDIT_LEN: usize = 9;
 /// Go repository names shorter than this are generic (see `Targets::go_distinctive`).
 const DISTINCTIVE_REPO_LEN: usize = 8;
 /// Affix removal must leave at least this much of a name.
@@ -724,6 +725,9 @@ impl Detector {
                         continue;
                     }
                 }
+                if d >= 1 && rank > prefix_rank(name, target, d) {
+                    continue;
+                }
                 // Two module paths of one owner are that owner's, not a squat.
                 if t.is_go
                     && let (Some((h, o, _)), Some((th, to, _))) = (go_parts(name), go_parts(target))
@@ -756,6 +760,35 @@ impl Detector {
             },
         })
     }
+}
+
+/// The least popular target an edit at the front of a name, or a spelling variant, still
+/// imitates (see `Detector::edits`); `u32::MAX` for other edits. Projects are named with a
+/// letter or two in front of another name (`ujson`, `mujson`; `txrequests` for Twisted;
+/// `asgiproxy` beside `wsgiproxy`) and in the other spelling (`colormap`, `colourmap`), so
+/// these imitate only the most popular names: a letter replaced at the front or a spelling
+/// variant up to [`WEAK_EDIT_RANK`], a letter added in front up to
+/// [`SHORT_WEAK_EDIT_RANK`] (up to [`WEAK_EDIT_RANK`] when it repeats the next letter or
+/// is its keyboard neighbour: `rrequests`), two letters added in front never.
+fn prefix_rank(name: &str, target: &str, d: u32) -> u32 {
+    match d {
+        1 if rest(name) == target => {
+            if is_weak_edit(edit_kind(name, target)) {
+                SHORT_WEAK_EDIT_RANK
+            } else {
+                WEAK_EDIT_RANK
+            }
+        }
+        1 if rest(name) == rest(target) && !rest(name).is_empty() => WEAK_EDIT_RANK,
+        1 if name.replace("our", "or") == target.replace("our", "or") => WEAK_EDIT_RANK,
+        2 if rest(rest(name)) == target => 0,
+        _ => u32::MAX,
+    }
+}
+
+/// The string after its first character.
+fn rest(s: &str) -> &str {
+    s.char_indices().nth(1).map_or("", |(i, _)| &s[i..])
 }
 
 /// Calls `f` with the string and every string made from it by deleting up to `k` (1 or 2)
@@ -2127,6 +2160,56 @@ mod tests {
         let v = verdict_of(&d, Ecosystem::Pypi, "pypff");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         assert!(v.reason.contains("keyboard-adjacent"), "{}", v.reason);
+    }
+
+    #[test]
+    fn letters_in_front_and_other_spellings_imitate_only_the_most_popular() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests", "colorama", "websockets"],
+            WEAK_EDIT_RANK as usize,
+            &["ujson", "asgiproxy", "armourfix", "termcolor"],
+        );
+        // The most popular names: a letter in front, the first letter replaced, the other
+        // spelling, all squats.
+        for (name, target) in [
+            ("rrequests", "requests"),
+            ("dequests", "requests"),
+            ("colourama", "colorama"),
+            ("gwebsockets", "websockets"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target), "{name}");
+        }
+        // Past them: projects named with a prefix letter, another first letter, the other
+        // spelling; and two letters in front of any name.
+        for name in [
+            "mujson",
+            "wsgiproxy",
+            "armorfix",
+            "xtermcolor",
+            "txrequests",
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        assert_eq!(prefix_rank("requestz", "requests", 1), u32::MAX);
+        assert_eq!(prefix_rank("xujson", "ujson", 1), SHORT_WEAK_EDIT_RANK);
+        assert_eq!(prefix_rank("tzrequests", "requests", 2), 0);
+    }
+
+    #[test]
+    fn two_edits_only_for_names_of_nine_characters_or_more() {
+        let d = ranked(Ecosystem::Pypi, &["colorama", "beautifulsoup4"], 2, &[]);
+        // Eight characters: `colormap` is a word, two edits from `colorama`.
+        assert_eq!(
+            verdict_of(&d, Ecosystem::Pypi, "colormap").risk,
+            Risk::Clear
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "beatifulsop4");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.reason, "two edits from beautifulsoup4");
     }
 
     #[test]
