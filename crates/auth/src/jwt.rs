@@ -141,7 +141,7 @@ impl JwtKeys {
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some(self.signing_kid.clone());
         jsonwebtoken::encode(&header, claims, &self.encoding)
-            .map_err(|e| Error::internal(format!("signing a token failed: {e}")))
+            .map_err(|e| Error::internal_caused("signing a token failed", e))
     }
 
     /// Checks algorithm, key id, signature, issuer and validity window at `now`.

@@ -107,7 +107,7 @@ impl RedisLimiter {
             .map_err(|e| Error::bad_request(format!("invalid Redis URL: {e}")))?;
         let connection = redis::aio::ConnectionManager::new(client)
             .await
-            .map_err(|e| Error::internal(format!("cannot reach Redis: {e}")))?;
+            .map_err(|e| Error::internal_caused("cannot reach Redis", e))?;
         Ok(Self {
             connection,
             script: redis::Script::new(REDIS_GCRA),

@@ -235,7 +235,7 @@ impl Admin {
             let current = self.load_settings().await?;
             let next = change(&current)?;
             let document = serde_json::to_string(&next)
-                .map_err(|e| Error::internal(format!("encoding settings: {e}")))?;
+                .map_err(|e| Error::internal_caused("encoding settings", e))?;
             let now = self.now();
             self.store()
                 .put_platform_settings(&StoredSettings {

@@ -173,17 +173,8 @@ impl VendorReport {
 /// An error with its causes on one line ("error sending request…: connection refused"):
 /// reqwest's own message alone says little. A failed connection ends with the setting that
 /// fixes it ([`crate::http::hint`]).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let m = cause.to_string();
-        if !text.contains(&m) {
-            text.push_str(": ");
-            text.push_str(&m);
-        }
-        source = cause.source();
-    }
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = model::error::chain(e);
     if let Some(hint) = crate::http::hint(&text) {
         text.push_str(" (");
         text.push_str(hint);

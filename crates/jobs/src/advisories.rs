@@ -284,7 +284,7 @@ pub async fn refresh(
         Some(client) => client.clone(),
         None => outbound
             .https_client()
-            .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?,
+            .map_err(|e| Error::internal_caused("HTTP client", e))?,
     };
     let mut report = RefreshReport::default();
     for url in &source.urls {
@@ -295,7 +295,7 @@ pub async fn refresh(
                 read.download(file).map(|()| read)
             })
             .await
-            .map_err(|e| Error::internal(format!("reading advisories: {e}")))?
+            .map_err(|e| Error::internal_caused("reading advisories", e))?
             .map_err(|e| format!("corrupt: {shown}: {e}")),
             Err(e) => Err(e),
         };

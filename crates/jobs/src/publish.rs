@@ -129,7 +129,7 @@ pub async fn publish_day(
             Ok((builder.root(), builder.len()))
         })
         .await
-        .map_err(|e| Error::internal(format!("computing the root failed: {e}")))??
+        .map_err(|e| Error::internal_caused("computing the root failed", e))??
     };
     let prev = match store.root_before(date).await? {
         Some(p) => parse_hash(&p.merkle_root)?,
@@ -170,7 +170,7 @@ type Leaf = (Hash, [String; 5]);
 struct Runs(Vec<std::fs::File>);
 
 fn io_error(e: std::io::Error) -> Error {
-    Error::internal(format!("sorting the day's leaves on disk failed: {e}"))
+    Error::internal_caused("sorting the day's leaves on disk failed", e)
 }
 
 /// Reads every current record whose HMAC verifies, a page at a time, and writes their
@@ -243,7 +243,7 @@ async fn write_run(mut leaves: Vec<Leaf>) -> Result<std::fs::File, Error> {
         out.into_inner().map_err(|e| e.into_error())
     })
     .await
-    .map_err(|e| Error::internal(format!("sorting the day's leaves failed: {e}")))?
+    .map_err(|e| Error::internal_caused("sorting the day's leaves failed", e))?
     .map_err(io_error)
 }
 

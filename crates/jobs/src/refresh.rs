@@ -441,7 +441,7 @@ pub async fn refresh_vendors(
 ) -> Result<Vec<VendorReport>, Error> {
     let client = options
         .https_client()
-        .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?;
+        .map_err(|e| Error::internal_caused("HTTP client", e))?;
     let mut setups = ingest::vendors::all();
     if let Some(id) = only {
         setups.retain(|v| v.fetcher.id() == id);
@@ -538,7 +538,7 @@ pub async fn refresh_queued(
 ) -> Result<Vec<VendorReport>, Error> {
     let client = options
         .https_client()
-        .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?;
+        .map_err(|e| Error::internal_caused("HTTP client", e))?;
     let queue = QueueRun {
         store: &store,
         clock: &clock,

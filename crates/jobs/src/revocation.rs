@@ -92,7 +92,7 @@ pub async fn check(
         None => outbound
             .client_builder()
             .and_then(|b| b.build().map_err(ingest::OutboundError::Build))
-            .map_err(|e| Error::internal(format!("HTTP client: {}", ingest::error_chain(&e))))?,
+            .map_err(|e| Error::internal_caused("HTTP client", e))?,
     };
     let certs = store.signing_certs().await?;
     let mut report = CheckReport {

@@ -462,7 +462,7 @@ impl FreshIndex {
 }
 
 fn io_error(e: std::io::Error) -> model::Error {
-    model::Error::internal(format!("vendor lookup generation: {e}"))
+    model::Error::internal_caused("vendor lookup generation", e)
 }
 
 impl VendorIndex {

@@ -1,9 +1,18 @@
 //! The error kinds every layer reports. The server maps each kind to exactly one HTTP
 //! status and error code (see `server::error`); nothing else decides a status.
 
+use std::fmt;
+use std::sync::Arc;
+
+/// The failure underneath an internal error, kept whole (with its own sources) for the
+/// log. Shared, so an [`Error`] stays cheap to clone.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
 /// A failure a caller can be told about. Messages are written for the caller: they name
-/// the offending field or value and never carry internals.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// the offending field or value and never carry internals. [`Error::Internal`] is the
+/// exception: what it displays (its context, then its cause's chain) is for the log only,
+/// and callers are told its code alone.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("bad request: {0}")]
     BadRequest(String),
@@ -29,17 +38,80 @@ pub enum Error {
     /// A dependency (the database) is down for now; worth retrying.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// Storage or other internal failure. The detail is for logs only.
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// Storage or other internal failure: what was being done and, when there is one, the
+    /// failure underneath (also its `source()`). Both are for logs only, so the display
+    /// carries the whole chain: a log line with `%error` shows every cause; callers are
+    /// told `internal error` and nothing more.
+    #[error("internal error: {context}{}", caused(context, source))]
+    Internal {
+        context: String,
+        #[source]
+        source: Option<Cause>,
+    },
 }
+
+/// Equal kinds with equal messages; internal errors compare by context (causes are not
+/// comparable).
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        use Error::*;
+        match (self, other) {
+            (BadRequest(a), BadRequest(b))
+            | (Unauthorized(a), Unauthorized(b))
+            | (Forbidden(a), Forbidden(b))
+            | (NotFound(a), NotFound(b))
+            | (Conflict(a), Conflict(b))
+            | (PayloadTooLarge(a), PayloadTooLarge(b))
+            | (RangeNotSatisfiable(a), RangeNotSatisfiable(b))
+            | (Unavailable(a), Unavailable(b)) => a == b,
+            (MfaRequired, MfaRequired) => true,
+            (
+                RateLimited {
+                    retry_after_secs: a,
+                },
+                RateLimited {
+                    retry_after_secs: b,
+                },
+            )
+            | (
+                QuotaExceeded {
+                    retry_after_secs: a,
+                },
+                QuotaExceeded {
+                    retry_after_secs: b,
+                },
+            ) => a == b,
+            (Internal { context: a, .. }, Internal { context: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self::BadRequest(msg.into())
     }
-    pub fn internal(msg: impl std::fmt::Display) -> Self {
-        Self::Internal(msg.to_string())
+
+    /// An internal failure with no error value underneath (an invariant that did not
+    /// hold, a value out of range).
+    pub fn internal(context: impl fmt::Display) -> Self {
+        Self::Internal {
+            context: context.to_string(),
+            source: None,
+        }
+    }
+
+    /// An internal failure caused by `source`, which the log shows with its own causes.
+    pub fn internal_caused(
+        context: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Internal {
+            context: context.to_string(),
+            source: Some(Arc::new(source)),
+        }
     }
 
     /// The public code of the kind, as error bodies and the audit log show it;
@@ -57,9 +129,40 @@ impl Error {
             Error::RateLimited { .. } => "rate limit exceeded",
             Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
             Error::Unavailable(_) => "service unavailable",
-            Error::Internal(_) => "internal error",
+            Error::Internal { .. } => "internal error",
         }
     }
+}
+
+/// `: <cause chain>` after an internal error's context, or nothing.
+fn caused(context: &str, source: &Option<Cause>) -> String {
+    match source {
+        Some(cause) => {
+            let text = chain(cause.as_ref());
+            if context.contains(&text) {
+                String::new()
+            } else {
+                format!(": {text}")
+            }
+        }
+        None => String::new(),
+    }
+}
+
+/// `e` and its sources on one line, each joined by `: ` unless the line already holds its
+/// text (many errors repeat their source's message in their own).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let m = cause.to_string();
+        if !text.contains(&m) {
+            text.push_str(": ");
+            text.push_str(&m);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Longest caller value quoted in a message or an audit row.
@@ -80,6 +183,39 @@ pub fn shown(value: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused")]
+    struct Refused;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the settings row")]
+    struct Reading(#[source] Refused);
+
+    #[test]
+    fn an_internal_error_keeps_its_causes_for_the_log() {
+        let e = Error::internal_caused("loading settings", Reading(Refused));
+        let logged =
+            "internal error: loading settings: reading the settings row: connection refused";
+        assert_eq!(e.to_string(), logged);
+        // The cause stays reachable as a source, and walking it repeats nothing.
+        assert_eq!(
+            std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .as_deref(),
+            Some("reading the settings row")
+        );
+        assert_eq!(chain(&e), logged);
+        assert_eq!(e.code(), "internal error");
+        let plain = Error::internal("no signing key");
+        assert_eq!(plain.to_string(), "internal error: no signing key");
+        assert_eq!(plain, Error::internal("no signing key"));
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ impl PlatformSettings {
     /// From its stored JSON document.
     pub fn from_document(document: &str) -> Result<PlatformSettings, Error> {
         serde_json::from_str(document)
-            .map_err(|e| Error::internal(format!("stored platform settings: {e}")))
+            .map_err(|e| Error::internal_caused("stored platform settings", e))
     }
 
     /// The default display label of a customer role.

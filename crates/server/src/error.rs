@@ -11,9 +11,11 @@
 //!   `model::Error` in the store, `model::Error` into status and code here
 //!   ([`status_and_code`], exhaustive, so a new kind cannot go unmapped).
 //! - Messages are for the caller: they name the offending field or value (quoted with
-//!   `model::shown`) and never carry internals. Causes (driver errors, paths, URLs with
-//!   credentials redacted) go to the log where the failure is classified; a 500 answers
-//!   `internal error` with no message, a 503 says the database is unavailable.
+//!   `model::shown`) and never carry internals. An internal failure keeps what was being
+//!   done and the error underneath (`model::Error::internal_caused`, or a `StoreError`
+//!   turned into `model::Error`), and its display is that whole chain: it is logged here
+//!   (and by the console) with every cause, while a 500 answers `internal error` with no
+//!   message; a 503 says the database is unavailable.
 //! - A 401 names the scheme (`WWW-Authenticate`); a 429 says when to retry (`Retry-After`).
 
 use axum::Json;
@@ -57,7 +59,7 @@ pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
         Error::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
         Error::RateLimited { .. } | Error::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        Error::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, e.code())
 }
@@ -80,8 +82,9 @@ impl IntoResponse for ApiError {
                     .into(),
             ),
             Error::RateLimited { .. } | Error::QuotaExceeded { .. } => None,
-            Error::Internal(detail) => {
-                tracing::error!(%detail, "internal error");
+            Error::Internal { .. } => {
+                // The context and the whole cause chain, for the log only.
+                tracing::error!(error = %self.0, "internal error");
                 None
             }
         };
@@ -113,3 +116,26 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_internal_error_answers_its_code_alone_whatever_its_cause() {
+        let e = Error::internal_caused(
+            "reading a record",
+            std::io::Error::other("relation \"hash_records\" does not exist"),
+        );
+        assert!(
+            e.to_string().contains("hash_records"),
+            "the log line has the cause"
+        );
+        let response = ApiError(e).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], br#"{"error":"internal error"}"#);
+    }
+}

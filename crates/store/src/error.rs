@@ -87,7 +87,7 @@ impl From<StoreError> for model::Error {
             }
             other => {
                 tracing::error!(error = %other, "storage failure");
-                model::Error::internal(other)
+                model::Error::internal_caused("storage failure", other)
             }
         }
     }
@@ -104,8 +104,8 @@ mod tests {
         let e: model::Error = StoreError::from(sqlx::Error::RowNotFound).into();
         assert!(matches!(e, model::Error::NotFound(_)), "{e:?}");
         let e: model::Error = StoreError::Config("bad URL".into()).into();
-        assert!(matches!(e, model::Error::Internal(_)), "{e:?}");
+        assert!(matches!(e, model::Error::Internal { .. }), "{e:?}");
         let e: model::Error = StoreError::from(sqlx::Error::Protocol("garbled".into())).into();
-        assert!(matches!(e, model::Error::Internal(_)), "{e:?}");
+        assert!(matches!(e, model::Error::Internal { .. }), "{e:?}");
     }
 }

@@ -32,7 +32,7 @@ pub struct MemorySink {
 impl RecordSink for MemorySink {
     async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error> {
         if self.fail_name.as_deref() == Some(r.executable_name.as_str()) {
-            return Err(model::Error::Internal("disk full".into()));
+            return Err(model::Error::internal("disk full"));
         }
         let mut records = self.records.lock().unwrap();
         let same = |k: &NewRecord| {

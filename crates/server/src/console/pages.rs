@@ -308,8 +308,8 @@ fn signed_in(ctx: &Ctx, need_mfa: bool) -> Result<&Principal, Response> {
 fn refused(state: &AppState, ctx: &Ctx, e: &Error) -> Response {
     let (status, _) = crate::error::status_and_code(e);
     let text = match e {
-        Error::Internal(detail) => {
-            tracing::error!(%detail, "console: internal error");
+        Error::Internal { .. } => {
+            tracing::error!(error = %e, "console: internal error");
             "Something went wrong on our side.".to_string()
         }
         other => other.to_string(),
@@ -756,7 +756,7 @@ async fn second_factor(
                     ),
                     Some(retry_after_secs),
                 ),
-                Error::Internal(_) | Error::Unavailable(_) => return refused(&state, &ctx, &e),
+                Error::Internal { .. } | Error::Unavailable(_) => return refused(&state, &ctx, &e),
                 _ => (
                     StatusCode::UNAUTHORIZED,
                     "That code is not valid (or was already used).".into(),
@@ -820,7 +820,7 @@ async fn redeem_invite(
         Ok((token, _)) => {
             with_session_cookie(&state, see_other("/console/account?enrol=1"), &token)
         }
-        Err(Error::Internal(d)) => refused(&state, &ctx, &Error::Internal(d)),
+        Err(e @ Error::Internal { .. }) => refused(&state, &ctx, &e),
         Err(_) => invite_form(
             &state,
             &ctx,
@@ -1076,7 +1076,7 @@ async fn totp_verify(
             }
             see_other("/console/account")
         }
-        Err(e @ (Error::Internal(_) | Error::Unavailable(_))) => refused(&state, &ctx, &e),
+        Err(e @ (Error::Internal { .. } | Error::Unavailable(_))) => refused(&state, &ctx, &e),
         Err(Error::RateLimited { retry_after_secs }) => totp_retry(
             &state,
             &ctx,

@@ -177,8 +177,8 @@ impl BundleCache {
             Ok::<_, bundle::BundleError>((built, written))
         })
         .await
-        .map_err(|e| Error::internal(format!("the bundle build stopped: {e}")))?
-        .map_err(|e| Error::internal(format!("the bundle could not be built: {e}")))?;
+        .map_err(|e| Error::internal_caused("the bundle build stopped", e))?
+        .map_err(|e| Error::internal_caused("the bundle could not be built", e))?;
         let mut files: BTreeMap<String, (Held, String)> = built
             .files
             .into_iter()

@@ -106,7 +106,7 @@ pub async fn request_coverage(
         jobs::coverage::plan(&sbom)
     })
     .await
-    .map_err(|e| Error::internal(format!("SBOM reading stopped: {e}")))??;
+    .map_err(|e| Error::internal_caused("SBOM reading stopped", e))??;
     let done =
         jobs::coverage::request(state.store.as_ref(), &plan.items, state.clock.now()).await?;
     let versions = |items: Vec<CoverageItem>| -> Vec<CoverageVersion> {

@@ -158,7 +158,10 @@ pub async fn hash_of_day(
         next: next.clone(),
     };
     // Serialised once: a hit is these bytes, however large the page.
-    let hit_body = Bytes::from(serde_json::to_vec(&answer).map_err(Error::internal)?);
+    let hit_body = Bytes::from(
+        serde_json::to_vec(&answer)
+            .map_err(|e| Error::internal_caused("encoding a page of records", e))?,
+    );
     state.feed_cache.put(
         key,
         CachedFeed {

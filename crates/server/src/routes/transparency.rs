@@ -430,7 +430,7 @@ pub async fn proof(
     let path = day
         .tree
         .inclusion_proof(index)
-        .map_err(|e| Error::internal(format!("proof failed: {e}")))?;
+        .map_err(|e| Error::internal_caused("proof failed", e))?;
     let stored_root_hash = parse_hash(&root.merkle_root)?;
     let size = day.tree.len() as u64;
     // The record served must be the one the tree holds: its leaf is recomputed from the
@@ -513,7 +513,7 @@ pub fn root_log_leaf(root: &StoredRoot) -> Result<Hash, Error> {
         &root.prev_root,
         &root.signature,
     )
-    .map_err(|e| Error::internal(format!("stored root is malformed: {e}")))?;
+    .map_err(|e| Error::internal_caused("stored root is malformed", e))?;
     let mut h = Sha256::new();
     h.update(signed.message().as_bytes());
     h.update(b"\n");
@@ -539,7 +539,7 @@ pub async fn checkpoint(State(state): State<AppState>) -> ApiResult<impl IntoRes
     let tree = root_log(&state).await?;
     let cp = translog::Checkpoint::new(CHECKPOINT_ORIGIN, tree.len() as u64, tree.root());
     let note = translog::sign_checkpoint(&cp, CHECKPOINT_ORIGIN, state.log_key.signing_key())
-        .map_err(|e| Error::internal(format!("checkpoint signing failed: {e}")))?;
+        .map_err(|e| Error::internal_caused("checkpoint signing failed", e))?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note))
 }
 
@@ -587,7 +587,7 @@ pub async fn consistency(
     let older = MerkleTree::from_ordered_leaves(tree.leaves()[..second as usize].to_vec());
     let proof = older
         .consistency_proof(first as usize)
-        .map_err(|e| Error::internal(format!("consistency proof failed: {e}")))?;
+        .map_err(|e| Error::internal_caused("consistency proof failed", e))?;
     let first_tree = MerkleTree::from_ordered_leaves(tree.leaves()[..first as usize].to_vec());
     Ok(Json(ConsistencyJson {
         first,

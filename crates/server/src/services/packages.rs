@@ -86,7 +86,7 @@ impl PackageIntel {
                 )))
             })
             .await
-            .map_err(|e| Error::internal(format!("building the name indexes stopped: {e}")))
+            .map_err(|e| Error::internal_caused("building the name indexes stopped", e))
         };
         if self.lists.is_empty() {
             return SHIPPED.get_or_try_init(|| build(Vec::new())).await.cloned();
@@ -374,7 +374,7 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
         Ok::<_, Error>((sbom, risk_of))
     })
     .await
-    .map_err(|e| Error::internal(format!("SBOM analysis stopped: {e}")))??;
+    .map_err(|e| Error::internal_caused("SBOM analysis stopped", e))??;
     let (sbom, risks) = analysed;
 
     let mut batch: Vec<HashValue> = sbom
@@ -438,7 +438,7 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
         encoding: sbom.encoding,
         summary: &summary,
     })
-    .map_err(|e| Error::internal(format!("could not serialise an SBOM report: {e}")))?;
+    .map_err(|e| Error::internal_caused("could not serialise an SBOM report", e))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
     tokio::task::spawn_blocking(move || {
         // The scan counts against the caller until its report is written.

@@ -54,8 +54,8 @@ pub(super) fn plain(e: &Error) -> String {
         Error::RateLimited { retry_after_secs } => {
             format!("Too many requests just now; try again in {retry_after_secs} seconds.")
         }
-        Error::Internal(detail) => {
-            tracing::error!(%detail, "console: internal error");
+        Error::Internal { .. } => {
+            tracing::error!(error = %e, "console: internal error");
             "Something went wrong on our side.".into()
         }
         other => upper_first(&other.to_string()),

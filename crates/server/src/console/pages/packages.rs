@@ -373,9 +373,9 @@ async fn scan(
     let report = service::sbom(state, slot, text.into()).await?;
     let bytes = axum::body::to_bytes(report, 64 << 20)
         .await
-        .map_err(|e| Error::internal(format!("reading an SBOM report: {e}")))?;
+        .map_err(|e| Error::internal_caused("reading an SBOM report", e))?;
     serde_json::from_slice(&bytes)
-        .map_err(|e| Error::internal(format!("an SBOM report did not parse: {e}")))
+        .map_err(|e| Error::internal_caused("an SBOM report did not parse", e))
 }
 
 fn sbom_report(report: &serde_json::Value) -> Markup {
