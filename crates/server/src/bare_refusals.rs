@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::error::ErrorBody;
+use crate::error::HttpRefusal;
 
 /// A connection whose bare refusals are rewritten with a JSON body.
 pub struct JsonRefusals<T> {
@@ -122,17 +122,17 @@ fn with_json_body(head: &[u8]) -> Option<Vec<u8>> {
     let rest = head
         .strip_prefix(b"HTTP/1.1 ")
         .or_else(|| head.strip_prefix(b"HTTP/1.0 "))?;
-    let (error, message) = match rest.get(..4)? {
+    let (refusal, message) = match rest.get(..4)? {
         b"400 " => (
-            "bad request",
+            HttpRefusal::MalformedHead,
             "the request is not valid HTTP/1.1 (a byte not allowed in the request line or a header, or a malformed Content-Length)",
         ),
         b"414 " => (
-            "uri too long",
+            HttpRefusal::UriTooLong,
             "the request target is longer than the server accepts",
         ),
         b"431 " => (
-            "request header fields too large",
+            HttpRefusal::HeaderFieldsTooLarge,
             "the request head is larger than the server accepts",
         ),
         _ => return None,
@@ -156,11 +156,7 @@ fn with_json_body(head: &[u8]) -> Option<Vec<u8>> {
     if !empty_body {
         return None;
     }
-    let body = serde_json::to_vec(&ErrorBody {
-        error,
-        message: Some(message.to_string()),
-    })
-    .ok()?;
+    let body = refusal.body(message);
     let mut answer = kept.join("\r\n").into_bytes();
     answer.extend_from_slice(
         format!(

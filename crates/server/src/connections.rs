@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -27,7 +27,7 @@ use tower::ServiceExt as _;
 
 use crate::Settings;
 use crate::bare_refusals::JsonRefusals;
-use crate::error::ErrorBody;
+use crate::error::HttpRefusal;
 
 /// Limits on client connections.
 #[derive(Debug, Clone)]
@@ -286,17 +286,10 @@ pub async fn body_deadline(
         return response;
     }
     // Whatever the handler made of the failed read, the cause was the client's pace.
-    let mut response = (
-        StatusCode::REQUEST_TIMEOUT,
-        axum::Json(ErrorBody {
-            error: "request timeout",
-            message: Some(format!(
-                "the request body did not arrive within {} s",
-                timeout.as_secs_f64()
-            )),
-        }),
-    )
-        .into_response();
+    let mut response = HttpRefusal::RequestTimeout.response(format!(
+        "the request body did not arrive within {} s",
+        timeout.as_secs_f64()
+    ));
     // The rest of the body is unread: the connection cannot carry another request.
     response
         .headers_mut()

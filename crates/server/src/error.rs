@@ -1,6 +1,17 @@
 //! The one mapping from domain errors to HTTP: every error response of the API is made
 //! here, as `{"error": "<code>", "message": "<detail>"}` with the status docs/api.md
-//! ("Errors") fixes.
+//! ("Errors") fixes. Domain failures come as `model::Error` ([`ApiError`]); the refusals the
+//! HTTP layer makes before any route runs (a method the route lacks, a slow body, an
+//! over-long target, over-large headers, a head hyper could not parse) as [`HttpRefusal`].
+//! (TAXII routes answer TAXII error bodies instead, as that protocol requires:
+//! `routes/taxii.rs`.)
+//!
+//! Codes: every code is part of the API (docs/api.md lists them; clients and tests compare
+//! them). A code that is the only one of its status is the status's meaning in lower-case
+//! words (`not found`, `uri too long`); a code that shares its status with another, and
+//! that a client must tell apart to act on it, is an upper-case identifier (`MFA_REQUIRED`
+//! beside `forbidden`, `QUOTA_EXCEEDED` beside `rate limit exceeded`). New codes follow
+//! the same rule; existing ones never change.
 //!
 //! Error policy, by layer:
 //! - Each layer reports failures in its own terms: the store as `store::StoreError`
@@ -116,6 +127,60 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A refusal made by the HTTP layer itself, before (or instead of) any route: not a domain
+/// failure, so not a `model::Error` kind, but answered with the same body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HttpRefusal {
+    /// A request head hyper could not parse (answered by `bare_refusals`).
+    MalformedHead,
+    /// The route exists; the method does not.
+    MethodNotAllowed,
+    /// The body did not arrive within the body-read deadline (`connections`).
+    RequestTimeout,
+    /// The request target is longer than served (`headers`, `bare_refusals`).
+    UriTooLong,
+    /// The headers are larger than served (`headers`, `bare_refusals`).
+    HeaderFieldsTooLarge,
+}
+
+impl HttpRefusal {
+    /// Status and code of each refusal; exhaustive, like [`status_and_code`].
+    pub(crate) fn status_and_code(self) -> (StatusCode, &'static str) {
+        match self {
+            HttpRefusal::MalformedHead => (StatusCode::BAD_REQUEST, "bad request"),
+            HttpRefusal::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+            HttpRefusal::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request timeout"),
+            HttpRefusal::UriTooLong => (StatusCode::URI_TOO_LONG, "uri too long"),
+            HttpRefusal::HeaderFieldsTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request header fields too large",
+            ),
+        }
+    }
+
+    /// The refusal's JSON body with `message`, serialised.
+    pub(crate) fn body(self, message: impl Into<String>) -> Vec<u8> {
+        serde_json::to_vec(&ErrorBody {
+            error: self.status_and_code().1,
+            message: Some(message.into()),
+        })
+        .expect("an error body always serialises")
+    }
+
+    /// The refusal as an answer with `message`.
+    pub(crate) fn response(self, message: impl Into<String>) -> Response {
+        let (status, code) = self.status_and_code();
+        (
+            status,
+            Json(ErrorBody {
+                error: code,
+                message: Some(message.into()),
+            }),
+        )
+            .into_response()
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,11 +2,11 @@
 //! serve.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use crate::error::ErrorBody;
+use crate::error::HttpRefusal;
 
 /// Longest request target (path and query) served; longer ones are answered 414.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
@@ -39,11 +39,9 @@ pub async fn head_limits(request: Request, next: Next) -> Response {
         .path_and_query()
         .map_or(0, |p| p.as_str().len());
     if uri_bytes > MAX_URI_BYTES {
-        return refuse(
-            StatusCode::URI_TOO_LONG,
-            "uri too long",
-            format!("the request target is longer than {MAX_URI_BYTES} bytes"),
-        );
+        return HttpRefusal::UriTooLong.response(format!(
+            "the request target is longer than {MAX_URI_BYTES} bytes"
+        ));
     }
     let header_bytes: usize = request
         .headers()
@@ -51,22 +49,9 @@ pub async fn head_limits(request: Request, next: Next) -> Response {
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
-        return refuse(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request header fields too large",
-            format!("the request headers exceed {MAX_HEADER_BYTES} bytes"),
-        );
+        return HttpRefusal::HeaderFieldsTooLarge.response(format!(
+            "the request headers exceed {MAX_HEADER_BYTES} bytes"
+        ));
     }
     next.run(request).await
-}
-
-fn refuse(status: StatusCode, error: &'static str, message: String) -> Response {
-    (
-        status,
-        axum::Json(ErrorBody {
-            error,
-            message: Some(message),
-        }),
-    )
-        .into_response()
 }

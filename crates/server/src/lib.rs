@@ -15,7 +15,6 @@ use auth::credentials::Credentials;
 use auth::limits::Limiter;
 use auth::usage::{Quotas, Usage};
 use axum::Router;
-use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use model::{Clock, Error};
 use store::Store;
@@ -408,14 +407,7 @@ async fn method_not_allowed(uri: axum::http::Uri) -> axum::response::Response {
     if is_taxii(&uri) {
         return routes::taxii::read_only();
     }
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(error::ErrorBody {
-            error: "method not allowed",
-            message: Some("this route does not accept that method".into()),
-        }),
-    )
-        .into_response()
+    error::HttpRefusal::MethodNotAllowed.response("this route does not accept that method")
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish; the default
