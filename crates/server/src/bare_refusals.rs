@@ -156,7 +156,7 @@ fn with_json_body(head: &[u8]) -> Option<Vec<u8>> {
     if !empty_body {
         return None;
     }
-    let body = refusal.body(message);
+    let body = refusal.body(message)?;
     let mut answer = kept.join("\r\n").into_bytes();
     answer.extend_from_slice(
         format!(

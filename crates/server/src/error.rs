@@ -160,12 +160,12 @@ impl HttpRefusal {
     }
 
     /// The refusal's JSON body with `message`, serialised.
-    pub(crate) fn body(self, message: impl Into<String>) -> Vec<u8> {
+    pub(crate) fn body(self, message: impl Into<String>) -> Option<Vec<u8>> {
         serde_json::to_vec(&ErrorBody {
             error: self.status_and_code().1,
             message: Some(message.into()),
         })
-        .expect("an error body always serialises")
+        .ok()
     }
 
     /// The refusal as an answer with `message`.
