@@ -30,7 +30,7 @@ use Platform::{Darwin, Linux, Windows};
 
 /// One vendor described as data.
 #[derive(Debug)]
-pub struct CatalogEntry {
+pub(crate) struct CatalogEntry {
     pub id: &'static str,
     pub vendor: &'static str,
     /// Official discovery endpoint root.
@@ -96,7 +96,7 @@ pub enum Source {
 /// Checksum files that list every file of a release. The SHA-256 file is required; SHA-1
 /// and MD5 files are read where the vendor publishes them.
 #[derive(Debug)]
-pub struct ChecksumFiles {
+pub(crate) struct ChecksumFiles {
     pub releases: Releases,
     pub sha256: &'static str,
     pub sha1: Option<&'static str>,
@@ -106,14 +106,14 @@ pub struct ChecksumFiles {
 
 /// A `<file>.sha256` beside each file. A missing one means the file is downloaded.
 #[derive(Debug)]
-pub struct Sidecar {
+pub(crate) struct Sidecar {
     pub releases: Releases,
     pub files: SidecarFiles,
 }
 
 /// A JSON array of releases, each with an array of file entries carrying their SHA-256.
 #[derive(Debug)]
-pub struct JsonFiles {
+pub(crate) struct JsonFiles {
     pub url: &'static str,
     pub version: &'static str,
     /// Releases whose field is `false` are skipped (Go's `stable`).
@@ -126,7 +126,7 @@ pub struct JsonFiles {
 
 /// One JSON document per target (VS Code's update API); the target names platform and arch.
 #[derive(Debug)]
-pub struct JsonPerTarget {
+pub(crate) struct JsonPerTarget {
     pub url: &'static str,
     pub targets: &'static [(&'static str, Platform, Arch)],
     pub version: &'static str,
@@ -136,7 +136,7 @@ pub struct JsonPerTarget {
 }
 
 #[derive(Debug)]
-pub enum SidecarFiles {
+pub(crate) enum SidecarFiles {
     /// URL templates of the files.
     Paths(&'static [&'static str]),
     /// URL templates of directory listings; every linked file a rule matches is taken.
@@ -144,7 +144,7 @@ pub enum SidecarFiles {
 }
 
 /// Every catalog vendor.
-pub static CATALOG: &[CatalogEntry] = &[
+pub(crate) static CATALOG: &[CatalogEntry] = &[
     GO,
     NODEJS,
     FIREFOX,
@@ -493,13 +493,14 @@ const NOTEPADPP: CatalogEntry = CatalogEntry {
 
 /// Reads one catalog vendor.
 #[derive(Debug, Clone, Copy)]
-pub struct CatalogFetcher {
+pub(crate) struct CatalogFetcher {
     pub entry: &'static CatalogEntry,
 }
 
 impl CatalogFetcher {
     /// The catalog entry with this id.
-    pub fn by_id(id: &str) -> Option<Self> {
+    #[cfg(test)]
+    fn by_id(id: &str) -> Option<Self> {
         CATALOG
             .iter()
             .find(|e| e.id == id)
@@ -507,7 +508,7 @@ impl CatalogFetcher {
     }
 
     /// The entry's official URLs as a configuration.
-    pub fn default_config(&self) -> crate::fetch::VendorConfig {
+    pub(crate) fn default_config(&self) -> crate::fetch::VendorConfig {
         let config = crate::fetch::VendorConfig::new(self.entry.base_url);
         match self.entry.files_url {
             Some(files) => config.with_files_url(files),

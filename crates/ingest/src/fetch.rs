@@ -11,7 +11,7 @@ use model::{Arch, Platform};
 use serde::de::DeserializeOwned;
 
 use crate::download::DownloadLimits;
-use crate::http::{BodyError, CappedBody, OutboundError, OutboundSettings};
+use crate::http::{BodyError, CappedBody};
 use crate::members::MemberLimits;
 
 /// Hashes a vendor publishes for one file, as lowercase hex. `None` where the channel
@@ -97,12 +97,12 @@ impl VendorConfig {
         }
     }
 
-    pub fn with_files_url(mut self, files_url: &str) -> Self {
+    pub(crate) fn with_files_url(mut self, files_url: &str) -> Self {
         self.files_url = Some(files_url.into());
         self
     }
 
-    pub fn with_items(mut self, items: &[&str]) -> Self {
+    pub(crate) fn with_items(mut self, items: &[&str]) -> Self {
         self.items = items.iter().map(|s| (*s).to_owned()).collect();
         self
     }
@@ -185,7 +185,7 @@ impl FetchError {
     }
 
     /// The channel answered 404: the thing asked for does not exist (yet).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Self::Status { status: 404, .. })
     }
 }
@@ -237,12 +237,6 @@ pub struct FetchContext {
     released: Mutex<std::collections::HashMap<String, DateTime<Utc>>>,
     /// Archives (by URL) whose members are named under the archive's own file name.
     members_under_archive: Mutex<std::collections::HashSet<String>>,
-}
-
-/// A client for vendor channels with the default [`OutboundSettings`]: HTTPS only, the
-/// built-in roots, proxies from the environment.
-pub fn default_client() -> Result<reqwest::Client, OutboundError> {
-    OutboundSettings::default().https_client()
 }
 
 impl FetchContext {
@@ -320,7 +314,7 @@ impl FetchContext {
 
     /// Marks an artifact of a past version taken in by a history horizon: its published
     /// SHA-256 is recorded as is, and the file is not downloaded (nor read for members).
-    pub fn history_only(&self, url: &str) {
+    pub(crate) fn history_only(&self, url: &str) {
         self.history_only
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -328,7 +322,7 @@ impl FetchContext {
     }
 
     /// Whether `url` was marked by [`FetchContext::history_only`].
-    pub fn is_history_only(&self, url: &str) -> bool {
+    pub(crate) fn is_history_only(&self, url: &str) -> bool {
         self.history_only
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -337,7 +331,7 @@ impl FetchContext {
 
     /// The channel's release date of a past version's artifact (a history horizon's or a
     /// pin's): its records start their history then rather than when they were recorded.
-    pub fn set_released(&self, url: &str, at: DateTime<Utc>) {
+    pub(crate) fn set_released(&self, url: &str, at: DateTime<Utc>) {
         self.released
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -357,7 +351,7 @@ impl FetchContext {
     /// for a channel that publishes several builds of one archive for one platform and arch
     /// (PyPI's manylinux and musllinux wheels), where one path names a different file in
     /// each build and no build may supersede another.
-    pub fn name_members_under_archive(&self, url: &str) {
+    pub(crate) fn name_members_under_archive(&self, url: &str) {
         self.members_under_archive
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -365,7 +359,7 @@ impl FetchContext {
     }
 
     /// Whether [`FetchContext::name_members_under_archive`] marked `url`.
-    pub fn members_under_archive(&self, url: &str) -> bool {
+    pub(crate) fn members_under_archive(&self, url: &str) -> bool {
         self.members_under_archive
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -373,7 +367,7 @@ impl FetchContext {
     }
 
     /// The failures noted so far, emptying the list.
-    pub fn take_notes(&self) -> Vec<FetchError> {
+    pub(crate) fn take_notes(&self) -> Vec<FetchError> {
         std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -444,7 +438,7 @@ impl FetchContext {
     }
 
     /// The body of `url` as UTF-8 text.
-    pub async fn get_text(&self, url: &str) -> Result<String, FetchError> {
+    pub(crate) async fn get_text(&self, url: &str) -> Result<String, FetchError> {
         let bytes = self.get_bytes(url, None).await?;
         String::from_utf8(bytes).map_err(|e| FetchError::malformed(url, format!("not UTF-8: {e}")))
     }

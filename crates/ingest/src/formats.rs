@@ -91,7 +91,7 @@ pub fn valid_version(v: &str) -> bool {
 /// Matches `text` against a glob where `*` stands for any run of characters and
 /// `{version}` for a non-empty run of `[A-Za-z0-9._+~]`. `Some(capture)` on a match, with the
 /// `{version}` capture when the glob has one.
-pub fn glob_match(pattern: &str, text: &str) -> Option<Option<String>> {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> Option<Option<String>> {
     fn go<'t>(p: &str, t: &'t str, cap: &mut Option<&'t str>) -> bool {
         if let Some(rest) = p.strip_prefix("{version}") {
             let run = t
@@ -127,7 +127,7 @@ pub fn hex_digest(s: &str, len: usize) -> Option<String> {
 
 /// Lines of a `sha256sum`-style file: `<hex>  <name>` or `<hex> *<name>` (binary mode).
 /// Lines whose digest is not `hex_len` hex characters are skipped, as are comments.
-pub fn parse_checksums(text: &str, hex_len: usize) -> Vec<(String, String)> {
+pub(crate) fn parse_checksums(text: &str, hex_len: usize) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|line| {
             let line = line.trim_end_matches('\r');
@@ -142,7 +142,7 @@ pub fn parse_checksums(text: &str, hex_len: usize) -> Vec<(String, String)> {
 
 /// The file names a directory listing (Apache or nginx autoindex) links to: relative
 /// `href`s that name a file in the directory itself.
-pub fn listing_links(html: &str) -> Vec<String> {
+pub(crate) fn listing_links(html: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = html;
     while let Some(at) = rest.find("href=\"") {
@@ -160,7 +160,7 @@ pub fn listing_links(html: &str) -> Vec<String> {
 }
 
 /// The value at a dotted field path (`"dist.shasum"`); `""` is the value itself.
-pub fn json_at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn json_at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
     if path.is_empty() {
         return Some(value);
     }
@@ -168,7 +168,7 @@ pub fn json_at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 /// The string at a field path, when there is a non-empty one.
-pub fn json_str<'a>(value: &'a Value, path: &str) -> Option<&'a str> {
+pub(crate) fn json_str<'a>(value: &'a Value, path: &str) -> Option<&'a str> {
     json_at(value, path)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
@@ -181,7 +181,7 @@ pub fn file_name(url: &str) -> &str {
 }
 
 /// Percent-encodes what a URL path cannot carry as is (Firefox's "Firefox Setup 133.0.exe").
-pub fn encode_path(path: &str) -> String {
+pub(crate) fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for b in path.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/+!@".contains(&b) {

@@ -173,10 +173,9 @@ impl Worker {
 
 /// Computes SHA-256, SHA-1 and MD5 of a stream in one pass, one thread per algorithm.
 ///
-/// Feed the bytes in order with [`update`](Self::update) (async code) or
-/// [`update_blocking`](Self::update_blocking) (plain threads), then call
-/// [`finish`](Self::finish). Dropping the hasher without finishing stops its threads.
-pub struct TripleHasher {
+/// Feed the bytes in order with [`update`](Self::update), then call
+/// [`finish`](Self::finish) (the tests also drive it from plain threads). Dropping the hasher without finishing stops its threads.
+pub(crate) struct TripleHasher {
     workers: [Worker; 3],
     /// The piece being filled.
     filling: Vec<u8>,
@@ -209,11 +208,12 @@ impl TripleHasher {
         Ok(())
     }
 
-    /// Like [`update`](Self::update) for code outside an async runtime.
+    /// Like [`update`](Self::update) for code outside an async runtime (the tests).
     ///
     /// # Panics
     /// When called from within an async runtime (tokio forbids blocking there).
-    pub fn update_blocking(&mut self, mut data: &[u8]) -> Result<(), HasherError> {
+    #[cfg(test)]
+    fn update_blocking(&mut self, mut data: &[u8]) -> Result<(), HasherError> {
         while let Some(piece) = self.fill(&mut data) {
             self.send_blocking(&piece)?;
         }
@@ -230,6 +230,7 @@ impl TripleHasher {
         Ok(())
     }
 
+    #[cfg(test)]
     fn send_blocking(&self, piece: &Bytes) -> Result<(), HasherError> {
         for w in &self.workers {
             w.tx.blocking_send(piece.clone())
@@ -274,8 +275,9 @@ impl TripleHasher {
         self.join()
     }
 
-    /// Like [`finish`](Self::finish) for code outside an async runtime.
-    pub fn finish_blocking(mut self) -> Result<Digests, HasherError> {
+    /// Like [`finish`](Self::finish) for code outside an async runtime (the tests).
+    #[cfg(test)]
+    fn finish_blocking(mut self) -> Result<Digests, HasherError> {
         if !self.filling.is_empty() {
             let last = self.take_piece();
             self.send_blocking(&last)?;
@@ -304,7 +306,7 @@ enum MemberMsg {
 /// threads kept for the whole archive, so a small file costs no thread start. Feed a file
 /// with [`update`](Self::update), end it with [`finish_file`](Self::finish_file), repeat.
 /// For plain threads only (it blocks while a hash thread is behind).
-pub struct MemberHasher {
+pub(crate) struct MemberHasher {
     workers: Vec<(
         &'static str,
         std::sync::mpsc::SyncSender<MemberMsg>,
@@ -353,7 +355,7 @@ impl MemberHasher {
     }
 
     /// Ends the current file and returns its digests; the threads start on the next one.
-    pub fn finish_file(&mut self) -> Result<Digests, HasherError> {
+    pub(crate) fn finish_file(&mut self) -> Result<Digests, HasherError> {
         let mut replies = Vec::with_capacity(3);
         for (name, tx, _) in &self.workers {
             let (reply_tx, reply_rx) = std::sync::mpsc::sync_channel(1);

@@ -446,7 +446,7 @@ pub enum BodyError {
 
 impl BodyError {
     /// The body is, or announced itself, larger than the cap.
-    pub fn is_too_large(&self) -> bool {
+    pub(crate) fn is_too_large(&self) -> bool {
         matches!(self, Self::AnnouncedTooLarge { .. } | Self::TooLarge { .. })
     }
 

@@ -57,28 +57,25 @@
 //! their file name with the platform and arch of their tag.
 
 pub mod authenticode;
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod download;
 pub mod fetch;
 pub mod formats;
 pub mod hasher;
 pub mod http;
 pub mod members;
-pub mod openpgp;
+pub(crate) mod openpgp;
 pub mod pipeline;
 pub mod rpm;
 pub mod vendors;
 
 pub use authenticode::{AuthenticodeError, SignatureCapture, SignerInfo, extract_signer};
-pub use catalog::{CATALOG, CatalogEntry, CatalogFetcher};
 pub use download::{DownloadError, DownloadLimits, Downloaded, download_and_hash};
 pub use fetch::{
     Artifact, FetchContext, FetchError, FetchLimits, Fetcher, History, PublishedHashes,
-    VendorConfig, default_client, resolve_url,
+    VendorConfig, resolve_url,
 };
-pub use hasher::{
-    Digests, HasherError, MemberHasher, PublishedHashError, TripleHasher, verify_published,
-};
+pub use hasher::{Digests, HasherError, PublishedHashError, verify_published};
 pub use http::{ExtraCa, OutboundError, OutboundSettings, ProxySettings, SystemRoots};
 pub use members::{
     ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,

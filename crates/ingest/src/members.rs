@@ -91,7 +91,7 @@ pub enum ArchiveFormat {
 impl ArchiveFormat {
     /// The format a file name announces (`.zip`, `.whl`, `.nupkg`, `.tar`, `.tar.gz`/`.tgz`,
     /// `.tar.xz`/`.txz`, `.tar.bz2`/`.tbz2`, `.tar.zst`/`.tzst`), `None` for anything else.
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         let name = name.to_ascii_lowercase();
         let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
         if ends(&[".deb"]) {
@@ -125,7 +125,7 @@ pub enum ExecutableKind {
 
 impl ExecutableKind {
     /// The kind of a file starting with `head`, when it is one `kinds` selects.
-    pub fn detect(head: &[u8], kinds: MemberKinds) -> Option<Self> {
+    pub(crate) fn detect(head: &[u8], kinds: MemberKinds) -> Option<Self> {
         let be32 = |at: usize| {
             head.get(at..at + 4)
                 .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))

@@ -52,7 +52,7 @@ const TYPE_STRING_ARRAY: u32 = 8;
 const TYPE_I18NSTRING: u32 = 9;
 
 /// `FILEDIGESTALGO` value of SHA-256 (the OpenPGP hash algorithm number).
-pub const DIGEST_SHA256: u32 = 8;
+pub(crate) const DIGEST_SHA256: u32 = 8;
 /// `FILEFLAGS` bit of a file the package claims but does not carry.
 const FLAG_GHOST: u32 = 1 << 6;
 const S_IFMT: u32 = 0o170_000;
@@ -342,7 +342,7 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
 
 /// A package downloaded and hashed, with what its header says.
 #[derive(Debug)]
-pub struct ScannedRpm {
+pub(crate) struct ScannedRpm {
     pub digests: Digests,
     pub size_bytes: u64,
     pub downloaded_at: DateTime<Utc>,
@@ -352,7 +352,7 @@ pub struct ScannedRpm {
 
 /// Downloads a package within `limits`, hashing all of it (SHA-256, SHA-1, MD5) and keeping
 /// only its first bytes, up to the end of the main header. Nothing touches disk.
-pub async fn download_rpm(
+pub(crate) async fn download_rpm(
     client: &reqwest::Client,
     url: &str,
     limits: &DownloadLimits,

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 /// One tracked file.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct HashRecordJson {
+pub(crate) struct HashRecordJson {
     pub id: String,
     pub executable_name: String,
     pub version: String,
@@ -35,30 +35,6 @@ pub struct HashRecordJson {
     /// The file's size in bytes; present only when the service hashed the file itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-}
-
-impl HashRecordJson {
-    /// Heap and inline bytes, for caches that are bounded by size.
-    pub fn approximate_bytes(&self) -> usize {
-        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-        std::mem::size_of::<Self>()
-            + self.id.len()
-            + self.executable_name.len()
-            + self.version.len()
-            + self.vendor.len()
-            + self.platform.len()
-            + self.arch.len()
-            + self.hash_sha256.len()
-            + opt(&self.hash_sha1)
-            + opt(&self.hash_md5)
-            + self.source_url.len()
-            + self.valid_from.len()
-            + opt(&self.sig_signer)
-            + opt(&self.sig_issuer)
-            + opt(&self.sig_serial)
-            + opt(&self.sig_thumbprint)
-            + opt(&self.cert_revoked_at)
-    }
 }
 
 impl From<&HashRecord> for HashRecordJson {
@@ -88,7 +64,7 @@ impl From<&HashRecord> for HashRecordJson {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct HashOfDay {
+pub(crate) struct HashOfDay {
     /// Day of the snapshot (UTC).
     pub date: String,
     pub generated_at: String,
@@ -111,7 +87,7 @@ pub struct LookupRequest {
 // records read for the request) and the keys from the batch: no copies per hit.
 /// Classification of one submitted hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
-pub struct LookupResult<'a> {
+pub(crate) struct LookupResult<'a> {
     /// known_vendor_release, known_file or unknown.
     pub classification: &'static str,
     /// service_vendor, or the reference corpus set (nsrl_minimal, nsrl_full, ...).
@@ -138,7 +114,7 @@ pub struct LookupResult<'a> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LookupResponse<'a> {
+pub(crate) struct LookupResponse<'a> {
     /// Keyed by each distinct submitted hash, lowercase.
     pub results: BTreeMap<&'a str, LookupResult<'a>>,
 }
@@ -191,7 +167,7 @@ pub struct HistoryPage {
 
 /// One export row; CSV exports have these columns in this order.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ExportRow {
+pub(crate) struct ExportRow {
     pub executable_name: String,
     pub version: String,
     pub vendor: String,
@@ -271,9 +247,9 @@ impl<'a> LookupResult<'a> {
 }
 
 /// Most hashes one lookup request may name (the lookup routes and the hashlookup bulk routes).
-pub const MAX_LOOKUP_HASHES: usize = 100;
+pub(crate) const MAX_LOOKUP_HASHES: usize = 100;
 
-pub const EXPORT_COLUMNS: [&str; 13] = [
+pub(crate) const EXPORT_COLUMNS: [&str; 13] = [
     "executable_name",
     "version",
     "vendor",
@@ -291,7 +267,7 @@ pub const EXPORT_COLUMNS: [&str; 13] = [
 
 impl ExportRow {
     /// One CSV line (RFC 4180 quoting), with its line break.
-    pub fn to_csv_line(&self) -> String {
+    pub(crate) fn to_csv_line(&self) -> String {
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
         let fields = [
             self.executable_name.clone(),
@@ -324,7 +300,7 @@ const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// One CSV field: quoted (RFC 4180) when it holds a separator, a quote or a line break, and
 /// prefixed with `'` when it starts with a formula character, so `-2+3+cmd|…` and
 /// `@types/node (npm)` alike open as text. The JSON export carries the raw values.
-pub fn csv_field(value: &str) -> String {
+pub(crate) fn csv_field(value: &str) -> String {
     let needs_quotes = value.contains([',', '"', '\r', '\n']);
     let value = if value.starts_with(FORMULA_PREFIXES) {
         format!("'{value}")

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::error::HttpRefusal;
 
 /// A connection whose bare refusals are rewritten with a JSON body.
-pub struct JsonRefusals<T> {
+pub(crate) struct JsonRefusals<T> {
     inner: T,
     /// A rewritten answer and how much of it has been written.
     pending: Option<(Vec<u8>, usize)>,

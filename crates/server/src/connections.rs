@@ -267,7 +267,7 @@ fn address_key(ip: IpAddr) -> IpAddr {
 
 /// Middleware: the request body must arrive within `timeout` of the first read, whatever
 /// its pace (a per-read timeout would let one byte a second through); 408 beyond.
-pub async fn body_deadline(
+pub(crate) async fn body_deadline(
     State(timeout): State<Duration>,
     request: Request,
     next: Next,

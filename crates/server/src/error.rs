@@ -48,7 +48,7 @@ impl From<Error> for ApiError {
 
 /// Error body of every failed request.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     /// One of `unauthorized`, `forbidden`, `MFA_REQUIRED`, `not found`, `bad request`,
     /// `conflict`, `payload too large`, `method not allowed`, `rate limit exceeded`,
     /// `QUOTA_EXCEEDED`, `internal error`.
@@ -59,7 +59,7 @@ pub struct ErrorBody {
 
 /// Status and code of each error kind; exhaustive, so a new kind cannot go unmapped. The
 /// code is the kind's own (`Error::code`), so the audit log names failures the same way.
-pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
+pub(crate) fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
     let status = match e {
         Error::BadRequest(_) => StatusCode::BAD_REQUEST,
         Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -126,7 +126,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// A refusal made by the HTTP layer itself, before (or instead of) any route: not a domain
 /// failure, so not a `model::Error` kind, but answered with the same body.

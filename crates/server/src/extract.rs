@@ -53,7 +53,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// A request body as JSON, checked the way every JSON route checks it: not empty, no NUL
 /// anywhere, one value and nothing after it. The error names where in the body the problem
 /// is.
-pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if bytes.is_empty() {
         return Err(Error::bad_request("request body must be a JSON object"));
     }
@@ -134,14 +134,14 @@ fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// Longest query value or path parameter accepted, in bytes; fields with a tighter limit
 /// (a file name: 255) check their own.
-pub const MAX_PARAM_BYTES: usize = 1024;
+pub(crate) const MAX_PARAM_BYTES: usize = 1024;
 /// Most query parameters accepted in one request.
-pub const MAX_QUERY_PARAMS: usize = 32;
+pub(crate) const MAX_QUERY_PARAMS: usize = 32;
 
 /// Refuses a query string or path parameter that no route could use: not UTF-8 once
 /// percent-decoded, holding a control character (NUL breaks PostgreSQL text, line breaks and
 /// escapes forge log lines), or longer than [`MAX_PARAM_BYTES`]. The 400 names the parameter.
-pub fn check_edge(query: Option<&str>, path_params: &[(&str, &str)]) -> Result<(), Error> {
+pub(crate) fn check_edge(query: Option<&str>, path_params: &[(&str, &str)]) -> Result<(), Error> {
     if let Some(query) = query {
         let pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
         if pairs.len() > MAX_QUERY_PARAMS {
@@ -217,9 +217,9 @@ pub const MAX_NAME_BYTES: usize = 255;
 
 /// Default page size of the listing routes (history, revocations, downloads, audit,
 /// package changes).
-pub const DEFAULT_PAGE: u32 = 50;
+pub(crate) const DEFAULT_PAGE: u32 = 50;
 /// Largest page size of the listing routes.
-pub const MAX_PAGE: u32 = 200;
+pub(crate) const MAX_PAGE: u32 = 200;
 
 /// `limit` of a listing route: 1 to [`MAX_PAGE`], default [`DEFAULT_PAGE`].
 pub fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
@@ -227,7 +227,7 @@ pub fn parse_limit(raw: Option<&str>) -> Result<u32, Error> {
 }
 
 /// `limit` from 1 to `max`, `default` when absent.
-pub fn parse_limit_within(raw: Option<&str>, default: u32, max: u32) -> Result<u32, Error> {
+pub(crate) fn parse_limit_within(raw: Option<&str>, default: u32, max: u32) -> Result<u32, Error> {
     let Some(raw) = raw else {
         return Ok(default);
     };
@@ -240,7 +240,7 @@ pub fn parse_limit_within(raw: Option<&str>, default: u32, max: u32) -> Result<u
 }
 
 /// `offset` of a listing route: 0 or more, default 0.
-pub fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
+pub(crate) fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
     let Some(raw) = raw else { return Ok(0) };
     raw.trim().parse::<u64>().map_err(|_| {
         Error::bad_request(format!(
@@ -251,7 +251,7 @@ pub fn parse_offset(raw: Option<&str>) -> Result<u64, Error> {
 
 /// A name filter (`executable`, `vendor`): trimmed, empty means absent; longer than any
 /// recorded name can be is a 400 rather than a search that cannot match.
-pub fn name_filter(raw: Option<&str>, field: &str) -> Result<Option<String>, Error> {
+pub(crate) fn name_filter(raw: Option<&str>, field: &str) -> Result<Option<String>, Error> {
     let Some(name) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
@@ -266,7 +266,7 @@ pub fn name_filter(raw: Option<&str>, field: &str) -> Result<Option<String>, Err
 
 /// Earliest and latest day a date parameter may name: every backend and chrono hold them,
 /// and no record is dated outside them.
-pub fn date_range() -> (NaiveDate, NaiveDate) {
+pub(crate) fn date_range() -> (NaiveDate, NaiveDate) {
     (
         NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or(NaiveDate::MIN),
         NaiveDate::from_ymd_opt(9999, 12, 31).unwrap_or(NaiveDate::MAX),

@@ -20,7 +20,7 @@ use crate::AppState;
 use crate::error::ApiResult;
 
 #[derive(Clone)]
-pub struct CachedFeed {
+pub(crate) struct CachedFeed {
     pub(crate) generated_at: DateTime<Utc>,
     /// The whole answer, `cache_hit: true`, as sent.
     pub(crate) hit_body: Bytes,
@@ -138,7 +138,7 @@ impl CachedFeed {
 
 /// A feed document ready to serve.
 #[derive(Debug, Clone)]
-pub struct CachedBody {
+pub(crate) struct CachedBody {
     pub bytes: Bytes,
     pub etag: String,
     /// When these bytes were first served: carried over from the previous documents while
@@ -147,7 +147,7 @@ pub struct CachedBody {
 }
 
 /// The feeds of one state of the records, each built on first use.
-pub struct FeedDocuments {
+pub(crate) struct FeedDocuments {
     pub(crate) generated_at: DateTime<Utc>,
     /// The records epoch these were built from.
     pub(crate) epoch: u64,

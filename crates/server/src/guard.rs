@@ -235,7 +235,7 @@ async fn authenticate(
 
 /// The caller's address: the peer, unless the peer is a trusted proxy, in which case the
 /// right-most `X-Forwarded-For` address that is not itself a trusted proxy.
-pub fn client_ip(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+pub(crate) fn client_ip(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
     let peer_ip = peer.ip();
     if !trusted.contains(&peer_ip) {
         return peer_ip;

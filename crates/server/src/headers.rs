@@ -9,7 +9,7 @@ use axum::response::Response;
 use crate::error::HttpRefusal;
 
 /// Longest request target (path and query) served; longer ones are answered 414.
-pub const MAX_URI_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
 /// Largest total of header names and values served; larger heads are answered 431. (Heads
 /// beyond 64 KiB, or with more than 100 headers, never reach the application: the HTTP
 /// layer answers 431 itself, and `bare_refusals` gives that answer its JSON body.)
@@ -33,7 +33,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
 }
 
 /// Refuses an over-long request target (414) or over-large headers (431) as JSON.
-pub async fn head_limits(request: Request, next: Next) -> Response {
+pub(crate) async fn head_limits(request: Request, next: Next) -> Response {
     let uri_bytes = request
         .uri()
         .path_and_query()

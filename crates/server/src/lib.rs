@@ -32,7 +32,7 @@ pub mod guard;
 pub mod headers;
 pub mod metrics;
 pub mod openapi;
-pub mod readiness;
+pub(crate) mod readiness;
 pub mod request_log;
 pub mod routes;
 pub mod routing;
@@ -59,7 +59,7 @@ pub struct Limits {
 
 impl Limits {
     /// These limits with the staff's run-time overrides applied.
-    pub fn with_overrides(&self, o: &model::staff::LimitOverrides) -> Limits {
+    pub(crate) fn with_overrides(&self, o: &model::staff::LimitOverrides) -> Limits {
         Limits {
             hash_of_day_per_ip: o.hash_of_day_per_ip.unwrap_or(self.hash_of_day_per_ip),
             public_per_ip: o.public_per_ip.unwrap_or(self.public_per_ip),

@@ -188,7 +188,7 @@ fn add_error_response(op: &mut serde_json::Map<String, Value>, status: &str, des
 /// This OpenAPI 3.1 document.
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "public",
     responses((status = 200, description = "The OpenAPI 3.1 document of this API", content_type = "application/json")))]
-pub async fn openapi_json() -> Json<Value> {
+pub(crate) async fn openapi_json() -> Json<Value> {
     Json(document())
 }
 

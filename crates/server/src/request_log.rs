@@ -12,10 +12,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-pub const REQUEST_ID: &str = "x-request-id";
+pub(crate) const REQUEST_ID: &str = "x-request-id";
 
 /// The outermost layer of the application.
-pub async fn request_span(mut request: Request, next: Next) -> Response {
+pub(crate) async fn request_span(mut request: Request, next: Next) -> Response {
     let id = request
         .headers()
         .get(REQUEST_ID)
@@ -52,7 +52,7 @@ pub async fn request_span(mut request: Request, next: Next) -> Response {
 }
 
 /// Names the matched route on the current request span (called by the route's guard).
-pub fn record_route(route: &str) {
+pub(crate) fn record_route(route: &str) {
     tracing::Span::current().record("route", route);
 }
 

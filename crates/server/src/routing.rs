@@ -84,7 +84,7 @@ pub struct Rule {
 }
 
 /// The path parameter that carries the key of a [`Rule::key_in_path`] route.
-pub const PATH_KEY_PARAM: &str = "key";
+pub(crate) const PATH_KEY_PARAM: &str = "key";
 
 impl Rule {
     /// No credential; counted per client address.
@@ -172,7 +172,7 @@ pub struct RouteSpec {
 
 impl RouteSpec {
     /// `<METHOD> <route>`, the key of usage statistics.
-    pub fn endpoint_name(&self) -> String {
+    pub(crate) fn endpoint_name(&self) -> String {
         format!("{} {}", self.method, self.path)
     }
 }
@@ -296,7 +296,8 @@ async fn enforce_rule(
 pub static ROUTES: LazyLock<Vec<RouteSpec>> = LazyLock::new(|| crate::routes::api().table());
 
 /// The rule of a route, as the request matched it.
-pub fn spec_for(method: &Method, path: &str) -> Option<&'static RouteSpec> {
+#[cfg(test)]
+fn spec_for(method: &Method, path: &str) -> Option<&'static RouteSpec> {
     ROUTES.iter().find(|r| {
         r.path == path
             && (r.method == method || (method == Method::HEAD && r.method == Method::GET))

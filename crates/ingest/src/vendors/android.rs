@@ -14,17 +14,17 @@ use roxmltree::{Document, Node};
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
 use crate::formats::{compare_versions, file_name, hex_digest};
 
-pub struct AndroidPlatformTools;
+pub(crate) struct AndroidPlatformTools;
 
 impl AndroidPlatformTools {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://dl.google.com/android/repository")
     }
 }
 
 /// A `<host-os>` (and optional `<host-arch>`) as platform and arch. Without a host-arch the
 /// one archive serves every arch of that OS.
-pub fn host_platform(os: &str, arch: Option<&str>) -> Option<(Platform, Arch)> {
+pub(crate) fn host_platform(os: &str, arch: Option<&str>) -> Option<(Platform, Arch)> {
     let platform = match os {
         "windows" => Platform::Windows,
         "linux" => Platform::Linux,

@@ -23,7 +23,7 @@ use crate::fetch::{
 use crate::formats::hex_digest;
 use crate::vendors::debian::BASE_SYSTEM;
 
-pub struct ArchLinux;
+pub(crate) struct ArchLinux;
 
 /// Repositories read, in order.
 const REPOS: &[&str] = &["core", "extra"];
@@ -32,7 +32,7 @@ const REPOS: &[&str] = &["core", "extra"];
 const MAX_DB_BYTES: u64 = 512 << 20;
 
 /// Packages holding what attackers replace or imitate on servers.
-pub const DEFAULT_PACKAGES: &[&str] = &[
+pub(crate) const DEFAULT_PACKAGES: &[&str] = &[
     "coreutils",
     "util-linux",
     "procps-ng",
@@ -55,7 +55,7 @@ pub const DEFAULT_PACKAGES: &[&str] = &[
 
 impl ArchLinux {
     /// The base system (`base` and its dependencies) and the tools attackers replace.
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         let mut items = vec![BASE_SYSTEM];
         items.extend_from_slice(DEFAULT_PACKAGES);
         VendorConfig::new("https://geo.mirror.pkgbuild.com").with_items(&items)
@@ -63,7 +63,7 @@ impl ArchLinux {
 }
 
 /// The `%KEY%` sections of a `desc` file.
-pub fn desc_fields(text: &str) -> BTreeMap<&str, Vec<&str>> {
+pub(crate) fn desc_fields(text: &str) -> BTreeMap<&str, Vec<&str>> {
     let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut key = None;
     for line in text.lines() {
@@ -106,7 +106,7 @@ fn db_descs(bytes: &[u8]) -> std::io::Result<Vec<String>> {
 /// The packages `@base` stands for: the `base` package and everything it depends on,
 /// transitively, a dependency naming a package or something one provides (`sh` is
 /// provided by `bash`), version constraints (`glibc>=2.40`) ignored.
-pub fn base_closure<'a>(descs: &[BTreeMap<&'a str, Vec<&'a str>>]) -> BTreeSet<&'a str> {
+pub(crate) fn base_closure<'a>(descs: &[BTreeMap<&'a str, Vec<&'a str>>]) -> BTreeSet<&'a str> {
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in descs.iter().enumerate() {
         if let Some(name) = f.get("NAME").and_then(|v| v.first()) {

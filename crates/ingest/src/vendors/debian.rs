@@ -42,13 +42,13 @@ use crate::formats::{file_name, hex_digest};
 use crate::openpgp::Keyring;
 
 /// The archive keys that sign Debian's `InRelease` files (see `keys/SOURCE.md`).
-pub const ARCHIVE_KEYS: &[&str] = &[
+pub(crate) const ARCHIVE_KEYS: &[&str] = &[
     include_str!("../../keys/debian-archive-bookworm-automatic.asc"),
     include_str!("../../keys/debian-archive-trixie-automatic.asc"),
 ];
 
 /// The keys that sign the security archive's `InRelease` files (see `keys/SOURCE.md`).
-pub const SECURITY_KEYS: &[&str] = &[
+pub(crate) const SECURITY_KEYS: &[&str] = &[
     include_str!("../../keys/debian-archive-bookworm-security-automatic.asc"),
     include_str!("../../keys/debian-archive-trixie-security-automatic.asc"),
 ];
@@ -60,13 +60,13 @@ const ARCHES: &[(&str, Arch)] = &[("amd64", Arch::Amd64), ("arm64", Arch::Arm64)
 const MAX_INDEX_BYTES: u64 = 512 << 20;
 
 /// The item that stands for the base system.
-pub const BASE_SYSTEM: &str = "@base";
+pub(crate) const BASE_SYSTEM: &str = "@base";
 
 /// The priorities of Debian's (and Ubuntu's) base system.
 const BASE_PRIORITIES: &[&str] = &["required", "important", "standard"];
 
 /// The `releases` entry that stands for every supported release.
-pub const SUPPORTED: &str = "supported";
+pub(crate) const SUPPORTED: &str = "supported";
 
 /// The suites `supported` stands for, resolved to code names from their Release files.
 const SUPPORTED_ALIASES: &[&str] = &["oldstable", "stable"];
@@ -104,7 +104,7 @@ impl Debian {
         }
     }
 
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         let mut items = vec![BASE_SYSTEM];
         items.extend_from_slice(DEFAULT_PACKAGES);
         let mut config = VendorConfig::new("https://deb.debian.org/debian").with_items(&items);
@@ -122,7 +122,7 @@ impl Default for Debian {
 
 /// Binary packages holding what attackers replace or imitate on servers, followed besides
 /// the base system.
-pub const DEFAULT_PACKAGES: &[&str] = &[
+pub(crate) const DEFAULT_PACKAGES: &[&str] = &[
     "coreutils",
     "util-linux",
     "procps",
@@ -149,7 +149,7 @@ pub const DEFAULT_PACKAGES: &[&str] = &[
 
 /// Which packages of an index are followed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// `*`: every package.
     pub all: bool,
     /// `@base`: packages whose priority is `required`, `important` or `standard`.
@@ -160,7 +160,7 @@ pub struct Selection {
 
 impl Selection {
     /// From configured items (`*`, `@base`, `name`, `name=version`).
-    pub fn from_items(items: &[String]) -> Self {
+    pub(crate) fn from_items(items: &[String]) -> Self {
         let mut out = Self::default();
         for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
             match item {
@@ -203,14 +203,14 @@ pub(crate) fn paragraphs(text: &str) -> impl Iterator<Item = BTreeMap<&str, &str
 
 /// One index listed in a `Release` file's `SHA256:` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     pub sha256: String,
     pub size: u64,
     pub path: String,
 }
 
 /// The `SHA256:` section of a `Release` file.
-pub fn release_sha256(release: &str) -> Vec<IndexEntry> {
+pub(crate) fn release_sha256(release: &str) -> Vec<IndexEntry> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in release.lines() {

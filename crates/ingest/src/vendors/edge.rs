@@ -19,7 +19,7 @@ use crate::formats::{compare_versions, file_name, hex_digest};
 pub struct Edge;
 
 impl Edge {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://edgeupdates.microsoft.com")
     }
 }

@@ -16,10 +16,10 @@ use serde::Deserialize;
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
 use crate::formats::{file_name, hex_digest, valid_version};
 
-pub struct FDroid;
+pub(crate) struct FDroid;
 
 impl FDroid {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://f-droid.org/repo").with_items(&[
             "org.fdroid.fdroid",
             "org.videolan.vlc",
@@ -73,7 +73,7 @@ impl Version {
 
 /// The arch of an APK from the ABIs it carries: none (pure Java/Kotlin) or several (a fat
 /// APK) run anywhere; one names its arch. `None` for an ABI the service does not track.
-pub fn abi_arch(nativecode: &[String]) -> Option<Arch> {
+pub(crate) fn abi_arch(nativecode: &[String]) -> Option<Arch> {
     match nativecode {
         [abi] => match abi.as_str() {
             "arm64-v8a" => Some(Arch::Arm64),

@@ -14,10 +14,10 @@ use serde::Deserialize;
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
 use crate::formats::{newest, valid_version};
 
-pub struct GoModules;
+pub(crate) struct GoModules;
 
 impl GoModules {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://proxy.golang.org").with_items(&[
             "golang.org/x/text",
             "golang.org/x/net",

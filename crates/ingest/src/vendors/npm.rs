@@ -21,7 +21,7 @@ use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 pub struct Npm;
 
 impl Npm {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://registry.npmjs.org").with_items(&[
             "lodash",
             "react",

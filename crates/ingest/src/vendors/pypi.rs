@@ -29,10 +29,10 @@ use crate::fetch::{
 };
 use crate::formats::{compare_versions, hex_digest, newest, valid_version};
 
-pub struct PyPi;
+pub(crate) struct PyPi;
 
 impl PyPi {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://pypi.org").with_items(&[
             "requests",
             "urllib3",
@@ -117,7 +117,7 @@ fn canonical(files: &[File]) -> Option<&File> {
 
 /// The platform and arch a wheel's platform tag names, `None` for pure wheels and platforms
 /// without an arch of the model (`ppc64le`, `s390x`, `riscv64`).
-pub fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
+pub(crate) fn wheel_target(filename: &str) -> Option<(Platform, Arch)> {
     let stem = filename.strip_suffix(".whl")?;
     let tag = stem.rsplit('-').next()?;
     // Compound tags name one platform in several spellings; the first decides.

@@ -19,10 +19,10 @@ use serde::Deserialize;
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig};
 use crate::formats::{compare_versions, file_name, hex_digest, valid_version};
 
-pub struct PythonOrg;
+pub(crate) struct PythonOrg;
 
 impl PythonOrg {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://www.python.org")
     }
 }

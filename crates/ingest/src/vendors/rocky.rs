@@ -31,7 +31,7 @@ use crate::formats::{file_name, hex_digest};
 use crate::openpgp::Keyring;
 
 /// The keys that sign Rocky Linux's `repomd.xml` files (see `keys/SOURCE.md`).
-pub const RELEASE_KEYS: &[&str] = &[
+pub(crate) const RELEASE_KEYS: &[&str] = &[
     include_str!("../../keys/rocky-8.asc"),
     include_str!("../../keys/rocky-9.asc"),
     include_str!("../../keys/rocky-10.asc"),
@@ -47,7 +47,7 @@ const ARCHES: &[(&str, Arch)] = &[("x86_64", Arch::Amd64), ("aarch64", Arch::Arm
 const MAX_PRIMARY_BYTES: u64 = 1 << 30;
 
 /// Packages holding what attackers replace or imitate on servers.
-pub const DEFAULT_PACKAGES: &[&str] = &[
+pub(crate) const DEFAULT_PACKAGES: &[&str] = &[
     "coreutils",
     "util-linux",
     "procps-ng",
@@ -93,7 +93,7 @@ impl RockyLinux {
         Self { keyring }
     }
 
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://download.rockylinux.org/pub/rocky").with_items(DEFAULT_PACKAGES)
     }
 }
@@ -105,7 +105,7 @@ impl Default for RockyLinux {
 }
 
 /// The major releases a directory listing links to (`href="9/"`), newest first.
-pub fn major_releases(listing: &str) -> Vec<u32> {
+pub(crate) fn major_releases(listing: &str) -> Vec<u32> {
     let mut out: Vec<u32> = listing
         .split("href=\"")
         .skip(1)
@@ -120,7 +120,7 @@ pub fn major_releases(listing: &str) -> Vec<u32> {
 }
 
 /// The `primary` entry of a `repomd.xml`: its location and SHA-256.
-pub fn primary_location(repomd: &str) -> Result<(String, String), String> {
+pub(crate) fn primary_location(repomd: &str) -> Result<(String, String), String> {
     let doc = roxmltree::Document::parse(repomd).map_err(|e| format!("invalid XML: {e}"))?;
     let data = doc
         .descendants()
@@ -154,7 +154,7 @@ pub struct Package {
 
 /// The `<package>` elements of `primary.xml` whose name is in `wanted`. Each element is
 /// parsed on its own, so a document of hundreds of MB is never held as a tree.
-pub fn primary_packages(primary: &str, wanted: &[&str]) -> Vec<Package> {
+pub(crate) fn primary_packages(primary: &str, wanted: &[&str]) -> Vec<Package> {
     let mut out = Vec::new();
     let mut rest = primary;
     while let Some(start) = rest.find("<package ") {

@@ -17,7 +17,7 @@ use crate::formats::{file_name, hex_digest, valid_version};
 pub struct Rust;
 
 impl Rust {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://static.rust-lang.org")
     }
 }
@@ -45,7 +45,7 @@ struct Target {
 }
 
 /// A host target triple as platform and arch; targets the service does not track give `None`.
-pub fn target_platform(triple: &str) -> Option<(Platform, Arch)> {
+pub(crate) fn target_platform(triple: &str) -> Option<(Platform, Arch)> {
     let arch = match triple.split('-').next()? {
         "x86_64" => Arch::Amd64,
         "aarch64" => Arch::Arm64,

@@ -19,7 +19,7 @@ use crate::formats::hex_digest;
 pub struct Temurin;
 
 impl Temurin {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://api.adoptium.net")
     }
 }

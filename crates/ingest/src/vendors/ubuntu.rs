@@ -17,11 +17,11 @@ use super::debian::{Debian, paragraphs};
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, VendorConfig};
 
 /// The archive key that signs Ubuntu's `InRelease` files (see `keys/SOURCE.md`).
-pub const ARCHIVE_KEYS: &[&str] = &[include_str!("../../keys/ubuntu-archive-2018.asc")];
+pub(crate) const ARCHIVE_KEYS: &[&str] = &[include_str!("../../keys/ubuntu-archive-2018.asc")];
 
 /// Binary packages holding what attackers replace or imitate on servers (the versioned
 /// Python interpreter package differs by release; each release has one of these).
-pub const DEFAULT_PACKAGES: &[&str] = &[
+pub(crate) const DEFAULT_PACKAGES: &[&str] = &[
     "coreutils",
     "util-linux",
     "procps",
@@ -74,7 +74,7 @@ impl Ubuntu {
     }
 
     /// Releases from the upgrader's list, packages from an HTTPS mirror of the archive.
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://changelogs.ubuntu.com")
             .with_files_url("https://mirrors.edge.kernel.org/ubuntu")
             .with_items(&default_items())
@@ -88,7 +88,7 @@ impl Default for Ubuntu {
 }
 
 /// The code names of the supported releases a `meta-release` file lists, oldest first.
-pub fn supported_releases(meta_release: &str) -> Vec<String> {
+pub(crate) fn supported_releases(meta_release: &str) -> Vec<String> {
     paragraphs(meta_release)
         .filter(|p| p.get("Supported") == Some(&"1"))
         .filter_map(|p| p.get("Dist").copied())

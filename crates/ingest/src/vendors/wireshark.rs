@@ -16,7 +16,7 @@ use crate::formats::{encode_path, hex_digest, listing_links, newest};
 pub struct Wireshark;
 
 impl Wireshark {
-    pub fn default_config() -> VendorConfig {
+    pub(crate) fn default_config() -> VendorConfig {
         VendorConfig::new("https://www.wireshark.org")
     }
 }

@@ -121,7 +121,7 @@ fn leaf_fields(leaf: &store::roots::LeafRow) -> translog::Record<'_> {
 const FILE_PIECE: u64 = 256 << 10;
 
 /// A built bundle's files with their entity tags.
-pub struct BuiltBundle {
+pub(crate) struct BuiltBundle {
     files: BTreeMap<String, (Held, String)>,
 }
 
@@ -215,7 +215,7 @@ fn is_corpus_part(name: &str) -> bool {
         (status = 206, description = "The requested range"),
         (status = 304, description = "Unchanged"),
         (status = 404, body = ErrorBody), (status = 416, body = ErrorBody)))]
-pub async fn public_file(
+pub(crate) async fn public_file(
     State(state): State<AppState>,
     Path(file): Path<String>,
     headers: HeaderMap,

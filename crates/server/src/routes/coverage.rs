@@ -32,7 +32,7 @@ pub(crate) fn routes(api: Api) -> Api {
 /// One package version: `ecosystem` is the channel that records it (`pypi`, `npm`,
 /// `debian`, `ubuntu`).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CoverageVersion {
+pub(crate) struct CoverageVersion {
     pub ecosystem: String,
     pub name: String,
     pub version: String,
@@ -50,7 +50,7 @@ impl From<CoverageItem> for CoverageVersion {
 
 /// A component of a followed ecosystem that was not queued, and why.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RefusedComponent {
+pub(crate) struct RefusedComponent {
     /// `pypi`, `npm` or `deb`, as the SBOM's package URL says.
     pub ecosystem: String,
     pub name: String,
@@ -59,7 +59,7 @@ pub struct RefusedComponent {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CoverageSummary {
+pub(crate) struct CoverageSummary {
     /// Components the SBOM lists.
     pub components: u64,
     pub queued: u64,
@@ -70,7 +70,7 @@ pub struct CoverageSummary {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CoverageRequestResult {
+pub(crate) struct CoverageRequestResult {
     pub summary: CoverageSummary,
     /// Queued by this request for the next refresh of their channel.
     pub queued: Vec<CoverageVersion>,
@@ -90,7 +90,7 @@ pub struct CoverageRequestResult {
     request_body(content = String, description = "CycloneDX (JSON or XML) or SPDX (JSON, tag-value, 3.0 JSON-LD), at most 16 MB and 10,000 distinct PyPI, npm and Debian/Ubuntu package versions", content_type = "application/json"),
     responses((status = 200, body = CoverageRequestResult), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn request_coverage(
+pub(crate) async fn request_coverage(
     State(state): State<AppState>,
     RawBody(body): RawBody,
 ) -> ApiResult<Json<CoverageRequestResult>> {

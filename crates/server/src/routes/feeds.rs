@@ -37,7 +37,10 @@ pub async fn json_feed(State(state): State<AppState>, headers: HeaderMap) -> Api
         (status = 200, description = "RSS 2.0 (`ETag`, `Last-Modified`)", content_type = "application/rss+xml"),
         (status = 304, description = "Not modified (`If-None-Match` or `If-Modified-Since`)"),
         (status = 429, description = "More than 300 requests per minute from this address", body = ErrorBody)))]
-pub async fn rss_feed(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn rss_feed(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let docs = documents(&state).await?;
     Ok(serve(&headers, docs.rss(), feeds::rss::MEDIA_TYPE))
 }
@@ -49,7 +52,10 @@ pub async fn rss_feed(State(state): State<AppState>, headers: HeaderMap) -> ApiR
         (status = 200, description = "STIX 2.1 bundle (`ETag`, `Last-Modified`)", content_type = "application/stix+json;version=2.1"),
         (status = 304, description = "Not modified (`If-None-Match` or `If-Modified-Since`)"),
         (status = 429, description = "More than 300 requests per minute from this address", body = ErrorBody)))]
-pub async fn stix_bundle(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn stix_bundle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let docs = documents(&state).await?;
     Ok(serve(&headers, docs.stix(), feeds::stix::MEDIA_TYPE))
 }

@@ -51,7 +51,7 @@ pub(crate) fn routes(api: Api) -> Api {
 }
 
 /// Where a declared route is served: the hashlookup routes under the configured prefix.
-pub fn mounted(path: &str, settings: &Settings) -> String {
+pub(crate) fn mounted(path: &str, settings: &Settings) -> String {
     match path.strip_prefix(DECLARED_PREFIX) {
         Some(rest) => format!("{}{rest}", settings.hashlookup_prefix),
         None => path.to_owned(),
@@ -60,7 +60,7 @@ pub fn mounted(path: &str, settings: &Settings) -> String {
 
 /// `/a//b` as `/a/b` under the prefix: MISP's module appends `/lookup/...` to a root URL
 /// it has already given a trailing slash. Other paths are left alone.
-pub fn collapse_slashes(mut request: Request, prefix: &str) -> Request {
+pub(crate) fn collapse_slashes(mut request: Request, prefix: &str) -> Request {
     let path = request.uri().path();
     if !path.starts_with(prefix) || !path.contains("//") {
         return request;
@@ -87,7 +87,7 @@ pub fn collapse_slashes(mut request: Request, prefix: &str) -> Request {
 
 /// A hashlookup record.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct HashlookupRecord<'a> {
+pub(crate) struct HashlookupRecord<'a> {
     #[serde(rename = "MD5", skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
     /// Always present, `null` when the record has no SHA-1: hashlookup keys its records by
@@ -120,14 +120,14 @@ pub struct HashlookupRecord<'a> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProductCode<'a> {
+pub(crate) struct ProductCode<'a> {
     #[serde(rename = "ProductName")]
     pub product_name: &'a str,
 }
 
 /// hashlookup's error and miss shape.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct HashlookupMessage {
+pub(crate) struct HashlookupMessage {
     pub message: String,
     /// The value asked for, as sent.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -390,7 +390,7 @@ pub async fn info(State(state): State<AppState>, Path(_key): Path<String>) -> Ap
 
 /// Top hashes looked up (hashlookup `GET /stats/top`).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TopStats {
+pub(crate) struct TopStats {
     /// Most looked-up hashes that were found. Always empty: lookups are not kept.
     pub exist: Vec<String>,
     /// Most looked-up hashes that were not found. Always empty: lookups are not kept.
@@ -402,7 +402,7 @@ pub struct TopStats {
     params(("key" = String, Path, description = "An API key holding intel:lookup")),
     responses((status = 200, body = TopStats), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn stats_top(Path(_key): Path<String>) -> Response {
+pub(crate) async fn stats_top(Path(_key): Path<String>) -> Response {
     no_store(
         Json(TopStats {
             exist: Vec::new(),
@@ -416,7 +416,7 @@ pub async fn stats_top(Path(_key): Path<String>) -> Response {
 /// key (`<prefix>lookup/sha1/<hash>`, as CIRCL's public service takes it) gets 401 saying
 /// where the key goes, counted as a refused credential like a request without a key on any
 /// other route. A path that has a key but no such route stays a 404.
-pub fn unkeyed(settings: &Settings) -> axum::Router<AppState> {
+pub(crate) fn unkeyed(settings: &Settings) -> axum::Router<AppState> {
     let prefix = settings.hashlookup_prefix.clone();
     // The console has a catch-all of its own there.
     if prefix == "/console/" {

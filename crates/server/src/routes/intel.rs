@@ -109,7 +109,7 @@ pub async fn lookup(
     security(("api_key" = [])), request_body = LookupRequest,
     responses((status = 200, body = LookupResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn lookup_historical(
+pub(crate) async fn lookup_historical(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<LookupRequest>,
 ) -> ApiResult<Response> {
@@ -257,7 +257,7 @@ pub async fn export(
 
 /// A MISP warninglist (the format of MISP/misp-warninglists `lists/*/list.json`).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct MispWarninglist {
+pub(crate) struct MispWarninglist {
     pub name: &'static str,
     /// The UTC day it was made, as YYYYMMDD (MISP compares versions as integers).
     pub version: u32,
@@ -276,7 +276,9 @@ pub struct MispWarninglist {
     security(("api_key" = [])),
     responses((status = 200, body = MispWarninglist), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody)))]
-pub async fn misp_warninglist(State(state): State<AppState>) -> ApiResult<Json<MispWarninglist>> {
+pub(crate) async fn misp_warninglist(
+    State(state): State<AppState>,
+) -> ApiResult<Json<MispWarninglist>> {
     let records = state.store.current_records(None).await?;
     let mut list: Vec<String> = records
         .iter()

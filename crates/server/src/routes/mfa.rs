@@ -48,7 +48,7 @@ pub(crate) fn routes(api: Api) -> Api {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PasskeyBegin {
+pub(crate) struct PasskeyBegin {
     /// A name for the passkey, shown in its list.
     pub display_name: String,
     /// The current TOTP code: needed (unless the session passed a second factor) when the
@@ -60,7 +60,7 @@ pub struct PasskeyBegin {
 /// needs once its holder has a second factor.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProofBody {
+pub(crate) struct ProofBody {
     /// The current TOTP code (6 digits).
     pub code: Option<String>,
 }
@@ -75,7 +75,7 @@ fn proof_body(body: &[u8]) -> Result<ProofBody, Error> {
 
 /// A passkey as registered.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PasskeyJson {
+pub(crate) struct PasskeyJson {
     pub passkey_id: String,
     pub display_name: String,
     pub created_at: String,
@@ -83,7 +83,7 @@ pub struct PasskeyJson {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PasskeyList {
+pub(crate) struct PasskeyList {
     pub results: Vec<PasskeyJson>,
     pub total: usize,
 }
@@ -144,7 +144,7 @@ pub struct Disabled {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RecoveryCodes {
+pub(crate) struct RecoveryCodes {
     /// Ten single-use codes, `XXXX-XXXX-XXXX`, shown this once.
     pub codes: Vec<String>,
     pub count: usize,
@@ -153,7 +153,7 @@ pub struct RecoveryCodes {
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SignInBegin {
+pub(crate) struct SignInBegin {
     /// The `user_handle` of the MFA status: lists that principal's passkeys, for
     /// authenticators that cannot offer discoverable credentials.
     pub user_handle: Option<String>,
@@ -175,7 +175,7 @@ async fn mark_session(state: &AppState, principal: &Principal) -> ApiResult<()> 
     responses((status = 200, description = "WebAuthn `CredentialCreationOptions` (`publicKey`)"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "`MFA_REQUIRED`: the caller has a second factor and neither a session that passed it nor a current `code`", body = ErrorBody)))]
-pub async fn passkey_begin(
+pub(crate) async fn passkey_begin(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     JsonBody(body): JsonBody<PasskeyBegin>,
@@ -204,7 +204,7 @@ pub async fn passkey_begin(
     responses((status = 200, body = PasskeyJson), (status = 400, body = ErrorBody),
         (status = 403, description = "`MFA_REQUIRED`: the caller gained a second factor after the ceremony began without proof", body = ErrorBody),
         (status = 409, body = ErrorBody)))]
-pub async fn passkey_complete(
+pub(crate) async fn passkey_complete(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     JsonBody(credential): JsonBody<serde_json::Value>,
@@ -225,7 +225,7 @@ pub async fn passkey_complete(
 #[utoipa::path(get, path = "/api/v1/admin/mfa/passkeys", tag = "mfa",
     security(("api_key" = []), ("bearer" = [])),
     responses((status = 200, body = PasskeyList), (status = 401, body = ErrorBody)))]
-pub async fn list_passkeys(
+pub(crate) async fn list_passkeys(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> ApiResult<Json<PasskeyList>> {
@@ -407,7 +407,7 @@ fn with_remaining(body: impl IntoResponse, remaining: u64) -> Response {
     request_body = SignInBegin,
     responses((status = 200, description = "WebAuthn `CredentialRequestOptions` (`publicKey`); of the same shape whether or not the `user_handle` has passkeys"),
         (status = 400, body = ErrorBody)))]
-pub async fn sign_in_passkey_begin(
+pub(crate) async fn sign_in_passkey_begin(
     State(state): State<AppState>,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<serde_json::Value>> {
@@ -428,7 +428,7 @@ pub async fn sign_in_passkey_begin(
 #[utoipa::path(post, path = "/api/v1/admin/auth/passkey/complete", tag = "mfa",
     request_body(content = serde_json::Value, description = "The WebAuthn assertion from `navigator.credentials.get`"),
     responses((status = 200, body = SessionToken), (status = 401, body = ErrorBody)))]
-pub async fn sign_in_passkey_complete(
+pub(crate) async fn sign_in_passkey_complete(
     State(state): State<AppState>,
     JsonBody(assertion): JsonBody<serde_json::Value>,
 ) -> ApiResult<Json<SessionToken>> {
@@ -467,7 +467,7 @@ async fn sign_in_subject(state: &AppState, headers: &HeaderMap) -> ApiResult<Str
     responses((status = 200, body = SessionToken),
         (status = 401, description = "No pending sign-in or key, or a wrong or reused code", body = ErrorBody),
         (status = 429, description = "Too many wrong codes: locked out", body = ErrorBody)))]
-pub async fn sign_in_totp(
+pub(crate) async fn sign_in_totp(
     State(state): State<AppState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CodeBody>,
@@ -490,7 +490,7 @@ pub async fn sign_in_totp(
     responses((status = 200, body = SessionToken,
         headers(("X-Recovery-Codes-Remaining" = u64, description = "Unused codes left"))),
         (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn sign_in_recovery(
+pub(crate) async fn sign_in_recovery(
     State(state): State<AppState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CodeBody>,

@@ -109,7 +109,7 @@ pub async fn sbom(
 #[utoipa::path(get, path = "/api/v1/intel/packages/watch", tag = "packages",
     security(("api_key" = [])),
     responses((status = 200, body = WatchList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn list_watches(
+pub(crate) async fn list_watches(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
 ) -> ApiResult<Json<WatchList>> {

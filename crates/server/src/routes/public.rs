@@ -62,7 +62,7 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct HashOfDayQuery {
+pub(crate) struct HashOfDayQuery {
     /// Exact executable name, case-insensitive; a package as `name (ecosystem)`. All its
     /// current records come in one answer.
     executable: Option<String>,
@@ -75,9 +75,9 @@ pub struct HashOfDayQuery {
 }
 
 /// Records per page of the feed unless `limit` says otherwise.
-pub const FEED_PAGE_DEFAULT: u32 = 1_000;
+pub(crate) const FEED_PAGE_DEFAULT: u32 = 1_000;
 /// The largest page of the feed.
-pub const FEED_PAGE_MAX: u32 = 10_000;
+pub(crate) const FEED_PAGE_MAX: u32 = 10_000;
 
 /// The public daily feed: one record per tracked file, current today. Without `executable`
 /// it comes a page at a time in executable-name order; `next` (and the `Link` header) name
@@ -88,7 +88,7 @@ pub const FEED_PAGE_MAX: u32 = 10_000;
         (status = 400, description = "`limit` or `after` is not valid", body = ErrorBody),
         (status = 403, description = "`date` given: history needs a credential", body = ErrorBody),
         (status = 429, description = "More than 100 requests per minute from this address", body = ErrorBody)))]
-pub async fn hash_of_day(
+pub(crate) async fn hash_of_day(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<HashOfDayQuery>,
 ) -> ApiResult<Response> {
@@ -186,7 +186,7 @@ pub async fn hash_of_day(
     responses(
         (status = 200, description = "One hash record (as in hash-of-day) per line", content_type = "application/x-ndjson"),
         (status = 429, description = "More than 100 requests per minute from this address", body = ErrorBody)))]
-pub async fn hash_of_day_ndjson(State(state): State<AppState>) -> Response {
+pub(crate) async fn hash_of_day_ndjson(State(state): State<AppState>) -> Response {
     use futures::StreamExt as _;
     let store = state.store.clone();
     let pages =

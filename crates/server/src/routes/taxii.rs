@@ -291,7 +291,7 @@ pub async fn object(
         (status = 200, description = "TAXII versions resource", content_type = "application/taxii+json;version=2.1"),
         (status = 404, description = "Unknown collection or object (TAXII error body)"),
         (status = 406, description = "`Accept` does not admit TAXII 2.1")))]
-pub async fn object_versions(
+pub(crate) async fn object_versions(
     State(state): State<AppState>,
     Path((collection_id, object_id)): Path<(String, String)>,
     headers: HeaderMap,

@@ -46,7 +46,7 @@ const RECENT_ROOTS: u32 = 30;
 #[derive(Default)]
 pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<DayTree>>>);
 
-pub struct DayTree {
+pub(crate) struct DayTree {
     /// The day's stored root, read with its leaves (a published day never changes: the
     /// tables are append-only).
     root: StoredRoot,

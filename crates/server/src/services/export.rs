@@ -11,8 +11,8 @@ use store::{ExportCursor, ExportQuery};
 use crate::AppState;
 use crate::api::{EXPORT_COLUMNS, ExportRow};
 
-pub const MAX_EXPORT_DAYS: i64 = 366;
-pub const MAX_EXPORT_ROWS: u64 = 100_000;
+pub(crate) const MAX_EXPORT_DAYS: i64 = 366;
+pub(crate) const MAX_EXPORT_ROWS: u64 = 100_000;
 const EXPORT_PAGE_ROWS: u32 = 1000;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

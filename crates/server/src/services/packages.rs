@@ -17,12 +17,12 @@ use crate::AppState;
 use crate::api::lookup_result_owned;
 use crate::api::timestamp;
 
-pub const MAX_TYPOSQUAT_PACKAGES: usize = 200;
-pub const MAX_INTERNAL_NAMES: usize = 1000;
+pub(crate) const MAX_TYPOSQUAT_PACKAGES: usize = 200;
+pub(crate) const MAX_INTERNAL_NAMES: usize = 1000;
 pub const MAX_SBOM_BYTES: usize = 16 << 20;
 /// SBOM scans one key may have running at once on one replica, from reading the body to
 /// the last byte of the report; another is refused.
-pub const MAX_SBOM_SCANS_PER_KEY: usize = 2;
+pub(crate) const MAX_SBOM_SCANS_PER_KEY: usize = 2;
 
 /// The analysis and what it compares with: popular names (shipped or refreshed lists) and
 /// the packages the service tracks, re-read when the records change. The detector's indexes
@@ -39,7 +39,7 @@ pub struct PackageIntel {
 
 /// Tracked package names per ecosystem, as each ecosystem compares names.
 #[derive(Debug, Default)]
-pub struct Tracked(HashMap<Ecosystem, HashSet<String>>);
+pub(crate) struct Tracked(HashMap<Ecosystem, HashSet<String>>);
 
 impl Tracked {
     pub fn of(&self, ecosystem: Ecosystem) -> &HashSet<String> {
@@ -61,7 +61,7 @@ static SHIPPED: tokio::sync::OnceCell<Arc<Detector>> = tokio::sync::OnceCell::co
 
 impl PackageIntel {
     /// The shipped lists, with any of `lists` in place of its ecosystem's.
-    pub fn with_lists(lists: Vec<PopularList>) -> Self {
+    pub(crate) fn with_lists(lists: Vec<PopularList>) -> Self {
         Self {
             lists,
             detector: tokio::sync::OnceCell::new(),
@@ -184,7 +184,7 @@ fn risk_summary(results: &[TyposquatResult]) -> BTreeMap<&'static str, u64> {
 }
 
 /// An ecosystem name, refused as `field` when unknown.
-pub fn ecosystem_at(raw: &str, field: &str) -> Result<Ecosystem, Error> {
+pub(crate) fn ecosystem_at(raw: &str, field: &str) -> Result<Ecosystem, Error> {
     raw.parse::<Ecosystem>()
         .map_err(|m| Error::bad_request(format!("{field}: {m}")))
 }
@@ -279,7 +279,7 @@ impl Drop for SbomScanSlot {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SbomReport {
+pub(crate) struct SbomReport {
     /// CycloneDX or SPDX.
     pub format: &'static str,
     /// The format's version as the document states it.
@@ -291,7 +291,7 @@ pub struct SbomReport {
 }
 
 #[derive(Debug, Default, Serialize, ToSchema)]
-pub struct SbomSummary {
+pub(crate) struct SbomSummary {
     pub components: u64,
     pub hash_known: u64,
     pub hash_unknown: u64,
@@ -302,7 +302,7 @@ pub struct SbomSummary {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SbomComponent {
+pub(crate) struct SbomComponent {
     pub name: String,
     pub version: String,
     /// npm, pypi, go, another package URL type, or unknown.
@@ -321,7 +321,7 @@ pub struct SbomComponent {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct NameRisk {
+pub(crate) struct NameRisk {
     pub risk: &'static str,
     pub nearest_known: Option<String>,
     pub distance: Option<u32>,

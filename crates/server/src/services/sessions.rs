@@ -6,7 +6,7 @@ use model::Error;
 use crate::AppState;
 
 /// The cookie of a sign-in waiting for its second factor.
-pub const PENDING_COOKIE: &str = "kg_pending";
+pub(crate) const PENDING_COOKIE: &str = "kg_pending";
 
 /// A session (second factor passed) for a subject that proved a factor: its token and when
 /// it expires.

@@ -90,11 +90,14 @@ fn settings_json(state: &AppState, current: &CurrentSettings) -> SettingsJson {
 /// The platform settings in force.
 #[utoipa::path(get, path = "/api/v1/admin/settings", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = SettingsJson), (status = 403, body = ErrorBody)))]
-pub async fn get_settings(State(state): State<AppState>) -> ApiResult<Json<SettingsJson>> {
+pub(crate) async fn get_settings(State(state): State<AppState>) -> ApiResult<Json<SettingsJson>> {
     let current = state.admin.current_settings().await?;
     Ok(Json(settings_json(&state, &current)))
 }
 
+// Public although no other crate names it: only its schema is used (the route documents
+// it; `model::PlatformSettings` applies the change), so as a crate item its fields would be
+// dead code.
 /// A change to the platform settings; what it names replaces the current value.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -133,7 +136,7 @@ pub async fn change_settings(
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct VendorJson {
+pub(crate) struct VendorJson {
     pub vendor: String,
     /// The scheduled refresh includes it.
     pub enabled: bool,
@@ -144,7 +147,7 @@ pub struct VendorJson {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct VendorList {
+pub(crate) struct VendorList {
     pub vendors: Vec<VendorJson>,
 }
 
@@ -172,7 +175,7 @@ fn vendor_list(state: &AppState) -> VendorList {
 /// errors are on `/api/v1/admin/health`).
 #[utoipa::path(get, path = "/api/v1/admin/vendors", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = VendorList), (status = 403, body = ErrorBody)))]
-pub async fn list_vendors(State(state): State<AppState>) -> Json<VendorList> {
+pub(crate) async fn list_vendors(State(state): State<AppState>) -> Json<VendorList> {
     Json(vendor_list(&state))
 }
 
@@ -213,7 +216,7 @@ async fn set_vendor(
 #[utoipa::path(post, path = "/api/v1/admin/vendors/{vendor}/enable", tag = "admin", security(("api_key" = [])),
     params(("vendor" = String, Path, description = "Vendor id as listed by /api/v1/admin/vendors")),
     responses((status = 200, body = VendorList), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn enable_vendor(
+pub(crate) async fn enable_vendor(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
     Path(vendor): Path<String>,
@@ -225,7 +228,7 @@ pub async fn enable_vendor(
 #[utoipa::path(post, path = "/api/v1/admin/vendors/{vendor}/disable", tag = "admin", security(("api_key" = [])),
     params(("vendor" = String, Path, description = "Vendor id as listed by /api/v1/admin/vendors")),
     responses((status = 200, body = VendorList), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn disable_vendor(
+pub(crate) async fn disable_vendor(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
     Path(vendor): Path<String>,
@@ -234,7 +237,7 @@ pub async fn disable_vendor(
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RefreshStarted {
+pub(crate) struct RefreshStarted {
     pub vendor: String,
     pub started_at: String,
 }
@@ -245,7 +248,7 @@ pub struct RefreshStarted {
     params(("vendor" = String, Path, description = "Vendor id as listed by /api/v1/admin/vendors")),
     responses((status = 202, body = RefreshStarted), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the vendor is disabled or already refreshing")))]
-pub async fn refresh_vendor(
+pub(crate) async fn refresh_vendor(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
     Path(vendor): Path<String>,
@@ -267,7 +270,7 @@ pub async fn refresh_vendor(
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RoleJson {
+pub(crate) struct RoleJson {
     pub role: String,
     /// Display label in this deployment (customer roles can be renamed).
     pub label: String,
@@ -280,14 +283,14 @@ pub struct RoleJson {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RoleList {
+pub(crate) struct RoleList {
     pub roles: Vec<RoleJson>,
 }
 
 /// The roles, lowest rank first, with their fixed permission sets and display labels.
 #[utoipa::path(get, path = "/api/v1/admin/roles", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = RoleList), (status = 403, body = ErrorBody)))]
-pub async fn list_roles(State(state): State<AppState>) -> Json<RoleList> {
+pub(crate) async fn list_roles(State(state): State<AppState>) -> Json<RoleList> {
     let platform = state.admin.platform_settings();
     Json(RoleList {
         roles: Role::ALL
@@ -309,14 +312,14 @@ pub async fn list_roles(State(state): State<AppState>) -> Json<RoleList> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PlatformAdminJson {
+pub(crate) struct PlatformAdminJson {
     /// `platform_owner` or `platform_admin`.
     pub role: String,
     pub key: KeyJson,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PlatformAdminList {
+pub(crate) struct PlatformAdminList {
     pub results: Vec<PlatformAdminJson>,
     pub total: usize,
 }
@@ -324,7 +327,7 @@ pub struct PlatformAdminList {
 /// The platform's administrators and its owner (owner only).
 #[utoipa::path(get, path = "/api/v1/admin/platform-admins", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = PlatformAdminList), (status = 403, body = ErrorBody)))]
-pub async fn list_platform_admins(
+pub(crate) async fn list_platform_admins(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
 ) -> ApiResult<Json<PlatformAdminList>> {
@@ -343,7 +346,7 @@ pub async fn list_platform_admins(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewPlatformAdmin {
+pub(crate) struct NewPlatformAdmin {
     #[serde(default)]
     pub label: Option<String>,
 }
@@ -353,7 +356,7 @@ pub struct NewPlatformAdmin {
 #[utoipa::path(post, path = "/api/v1/admin/platform-admins", tag = "admin", security(("api_key" = [])),
     request_body = NewPlatformAdmin,
     responses((status = 201, body = NewKeyJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn add_platform_admin(
+pub(crate) async fn add_platform_admin(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
     JsonBody(body): JsonBody<NewPlatformAdmin>,
@@ -370,7 +373,7 @@ pub async fn add_platform_admin(
 #[utoipa::path(delete, path = "/api/v1/admin/platform-admins/{key_id}", tag = "admin", security(("api_key" = [])),
     params(("key_id" = String, Path, description = "Public id of the administrator's key")),
     responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn remove_platform_admin(
+pub(crate) async fn remove_platform_admin(
     State(state): State<AppState>,
     Extension(actor): Extension<Principal>,
     Path(key_id): Path<String>,
