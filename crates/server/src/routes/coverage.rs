@@ -19,9 +19,8 @@ use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::RawBody;
 use crate::routing::{Api, Rule};
-
-/// Largest SBOM accepted, as for the SBOM scan.
-pub const MAX_SBOM_BYTES: usize = 16 << 20;
+// The largest SBOM accepted is the SBOM scan's.
+use crate::services::packages::MAX_SBOM_BYTES;
 
 /// The coverage route and who may call it.
 pub(crate) fn routes(api: Api) -> Api {
