@@ -81,6 +81,10 @@ pub const MAX_DEPTH: usize = 128;
 /// thousands.
 pub const MAX_COMPONENTS: usize = 100_000;
 
+/// The largest bill of materials accepted, in bytes: by the SBOM scan, the coverage request
+/// and `knowngood ingest --from-sbom` alike.
+pub const MAX_SBOM_BYTES: usize = 16 << 20;
+
 /// Why a body is not a bill of materials this parser reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SbomError {

@@ -153,7 +153,7 @@ fn sbom_plan(path: &std::path::Path) -> Result<jobs::coverage::Plan> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("{shown}"))?
         .len();
-    let limit = server::services::packages::MAX_SBOM_BYTES;
+    let limit = packages::sbom::MAX_SBOM_BYTES;
     if size > limit as u64 {
         bail!("{shown}: {size} bytes; a bill of materials may have at most {limit}");
     }

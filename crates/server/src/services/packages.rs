@@ -19,9 +19,7 @@ use crate::api::timestamp;
 
 pub(crate) const MAX_TYPOSQUAT_PACKAGES: usize = 200;
 pub(crate) const MAX_INTERNAL_NAMES: usize = 1000;
-/// Largest SBOM accepted, by the scan, the coverage request and `knowngood ingest
-/// --from-sbom`.
-pub const MAX_SBOM_BYTES: usize = 16 << 20;
+pub(crate) use packages::sbom::MAX_SBOM_BYTES;
 /// SBOM scans one key may have running at once on one replica, from reading the body to
 /// the last byte of the report; another is refused.
 pub(crate) const MAX_SBOM_SCANS_PER_KEY: usize = 2;
