@@ -5,55 +5,15 @@
 // of run.sh with its own basic-tier analyst ($KG_LOOKUP_KEY).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, createHmac } from "node:crypto";
+import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { chromium } from "playwright-core";
+import { freshCode, shoot } from "./support.mjs";
 
 const BASE = process.env.KG_CONSOLE;
 const SHOTS = process.env.KG_SCREENSHOTS;
 let browser;
 let page;
-let lastStep = 0;
-
-function base32Decode(text) {
-  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-  let bits = 0, value = 0;
-  const out = [];
-  for (const c of text) {
-    value = (value << 5) | alphabet.indexOf(c);
-    bits += 5;
-    if (bits >= 8) { bits -= 8; out.push((value >>> bits) & 0xff); }
-  }
-  return Buffer.from(out);
-}
-
-function codeAt(key, step) {
-  const counter = Buffer.alloc(8);
-  counter.writeBigUInt64BE(BigInt(step));
-  const mac = createHmac("sha1", base32Decode(key)).update(counter).digest();
-  const at = mac[19] & 0x0f;
-  return String((mac.readUInt32BE(at) & 0x7fffffff) % 1_000_000).padStart(6, "0");
-}
-
-/** A code of a time step not used yet (each works once; the server takes ±1 step). */
-async function freshCode(key) {
-  const now = () => Math.floor(Date.now() / 30000);
-  const step = Math.max(lastStep + 1, now() - 1);
-  while (step > now() + 1) await new Promise((r) => setTimeout(r, 500));
-  lastStep = step;
-  return codeAt(key, step);
-}
-
-/** Desktop and 390 px screenshots; nothing may overflow the phone's width. */
-async function shoot(name) {
-  await page.setViewportSize({ width: 1280, height: 900 });
-  await page.screenshot({ path: `${SHOTS}/${name}-desktop.png`, fullPage: true });
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.screenshot({ path: `${SHOTS}/${name}-phone.png`, fullPage: true });
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 1, `${name} overflows 390 px by ${overflow} px`);
-  await page.setViewportSize({ width: 1280, height: 900 });
-}
 
 const digest = (algo, bytes) => createHash(algo).update(bytes).digest("hex");
 
@@ -128,7 +88,7 @@ test("files dropped at once: one row each, with name, digests, verdicts and sour
     ["unknown", "unknown", "unknown"]);
   assert.match(await rows.nth(2).textContent(), /found in no source/);
   assert.equal(await rows.nth(2).locator("[data-source-url]").count(), 0);
-  await shoot("lookup-files");
+  await shoot(page, "lookup-files");
 });
 
 test("a pasted batch: bad lines are marked at their line, the good ones answered", async () => {
@@ -150,7 +110,7 @@ test("a pasted batch: bad lines are marked at their line, the good ones answered
   assert.equal(await row(unknown).locator("[data-classification]").textContent(), "unknown");
   // What was pasted stays in the field to be corrected.
   assert.match(await page.getByLabel(/^Hashes/).inputValue(), /not-a-hash/);
-  await shoot("lookup-bad-lines");
+  await shoot(page, "lookup-bad-lines");
 });
 
 test("History without a match suggests executable names by prefix", async () => {
@@ -160,7 +120,7 @@ test("History without a match suggests executable names by prefix", async () => 
   const suggestions = page.locator("[data-suggestions]");
   await suggestions.waitFor();
   assert.match(await suggestions.textContent(), /^Did you mean: sample-tool\.exe\?$/);
-  await shoot("history-suggestions");
+  await shoot(page, "history-suggestions");
   await suggestions.getByRole("link", { name: "sample-tool.exe" }).click();
   await page.waitForURL(`${BASE}/console/history?executable=sample-tool.exe`);
   assert.match(await page.textContent("main"), /2 versions of sample-tool\.exe\./);

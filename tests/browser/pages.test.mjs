@@ -5,17 +5,16 @@
 // a loopback server (a revocation, change alerts, a failed channel) is written by seed.py.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { chromium } from "playwright-core";
+import { freshCode, shoot } from "./support.mjs";
 
 const BASE = process.env.KG_CONSOLE;
 const SHOTS = process.env.KG_SCREENSHOTS;
 let browser;
 let secret; // the TOTP secret of the teams account's key
-let lastStep = 0;
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
@@ -31,51 +30,11 @@ after(async () => {
   await browser?.close();
 });
 
-function base32Decode(text) {
-  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-  let bits = 0, value = 0;
-  const out = [];
-  for (const c of text) {
-    value = (value << 5) | alphabet.indexOf(c);
-    bits += 5;
-    if (bits >= 8) { bits -= 8; out.push((value >>> bits) & 0xff); }
-  }
-  return Buffer.from(out);
-}
-
-function codeAt(key, step) {
-  const counter = Buffer.alloc(8);
-  counter.writeBigUInt64BE(BigInt(step));
-  const mac = createHmac("sha1", base32Decode(key)).update(counter).digest();
-  const at = mac[19] & 0x0f;
-  return String((mac.readUInt32BE(at) & 0x7fffffff) % 1_000_000).padStart(6, "0");
-}
-
-/** A code of a time step not used yet (each works once; the server takes ±1 step). */
-async function freshCode(key) {
-  const now = () => Math.floor(Date.now() / 30000);
-  const step = Math.max(lastStep + 1, now() - 1);
-  while (step > now() + 1) await new Promise((r) => setTimeout(r, 500));
-  lastStep = step;
-  return codeAt(key, step);
-}
-
 async function newPage() {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   const page = await context.newPage();
   page.on("pageerror", (e) => assert.fail(`script error on ${page.url()}: ${e.message}`));
   return page;
-}
-
-/** Desktop and 390 px screenshots; nothing may overflow the phone's width. */
-async function shoot(page, name) {
-  await page.setViewportSize({ width: 1280, height: 900 });
-  await page.screenshot({ path: `${SHOTS}/${name}-desktop.png`, fullPage: true });
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.screenshot({ path: `${SHOTS}/${name}-phone.png`, fullPage: true });
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 1, `${name} overflows 390 px by ${overflow} px`);
-  await page.setViewportSize({ width: 1280, height: 900 });
 }
 
 /** Signs in with a key that has no factor yet and enrols an authenticator app. */
