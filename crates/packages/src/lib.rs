@@ -13,4 +13,4 @@ pub use advisories::{Advisory, parse_osv};
 pub use names::{Ecosystem, NameError};
 pub use popular::{KnownNames, PopularList};
 pub use sbom::{Component, Purl, Sbom, SbomError, SbomFormat};
-pub use typosquat::{Detector, Risk, Verdict};
+pub use typosquat::{Detector, NameVerdict, Risk};

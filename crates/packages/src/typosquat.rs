@@ -90,7 +90,7 @@ impl Risk {
 
 /// The analysis of one name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub struct NameVerdict {
     /// The name as the ecosystem compares it.
     pub name: String,
     pub risk: Risk,
@@ -279,7 +279,7 @@ impl Detector {
         raw: &str,
         tracked: &HashSet<String>,
         internal: bool,
-    ) -> Result<Verdict, NameError> {
+    ) -> Result<NameVerdict, NameError> {
         let name = match ecosystem.normalize(raw) {
             Ok(name) => name,
             Err(e) => {
@@ -296,7 +296,7 @@ impl Detector {
                     self.lookalike(ecosystem, &name, &name)
                         .and_then(|v| v.nearest_known)
                 };
-                return Ok(Verdict {
+                return Ok(NameVerdict {
                     distance: nearest.as_deref().map(|n| osa(raw.trim(), n)),
                     name: raw.trim().to_string(),
                     risk: Risk::Typosquat,
@@ -311,7 +311,7 @@ impl Detector {
         let public = self.is_known(ecosystem, &name, tracked);
         if internal {
             return Ok(if public {
-                Verdict {
+                NameVerdict {
                     risk: Risk::DependencyConfusion,
                     nearest_known: Some(name.clone()),
                     distance: Some(0),
@@ -321,7 +321,7 @@ impl Detector {
                     name,
                 }
             } else {
-                Verdict {
+                NameVerdict {
                     risk: Risk::Clear,
                     nearest_known: None,
                     distance: None,
@@ -340,7 +340,7 @@ impl Detector {
                 ),
                 None => "package tracked by the service".to_string(),
             };
-            return Ok(Verdict {
+            return Ok(NameVerdict {
                 nearest_known: Some(name.clone()),
                 distance: Some(0),
                 risk: Risk::Known,
@@ -351,7 +351,7 @@ impl Detector {
         if ecosystem == Ecosystem::Go
             && let Some((module, how)) = self.go_within_known(&name, tracked)
         {
-            return Ok(Verdict {
+            return Ok(NameVerdict {
                 risk: Risk::Known,
                 distance: Some(0),
                 reason: how,
@@ -366,7 +366,7 @@ impl Detector {
         }
         Ok(self
             .lookalike(ecosystem, raw.trim(), &name)
-            .unwrap_or(Verdict {
+            .unwrap_or(NameVerdict {
                 risk: Risk::Clear,
                 nearest_known: None,
                 distance: None,
@@ -422,9 +422,9 @@ impl Detector {
     /// npm names that are not squats by who publishes them: `@types/<x>` is judged by the
     /// package it types, and a scope holding established packages is its organisation's own
     /// (npm scopes belong to one user or organisation).
-    fn npm_own_scope(&self, name: &str, tracked: &HashSet<String>) -> Option<Verdict> {
+    fn npm_own_scope(&self, name: &str, tracked: &HashSet<String>) -> Option<NameVerdict> {
         let (scope, bare) = scoped(name)?;
-        let clear = |reason: String| Verdict {
+        let clear = |reason: String| NameVerdict {
             name: name.to_string(),
             risk: Risk::Clear,
             nearest_known: None,
@@ -445,7 +445,7 @@ impl Detector {
             return Some(match self.lookalike(Ecosystem::Npm, &typed, &typed) {
                 Some(v) => {
                     let target = v.nearest_known.unwrap_or_default();
-                    Verdict {
+                    NameVerdict {
                         name: name.to_string(),
                         risk: Risk::Typosquat,
                         distance: Some(osa(&typed, &target)),
@@ -469,11 +469,11 @@ impl Detector {
 
     /// The first look-alike relation to a target, checked from the most telling technique
     /// to the least.
-    fn lookalike(&self, ecosystem: Ecosystem, raw: &str, name: &str) -> Option<Verdict> {
+    fn lookalike(&self, ecosystem: Ecosystem, raw: &str, name: &str) -> Option<NameVerdict> {
         let t = self.targets.get(&ecosystem)?;
         let verdict = |idx: usize, reason: String| {
             let target = &t.names[idx].0;
-            Some(Verdict {
+            Some(NameVerdict {
                 name: name.to_string(),
                 risk: Risk::Typosquat,
                 distance: Some(osa(name, target)),
@@ -579,7 +579,7 @@ impl Detector {
                     .is_some_and(|r| r <= WEAK_EDIT_RANK)
                 && !is_weak_edit(edit_kind(&core, &target))
             {
-                return Some(Verdict {
+                return Some(NameVerdict {
                     name: name.to_string(),
                     risk: Risk::Typosquat,
                     distance: Some(osa(name, &target)),
@@ -591,10 +591,10 @@ impl Detector {
         None
     }
 
-    fn npm_scope(&self, t: &Targets, name: &str) -> Option<Verdict> {
+    fn npm_scope(&self, t: &Targets, name: &str) -> Option<NameVerdict> {
         let verdict = |idx: usize, reason: String| {
             let target = &t.names[idx].0;
-            Some(Verdict {
+            Some(NameVerdict {
                 name: name.to_string(),
                 risk: Risk::Typosquat,
                 distance: Some(osa(name, target)),
@@ -657,7 +657,7 @@ impl Detector {
     /// The most popular target one edit away (two for long names of very popular ones),
     /// found through indexes of the targets' deletions (a candidate and a target within
     /// `k` edits share a string reached by at most `k` deletions from each), then measured.
-    fn edits(&self, t: &Targets, name: &str) -> Option<Verdict> {
+    fn edits(&self, t: &Targets, name: &str) -> Option<NameVerdict> {
         let len = name.chars().count();
         if len < MIN_EDIT_LEN {
             return None;
@@ -748,7 +748,7 @@ impl Detector {
         }
         let (d, i) = best?;
         let target = &t.names[i].0;
-        Some(Verdict {
+        Some(NameVerdict {
             name: name.to_string(),
             risk: Risk::Typosquat,
             distance: Some(d),
@@ -1001,12 +1001,12 @@ fn go_major(path: &str) -> (&str, Option<&str>) {
 
 /// A Go path imitating a popular module: its owner or host altered, or its repository
 /// published under another owner.
-fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
+fn go_lookalike(t: &Targets, name: &str) -> Option<NameVerdict> {
     let (host, owner, repo) = go_parts(name)?;
     let repo_key = strip_major(repo);
     let verdict = |idx: usize, reason: String| {
         let target = &t.names[idx].0;
-        Some(Verdict {
+        Some(NameVerdict {
             name: name.to_string(),
             risk: Risk::Typosquat,
             distance: Some(osa(name, target)),
@@ -1060,7 +1060,7 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<Verdict> {
 /// front (`easy-day-js` for `dayjs`). A word in front of a name as it is written
 /// (`select-react-redux`) or split elsewhere (`gnosis-date-parser`) names wrappers and forks
 /// as often as not.
-fn word_added(t: &Targets, name: &str) -> Option<Verdict> {
+fn word_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     if scoped(name).is_some() {
         return None;
     }
@@ -1090,7 +1090,7 @@ fn word_added(t: &Targets, name: &str) -> Option<Verdict> {
             continue;
         }
         let reason = format!("{target} with its language word split off and a word added in front");
-        return Some(Verdict {
+        return Some(NameVerdict {
             name: name.to_string(),
             risk: Risk::Typosquat,
             distance: Some(osa(name, target)),
@@ -1105,7 +1105,7 @@ fn word_added(t: &Targets, name: &str) -> Option<Verdict> {
 /// followed only by words that name a platform or a release rather than a purpose
 /// (`requests-darwin-lite`, `urllib3-fixed`): a package presenting itself as a variant of the
 /// popular one. Companion packages name what they add (`requests-toolbelt`, `pytest-cov`).
-fn generic_words_added(t: &Targets, name: &str) -> Option<Verdict> {
+fn generic_words_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     if scoped(name).is_some() {
         return None;
     }
@@ -1126,7 +1126,7 @@ fn generic_words_added(t: &Targets, name: &str) -> Option<Verdict> {
         if rank > WEAK_EDIT_RANK || squash(target).chars().count() < MIN_EDIT_LEN {
             continue;
         }
-        return Some(Verdict {
+        return Some(NameVerdict {
             name: name.to_string(),
             risk: Risk::Typosquat,
             distance: Some(osa(name, target)),
@@ -1151,7 +1151,7 @@ const GENERIC_WORDS: &[&str] = &[
 /// its first letter and its last three kept, at most three edits in between (`mplatlib` for
 /// `matplotlib`). A number after the name is set aside. Not for Go paths: one owner's
 /// modules share host, owner and endings (`copystructure`, `mapstructure`).
-fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
+fn garbled(t: &Targets, name: &str) -> Option<NameVerdict> {
     let name_core = name.trim_end_matches(|c: char| c.is_ascii_digit());
     let len = name_core.chars().count();
     if len < MIN_GARBLED_LEN {
@@ -1162,7 +1162,7 @@ fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
         if let Some(d) = osa_bounded(name_core, target, 3)
             && d == 3
         {
-            return Some(Verdict {
+            return Some(NameVerdict {
                 name: name.to_string(),
                 risk: Risk::Typosquat,
                 distance: Some(osa(name, target)),
@@ -1180,7 +1180,7 @@ fn garbled(t: &Targets, name: &str) -> Option<Verdict> {
 /// characters and its last four kept, four edits in between, no longer than the name
 /// (`maratlib` for `matplotlib`). Only targets whose ending few listed names share (see
 /// [`COMMON_ENDING`]); a number after the name is set aside.
-fn rewritten_middle(t: &Targets, name: &str) -> Option<Verdict> {
+fn rewritten_middle(t: &Targets, name: &str) -> Option<NameVerdict> {
     let name_core = name.trim_end_matches(|c: char| c.is_ascii_digit());
     let len = name_core.chars().count();
     if len < MIN_GARBLED_LEN || squash(name_core) != name_core {
@@ -1194,7 +1194,7 @@ fn rewritten_middle(t: &Targets, name: &str) -> Option<Verdict> {
     {
         let target = &t.names[i as usize].0;
         if len <= target.chars().count() && osa_bounded(name_core, target, 4) == Some(4) {
-            return Some(Verdict {
+            return Some(NameVerdict {
                 name: name.to_string(),
                 risk: Risk::Typosquat,
                 distance: Some(osa(name, target)),
@@ -1527,7 +1527,7 @@ mod tests {
         ]))
     }
 
-    fn check(e: Ecosystem, name: &str) -> Verdict {
+    fn check(e: Ecosystem, name: &str) -> NameVerdict {
         detector().analyse(e, name, &HashSet::new(), false).unwrap()
     }
 
@@ -1702,7 +1702,7 @@ mod tests {
         ]))
     }
 
-    fn verdict_of(d: &Detector, e: Ecosystem, name: &str) -> Verdict {
+    fn verdict_of(d: &Detector, e: Ecosystem, name: &str) -> NameVerdict {
         d.analyse(e, name, &HashSet::new(), false).unwrap()
     }
 

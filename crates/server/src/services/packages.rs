@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use model::{Error, HashValue};
-use packages::{Detector, Ecosystem, KnownNames, PopularList, Risk, Verdict};
+use packages::{Detector, Ecosystem, KnownNames, NameVerdict, PopularList, Risk};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -154,7 +154,7 @@ pub struct TyposquatResult {
 }
 
 impl TyposquatResult {
-    fn new(ecosystem: &str, name: &str, v: Verdict) -> Self {
+    fn new(ecosystem: &str, name: &str, v: NameVerdict) -> Self {
         Self {
             ecosystem: ecosystem.to_string(),
             name: name.to_string(),
