@@ -31,15 +31,15 @@ mod pages;
 pub mod rules;
 
 /// The session token cookie.
-pub const SESSION_COOKIE: &str = "kg_session";
+pub(crate) const SESSION_COOKIE: &str = "kg_session";
 /// The double-submit CSRF cookie.
-pub const CSRF_COOKIE: &str = "kg_csrf";
+pub(crate) const CSRF_COOKIE: &str = "kg_csrf";
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The console's routes, each behind its declared [`rules::ConsoleRule`].
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     pages::routes(state).layer(axum::middleware::from_fn(console_headers))
 }
 
@@ -62,7 +62,7 @@ async fn console_headers(request: Request, next: Next) -> Response {
 }
 
 /// The value of cookie `name` in the request, if sent.
-pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -76,7 +76,7 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Strict, for the whole site (the second-factor
 /// API routes read the pending cookie too), Secure over TLS; `max_age` 0 deletes it.
-pub fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> HeaderValue {
+pub(crate) fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> HeaderValue {
     let secure = if state.settings.relying_party.origin.scheme() == "https" {
         "; Secure"
     } else {
@@ -89,6 +89,6 @@ pub fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> He
 }
 
 /// A redirect after a form (303: the browser follows with GET).
-pub fn see_other(to: &str) -> Response {
+pub(crate) fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
 }
