@@ -68,7 +68,7 @@ struct File {
     url: String,
     packagetype: String,
     #[serde(default)]
-    digests: Digests,
+    digests: PublishedDigests,
     #[serde(default)]
     yanked: bool,
     /// When the file was uploaded: the release date its history starts at.
@@ -86,7 +86,7 @@ impl File {
 }
 
 #[derive(Deserialize, Default)]
-struct Digests {
+struct PublishedDigests {
     md5: Option<String>,
     sha256: Option<String>,
 }
