@@ -1,4 +1,4 @@
-//! Enforcement of a route's [`Rule`](crate::routing::Rule) on each request:
+//! Enforcement of a route's [`RouteRule`](crate::routing::RouteRule) on each request:
 //! authentication, what an impersonation session may call, the rate limit, the monthly
 //! quota and usage counting, then permission and tier. The routing layer attaches it to every registered route with that route's rule.
 
@@ -15,7 +15,7 @@ use model::{Error, ImpersonationMode};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::routing::{Access, Impersonation, LimitClass, RouteSpec};
+use crate::routing::{Access, ImpersonationPolicy, LimitClass, RouteSpec};
 
 /// Authenticates, counts, limits and authorizes one request to the route `spec`.
 pub(crate) async fn enforce(
@@ -150,11 +150,11 @@ async fn authorized(
 /// or start another impersonation, and no write in a `view` session.
 fn check_impersonation(spec: &RouteSpec, mode: ImpersonationMode) -> Result<(), Error> {
     match spec.rule.impersonation {
-        Impersonation::Refused => Err(Error::Forbidden(format!(
+        ImpersonationPolicy::Refused => Err(Error::Forbidden(format!(
             "an impersonation session cannot call {} {}: sessions cannot mint or refresh tokens or impersonate again",
             spec.method, spec.path
         ))),
-        Impersonation::ManageOnly if mode == ImpersonationMode::View => {
+        ImpersonationPolicy::ManageOnly if mode == ImpersonationMode::View => {
             Err(Error::Forbidden(format!(
                 "this impersonation session is view-only: {} is a write and is refused",
                 spec.method

@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routing::{Access, Impersonation, LimitClass, ROUTES};
+use crate::routing::{Access, ImpersonationPolicy, LimitClass, ROUTES};
 use crate::{api, error};
 
 #[derive(OpenApi)]
@@ -95,9 +95,9 @@ fn build_document() -> Value {
             op.insert("x-min-tier".into(), min_tier.as_str().into());
             // What a staff impersonation session may do here.
             let sessions = match route.rule.impersonation {
-                Impersonation::Allowed | Impersonation::Always => "allowed",
-                Impersonation::ManageOnly => "manage-only",
-                Impersonation::Refused => "refused",
+                ImpersonationPolicy::Allowed | ImpersonationPolicy::Always => "allowed",
+                ImpersonationPolicy::ManageOnly => "manage-only",
+                ImpersonationPolicy::Refused => "refused",
             };
             op.insert("x-impersonation".into(), sessions.into());
             // OpenAPI has no scheme for a key in the path: say where it goes instead.
@@ -119,7 +119,8 @@ fn build_document() -> Value {
             }
             // Refused to impersonation sessions, or to a console session without its
             // second factor (`MFA_REQUIRED`), whatever the role.
-            if route.rule.impersonation == Impersonation::Refused || route.rule.second_factor {
+            if route.rule.impersonation == ImpersonationPolicy::Refused || route.rule.second_factor
+            {
                 add_error_response(
                     op,
                     "403",

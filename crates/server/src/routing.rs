@@ -1,6 +1,6 @@
 //! Route registration: each route is declared once, next to its handler, as the handler's
-//! `#[utoipa::path]` annotation (method, path, OpenAPI operation) plus the [`Rule`] given
-//! where the route module registers it (`api.route(routes!(handler), Rule::…)`). Everything
+//! `#[utoipa::path]` annotation (method, path, OpenAPI operation) plus the [`RouteRule`] given
+//! where the route module registers it (`api.route(routes!(handler), RouteRule::…)`). Everything
 //! else is derived from that registration: the axum router, the access table
 //! ([`ROUTES`]), the enforcement middleware attached to each route, each route's body
 //! limit, the OpenAPI document and the authorization test matrix.
@@ -52,7 +52,7 @@ pub enum LimitClass {
 
 /// Whether a staff impersonation session may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Impersonation {
+pub enum ImpersonationPolicy {
     /// Both `view` and `manage` sessions (reads).
     Allowed,
     /// Only `manage` sessions (writes: a `view` session is refused).
@@ -68,7 +68,7 @@ pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
 
 /// The access rule of one route, given where the route is registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rule {
+pub struct RouteRule {
     pub access: Access,
     pub limit: LimitClass,
     /// Largest request body accepted, in bytes (413 beyond).
@@ -76,17 +76,17 @@ pub struct Rule {
     /// A console session must have passed a second factor (403 `MFA_REQUIRED` otherwise).
     /// Raw-key and JWT sessions from a key are not console sessions.
     pub second_factor: bool,
-    pub impersonation: Impersonation,
+    pub impersonation: ImpersonationPolicy,
     /// The API key travels as the route's `{key}` path parameter instead of a header, for
     /// clients that cannot send one (the hashlookup-compatible routes). It is the request's
     /// one credential and is checked, limited and counted like an `X-API-Key`.
     pub key_in_path: bool,
 }
 
-/// The path parameter that carries the key of a [`Rule::key_in_path`] route.
+/// The path parameter that carries the key of a [`RouteRule::key_in_path`] route.
 pub(crate) const PATH_KEY_PARAM: &str = "key";
 
-impl Rule {
+impl RouteRule {
     /// No credential; counted per client address.
     pub const fn public() -> Self {
         Self {
@@ -94,7 +94,7 @@ impl Rule {
             limit: LimitClass::Public,
             max_body: DEFAULT_MAX_BODY,
             second_factor: false,
-            impersonation: Impersonation::Allowed,
+            impersonation: ImpersonationPolicy::Allowed,
             key_in_path: false,
         }
     }
@@ -109,7 +109,7 @@ impl Rule {
             limit: LimitClass::Authenticated,
             max_body: DEFAULT_MAX_BODY,
             second_factor: true,
-            impersonation: Impersonation::Allowed,
+            impersonation: ImpersonationPolicy::Allowed,
             key_in_path: false,
         }
     }
@@ -124,7 +124,7 @@ impl Rule {
             limit: LimitClass::Authenticated,
             max_body: DEFAULT_MAX_BODY,
             second_factor: true,
-            impersonation: Impersonation::Allowed,
+            impersonation: ImpersonationPolicy::Allowed,
             key_in_path: false,
         }
     }
@@ -146,12 +146,12 @@ impl Rule {
         self
     }
 
-    pub const fn impersonation(mut self, impersonation: Impersonation) -> Self {
+    pub const fn impersonation(mut self, impersonation: ImpersonationPolicy) -> Self {
         self.impersonation = impersonation;
         self
     }
 
-    /// The key is the `{key}` path parameter (see [`Rule::key_in_path`]).
+    /// The key is the `{key}` path parameter (see [`RouteRule::key_in_path`]).
     pub const fn key_in_path(mut self) -> Self {
         self.key_in_path = true;
         self
@@ -167,7 +167,7 @@ pub struct RouteSpec {
     pub path: String,
     pub access: Access,
     pub limit: LimitClass,
-    pub rule: Rule,
+    pub rule: RouteRule,
 }
 
 impl RouteSpec {
@@ -191,13 +191,13 @@ impl Api {
     pub fn route(
         mut self,
         (schemas, paths, router): UtoipaMethodRouter<AppState>,
-        rule: Rule,
+        rule: RouteRule,
     ) -> Self {
         for (path, item) in &paths.paths {
             for method in item_methods(item) {
                 let mut rule = rule;
-                if method != Method::GET && rule.impersonation == Impersonation::Allowed {
-                    rule.impersonation = Impersonation::ManageOnly;
+                if method != Method::GET && rule.impersonation == ImpersonationPolicy::Allowed {
+                    rule.impersonation = ImpersonationPolicy::ManageOnly;
                 }
                 let spec = RouteSpec {
                     index: self.routes.len(),
@@ -345,8 +345,8 @@ mod tests {
     #[test]
     fn writes_refuse_view_sessions_by_default() {
         let lookup = spec_for(&Method::POST, "/api/v1/intel/lookup").expect("registered");
-        assert_eq!(lookup.rule.impersonation, Impersonation::ManageOnly);
+        assert_eq!(lookup.rule.impersonation, ImpersonationPolicy::ManageOnly);
         let stats = spec_for(&Method::GET, "/api/v1/intel/stats").expect("registered");
-        assert_eq!(stats.rule.impersonation, Impersonation::Allowed);
+        assert_eq!(stats.rule.impersonation, ImpersonationPolicy::Allowed);
     }
 }

@@ -2,7 +2,7 @@
 //! through [`ConsoleRoutes::route`] with its [`ConsoleRule`], and one middleware enforces the
 //! rule before the handler runs, so no console handler can be reached without one. The
 //! console is signed into with a session cookie, not an API credential, so its rules are
-//! their own (the API's are [`crate::routing::Rule`]) but say the same things: who may
+//! their own (the API's are [`crate::routing::RouteRule`]) but say the same things: who may
 //! call, whether a second factor must have been passed, which permission and tier.
 
 use std::sync::LazyLock;

@@ -23,12 +23,12 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(crate) fn routes(api: Api) -> Api {
-    api.route(routes!(public_file), Rule::public()).route(
+    api.route(routes!(public_file), RouteRule::public()).route(
         routes!(corpus_file),
-        Rule::private(Permission::IntelLookup, Tier::Basic),
+        RouteRule::private(Permission::IntelLookup, Tier::Basic),
     )
 }
 

@@ -18,13 +18,13 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::RawBody;
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 // The largest SBOM accepted is the SBOM scan's.
 use crate::services::packages::MAX_SBOM_BYTES;
 
 /// The coverage route and who may call it.
 pub(crate) fn routes(api: Api) -> Api {
-    let rule = Rule::private(Permission::IntelPackages, Tier::Teams);
+    let rule = RouteRule::private(Permission::IntelPackages, Tier::Teams);
     api.route(routes!(request_coverage), rule.max_body(MAX_SBOM_BYTES))
 }
 

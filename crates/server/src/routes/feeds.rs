@@ -12,12 +12,12 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::feed_cache::{documents, serve};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(crate) fn routes(api: Api) -> Api {
-    api.route(routes!(json_feed), Rule::public())
-        .route(routes!(rss_feed), Rule::public())
-        .route(routes!(stix_bundle), Rule::public())
+    api.route(routes!(json_feed), RouteRule::public())
+        .route(routes!(rss_feed), RouteRule::public())
+        .route(routes!(stix_bundle), RouteRule::public())
 }
 
 /// JSON Feed 1.1 of current vendor releases: one item per record, its fields in `_knowngood`.

@@ -5,7 +5,7 @@
 //!
 //! Those clients send no credential, so the API key travels in the path
 //! (`<prefix>k/<key>/lookup/sha1/<hash>`): the route's rule takes it from there
-//! ([`Rule::key_in_path`]) and it is checked, limited, counted and authorized exactly as
+//! ([`RouteRule::key_in_path`]) and it is checked, limited, counted and authorized exactly as
 //! an `X-API-Key` on `POST /api/v1/intel/lookup`. The request log names the route's
 //! template, never the path, so the key does not reach the logs.
 //!
@@ -30,7 +30,7 @@ use utoipa_axum::routes;
 use crate::api::MAX_LOOKUP_HASHES;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 use crate::{AppState, Settings};
 
 /// The prefix the routes are declared under; [`Settings::hashlookup_prefix`] moves them.
@@ -43,7 +43,7 @@ const VENDOR_TRUST: u8 = 100;
 const CORPUS_TRUST: u8 = 50;
 
 pub(crate) fn routes(api: Api) -> Api {
-    let rule = Rule::private(Permission::IntelLookup, Tier::Basic).key_in_path();
+    let rule = RouteRule::private(Permission::IntelLookup, Tier::Basic).key_in_path();
     api.route(routes!(lookup), rule)
         .route(routes!(bulk), rule)
         .route(routes!(info), rule)

@@ -16,31 +16,40 @@ use crate::api::{
 };
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, parse_limit, parse_offset};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 use crate::services::export::{self as service, ExportParams, parse_opt};
 
 /// The intel routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {
     use Permission as P;
-    api.route(routes!(stats), Rule::private(P::IntelStats, Tier::Basic))
-        .route(routes!(lookup), Rule::private(P::IntelLookup, Tier::Basic))
-        .route(
-            routes!(lookup_historical),
-            Rule::private(P::IntelHistory, Tier::Basic),
-        )
-        .route(
-            routes!(history),
-            Rule::private(P::IntelHistory, Tier::Basic),
-        )
-        .route(routes!(export), Rule::private(P::IntelHistory, Tier::Basic))
-        .route(
-            routes!(misp_warninglist),
-            Rule::private(P::IntelHistory, Tier::Basic),
-        )
-        .route(
-            routes!(downloads),
-            Rule::private(P::IntelDownloads, Tier::Teams),
-        )
+    api.route(
+        routes!(stats),
+        RouteRule::private(P::IntelStats, Tier::Basic),
+    )
+    .route(
+        routes!(lookup),
+        RouteRule::private(P::IntelLookup, Tier::Basic),
+    )
+    .route(
+        routes!(lookup_historical),
+        RouteRule::private(P::IntelHistory, Tier::Basic),
+    )
+    .route(
+        routes!(history),
+        RouteRule::private(P::IntelHistory, Tier::Basic),
+    )
+    .route(
+        routes!(export),
+        RouteRule::private(P::IntelHistory, Tier::Basic),
+    )
+    .route(
+        routes!(misp_warninglist),
+        RouteRule::private(P::IntelHistory, Tier::Basic),
+    )
+    .route(
+        routes!(downloads),
+        RouteRule::private(P::IntelDownloads, Tier::Teams),
+    )
 }
 
 /// Platform statistics.

@@ -25,11 +25,11 @@ use crate::AppState;
 use crate::api::{SessionToken, timestamp};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, RawBody, decode_json};
-use crate::routing::{Api, Impersonation, Rule};
+use crate::routing::{Api, ImpersonationPolicy, RouteRule};
 use crate::services::sessions::{PENDING_COOKIE, session_for_subject};
 
 pub(crate) fn routes(api: Api) -> Api {
-    let own = Rule::any_account().impersonation(Impersonation::Refused);
+    let own = RouteRule::any_account().impersonation(ImpersonationPolicy::Refused);
     let enrol = own.without_second_factor();
     api.route(routes!(passkey_begin), enrol)
         .route(routes!(passkey_complete), enrol)
@@ -40,10 +40,10 @@ pub(crate) fn routes(api: Api) -> Api {
         .route(routes!(totp_verify), enrol)
         .route(routes!(totp_disable), own)
         .route(routes!(recovery_generate), own)
-        .route(routes!(sign_in_passkey_begin), Rule::public())
-        .route(routes!(sign_in_passkey_complete), Rule::public())
-        .route(routes!(sign_in_recovery), Rule::public())
-        .route(routes!(sign_in_totp), Rule::public())
+        .route(routes!(sign_in_passkey_begin), RouteRule::public())
+        .route(routes!(sign_in_passkey_complete), RouteRule::public())
+        .route(routes!(sign_in_recovery), RouteRule::public())
+        .route(routes!(sign_in_totp), RouteRule::public())
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

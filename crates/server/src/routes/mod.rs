@@ -3,7 +3,7 @@
 
 use utoipa_axum::routes;
 
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub mod admin;
 pub mod bundle;
@@ -38,6 +38,6 @@ pub fn api() -> Api {
     let api = hashlookup::routes(api);
     let api = bundle::routes(api);
     // The API's own description is public so that tools can read it before holding a key.
-    api.route(routes!(crate::openapi::openapi_json), Rule::public())
-        .route(routes!(crate::openapi::docs_page), Rule::public())
+    api.route(routes!(crate::openapi::openapi_json), RouteRule::public())
+        .route(routes!(crate::openapi::docs_page), RouteRule::public())
 }

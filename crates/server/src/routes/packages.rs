@@ -17,7 +17,7 @@ use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, RawBody};
 use crate::extract::{parse_limit, parse_offset};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 use crate::services::packages::{
     self as service, MAX_SBOM_BYTES, MAX_SBOM_SCANS_PER_KEY, SbomReport, SbomScanSlot,
     TyposquatRequest, TyposquatResponse, WatchJson, WatchList, WatchRequest, ecosystem_at,
@@ -29,7 +29,7 @@ const SBOM_RETRY_AFTER_SECS: u32 = 1;
 
 /// The package routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {
-    let rule = Rule::private(Permission::IntelPackages, Tier::Teams);
+    let rule = RouteRule::private(Permission::IntelPackages, Tier::Teams);
     api.route(routes!(typosquat), rule)
         .route(routes!(sbom), rule.max_body(MAX_SBOM_BYTES))
         .route(routes!(list_watches), rule)

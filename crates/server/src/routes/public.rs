@@ -14,24 +14,27 @@ use crate::api::{HashOfDay, HashRecordJson, Status, timestamp};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
 use crate::feed_cache::CachedFeed;
-use crate::routing::{Api, LimitClass, Rule};
+use crate::routing::{Api, LimitClass, RouteRule};
 use crate::status::{ErrorDetail, system_status};
 use model::HashRecord;
 use store::FeedPosition;
 
 /// The routes that need no credential.
 pub(crate) fn routes(api: Api) -> Api {
-    api.route(routes!(healthz), Rule::public().limit(LimitClass::None))
-        .route(routes!(readyz), Rule::public().limit(LimitClass::None))
-        .route(
-            routes!(hash_of_day),
-            Rule::public().limit(LimitClass::HashOfDay),
-        )
-        .route(
-            routes!(hash_of_day_ndjson),
-            Rule::public().limit(LimitClass::HashOfDay),
-        )
-        .route(routes!(status), Rule::public())
+    api.route(
+        routes!(healthz),
+        RouteRule::public().limit(LimitClass::None),
+    )
+    .route(routes!(readyz), RouteRule::public().limit(LimitClass::None))
+    .route(
+        routes!(hash_of_day),
+        RouteRule::public().limit(LimitClass::HashOfDay),
+    )
+    .route(
+        routes!(hash_of_day_ndjson),
+        RouteRule::public().limit(LimitClass::HashOfDay),
+    )
+    .route(routes!(status), RouteRule::public())
 }
 
 /// Liveness: answers as long as the process serves requests; touches nothing.

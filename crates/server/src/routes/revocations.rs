@@ -12,11 +12,11 @@ use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::QueryParams;
 use crate::extract::{parse_limit, parse_offset};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 use crate::services::revocations::{self as service, RevocationFeed, RevokedCertJson};
 
 pub(crate) fn routes(api: Api) -> Api {
-    let rule = || Rule::private(Permission::IntelRevocations, Tier::Teams);
+    let rule = || RouteRule::private(Permission::IntelRevocations, Tier::Teams);
     api.route(routes!(revocations), rule())
         .route(routes!(revocation_history), rule())
         .route(routes!(revocation), rule())

@@ -14,18 +14,18 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::extract::QueryParams;
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(crate) fn routes(api: Api) -> Api {
-    api.route(routes!(discovery), Rule::public())
-        .route(routes!(api_root), Rule::public())
-        .route(routes!(collections), Rule::public())
-        .route(routes!(collection), Rule::public())
-        .route(routes!(objects), Rule::public())
-        .route(routes!(object), Rule::public())
-        .route(routes!(object_versions), Rule::public())
-        .route(routes!(manifest), Rule::public())
-        .route(routes!(status), Rule::public())
+    api.route(routes!(discovery), RouteRule::public())
+        .route(routes!(api_root), RouteRule::public())
+        .route(routes!(collections), RouteRule::public())
+        .route(routes!(collection), RouteRule::public())
+        .route(routes!(objects), RouteRule::public())
+        .route(routes!(object), RouteRule::public())
+        .route(routes!(object_versions), RouteRule::public())
+        .route(routes!(manifest), RouteRule::public())
+        .route(routes!(status), RouteRule::public())
 }
 
 const HEADER_FIRST: &str = "x-taxii-date-added-first";

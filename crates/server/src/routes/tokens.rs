@@ -10,13 +10,13 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routing::{Api, Impersonation, LimitClass, Rule};
+use crate::routing::{Api, ImpersonationPolicy, LimitClass, RouteRule};
 
 /// Token exchange, refresh and the verification keys.
 pub(crate) fn routes(api: Api) -> Api {
     // Sessions cannot mint or refresh tokens.
-    let minting = Rule::any_account().impersonation(Impersonation::Refused);
-    api.route(routes!(jwks), Rule::public())
+    let minting = RouteRule::any_account().impersonation(ImpersonationPolicy::Refused);
+    api.route(routes!(jwks), RouteRule::public())
         .route(routes!(token), minting.limit(LimitClass::Token))
         .route(routes!(refresh), minting)
 }

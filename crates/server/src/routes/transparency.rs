@@ -25,16 +25,16 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::QueryParams;
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 /// The transparency log's public routes.
 pub(crate) fn routes(api: Api) -> Api {
-    api.route(routes!(index), Rule::public())
-        .route(routes!(key), Rule::public())
-        .route(routes!(checkpoint), Rule::public())
-        .route(routes!(consistency), Rule::public())
-        .route(routes!(day), Rule::public())
-        .route(routes!(proof), Rule::public())
+    api.route(routes!(index), RouteRule::public())
+        .route(routes!(key), RouteRule::public())
+        .route(routes!(checkpoint), RouteRule::public())
+        .route(routes!(consistency), RouteRule::public())
+        .route(routes!(day), RouteRule::public())
+        .route(routes!(proof), RouteRule::public())
 }
 
 /// Name of the root log in its checkpoints (the C2SP origin line).

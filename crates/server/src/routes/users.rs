@@ -15,15 +15,16 @@ use crate::api::SessionToken;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::routing::{Api, Impersonation, Rule};
+use crate::routing::{Api, ImpersonationPolicy, RouteRule};
 
 pub(crate) fn routes(api: Api) -> Api {
-    let session = Rule::any_account().impersonation(Impersonation::Refused);
+    let session = RouteRule::any_account().impersonation(ImpersonationPolicy::Refused);
     api.route(
         routes!(create_invite),
-        Rule::private(Permission::TenantManage, Tier::Teams).impersonation(Impersonation::Refused),
+        RouteRule::private(Permission::TenantManage, Tier::Teams)
+            .impersonation(ImpersonationPolicy::Refused),
     )
-    .route(routes!(redeem_invite), Rule::public())
+    .route(routes!(redeem_invite), RouteRule::public())
     .route(routes!(switch_account), session.without_second_factor())
     .route(routes!(sign_out), session.without_second_factor())
 }

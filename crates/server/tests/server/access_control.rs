@@ -25,7 +25,7 @@ use model::{ImpersonationMode, TenantKind};
 use reqwest::Method;
 use serde_json::{Value, json};
 use server::Settings;
-use server::routing::{Access, Impersonation, ROUTES, RouteSpec};
+use server::routing::{Access, ImpersonationPolicy, ROUTES, RouteSpec};
 use testkit::{Resp, TestApp, hex_of, putty, t};
 
 testkit::backend_tests!(
@@ -400,9 +400,9 @@ async fn authorization_matrix_both_credentials(app: TestApp) {
                 route.method, route.path
             );
             let refused_to_sessions = match route.rule.impersonation {
-                Impersonation::Refused => true,
-                Impersonation::ManageOnly => *mode == ImpersonationMode::View,
-                Impersonation::Allowed | Impersonation::Always => false,
+                ImpersonationPolicy::Refused => true,
+                ImpersonationPolicy::ManageOnly => *mode == ImpersonationMode::View,
+                ImpersonationPolicy::Allowed | ImpersonationPolicy::Always => false,
             };
             let by_table =
                 permission.is_none_or(|p| Role::AccountAdmin.has(p)) && *tier >= min_tier;

@@ -14,7 +14,7 @@ use chrono::Duration;
 use model::{Arch, Clock as _, Platform, Role, Tier};
 use reqwest::Method;
 use serde_json::{Value, json};
-use server::routing::{Access, Impersonation, ROUTES, RouteSpec};
+use server::routing::{Access, ImpersonationPolicy, ROUTES, RouteSpec};
 use testkit::{TestApp, go, hex_of, putty, pypi, q, rec, t};
 
 testkit::backend_tests!(
@@ -2363,7 +2363,7 @@ async fn openapi_document(app: TestApp) {
                     "{} documents 429",
                     route.path
                 );
-                if route.rule.impersonation == Impersonation::Refused {
+                if route.rule.impersonation == ImpersonationPolicy::Refused {
                     assert!(
                         op["responses"]["403"].is_object(),
                         "{} documents the 403 of impersonation sessions",

@@ -10,10 +10,10 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
-    let staff = Rule::private(Permission::PlatformKeys, Tier::Enterprise);
+    let staff = RouteRule::private(Permission::PlatformKeys, Tier::Enterprise);
     api.route(routes!(suspend), staff)
         .route(routes!(unsuspend), staff)
 }

@@ -13,12 +13,12 @@ use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::parse_limit;
 use crate::extract::{QueryParams, instant};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
     api.route(
         routes!(audit),
-        Rule::private(Permission::PlatformSettings, Tier::Enterprise),
+        RouteRule::private(Permission::PlatformSettings, Tier::Enterprise),
     )
 }
 

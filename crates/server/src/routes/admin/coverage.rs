@@ -15,12 +15,12 @@ use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{QueryParams, parse_limit, parse_offset};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
     api.route(
         routes!(coverage_requests),
-        Rule::private(Permission::PlatformSettings, Tier::Enterprise),
+        RouteRule::private(Permission::PlatformSettings, Tier::Enterprise),
     )
 }
 

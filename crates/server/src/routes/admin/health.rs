@@ -15,13 +15,13 @@ use crate::AppState;
 use crate::api::Status;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 use crate::status::{ErrorDetail, system_status};
 
 pub(super) fn routes(api: Api) -> Api {
     api.route(
         routes!(health),
-        Rule::private(Permission::PlatformSettings, Tier::Enterprise),
+        RouteRule::private(Permission::PlatformSettings, Tier::Enterprise),
     )
 }
 

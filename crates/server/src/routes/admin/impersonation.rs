@@ -14,17 +14,17 @@ use crate::AppState;
 use crate::api::timestamp;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::routing::{Api, Impersonation, Rule};
+use crate::routing::{Api, ImpersonationPolicy, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
     api.route(
         routes!(impersonate),
-        Rule::private(Permission::TenantImpersonate, Tier::Enterprise)
-            .impersonation(Impersonation::Refused),
+        RouteRule::private(Permission::TenantImpersonate, Tier::Enterprise)
+            .impersonation(ImpersonationPolicy::Refused),
     )
     .route(
         routes!(end_impersonation),
-        Rule::any_account().impersonation(Impersonation::Always),
+        RouteRule::any_account().impersonation(ImpersonationPolicy::Always),
     )
 }
 

@@ -5,7 +5,7 @@
 
 use model::{Permission, Tier};
 
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub mod accounts;
 pub mod audit;
@@ -18,7 +18,7 @@ pub mod platform;
 pub mod usage;
 
 /// Key and grant administration: account admins on teams and above, and staff.
-const MANAGE_KEYS: Rule = Rule::private(Permission::TenantManage, Tier::Teams);
+const MANAGE_KEYS: RouteRule = RouteRule::private(Permission::TenantManage, Tier::Teams);
 
 /// The administration routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {

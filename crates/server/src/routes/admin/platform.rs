@@ -18,11 +18,11 @@ use crate::api::timestamp;
 use crate::api::{KeyJson, NewKeyJson};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::JsonBody;
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
-    let settings = Rule::private(Permission::PlatformSettings, Tier::Enterprise);
-    let owner = Rule::private(Permission::PlatformAdmin, Tier::Enterprise);
+    let settings = RouteRule::private(Permission::PlatformSettings, Tier::Enterprise);
+    let owner = RouteRule::private(Permission::PlatformAdmin, Tier::Enterprise);
     api.route(routes!(get_settings), settings)
         .route(routes!(change_settings), settings)
         .route(routes!(list_vendors), settings)

@@ -11,10 +11,10 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::{ApiResult, ErrorBody};
-use crate::routing::{Api, Rule};
+use crate::routing::{Api, RouteRule};
 
 pub(super) fn routes(api: Api) -> Api {
-    api.route(routes!(usage), Rule::any_account())
+    api.route(routes!(usage), RouteRule::any_account())
 }
 
 #[derive(Debug, Serialize, ToSchema)]
