@@ -18,6 +18,7 @@ use axum::routing::get;
 use model::Classification;
 
 use crate::AppState;
+use crate::api::Status;
 use crate::routing::ROUTES;
 use crate::status::{ErrorDetail, system_status};
 
@@ -86,10 +87,23 @@ impl Metrics {
     }
 }
 
-/// Text exposition format 0.0.4.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// A document in the text exposition format 0.0.4, written family by family.
+struct Exposition(String);
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    /// One sample; `labels` is what goes between the braces, empty for none.
+    fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
+        let _ = if labels.is_empty() {
+            writeln!(self.0, "{name} {value}")
+        } else {
+            writeln!(self.0, "{name}{{{labels}}} {value}")
+        };
+    }
 }
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -102,32 +116,46 @@ fn label(value: &str) -> String {
 
 /// Every metric, as Prometheus scrapes it.
 pub async fn render(state: &AppState) -> String {
-    let mut out = String::with_capacity(16 * 1024);
-    let metrics = &state.metrics;
+    let mut out = Exposition(String::with_capacity(16 * 1024));
+    http_requests(&mut out, &state.metrics);
+    lookups(&mut out, &state.metrics);
+    let status = system_status(state, ErrorDetail::Class).await;
+    let database_up = dependencies(&mut out, state, &status).await;
+    vendor_records(&mut out, state, &status);
+    jobs(&mut out, state, database_up).await;
+    out.family(
+        "knowngood_failed_authentications_total",
+        "counter",
+        "Requests refused for a missing or invalid credential.",
+    );
+    out.sample(
+        "knowngood_failed_authentications_total",
+        "",
+        state.auth_failures.refused.load(Relaxed),
+    );
+    out.0
+}
 
-    family(
-        &mut out,
-        "knowngood_http_requests_total",
+/// Per route: answers by status class, and the latency histogram.
+fn http_requests(out: &mut Exposition, metrics: &Metrics) {
+    const REQUESTS: &str = "knowngood_http_requests_total";
+    out.family(
+        REQUESTS,
         "counter",
         "Requests answered, by route and status class.",
     );
     for (spec, stats) in ROUTES.iter().zip(&metrics.routes) {
+        let route = format!("method=\"{}\",route=\"{}\"", spec.method, label(&spec.path));
         for (i, n) in stats.by_class.iter().enumerate() {
             let n = n.load(Relaxed);
             if n > 0 {
-                let _ = writeln!(
-                    out,
-                    "knowngood_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}xx\"}} {n}",
-                    spec.method,
-                    label(&spec.path),
-                    i + 1
-                );
+                out.sample(REQUESTS, &format!("{route},status=\"{}xx\"", i + 1), n);
             }
         }
     }
-    family(
-        &mut out,
-        "knowngood_http_request_duration_seconds",
+    const DURATION: &str = "knowngood_http_request_duration_seconds";
+    out.family(
+        DURATION,
         "histogram",
         "Time from routing to the answer, by route.",
     );
@@ -137,46 +165,39 @@ pub async fn render(state: &AppState) -> String {
             continue;
         }
         let labels = format!("method=\"{}\",route=\"{}\"", spec.method, label(&spec.path));
+        let bucket = format!("{DURATION}_bucket");
         let mut cumulative = 0;
         for (bound, n) in BUCKETS.iter().zip(&stats.buckets) {
             cumulative += n.load(Relaxed);
-            let _ = writeln!(
-                out,
-                "knowngood_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
-            );
+            out.sample(&bucket, &format!("{labels},le=\"{bound}\""), cumulative);
         }
-        let _ = writeln!(
-            out,
-            "knowngood_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}"
-        );
+        out.sample(&bucket, &format!("{labels},le=\"+Inf\""), count);
         let seconds = stats.micros.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "knowngood_http_request_duration_seconds_sum{{{labels}}} {seconds}"
-        );
-        let _ = writeln!(
-            out,
-            "knowngood_http_request_duration_seconds_count{{{labels}}} {count}"
-        );
+        out.sample(&format!("{DURATION}_sum"), &labels, seconds);
+        out.sample(&format!("{DURATION}_count"), &labels, count);
     }
+}
 
-    family(
-        &mut out,
-        "knowngood_lookup_results_total",
+fn lookups(out: &mut Exposition, metrics: &Metrics) {
+    const RESULTS: &str = "knowngood_lookup_results_total";
+    out.family(
+        RESULTS,
         "counter",
         "Hashes classified by lookups, by classification.",
     );
     for (name, n) in LOOKUP_LABELS.iter().zip(&metrics.lookups) {
-        let _ = writeln!(
-            out,
-            "knowngood_lookup_results_total{{classification=\"{name}\"}} {}",
-            n.load(Relaxed)
+        out.sample(
+            RESULTS,
+            &format!("classification=\"{name}\""),
+            n.load(Relaxed),
         );
     }
+}
 
-    let status = system_status(state, ErrorDetail::Class).await;
-    family(
-        &mut out,
+/// The overall status and what answers depend on: the database, Redis, the reference
+/// corpus and the vendor index. Returns whether the database answered.
+async fn dependencies(out: &mut Exposition, state: &AppState, status: &Status) -> bool {
+    out.family(
         "knowngood_up",
         "gauge",
         "Overall status: 1 ok, 0.5 degraded, 0 down.",
@@ -186,89 +207,71 @@ pub async fn render(state: &AppState) -> String {
         "degraded" => 0.5,
         _ => 0.0,
     };
-    let _ = writeln!(out, "knowngood_up {overall}");
-    family(
-        &mut out,
+    out.sample("knowngood_up", "", overall);
+    out.family(
         "knowngood_database_up",
         "gauge",
         "1 when the database answers.",
     );
     let database_up = state.database.up(state.store.as_ref()).await;
-    let _ = writeln!(out, "knowngood_database_up {}", u8::from(database_up));
+    out.sample("knowngood_database_up", "", u8::from(database_up));
     let pool = state.store.pool_stats();
-    family(
-        &mut out,
-        "knowngood_database_connections",
+    const CONNECTIONS: &str = "knowngood_database_connections";
+    out.family(
+        CONNECTIONS,
         "gauge",
         "Connections of the database pool, by state (idle, in use) and its cap (max).",
     );
-    let _ = writeln!(
-        out,
-        "knowngood_database_connections{{state=\"idle\"}} {}",
-        pool.idle
+    out.sample(CONNECTIONS, "state=\"idle\"", pool.idle);
+    out.sample(
+        CONNECTIONS,
+        "state=\"in_use\"",
+        pool.size.saturating_sub(pool.idle),
     );
-    let _ = writeln!(
-        out,
-        "knowngood_database_connections{{state=\"in_use\"}} {}",
-        pool.size.saturating_sub(pool.idle)
-    );
-    let _ = writeln!(
-        out,
-        "knowngood_database_connections{{state=\"max\"}} {}",
-        pool.max
-    );
-    family(
-        &mut out,
+    out.sample(CONNECTIONS, "state=\"max\"", pool.max);
+    out.family(
         "knowngood_database_unavailable_total",
         "counter",
         "Statements that failed because the database could not be reached (no connection within the acquire timeout, connection refused or lost).",
     );
-    let _ = writeln!(
-        out,
-        "knowngood_database_unavailable_total {}",
-        store::unavailable_errors()
+    out.sample(
+        "knowngood_database_unavailable_total",
+        "",
+        store::unavailable_errors(),
     );
     if let Some(up) = state.limiter.redis_up().await {
-        family(
-            &mut out,
+        out.family(
             "knowngood_redis_up",
             "gauge",
             "1 when Redis (shared rate limits) answers.",
         );
-        let _ = writeln!(out, "knowngood_redis_up {}", u8::from(up));
+        out.sample("knowngood_redis_up", "", u8::from(up));
     }
     if let Some(n) = state.limiter.fallbacks() {
-        family(
-            &mut out,
+        out.family(
             "knowngood_rate_limit_fallbacks_total",
             "counter",
             "Rate-limit checks applied per replica because Redis could not answer.",
         );
-        let _ = writeln!(out, "knowngood_rate_limit_fallbacks_total {n}");
+        out.sample("knowngood_rate_limit_fallbacks_total", "", n);
     }
-    family(
-        &mut out,
+    out.family(
         "knowngood_reference_corpus_entries",
         "gauge",
         "SHA-256 entries of the live reference corpus generation.",
     );
-    let _ = writeln!(
-        out,
-        "knowngood_reference_corpus_entries {}",
-        status.components.reference_corpus.entries
+    out.sample(
+        "knowngood_reference_corpus_entries",
+        "",
+        status.components.reference_corpus.entries,
     );
-    family(
-        &mut out,
+    out.family(
         "knowngood_reference_corpus_refused",
         "gauge",
         "1 while CURRENT names a generation that failed its checks (the previous one stays live).",
     );
     let refused = state.corpus.as_ref().and_then(|c| c.refused()).is_some();
-    let _ = writeln!(
-        out,
-        "knowngood_reference_corpus_refused {}",
-        u8::from(refused)
-    );
+    out.sample("knowngood_reference_corpus_refused", "", u8::from(refused));
     let index = state.classifier.index();
     for (name, help, value) in [
         (
@@ -287,94 +290,81 @@ pub async fn render(state: &AppState) -> String {
             index.merges(),
         ),
     ] {
-        family(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {value}");
+        out.family(name, "counter", help);
+        out.sample(name, "", value);
     }
-    family(
-        &mut out,
+    database_up
+}
+
+/// Records per vendor, failing vendors, integrity failures and the records epoch.
+fn vendor_records(out: &mut Exposition, state: &AppState, status: &Status) {
+    out.family(
         "knowngood_vendor_records",
         "gauge",
         "Current records per vendor.",
     );
     for v in &status.vendors {
-        let _ = writeln!(
-            out,
-            "knowngood_vendor_records{{vendor=\"{}\"}} {}",
-            label(&v.vendor),
-            v.records
-        );
+        let vendor = format!("vendor=\"{}\"", label(&v.vendor));
+        out.sample("knowngood_vendor_records", &vendor, v.records);
     }
-    family(
-        &mut out,
+    out.family(
         "knowngood_vendor_failing",
         "gauge",
         "1 when the vendor's last refresh failed.",
     );
     for v in &status.vendors {
-        let _ = writeln!(
-            out,
-            "knowngood_vendor_failing{{vendor=\"{}\"}} {}",
-            label(&v.vendor),
-            u8::from(v.status == "failing")
+        let vendor = format!("vendor=\"{}\"", label(&v.vendor));
+        out.sample(
+            "knowngood_vendor_failing",
+            &vendor,
+            u8::from(v.status == "failing"),
         );
     }
-    family(
-        &mut out,
+    out.family(
         "knowngood_integrity_failures_total",
         "counter",
         "Vendor records whose HMAC failed verification since start.",
     );
-    let _ = writeln!(
-        out,
-        "knowngood_integrity_failures_total {}",
-        status.integrity_failures
+    out.sample(
+        "knowngood_integrity_failures_total",
+        "",
+        status.integrity_failures,
     );
-    family(
-        &mut out,
+    out.family(
         "knowngood_records_epoch",
         "gauge",
         "The records epoch this replica has seen (moves with every write).",
     );
-    let _ = writeln!(
-        out,
-        "knowngood_records_epoch {}",
-        state.store.records_epoch()
-    );
+    out.sample("knowngood_records_epoch", "", state.store.records_epoch());
+}
 
-    family(
-        &mut out,
-        "knowngood_job_runs_total",
+/// Runs and time of each scheduled job in this process, and the leases held now.
+async fn jobs(out: &mut Exposition, state: &AppState, database_up: bool) {
+    const RUNS: &str = "knowngood_job_runs_total";
+    out.family(
+        RUNS,
         "counter",
         "Runs of each scheduled job in this process, by outcome.",
     );
     for (job, stats) in state.runner.stats() {
-        let _ = writeln!(
-            out,
-            "knowngood_job_runs_total{{job=\"{job}\",outcome=\"ok\"}} {}",
-            stats.succeeded.load(Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "knowngood_job_runs_total{{job=\"{job}\",outcome=\"failed\"}} {}",
-            stats.failed.load(Relaxed)
-        );
+        let ok = stats.succeeded.load(Relaxed);
+        out.sample(RUNS, &format!("job=\"{job}\",outcome=\"ok\""), ok);
+        let failed = stats.failed.load(Relaxed);
+        out.sample(RUNS, &format!("job=\"{job}\",outcome=\"failed\""), failed);
     }
-    family(
-        &mut out,
-        "knowngood_job_run_seconds_total",
+    const SECONDS: &str = "knowngood_job_run_seconds_total";
+    out.family(
+        SECONDS,
         "counter",
         "Time spent in runs of each job in this process.",
     );
     for (job, stats) in state.runner.stats() {
-        let _ = writeln!(
-            out,
-            "knowngood_job_run_seconds_total{{job=\"{job}\"}} {}",
-            stats.micros.load(Relaxed) as f64 / 1e6
-        );
+        let seconds = stats.micros.load(Relaxed) as f64 / 1e6;
+        out.sample(SECONDS, &format!("job=\"{job}\""), seconds);
     }
-    family(
-        &mut out,
-        "knowngood_job_lease_held",
+    const LEASES: &str = "knowngood_job_lease_held";
+    out.family(
+        LEASES,
         "gauge",
         "Unexpired, unfinished job leases and the replica run holding each.",
     );
@@ -385,27 +375,14 @@ pub async fn render(state: &AppState) -> String {
             .iter()
             .filter(|l| l.finished_at.is_none() && l.expires_at > now)
         {
-            let _ = writeln!(
-                out,
-                "knowngood_job_lease_held{{lease=\"{}\",holder=\"{}\"}} 1",
+            let held = format!(
+                "lease=\"{}\",holder=\"{}\"",
                 label(&l.job),
                 label(&l.holder)
             );
+            out.sample(LEASES, &held, 1);
         }
     }
-
-    family(
-        &mut out,
-        "knowngood_failed_authentications_total",
-        "counter",
-        "Requests refused for a missing or invalid credential.",
-    );
-    let _ = writeln!(
-        out,
-        "knowngood_failed_authentications_total {}",
-        state.auth_failures.refused.load(Relaxed)
-    );
-    out
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
