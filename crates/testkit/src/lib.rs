@@ -7,7 +7,8 @@
 //!   server on loopback over a scratch database;
 //! - [`fixtures`]: timestamps and record builders;
 //! - [`pki`]: certificate authorities, code signing and CRLs for tests;
-//! - [`vendor`]: a fake vendor channel served over loopback HTTPS or HTTP.
+//! - [`vendor`]: a fake vendor channel served over loopback HTTPS or HTTP (with the `apt`
+//!   feature, a signed Debian-format archive on it).
 //!
 //! PostgreSQL runs when `KNOWNGOOD_TEST_POSTGRES_URL` names a reachable database (e.g.
 //! `postgres://postgres:postgres@127.0.0.1:5432/postgres`); each test gets its own schema,

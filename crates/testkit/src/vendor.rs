@@ -1,6 +1,10 @@
 //! A fake vendor channel: fixed documents served on loopback, over HTTPS (a certificate
 //! from a test CA, trusted by [`https_client`]) or plain HTTP, that a test can change
-//! while it is served (a new release, an outage, a flaky path).
+//! while it is served (a new release, an outage, a flaky path). With the `apt` feature,
+//! `apt` publishes a signed Debian-format archive on it.
+
+#[cfg(feature = "apt")]
+pub mod apt;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

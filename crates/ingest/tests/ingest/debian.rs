@@ -3,143 +3,19 @@
 //! the signed `Release` lists, and `.deb` packages (ar: `debian-binary`, `control.tar.gz`,
 //! `data.tar.xz`) whose SHA-256 the index lists. Layout and fields follow
 //! <https://wiki.debian.org/DebianRepository/Format> and deb(5); the Release fields are those
-//! of `deb.debian.org/debian/dists/stable/InRelease`.
-
-use std::io::Write;
+//! of `deb.debian.org/debian/dists/stable/InRelease`. The archive's parts come from
+//! `testkit::vendor::apt`.
 
 use ingest::vendors::Debian;
 use ingest::{FetchContext, ProblemKind, VendorReport, ingest_vendor};
 use model::Arch::{Amd64, Arm64};
 use model::Platform::Linux;
-use pgp::composed::{CleartextSignedMessage, KeyType, SecretKeyParamsBuilder, SignedSecretKey};
-use pgp::types::Password;
+use pgp::composed::SignedSecretKey;
+use testkit::vendor::apt::{
+    archive_key, deb, deb_listing, ls_binary, publish_suite, sign, stanza, xz,
+};
 
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, md5, sha1, sha256};
-
-/// A signing key made for this test, and its public key armored.
-pub(crate) fn archive_key() -> (SignedSecretKey, String) {
-    let mut rng = rand08::thread_rng();
-    let params = SecretKeyParamsBuilder::default()
-        .key_type(KeyType::Ed25519Legacy)
-        .can_certify(true)
-        .can_sign(true)
-        .primary_user_id("Test Archive Automatic Signing Key <ftpmaster@example.org>".into())
-        .build()
-        .unwrap();
-    let secret = params
-        .generate(&mut rng)
-        .unwrap()
-        .sign(&mut rng, &Password::empty())
-        .unwrap();
-    let public = secret
-        .signed_public_key()
-        .to_armored_string(None.into())
-        .unwrap();
-    (secret, public)
-}
-
-pub(crate) fn sign(key: &SignedSecretKey, text: &str) -> String {
-    let mut rng = rand08::thread_rng();
-    CleartextSignedMessage::sign(&mut rng, text, &**key, &Password::empty())
-        .unwrap()
-        .to_armored_string(None.into())
-        .unwrap()
-}
-
-pub(crate) fn xz(data: &[u8]) -> Vec<u8> {
-    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
-fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    let mut dir = tar::Header::new_gnu();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_size(0);
-    dir.set_mode(0o755);
-    b.append_data(&mut dir, "./usr/bin/", std::io::empty())
-        .unwrap();
-    for (name, data) in files {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o755);
-        b.append_data(&mut h, name, *data).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
-/// An `ar` archive (the `.deb` container): global header, 60-byte member headers, even
-/// padding.
-fn ar(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let mut out = b"!<arch>\n".to_vec();
-    for (name, data) in members {
-        let header = format!(
-            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
-            name,
-            1_700_000_000,
-            0,
-            0,
-            "100644",
-            data.len()
-        );
-        assert_eq!(header.len(), 60);
-        out.extend(header.bytes());
-        out.extend(data);
-        if data.len() % 2 == 1 {
-            out.push(b'\n');
-        }
-    }
-    out
-}
-
-/// The ELF `ls` of a package for `arch`.
-pub(crate) fn ls_binary(arch: &str) -> Vec<u8> {
-    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
-    elf.extend(format!("coreutils ls for {arch} ").repeat(2_000).bytes());
-    elf
-}
-
-pub(crate) fn deb(arch: &str) -> Vec<u8> {
-    deb_listing(arch, &md5(&ls_binary(arch)))
-}
-
-/// A coreutils `.deb` whose `md5sums` control file lists `ls_md5` for `usr/bin/ls`.
-pub(crate) fn deb_listing(arch: &str, ls_md5: &str) -> Vec<u8> {
-    let ls = ls_binary(arch);
-    let md5sums = format!(
-        "{ls_md5}  usr/bin/ls\n{}  usr/share/doc/coreutils/copyright\n",
-        md5(b"GPL-3+\n")
-    );
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar(&[
-        ("./control", b"Package: coreutils\n"),
-        ("./md5sums", md5sums.as_bytes()),
-    ]))
-    .unwrap();
-    let control = gz.finish().unwrap();
-    let data = xz(&tar(&[
-        ("./usr/bin/ls", &ls),
-        ("./usr/share/doc/coreutils/copyright", b"GPL-3+\n"),
-    ]));
-    ar(&[
-        ("debian-binary", b"2.0\n".to_vec()),
-        ("control.tar.gz", control),
-        ("data.tar.xz", data),
-    ])
-}
-
-pub(crate) fn stanza(name: &str, version: &str, arch: &str, filename: &str, body: &[u8]) -> String {
-    format!(
-        "Package: {name}\nVersion: {version}\nInstalled-Size: 6000\nMaintainer: Michael Stone <mstone@debian.org>\n\
-         Architecture: {arch}\nMulti-Arch: foreign\nEssential: yes\nDescription: GNU core utilities\n\
-         Description-md5: 71ce3b9b9fb9d5b3e1e5b3ab3a2e8d4e\nTag: interface::commandline,\n implemented-in::c\n\
-         Section: utils\nPriority: required\nFilename: {filename}\nSize: {}\nMD5sum: {}\nSHA256: {}\n",
-        body.len(),
-        md5(body),
-        sha256(body)
-    )
-}
 
 struct Archive {
     site: Site,
@@ -211,53 +87,6 @@ fn archive(key: &SignedSecretKey, tamper: Tamper) -> Archive {
     site.file("/dists/trixie/InRelease", signed);
     publish_suite(&site, key, "", "trixie-updates", "trixie-updates", &[]);
     Archive { site, debs }
-}
-
-/// A signed suite at `<prefix>/dists/<suite>/`: its `InRelease` (with `Codename`) over one
-/// `Packages.xz` per architecture, each listing `packages` (stanza text per arch, with the
-/// `.deb` bytes served at their `Filename` under `prefix`).
-pub(crate) fn publish_suite(
-    site: &Site,
-    key: &SignedSecretKey,
-    prefix: &str,
-    suite: &str,
-    codename: &str,
-    packages: &[(&str, &str, &str, Vec<u8>)],
-) {
-    let mut sums = String::new();
-    for arch in ["amd64", "arm64"] {
-        let mut stanzas = Vec::new();
-        for (name, version, priority, body) in packages {
-            let filename = format!(
-                "pool/main/{}/{name}/{name}_{version}_{arch}.deb",
-                &name[..1]
-            );
-            stanzas.push(
-                stanza(name, version, arch, &filename, body)
-                    .replace("Priority: required", &format!("Priority: {priority}")),
-            );
-            site.file(&format!("{prefix}/{filename}"), body.clone());
-        }
-        let index = xz(stanzas.join("\n").as_bytes());
-        sums.push_str(&format!(
-            " {} {} main/binary-{arch}/Packages.xz\n",
-            sha256(&index),
-            index.len()
-        ));
-        site.file(
-            &format!("{prefix}/dists/{suite}/main/binary-{arch}/Packages.xz"),
-            index,
-        );
-    }
-    let release = format!(
-        "Origin: Debian\nLabel: Debian\nSuite: {suite}\nCodename: {codename}\n\
-         Date: Sat, 08 Nov 2025 09:00:00 UTC\nArchitectures: amd64 arm64\nComponents: main\n\
-         SHA256:\n{sums}"
-    );
-    site.file(
-        &format!("{prefix}/dists/{suite}/InRelease"),
-        sign(key, &release),
-    );
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

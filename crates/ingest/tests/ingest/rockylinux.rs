@@ -18,8 +18,8 @@ use model::Platform::Linux;
 use pgp::composed::{SignedSecretKey, StandaloneSignature};
 use pgp::packet::{SignatureConfig, SignatureType, Subpacket, SubpacketData};
 use pgp::types::{KeyDetails, Password};
+use testkit::vendor::apt::archive_key;
 
-use crate::debian::archive_key;
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, sha256};
 
 /// An armored detached binary signature, as `gpg --armor --detach-sign` makes.

@@ -9,17 +9,11 @@ use ingest::{FetchContext, ProblemKind, VendorReport, ingest_vendor};
 use model::Arch::Amd64;
 use model::Platform::Linux;
 use pgp::composed::SignedSecretKey;
+use testkit::vendor::apt::{
+    UBUNTU_META_RELEASE as META_RELEASE, archive_key, deb, ls_binary, sign, stanza, xz,
+};
 
-use crate::debian::{archive_key, deb, ls_binary, sign, stanza, xz};
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, sha256};
-
-const META_RELEASE: &str = "Dist: warty\nName: Warty Warthog\nVersion: 04.10\nDate: Wed, 20 Oct 2004 07:28:17 UTC\nSupported: 0\n\
-Description: This is the 04.10 release\nRelease-File: http://old-releases.ubuntu.com/ubuntu/dists/warty/Release\n\n\
-Dist: noble\nName: Noble Numbat\nVersion: 24.04.3 LTS\nDate: Thu, 25 April 2024 15:10:33 UTC\nSupported: 1\n\
-Description: This is the 24.04.3 LTS release\nRelease-File: http://archive.ubuntu.com/ubuntu/dists/noble-updates/Release\n\
-ReleaseNotes: http://archive.ubuntu.com/ubuntu/dists/noble-updates/main/dist-upgrader-all/current/ReleaseAnnouncement\n\
-UpgradeTool: http://archive.ubuntu.com/ubuntu/dists/noble-updates/main/dist-upgrader-all/current/noble.tar.gz\n\
-UpgradeToolSignature: http://archive.ubuntu.com/ubuntu/dists/noble-updates/main/dist-upgrader-all/current/noble.tar.gz.gpg\n";
 
 /// A suite of the archive with one coreutils of `version`, signed by `key`.
 fn suite(site: &Site, key: &SignedSecretKey, suite: &str, version: &str, body: &[u8]) {
