@@ -13,7 +13,7 @@
 
 use async_trait::async_trait;
 
-use super::debian::{Debian, paragraphs};
+use super::debian::{Debian, Selection, paragraphs};
 use crate::fetch::{Artifact, FetchContext, FetchError, Fetcher, VendorConfig};
 
 /// The archive key that signs Ubuntu's `InRelease` files (see `keys/SOURCE.md`).
@@ -108,6 +108,7 @@ impl Fetcher for Ubuntu {
     }
 
     async fn discover(&self, ctx: &FetchContext) -> Result<Vec<Artifact>, FetchError> {
+        let selection = Selection::from_items(&ctx.items()?);
         let url = format!("{}/meta-release", ctx.base_url());
         let releases = supported_releases(&ctx.get_text(&url).await?);
         if releases.is_empty() {
@@ -116,6 +117,8 @@ impl Fetcher for Ubuntu {
         let archive = ctx.files_url();
         let mut out = Vec::new();
         let mut failures = Vec::new();
+        let mut pins_found = std::collections::BTreeSet::new();
+        let mut suites = Vec::new();
         for dist in releases {
             for suite in [dist.clone(), format!("{dist}-updates")] {
                 match self
@@ -125,10 +128,23 @@ impl Fetcher for Ubuntu {
                 {
                     Ok(found) => {
                         out.extend(found.artifacts);
+                        pins_found.extend(found.pins_found);
                         failures.extend(found.failures);
                     }
                     Err(e) => failures.push(e),
                 }
+                suites.push(suite);
+            }
+        }
+        // As for Debian: a pinned version no pocket lists is said, not silently skipped.
+        for (name, pin) in &selection.names {
+            if let Some(version) = pin
+                && !pins_found.contains(name)
+            {
+                failures.push(FetchError::NotListed {
+                    item: format!("{name}={version}"),
+                    listed_by: format!("the followed suites of {archive} ({})", suites.join(", ")),
+                });
             }
         }
         ctx.settle(out, failures)

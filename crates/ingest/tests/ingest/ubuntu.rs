@@ -109,3 +109,34 @@ async fn an_ubuntu_inrelease_signed_by_another_key_records_nothing() {
     assert_eq!(report.discovered, 0, "{report:#?}");
     assert!(sink.records.lock().unwrap().is_empty());
 }
+
+/// `name=version` records exactly that version from the pocket that lists it; a pinned
+/// version no pocket lists is reported, naming the pockets read, as for Debian.
+#[tokio::test]
+async fn an_ubuntu_pin_is_recorded_and_an_unlisted_one_is_reported() {
+    let (key, public) = archive_key();
+    let site = Site::new();
+    site.file("/meta-release", META_RELEASE);
+    let package = deb("amd64");
+    suite(&site, &key, "noble", "9.4-3ubuntu6", &package);
+    suite(&site, &key, "noble-updates", "9.4-3ubuntu6.1", &package);
+    let base = site.serve().await;
+    let mut config = config_for("ubuntu", &base);
+    config.files_url = Some(format!("{base}/archive"));
+    config.items = vec![
+        "coreutils=9.4-3ubuntu6".into(),
+        "bash=5.2.21-2ubuntu4".into(),
+    ];
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits());
+    let sink = MemorySink::default();
+    let fetcher = Ubuntu::with_keys(&[public.as_str()]);
+    let report = ingest_vendor(&fetcher, &ctx, &sink, &clock()).await;
+    assert_eq!(sink.versions(), ["9.4-3ubuntu6"]);
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let message = &report.problems[0].message;
+    assert!(
+        message.starts_with("bash=5.2.21-2ubuntu4: not listed by the followed suites of ")
+            && message.contains("(noble, noble-updates)"),
+        "{message}"
+    );
+}
