@@ -279,6 +279,9 @@ pub struct RefreshOptions {
     pub outbound: ingest::OutboundSettings,
     /// A client used as is instead of one built from `outbound` (tests).
     pub client: Option<reqwest::Client>,
+    /// Armored OpenPGP keys the Debian and Ubuntu channels verify `InRelease` with instead
+    /// of the shipped archive keys (tests: an archive signed with a key made at test time).
+    pub archive_keys: Option<Vec<String>>,
 }
 
 impl RefreshOptions {
@@ -288,6 +291,23 @@ impl RefreshOptions {
             Some(client) => Ok(client.clone()),
             None => self.outbound.https_client(),
         }
+    }
+
+    /// Every vendor's fetcher with its official channel, the Debian-format ones keyed with
+    /// `archive_keys` when set.
+    fn setups(&self) -> Vec<ingest::vendors::VendorSetup> {
+        let mut setups = ingest::vendors::all();
+        if let Some(keys) = &self.archive_keys {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            for setup in &mut setups {
+                match setup.fetcher.id() {
+                    "debian" => setup.fetcher = Box::new(ingest::vendors::Debian::with_keys(&keys)),
+                    "ubuntu" => setup.fetcher = Box::new(ingest::vendors::Ubuntu::with_keys(&keys)),
+                    _ => {}
+                }
+            }
+        }
+        setups
     }
 }
 
@@ -300,6 +320,7 @@ impl Default for RefreshOptions {
             backoff: Duration::from_secs(30),
             outbound: ingest::OutboundSettings::default(),
             client: None,
+            archive_keys: None,
         }
     }
 }
@@ -442,7 +463,7 @@ pub async fn refresh_vendors(
     let client = options
         .https_client()
         .map_err(|e| Error::internal_caused("HTTP client", e))?;
-    let mut setups = ingest::vendors::all();
+    let mut setups = options.setups();
     if let Some(id) = only {
         setups.retain(|v| v.fetcher.id() == id);
         if setups.is_empty() {
@@ -546,7 +567,7 @@ pub async fn refresh_queued(
         options,
     };
     let mut reports = Vec::new();
-    for setup in ingest::vendors::all() {
+    for setup in options.setups() {
         let id = setup.fetcher.id();
         if only.is_some_and(|o| o != id) || !channel_config(&setup, options).enabled {
             continue;

@@ -40,7 +40,7 @@ fn wheel(version: &str) -> (Vec<u8>, Vec<u8>) {
     (out, module)
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
@@ -80,7 +80,7 @@ fn options(base: &str, items: &[&str]) -> RefreshOptions {
 }
 
 /// Only the channel `vendor`, at `base`, following `items`; members read.
-fn options_for(vendor: &str, base: &str, items: &[&str]) -> RefreshOptions {
+pub(crate) fn options_for(vendor: &str, base: &str, items: &[&str]) -> RefreshOptions {
     let vendors = vendor_ids()
         .into_iter()
         .map(|id| {
@@ -105,7 +105,7 @@ fn options_for(vendor: &str, base: &str, items: &[&str]) -> RefreshOptions {
 }
 
 /// Queues what `purls` name, as the coverage route does.
-async fn queue_sbom(db: &Db, purls: &[&str]) -> jobs::coverage::Queued {
+pub(crate) async fn queue_sbom(db: &Db, purls: &[&str]) -> jobs::coverage::Queued {
     let components: Vec<_> = purls
         .iter()
         .map(|p| json!({"type": "library", "name": p, "purl": p}))
@@ -121,7 +121,7 @@ async fn queue_sbom(db: &Db, purls: &[&str]) -> jobs::coverage::Queued {
 }
 
 /// The queue: "ecosystem name version state [error]".
-async fn entries(db: &Db) -> Vec<String> {
+pub(crate) async fn entries(db: &Db) -> Vec<String> {
     db.store
         .coverage_entries(None, 100, 0)
         .await

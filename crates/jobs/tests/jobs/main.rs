@@ -607,5 +607,6 @@ mod publish_after_refresh {
 }
 mod advisories;
 mod coverage_queue;
+mod coverage_queue_debian;
 mod registry_history;
 mod revocation;
