@@ -19,7 +19,6 @@ use model::{
 };
 
 pub mod admin;
-mod admin_backend;
 mod backend;
 pub mod coverage;
 pub mod downloads;
