@@ -603,7 +603,7 @@ macro_rules! record_writer {
                 for chunk in names.chunks(crate::record_writes::IN_LIST) {
                     let sql = format!(
                         "SELECT {} FROM hash_records WHERE family IN ({})",
-                        crate::backend::RECORD_COLUMNS,
+                        crate::records::RECORD_COLUMNS,
                         crate::backend::placeholders(1, chunk.len())
                     );
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));

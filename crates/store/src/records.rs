@@ -1,0 +1,876 @@
+//! Vendor hash records (`hash_records`, with `record_counts`, `records_added` and the
+//! `records_epoch` counter): [`RecordStore`] and its implementation for both backends.
+//! Writes go through `record_writes.rs`; reads are here, one SQL text or builder per query.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+use model::{Arch, HashAlgo, HashRecord, HashValue, NewRecord, Platform, RecordSigner};
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::backend::{Columns, IntegrityMonitor, corrupt, micros, placeholders};
+use crate::{Page, PgStore, Result, SqliteStore, db_error};
+
+/// The most names [`RecordStore::executable_names_with_prefix`] answers.
+pub const MAX_NAME_SUGGESTIONS: u32 = 10;
+/// The shortest prefix [`RecordStore::executable_names_with_prefix`] searches by.
+pub const MIN_NAME_PREFIX_CHARS: usize = 2;
+
+/// What recording a record did to the history of its executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// A new record (current, or superseded when older than the current version); the id
+    /// of the record it superseded, if any.
+    Inserted {
+        id: String,
+        superseded: Option<String>,
+        /// The superseded record had the same version but a different SHA-256: a
+        /// republish, which ingest must report rather than pass over.
+        hash_changed: bool,
+    },
+    /// The same file is already recorded: the current record, or a superseded one with the
+    /// same version and hashes.
+    Unchanged { id: String },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Any version's filename, or the bare name of an unversioned file.
+    pub executable: String,
+    pub platform: Option<Platform>,
+    pub arch: Option<Arch>,
+    pub limit: u32,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportQuery {
+    pub executable: Option<String>,
+    pub platform: Option<Platform>,
+    pub arch: Option<Arch>,
+    /// Inclusive UTC days bounding `valid_from`.
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+}
+
+/// Keyset position in the public feed's order (executable name, platform, arch, id): the
+/// last record of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedPosition {
+    pub executable_name: String,
+    pub platform: String,
+    pub arch: String,
+    pub id: String,
+}
+
+/// Keyset position of an export stream: the last row sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportCursor {
+    pub valid_from: DateTime<Utc>,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Distinct SHA-256 over current records whose HMAC verifies.
+    pub known_good_hashes: u64,
+    /// Vendors with a current record.
+    pub total_vendors: u64,
+    /// Platforms (never `universal`) of current records whose HMAC verifies.
+    pub total_platforms: u64,
+    /// Current records.
+    pub total_records: u64,
+}
+
+/// Vendor hash records and their history.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// Records a file. A version of the same family (vendor, family, platform, arch) at
+    /// least as new as the current one (`model::version::compare`) supersedes the current
+    /// record in the same transaction: its status becomes `superseded` and its `valid_until`
+    /// the new record's `valid_from` (`now`, or a microsecond after the current record's
+    /// start). An older version is inserted as superseded, ending where the next newer
+    /// version starts (and starting at `now` when that is earlier: the channel's release
+    /// date of a past version), so history order by `valid_from` is version order. A file
+    /// already in the history (same version and hashes) is `Unchanged`.
+    async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome>;
+
+    /// Records a batch in one transaction, in order, each exactly as [`record`] would
+    /// (a later record of a family supersedes an earlier one of the same batch). All or
+    /// nothing: an invalid record or a database error records none. One outcome per record.
+    ///
+    /// [`record`]: RecordStore::record
+    async fn record_many(
+        &self,
+        records: Vec<NewRecord>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RecordOutcome>>;
+
+    /// Current records, optionally only those whose executable name equals `executable`
+    /// case-insensitively; ordered by executable name.
+    async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>>;
+
+    /// At most `limit` current records in the public feed's order (executable name,
+    /// platform, arch, id), those after `after`; a walk over every page reads each current
+    /// record once, in bounded memory, whatever their number.
+    async fn current_records_page(
+        &self,
+        after: Option<&FeedPosition>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
+
+    /// Records with any of the hashes (SHA-256, SHA-1 or MD5 by length); superseded
+    /// records only when asked.
+    async fn find_by_hashes(
+        &self,
+        hashes: &[HashValue],
+        include_superseded: bool,
+    ) -> Result<Vec<HashRecord>>;
+
+    /// Every version of the executable's family, newest first.
+    async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>>;
+
+    /// How many records an export would return.
+    async fn export_count(&self, query: &ExportQuery) -> Result<u64>;
+
+    /// One page of an export in (valid_from, id) order, after the cursor.
+    async fn export_page(
+        &self,
+        query: &ExportQuery,
+        after: Option<&ExportCursor>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
+
+    async fn stats(&self) -> Result<RecordStats>;
+
+    /// Distinct executable names (one spelling each) whose case-folded name starts with
+    /// `prefix` ([`model::name_key`]), in name-key order; at most `limit` (capped at
+    /// [`MAX_NAME_SUGGESTIONS`]). A prefix under [`MIN_NAME_PREFIX_CHARS`] characters
+    /// matches nothing; `%`, `_` and `\` in it are plain text.
+    async fn executable_names_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>>;
+
+    /// Every record, current and superseded, in id order after `after`, at most `limit`:
+    /// the pages an in-memory view of all records is built from.
+    async fn records_after(&self, after: Option<&str>, limit: u32) -> Result<Vec<HashRecord>>;
+
+    /// Records written (inserted, superseded, interval fitted) by a transaction whose
+    /// records epoch is above `epoch`, each with that epoch, in (epoch, id) order, at most
+    /// `limit`: what an in-memory view tagged with `epoch` must apply to reflect the store.
+    /// The next page is `(last epoch, Some(last id))`. Every write up to the epoch this
+    /// store reports is included; later ones may be too.
+    async fn records_changed_after(
+        &self,
+        epoch: u64,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(u64, HashRecord)>>;
+}
+
+/// Something derived from the records (the lookup index) that catches up with each new
+/// records epoch before it becomes visible.
+#[async_trait]
+pub trait RecordsListener: Send + Sync {
+    /// The records up to `epoch` are committed; `records_epoch()` shows it once this returns.
+    async fn before_epoch(&self, epoch: u64);
+}
+
+pub(crate) const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
+     hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
+     sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
+     size_bytes";
+
+/// `SELECT` of every record column from `hash_records`, then `rest` (its `WHERE` and order).
+fn select_records(rest: &str) -> String {
+    format!("SELECT {RECORD_COLUMNS} FROM hash_records {rest}")
+}
+
+const CURRENT_NAMED: &str = "WHERE status = 'current' AND name_key = $1 \
+     ORDER BY executable_name, platform, arch";
+const CURRENT_ALL: &str = "WHERE status = 'current' ORDER BY executable_name, platform, arch";
+const FEED_FIRST: &str =
+    "WHERE status = 'current' ORDER BY executable_name, platform, arch, id LIMIT $1";
+const FEED_AFTER: &str = "WHERE status = 'current' \
+     AND (executable_name, platform, arch, id) > ($1, $2, $3, $4) \
+     ORDER BY executable_name, platform, arch, id LIMIT $5";
+const RECORDS_AFTER: &str = "WHERE id > $1 ORDER BY id LIMIT $2";
+const CURRENT_WITH_SHA256: &str = "WHERE hash_sha256 = $1 AND status = 'current'";
+const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
+/// One spelling per name: the smallest, so the answer does not vary by row order.
+const NAMES_WITH_PREFIX: &str = "SELECT MIN(executable_name) FROM hash_records \
+     WHERE name_key LIKE $1 ESCAPE '\\' \
+     GROUP BY name_key ORDER BY name_key LIMIT $2";
+
+/// Records written by a transaction of a later epoch, with that epoch: `$1` the epoch,
+/// `$2` the last id of the previous page (when `after`), `$3` the limit.
+fn changed_after_sql(after: bool) -> String {
+    // In (changed_epoch, id) order, which its index holds: ordered by id alone, planners
+    // walk the whole primary key.
+    let condition = if after {
+        "changed_epoch >= $1 AND (changed_epoch > $1 OR id > $2)"
+    } else {
+        "changed_epoch > $1"
+    };
+    format!(
+        "SELECT {RECORD_COLUMNS}, changed_epoch FROM hash_records WHERE {condition} \
+         ORDER BY changed_epoch, id LIMIT $3"
+    )
+}
+
+/// The records the service flagged as changed behind its back and still counted as
+/// current, with what the counters hold of them and the row as it is now (if any).
+fn unverified_sql() -> String {
+    format!(
+        "SELECT u.counted_vendor, u.counted_platform, u.counted_sha256, u.deleted, \
+         {} FROM records_unverified u \
+         LEFT JOIN hash_records r ON r.id = u.id WHERE u.counted_current",
+        RECORD_COLUMNS
+            .split(", ")
+            .map(|c| format!("r.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn start_of(day: NaiveDate) -> DateTime<Utc> {
+    day.and_time(NaiveTime::MIN).and_utc()
+}
+
+/// The export's bounds: `$1` the first day's start, `$2` the start of the day after the last.
+fn export_bounds(query: &ExportQuery) -> (DateTime<Utc>, DateTime<Utc>) {
+    (
+        start_of(query.from),
+        start_of(query.to) + chrono::Duration::days(1),
+    )
+}
+
+/// Filters shared by history-like queries: (SQL condition, bound text values).
+fn platform_arch_filter(
+    platform: Option<Platform>,
+    arch: Option<Arch>,
+    first: usize,
+) -> (String, Vec<String>) {
+    let mut sql = String::new();
+    let mut binds = Vec::new();
+    if let Some(p) = platform {
+        binds.push(p.as_str().to_string());
+        sql.push_str(&format!(" AND platform = ${}", first + binds.len() - 1));
+    }
+    if let Some(a) = arch {
+        binds.push(a.as_str().to_string());
+        sql.push_str(&format!(" AND arch = ${}", first + binds.len() - 1));
+    }
+    (sql, binds)
+}
+
+/// A history's two statements, counting and paging, and their text binds after the name
+/// key (`$1`); the page's limit and offset come last.
+fn history_sql(query: &HistoryQuery) -> (String, String, Vec<String>) {
+    let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
+    let filter = format!(
+        "family IN (SELECT family FROM hash_records WHERE name_key = $1 \
+         UNION SELECT $1){extra}"
+    );
+    let count_sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
+    let n = 2 + binds.len();
+    let page_sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {filter} \
+         ORDER BY valid_from DESC, id DESC LIMIT ${} OFFSET ${}",
+        n,
+        n + 1
+    );
+    (count_sql, page_sql, binds)
+}
+
+/// The export's WHERE clause and its text binds, after the two day bounds ($1, $2).
+fn export_filter(query: &ExportQuery) -> (String, Vec<String>) {
+    let mut sql = String::from("valid_from >= $1 AND valid_from < $2");
+    let mut binds = Vec::new();
+    if let Some(exe) = &query.executable {
+        binds.push(model::name_key(exe));
+        sql.push_str(&format!(
+            " AND family IN (SELECT family FROM hash_records WHERE name_key = ${n} UNION SELECT ${n})",
+            n = 3
+        ));
+    }
+    let (extra, more) = platform_arch_filter(query.platform, query.arch, 3 + binds.len());
+    sql.push_str(&extra);
+    binds.extend(more);
+    (sql, binds)
+}
+
+fn export_count_sql(query: &ExportQuery) -> (String, Vec<String>) {
+    let (filter, binds) = export_filter(query);
+    (
+        format!("SELECT COUNT(*) FROM hash_records WHERE {filter}"),
+        binds,
+    )
+}
+
+/// One page of an export: binds are the bounds, the text binds, the cursor's
+/// (valid_from, id) when `after`, then the limit.
+fn export_page_sql(query: &ExportQuery, after: bool) -> (String, Vec<String>) {
+    let (mut filter, binds) = export_filter(query);
+    let mut n = 3 + binds.len();
+    if after {
+        filter.push_str(&format!(
+            " AND (valid_from > ${n} OR (valid_from = ${n} AND id > ${}))",
+            n + 1
+        ));
+        n += 2;
+    }
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {filter} \
+         ORDER BY valid_from, id LIMIT ${n}"
+    );
+    (sql, binds)
+}
+
+/// The `LIKE` pattern and limit of a name-prefix search, or `None` when it matches nothing.
+fn name_prefix_search(prefix: &str, limit: u32) -> Option<(String, u32)> {
+    let key = model::name_key(prefix);
+    let limit = limit.min(MAX_NAME_SUGGESTIONS);
+    if key.chars().count() < MIN_NAME_PREFIX_CHARS || limit == 0 {
+        return None;
+    }
+    let pattern = format!(
+        "{}%",
+        key.replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    );
+    Some((pattern, limit))
+}
+
+/// Most hashes `find_by_hashes` sends in one statement (an API lookup holds at most 100).
+const FIND_CHUNK: usize = 128;
+
+/// Hashes per `IN` list of a lookup. Without statistics (a fresh database, or autovacuum
+/// off) PostgreSQL guesses that each value matches 0.5 % of the table, and from about 20
+/// values in one scan it prefers reading the whole table to the index; eight keeps every
+/// scan on its index whatever the statistics say.
+const FIND_GROUP: usize = 8;
+
+/// The lookup of a batch: one `SELECT … WHERE <hash column> IN (8 values)` per group of
+/// eight hashes of one kind, joined by `UNION ALL`, and its binds. The last group of each
+/// kind is padded by repeating its last value (a duplicate in an IN list changes nothing),
+/// so every group has one shape and batches of a similar mix share prepared statements.
+/// A record may come back once per group that names it; the caller de-duplicates.
+fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&str>) {
+    let mut selects = Vec::new();
+    let mut binds: Vec<&str> = Vec::new();
+    for (algo, column) in [
+        (HashAlgo::Sha256, "hash_sha256"),
+        (HashAlgo::Sha1, "hash_sha1"),
+        (HashAlgo::Md5, "hash_md5"),
+    ] {
+        let values: Vec<&str> = hashes
+            .iter()
+            .filter(|h| h.algo() == algo)
+            .map(HashValue::as_str)
+            .collect();
+        for group in values.chunks(FIND_GROUP) {
+            selects.push(format!(
+                "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {column} IN ({})",
+                placeholders(binds.len() + 1, FIND_GROUP)
+            ));
+            binds.extend(group.iter().copied());
+            let last = group[group.len() - 1];
+            binds.resize(binds.len() + FIND_GROUP - group.len(), last);
+        }
+    }
+    (selects.join(" UNION ALL "), binds)
+}
+
+/// Adds the rows of one lookup statement to `found`, each record once (`seen`).
+fn collect_found<R: Columns>(
+    rows: &[R],
+    include_superseded: bool,
+    seen: &mut HashSet<String>,
+    found: &mut Vec<HashRecord>,
+    verify: impl Fn(&R) -> Result<HashRecord>,
+) -> Result<()> {
+    for row in rows {
+        // Superseded records are left out here rather than in SQL: a `status` condition
+        // invites PostgreSQL, without statistics, to scan the whole partial index of
+        // current records. Left out before their HMAC is checked, as the SQL condition did.
+        if !include_superseded && row.text_ref("status")? != "current" {
+            continue;
+        }
+        let id = row.text_ref("id")?;
+        if seen.insert(id.to_string()) {
+            found.push(verify(row)?);
+        }
+    }
+    Ok(())
+}
+
+/// A record as stored, its HMAC verified; a failure is noted in `integrity`.
+fn record_from_row(
+    row: &impl Columns,
+    signer: &RecordSigner,
+    integrity: &IntegrityMonitor,
+) -> Result<HashRecord> {
+    let platform = row.text("platform")?;
+    let arch = row.text("arch")?;
+    let status = row.text("status")?;
+    let record = NewRecord {
+        vendor: row.text("vendor")?,
+        executable_name: row.text("executable_name")?,
+        version: row.text("version")?,
+        platform: platform
+            .parse()
+            .map_err(|_| corrupt("platform", &platform))?,
+        arch: arch.parse().map_err(|_| corrupt("arch", &arch))?,
+        hash_sha256: row.text("hash_sha256")?,
+        hash_sha1: row.opt_text("hash_sha1")?,
+        hash_md5: row.opt_text("hash_md5")?,
+        source_url: row.text("source_url")?,
+        download_verified: row.flag("download_verified")?,
+        sig_signer: row.opt_text("sig_signer")?,
+        sig_issuer: row.opt_text("sig_issuer")?,
+        sig_serial: row.opt_text("sig_serial")?,
+        sig_thumbprint: row.opt_text("sig_thumbprint")?,
+        size: match row.opt_int("size_bytes")? {
+            Some(n) => Some(u64::try_from(n).map_err(|_| corrupt("size_bytes", &n.to_string()))?),
+            None => None,
+        },
+    };
+    let id = row.text("id")?;
+    let valid_from = row.time("valid_from")?;
+    // Set when the inserting transaction commits; a row read inside it has none yet.
+    let added_at = row.opt_time("added_at")?;
+    let integrity_ok = signer.verify(&id, &record, &row.text("hmac")?);
+    if !integrity_ok {
+        integrity.failed(&id);
+    }
+    Ok(HashRecord {
+        id,
+        record,
+        family: row.text("family")?,
+        status: status.parse().map_err(|_| corrupt("status", &status))?,
+        valid_from,
+        added_at: added_at.unwrap_or(valid_from),
+        valid_until: row.opt_time("valid_until")?,
+        cert_revoked_at: row.opt_time("cert_revoked_at")?,
+        integrity_ok,
+    })
+}
+
+/// A count read from the database; never negative.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The counters behind [`RecordStore::stats`], as `record_counts` holds them, less what
+/// records changed behind the service's back take away.
+#[derive(Default)]
+struct Counts {
+    current: i64,
+    hashes: i64,
+    vendors: HashMap<String, i64>,
+    platforms: HashMap<String, i64>,
+}
+
+impl Counts {
+    fn from_rows(rows: &[impl Columns]) -> Result<Self> {
+        let mut counts = Self::default();
+        for row in rows {
+            let kind = row.text("kind")?;
+            let key = row.text("key")?;
+            let n = row.int("n")?;
+            match kind.as_str() {
+                "current" => counts.current = n,
+                "sha256" => counts.hashes = n,
+                "vendor" => {
+                    counts.vendors.insert(key, n);
+                }
+                "platform" => {
+                    counts.platforms.insert(key, n);
+                }
+                _ => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Takes the flagged rows (`unverified_sql`) whose record is gone or fails its HMAC
+    /// out of the counts; the ids of those failing, and the SHA-256 they were counted
+    /// under, which stay known-good only while another current record of them verifies.
+    fn discount_flagged<R: Columns>(
+        &mut self,
+        flagged: &[R],
+        verify: impl Fn(&R) -> Result<HashRecord>,
+    ) -> Result<(HashSet<String>, HashSet<String>)> {
+        let mut failed_ids = HashSet::new();
+        let mut suspect_hashes = HashSet::new();
+        for row in flagged {
+            let deleted = row.flag("deleted")?;
+            if !deleted {
+                // Once superseded through the service, the counts left it already.
+                let r = verify(row)?;
+                if r.integrity_ok || r.status != model::RecordStatus::Current {
+                    continue;
+                }
+            }
+            if !deleted {
+                failed_ids.insert(row.text("id")?);
+            }
+            let platform = row.text("counted_platform")?;
+            *self.platforms.entry(platform).or_default() -= 1;
+            suspect_hashes.insert(row.text("counted_sha256")?);
+            if deleted {
+                self.current -= 1;
+                let vendor = row.text("counted_vendor")?;
+                *self.vendors.entry(vendor).or_default() -= 1;
+            }
+        }
+        Ok((failed_ids, suspect_hashes))
+    }
+
+    fn stats(&self) -> RecordStats {
+        let positive = |m: &HashMap<String, i64>, skip: &str| {
+            m.iter()
+                .filter(|(k, n)| **n > 0 && k.as_str() != skip)
+                .count() as u64
+        };
+        RecordStats {
+            known_good_hashes: count(self.hashes),
+            total_vendors: positive(&self.vendors, ""),
+            // `universal` marks platform-neutral artifacts, not a platform.
+            total_platforms: positive(&self.platforms, Platform::Universal.as_str()),
+            total_records: count(self.current),
+        }
+    }
+}
+
+macro_rules! records_backend {
+    ($store:ident, $row:ty) => {
+        impl $store {
+            pub(crate) fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
+                record_from_row(row, &self.signer, &self.integrity)
+            }
+
+            fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
+                rows.iter().map(|r| self.record_from_row(r)).collect()
+            }
+        }
+
+        #[async_trait]
+        impl RecordStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
+                use futures::future::Either;
+                let record = record.validate()?;
+                let now = micros(now);
+                loop {
+                    let (reply, mut answer) = futures::channel::oneshot::channel();
+                    self.group.push(crate::record_writes::Pending {
+                        record: record.clone(),
+                        now,
+                        reply,
+                    });
+                    // Either another call's writer answers, or this call writes the queue.
+                    let answered = loop {
+                        let mut lock = self.group.writer.lock();
+                        match futures::future::select(&mut answer, &mut lock).await {
+                            Either::Left((answered, _)) => break answered,
+                            Either::Right((guard, _)) => {
+                                let batch = self.group.take();
+                                if !batch.is_empty() {
+                                    self.write_pending(batch).await;
+                                }
+                                drop(guard);
+                            }
+                        }
+                    };
+                    match answered {
+                        Ok(Ok((outcome, epoch))) => {
+                            if let Some(epoch) = epoch {
+                                self.publish_records_epoch(epoch).await;
+                            }
+                            return Ok(outcome);
+                        }
+                        Ok(Err(e)) => return Err(e),
+                        // The writer that took it was cancelled before it committed.
+                        Err(futures::channel::oneshot::Canceled) => continue,
+                    }
+                }
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn record_many(
+                &self,
+                records: Vec<NewRecord>,
+                now: DateTime<Utc>,
+            ) -> Result<Vec<RecordOutcome>> {
+                let now = micros(now);
+                let records = records
+                    .into_iter()
+                    .map(|r| Ok((r.validate()?, now)))
+                    .collect::<Result<Vec<_>>>()?;
+                if records.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let (outcomes, epoch) = self.write_records(records).await?;
+                if let Some(epoch) = epoch {
+                    self.publish_records_epoch(epoch).await;
+                }
+                Ok(outcomes)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_records(&self, executable: Option<&str>) -> Result<Vec<HashRecord>> {
+                let rows = match executable {
+                    Some(name) => {
+                        sqlx::query(AssertSqlSafe(select_records(CURRENT_NAMED)))
+                            .bind(model::name_key(name))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    None => {
+                        sqlx::query(AssertSqlSafe(select_records(CURRENT_ALL)))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_records_page(
+                &self,
+                after: Option<&FeedPosition>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = match after {
+                    None => {
+                        sqlx::query(AssertSqlSafe(select_records(FEED_FIRST)))
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    Some(p) => {
+                        sqlx::query(AssertSqlSafe(select_records(FEED_AFTER)))
+                            .bind(&p.executable_name)
+                            .bind(&p.platform)
+                            .bind(&p.arch)
+                            .bind(&p.id)
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn find_by_hashes(
+                &self,
+                hashes: &[HashValue],
+                include_superseded: bool,
+            ) -> Result<Vec<HashRecord>> {
+                let mut found = Vec::new();
+                // A record matched by several of the submitted hashes is returned once.
+                let mut seen = HashSet::new();
+                // One statement per chunk, whatever mix of kinds it holds: each database
+                // round trip costs more than the index probes of a whole API request.
+                for chunk in hashes.chunks(FIND_CHUNK) {
+                    let (sql, binds) = hash_lookup(chunk);
+                    if binds.is_empty() {
+                        continue;
+                    }
+                    let mut q = sqlx::query(AssertSqlSafe(sql));
+                    for v in binds {
+                        q = q.bind(v);
+                    }
+                    let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
+                    collect_found(&rows, include_superseded, &mut seen, &mut found, |row| {
+                        self.record_from_row(row)
+                    })?;
+                }
+                Ok(found)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn records_after(
+                &self,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = sqlx::query(AssertSqlSafe(select_records(RECORDS_AFTER)))
+                    .bind(after.unwrap_or(""))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn records_changed_after(
+                &self,
+                epoch: u64,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<(u64, HashRecord)>> {
+                let rows = sqlx::query(AssertSqlSafe(changed_after_sql(after.is_some())))
+                    .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+                    .bind(after.unwrap_or(""))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let changed = row.int("changed_epoch")?;
+                        Ok((
+                            u64::try_from(changed).unwrap_or_default(),
+                            self.record_from_row(row)?,
+                        ))
+                    })
+                    .collect()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>> {
+                let (count_sql, page_sql, binds) = history_sql(query);
+                let name_key = model::name_key(&query.executable);
+                let mut total =
+                    sqlx::query_scalar::<_, i64>(AssertSqlSafe(count_sql)).bind(&name_key);
+                for b in &binds {
+                    total = total.bind(b);
+                }
+                let total = total.fetch_one(&self.pool).await.map_err(db_error)?;
+                let mut q = sqlx::query(AssertSqlSafe(page_sql)).bind(&name_key);
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                let rows = q
+                    .bind(i64::from(query.limit))
+                    .bind(i64::try_from(query.offset).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                Ok(Page {
+                    items: self.records_from_rows(rows)?,
+                    total: count(total),
+                })
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn export_count(&self, query: &ExportQuery) -> Result<u64> {
+                let (sql, binds) = export_count_sql(query);
+                let (from, to) = export_bounds(query);
+                let mut q = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
+                    .bind(from)
+                    .bind(to);
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                let n = q.fetch_one(&self.pool).await.map_err(db_error)?;
+                Ok(count(n))
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn export_page(
+                &self,
+                query: &ExportQuery,
+                after: Option<&ExportCursor>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let (sql, binds) = export_page_sql(query, after.is_some());
+                let (from, to) = export_bounds(query);
+                let mut q = sqlx::query(AssertSqlSafe(sql)).bind(from).bind(to);
+                for b in &binds {
+                    q = q.bind(b);
+                }
+                if let Some(c) = after {
+                    q = q.bind(c.valid_from).bind(&c.id);
+                }
+                let rows = q
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn executable_names_with_prefix(
+                &self,
+                prefix: &str,
+                limit: u32,
+            ) -> Result<Vec<String>> {
+                let Some((pattern, limit)) = name_prefix_search(prefix, limit) else {
+                    return Ok(Vec::new());
+                };
+                sqlx::query_scalar::<_, String>(NAMES_WITH_PREFIX)
+                    .bind(pattern)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn stats(&self) -> Result<RecordStats> {
+                // From the counters every record write moves, never from the records. A row
+                // changed behind the service's back (noted by a trigger; normally none) is
+                // verified here: a record failing its HMAC is no known-good hash, as the
+                // lookup and the feed already treat it.
+                let rows = sqlx::query(RECORD_COUNTS)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let mut counts = Counts::from_rows(&rows)?;
+                let flagged = sqlx::query(AssertSqlSafe(unverified_sql()))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let (failed_ids, suspect_hashes) =
+                    counts.discount_flagged(&flagged, |row| self.record_from_row(row))?;
+                // A counted hash stays known-good while another current record of it verifies.
+                for sha256 in suspect_hashes {
+                    let rows = sqlx::query(AssertSqlSafe(select_records(CURRENT_WITH_SHA256)))
+                        .bind(&sha256)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db_error)?;
+                    let mut still_good = false;
+                    for row in &rows {
+                        let r = self.record_from_row(row)?;
+                        still_good |= r.integrity_ok && !failed_ids.contains(&r.id);
+                    }
+                    if !still_good {
+                        counts.hashes -= 1;
+                    }
+                }
+                Ok(counts.stats())
+            }
+        }
+    };
+}
+
+records_backend!(SqliteStore, SqliteRow);
+records_backend!(PgStore, PgRow);
+crate::record_writes::record_writer!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "BEGIN IMMEDIATE",
+    None::<&'static str>,
+    crate::record_writes::sqlite_update,
+    crate::record_writes::sqlite_insert
+);
+crate::record_writes::record_writer!(
+    PgStore,
+    sqlx::Postgres,
+    "BEGIN",
+    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+    crate::record_writes::pg_update,
+    crate::record_writes::pg_insert
+);
