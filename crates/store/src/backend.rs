@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use model::RecordSigner;
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
@@ -67,6 +67,7 @@ pub(crate) trait Columns {
     fn flag(&self, column: &str) -> Result<bool>;
     fn time(&self, column: &str) -> Result<DateTime<Utc>>;
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>>;
+    fn date(&self, column: &str) -> Result<NaiveDate>;
 }
 
 macro_rules! columns {
@@ -94,6 +95,9 @@ macro_rules! columns {
                 self.try_get(column).map_err(db_error)
             }
             fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn date(&self, column: &str) -> Result<NaiveDate> {
                 self.try_get(column).map_err(db_error)
             }
         }
