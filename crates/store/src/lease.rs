@@ -4,10 +4,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 /// A lease as it stands.
@@ -60,6 +60,26 @@ pub trait LeaseStore: Send + Sync {
     async fn recent_leases(&self, limit: u32) -> Result<Vec<JobLease>>;
 }
 
+/// Takes the lease when it is free, expired (`$4` now) or already the holder's.
+const TAKE_LEASE: &str = "INSERT INTO job_leases (job, holder, expires_at) VALUES ($1, $2, $3) \
+     ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+     finished_at = NULL \
+     WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < $4";
+const FINISH_LEASE: &str =
+    "UPDATE job_leases SET finished_at = $3, expires_at = $4 WHERE job = $1 AND holder = $2";
+const LEASE: &str = "SELECT job, holder, expires_at, finished_at FROM job_leases WHERE job = $1";
+const RECENT_LEASES: &str = "SELECT job, holder, expires_at, finished_at FROM job_leases \
+     ORDER BY expires_at DESC, job LIMIT $1";
+
+fn lease_from_row(r: &impl Columns) -> Result<JobLease> {
+    Ok(JobLease {
+        job: r.text("job")?,
+        holder: r.text("holder")?,
+        expires_at: r.time("expires_at")?,
+        finished_at: r.opt_time("finished_at")?,
+    })
+}
+
 macro_rules! lease_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
@@ -72,20 +92,15 @@ macro_rules! lease_backend {
                 until: DateTime<Utc>,
                 now: DateTime<Utc>,
             ) -> Result<bool> {
-                let taken = sqlx::query(
-                    "INSERT INTO job_leases (job, holder, expires_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
-                     finished_at = NULL \
-                     WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < $4",
-                )
-                .bind(job)
-                .bind(holder)
-                .bind(until.trunc_subsecs(6))
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
+                let taken = sqlx::query(TAKE_LEASE)
+                    .bind(job)
+                    .bind(holder)
+                    .bind(until.trunc_subsecs(6))
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected();
                 Ok(taken == 1)
             }
 
@@ -97,9 +112,7 @@ macro_rules! lease_backend {
                 now: DateTime<Utc>,
                 keep_until: DateTime<Utc>,
             ) -> Result<()> {
-                sqlx::query(
-                    "UPDATE job_leases SET finished_at = $3, expires_at = $4 WHERE job = $1 AND holder = $2",
-                )
+                sqlx::query(FINISH_LEASE)
                     .bind(job)
                     .bind(holder)
                     .bind(now.trunc_subsecs(6))
@@ -112,38 +125,22 @@ macro_rules! lease_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn lease(&self, job: &str) -> Result<Option<JobLease>> {
-                let row: Option<$row> = sqlx::query(
-                    "SELECT job, holder, expires_at, finished_at FROM job_leases WHERE job = $1",
-                )
-                .bind(job)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.map(|r| Self::lease_from_row(&r)).transpose()
+                let row: Option<$row> = sqlx::query(LEASE)
+                    .bind(job)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(lease_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn recent_leases(&self, limit: u32) -> Result<Vec<JobLease>> {
-                let rows: Vec<$row> = sqlx::query(
-                    "SELECT job, holder, expires_at, finished_at FROM job_leases \
-                     ORDER BY expires_at DESC, job LIMIT $1",
-                )
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(Self::lease_from_row).collect()
-            }
-        }
-
-        impl $store {
-            fn lease_from_row(r: &$row) -> Result<JobLease> {
-                Ok(JobLease {
-                    job: r.try_get("job").map_err(db_error)?,
-                    holder: r.try_get("holder").map_err(db_error)?,
-                    expires_at: r.try_get("expires_at").map_err(db_error)?,
-                    finished_at: r.try_get("finished_at").map_err(db_error)?,
-                })
+                let rows: Vec<$row> = sqlx::query(RECENT_LEASES)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(lease_from_row).collect()
             }
         }
     };
