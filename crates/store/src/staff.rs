@@ -7,10 +7,10 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 use model::{ImpersonationMode, PlatformSettings, Role};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 /// A staff impersonation session, named by its token's `jti`.
@@ -60,26 +60,50 @@ pub trait StaffStore: Send + Sync {
     }
 }
 
-fn session_from_row(
-    get: impl Fn(&str) -> Result<String>,
-    times: [DateTime<Utc>; 2],
-    ended_at: Option<DateTime<Utc>>,
-    user_id: Option<String>,
-) -> Result<ImpersonationSession> {
+const START_IMPERSONATION: &str = "INSERT INTO impersonation_sessions (session_id, actor_key_id, \
+     actor_team_id, team_id, user_id, mode, role, started_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const IMPERSONATION: &str = "SELECT session_id, actor_key_id, actor_team_id, team_id, user_id, \
+     mode, role, started_at, expires_at, ended_at FROM impersonation_sessions \
+     WHERE session_id = $1";
+const END_IMPERSONATION: &str = "UPDATE impersonation_sessions SET ended_at = $2 \
+     WHERE session_id = $1 AND ended_at IS NULL";
+const PLATFORM_SETTINGS: &str =
+    "SELECT document, updated_at, updated_by FROM platform_settings WHERE id = 1";
+const PUT_PLATFORM_SETTINGS: &str = "INSERT INTO platform_settings \
+     (id, document, updated_at, updated_by) \
+     VALUES (1, $1, $2, $3) ON CONFLICT (id) DO UPDATE SET \
+     document = excluded.document, updated_at = excluded.updated_at, \
+     updated_by = excluded.updated_by";
+const BUMP_AUTH_EPOCH: &str = "UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'";
+
+fn session_from_row(row: &impl Columns) -> Result<ImpersonationSession> {
     let stored = |what: &str, v: &str| model::Error::internal(format!("stored {what} {v:?}"));
-    let mode = get("mode")?;
-    let role = get("role")?;
+    let started_at = row.time("started_at")?;
+    let expires_at = row.time("expires_at")?;
+    let ended_at = row.opt_time("ended_at")?;
+    let user_id = row.opt_text("user_id")?;
+    let mode = row.text("mode")?;
+    let role = row.text("role")?;
     Ok(ImpersonationSession {
-        session_id: get("session_id")?,
-        actor_key_id: get("actor_key_id")?,
-        actor_team_id: get("actor_team_id")?,
-        team_id: get("team_id")?,
+        session_id: row.text("session_id")?,
+        actor_key_id: row.text("actor_key_id")?,
+        actor_team_id: row.text("actor_team_id")?,
+        team_id: row.text("team_id")?,
         user_id,
         mode: ImpersonationMode::from_str(&mode).map_err(|_| stored("mode", &mode))?,
         role: Role::from_str(&role).map_err(|_| stored("role", &role))?,
-        started_at: times[0],
-        expires_at: times[1],
+        started_at,
+        expires_at,
         ended_at,
+    })
+}
+
+fn settings_from_row(row: &impl Columns) -> Result<StoredSettings> {
+    Ok(StoredSettings {
+        document: row.text("document")?,
+        updated_at: row.time("updated_at")?,
+        updated_by: row.text("updated_by")?,
     })
 }
 
@@ -89,95 +113,70 @@ macro_rules! staff_backend {
         impl StaffStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn start_impersonation(&self, s: &ImpersonationSession) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO impersonation_sessions (session_id, actor_key_id, actor_team_id, \
-                     team_id, user_id, mode, role, started_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(&s.session_id)
-                .bind(&s.actor_key_id)
-                .bind(&s.actor_team_id)
-                .bind(&s.team_id)
-                .bind(s.user_id.as_deref())
-                .bind(s.mode.as_str())
-                .bind(s.role.as_str())
-                .bind(s.started_at.trunc_subsecs(6))
-                .bind(s.expires_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(START_IMPERSONATION)
+                    .bind(&s.session_id)
+                    .bind(&s.actor_key_id)
+                    .bind(&s.actor_team_id)
+                    .bind(&s.team_id)
+                    .bind(s.user_id.as_deref())
+                    .bind(s.mode.as_str())
+                    .bind(s.role.as_str())
+                    .bind(s.started_at.trunc_subsecs(6))
+                    .bind(s.expires_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn impersonation(&self, session_id: &str) -> Result<Option<ImpersonationSession>> {
-                let row: Option<$row> = sqlx::query(
-                    "SELECT session_id, actor_key_id, actor_team_id, team_id, user_id, mode, role, \
-                     started_at, expires_at, ended_at FROM impersonation_sessions WHERE session_id = $1",
-                )
-                .bind(session_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let Some(row) = row else { return Ok(None) };
-                let time = |c: &str| row.try_get::<DateTime<Utc>, _>(c).map_err(db_error);
-                session_from_row(
-                    |c| row.try_get::<String, _>(c).map_err(db_error),
-                    [time("started_at")?, time("expires_at")?],
-                    row.try_get("ended_at").map_err(db_error)?,
-                    row.try_get("user_id").map_err(db_error)?,
-                )
-                .map(Some)
+            async fn impersonation(
+                &self,
+                session_id: &str,
+            ) -> Result<Option<ImpersonationSession>> {
+                let row: Option<$row> = sqlx::query(IMPERSONATION)
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(session_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn end_impersonation(&self, session_id: &str, now: DateTime<Utc>) -> Result<bool> {
-                let done = sqlx::query(
-                    "UPDATE impersonation_sessions SET ended_at = $2 \
-                     WHERE session_id = $1 AND ended_at IS NULL",
-                )
-                .bind(session_id)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+            async fn end_impersonation(
+                &self,
+                session_id: &str,
+                now: DateTime<Utc>,
+            ) -> Result<bool> {
+                let done = sqlx::query(END_IMPERSONATION)
+                    .bind(session_id)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(done.rows_affected() > 0)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn platform_settings(&self) -> Result<Option<StoredSettings>> {
-                let row: Option<$row> = sqlx::query(
-                    "SELECT document, updated_at, updated_by FROM platform_settings WHERE id = 1",
-                )
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.map(|r| {
-                    Ok(StoredSettings {
-                        document: r.try_get("document").map_err(db_error)?,
-                        updated_at: r.try_get("updated_at").map_err(db_error)?,
-                        updated_by: r.try_get("updated_by").map_err(db_error)?,
-                    })
-                })
-                .transpose()
+                let row: Option<$row> = sqlx::query(PLATFORM_SETTINGS)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(settings_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn put_platform_settings(&self, s: &StoredSettings) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                sqlx::query(
-                    "INSERT INTO platform_settings (id, document, updated_at, updated_by) \
-                     VALUES (1, $1, $2, $3) ON CONFLICT (id) DO UPDATE SET \
-                     document = excluded.document, updated_at = excluded.updated_at, \
-                     updated_by = excluded.updated_by",
-                )
-                .bind(&s.document)
-                .bind(s.updated_at.trunc_subsecs(6))
-                .bind(&s.updated_by)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                sqlx::query("UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'")
+                sqlx::query(PUT_PLATFORM_SETTINGS)
+                    .bind(&s.document)
+                    .bind(s.updated_at.trunc_subsecs(6))
+                    .bind(&s.updated_by)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                sqlx::query(BUMP_AUTH_EPOCH)
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
