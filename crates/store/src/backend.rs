@@ -68,6 +68,8 @@ pub(crate) trait Columns {
     fn time(&self, column: &str) -> Result<DateTime<Utc>>;
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>>;
     fn date(&self, column: &str) -> Result<NaiveDate>;
+    fn opt_date(&self, column: &str) -> Result<Option<NaiveDate>>;
+    fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>>;
 }
 
 macro_rules! columns {
@@ -98,6 +100,12 @@ macro_rules! columns {
                 self.try_get(column).map_err(db_error)
             }
             fn date(&self, column: &str) -> Result<NaiveDate> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn opt_date(&self, column: &str) -> Result<Option<NaiveDate>> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>> {
                 self.try_get(column).map_err(db_error)
             }
         }

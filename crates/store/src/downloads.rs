@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{Page, PgStore, Result, SqliteStore, db_error, new_id};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +73,57 @@ fn count(v: i64) -> u64 {
 const DOWNLOAD_FILTER: &str = "($1 IS NULL OR lower(vendor) = lower($1)) \
      AND ($2 IS NULL OR downloaded_at >= $2) AND ($3 IS NULL OR downloaded_at <= $3)";
 
+const SIGNING_CERT_SEEN: &str = "INSERT INTO signing_certificates (thumbprint, signer, issuer, \
+     serial, crl_urls, first_seen_at, last_seen_at, issuer_cert) \
+     VALUES ($1, $2, $3, $4, $5, $6, $6, $7) \
+     ON CONFLICT (thumbprint) DO UPDATE SET crl_urls = excluded.crl_urls, \
+     last_seen_at = excluded.last_seen_at, \
+     issuer_cert = COALESCE(excluded.issuer_cert, signing_certificates.issuer_cert)";
+const SIGNING_CERTS: &str = "SELECT thumbprint, signer, issuer, serial, crl_urls, issuer_cert \
+     FROM signing_certificates ORDER BY thumbprint";
+const RECORD_DOWNLOAD: &str = "INSERT INTO download_audit (vendor, downloaded_at, deleted_at, \
+     storage_method, url, size_bytes, hash_record_id) \
+     VALUES ($1, $2, $2, 'stream', $3, $4, $5)";
+const ADD_CHANGE_ALERT: &str = "INSERT INTO change_alerts (id, ecosystem, package_name, version, \
+     previous_sha256, latest_sha256, observed_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+fn downloads_count_sql() -> String {
+    format!("SELECT COUNT(*) FROM download_audit WHERE {DOWNLOAD_FILTER}")
+}
+
+fn downloads_page_sql() -> String {
+    format!(
+        "SELECT vendor, downloaded_at, url, size_bytes, hash_record_id FROM download_audit \
+         WHERE {DOWNLOAD_FILTER} ORDER BY downloaded_at DESC, id DESC LIMIT $4 OFFSET $5"
+    )
+}
+
+fn cert_from_row(r: &impl Columns) -> Result<SigningCert> {
+    let urls = r.text("crl_urls")?;
+    Ok(SigningCert {
+        thumbprint: r.text("thumbprint")?,
+        signer: r.text("signer")?,
+        issuer: r.text("issuer")?,
+        serial: r.text("serial")?,
+        crl_urls: urls
+            .lines()
+            .map(str::to_string)
+            .filter(|u| !u.is_empty())
+            .collect(),
+        issuer_cert: r.opt_bytes("issuer_cert")?,
+    })
+}
+
+fn download_from_row(r: &impl Columns) -> Result<DownloadAudit> {
+    Ok(DownloadAudit {
+        vendor: r.text("vendor")?,
+        downloaded_at: r.time("downloaded_at")?,
+        url: r.text("url")?,
+        size_bytes: count(r.int("size_bytes")?),
+        hash_record_id: r.text("hash_record_id")?,
+    })
+}
+
 macro_rules! ingest_backend {
     ($store:ident, $row:ty) => {
         #[async_trait]
@@ -80,126 +131,89 @@ macro_rules! ingest_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn signing_cert_seen(&self, c: &SigningCert, now: DateTime<Utc>) -> Result<()> {
                 let now = now.trunc_subsecs(6);
-                sqlx::query(
-                    "INSERT INTO signing_certificates (thumbprint, signer, issuer, serial, crl_urls, \
-                     first_seen_at, last_seen_at, issuer_cert) VALUES ($1, $2, $3, $4, $5, $6, $6, $7) \
-                     ON CONFLICT (thumbprint) DO UPDATE SET crl_urls = excluded.crl_urls, \
-                     last_seen_at = excluded.last_seen_at, \
-                     issuer_cert = COALESCE(excluded.issuer_cert, signing_certificates.issuer_cert)",
-                )
-                .bind(c.thumbprint.to_ascii_lowercase())
-                .bind(&c.signer)
-                .bind(&c.issuer)
-                .bind(c.serial.to_ascii_lowercase())
-                .bind(c.crl_urls.join("\n"))
-                .bind(now)
-                .bind(c.issuer_cert.as_deref())
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(SIGNING_CERT_SEEN)
+                    .bind(c.thumbprint.to_ascii_lowercase())
+                    .bind(&c.signer)
+                    .bind(&c.issuer)
+                    .bind(c.serial.to_ascii_lowercase())
+                    .bind(c.crl_urls.join("\n"))
+                    .bind(now)
+                    .bind(c.issuer_cert.as_deref())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn signing_certs(&self) -> Result<Vec<SigningCert>> {
-                let rows = sqlx::query(
-                    "SELECT thumbprint, signer, issuer, serial, crl_urls, issuer_cert FROM signing_certificates \
-                     ORDER BY thumbprint",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r: &$row| {
-                        let urls: String = r.try_get("crl_urls").map_err(db_error)?;
-                        Ok(SigningCert {
-                            thumbprint: r.try_get("thumbprint").map_err(db_error)?,
-                            signer: r.try_get("signer").map_err(db_error)?,
-                            issuer: r.try_get("issuer").map_err(db_error)?,
-                            serial: r.try_get("serial").map_err(db_error)?,
-                            crl_urls: urls.lines().map(str::to_string).filter(|u| !u.is_empty()).collect(),
-                            issuer_cert: r.try_get("issuer_cert").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(SIGNING_CERTS)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(cert_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn record_download(&self, a: &DownloadAudit) -> Result<()> {
                 let at = a.downloaded_at.trunc_subsecs(6);
-                sqlx::query(
-                    "INSERT INTO download_audit (vendor, downloaded_at, deleted_at, storage_method, \
-                     url, size_bytes, hash_record_id) VALUES ($1, $2, $2, 'stream', $3, $4, $5)",
-                )
-                .bind(&a.vendor)
-                .bind(at)
-                .bind(&a.url)
-                .bind(i64::try_from(a.size_bytes).unwrap_or(i64::MAX))
-                .bind(&a.hash_record_id)
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(RECORD_DOWNLOAD)
+                    .bind(&a.vendor)
+                    .bind(at)
+                    .bind(&a.url)
+                    .bind(i64::try_from(a.size_bytes).unwrap_or(i64::MAX))
+                    .bind(&a.hash_record_id)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn downloads(&self, q: &DownloadQuery) -> Result<Page<DownloadAudit>> {
-                let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM download_audit WHERE {DOWNLOAD_FILTER}"
-                )))
-                .bind(&q.vendor)
-                .bind(q.from)
-                .bind(q.until)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT vendor, downloaded_at, url, size_bytes, hash_record_id FROM download_audit \
-                     WHERE {DOWNLOAD_FILTER} ORDER BY downloaded_at DESC, id DESC LIMIT $4 OFFSET $5"
-                )))
-                .bind(&q.vendor)
-                .bind(q.from)
-                .bind(q.until)
-                .bind(i64::from(q.limit))
-                .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let items = rows
-                    .iter()
-                    .map(|r: &$row| {
-                        Ok(DownloadAudit {
-                            vendor: r.try_get("vendor").map_err(db_error)?,
-                            downloaded_at: r.try_get("downloaded_at").map_err(db_error)?,
-                            url: r.try_get("url").map_err(db_error)?,
-                            size_bytes: count(r.try_get("size_bytes").map_err(db_error)?),
-                            hash_record_id: r.try_get("hash_record_id").map_err(db_error)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(downloads_count_sql()))
+                    .bind(&q.vendor)
+                    .bind(q.from)
+                    .bind(q.until)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(downloads_page_sql()))
+                    .bind(&q.vendor)
+                    .bind(q.from)
+                    .bind(q.until)
+                    .bind(i64::from(q.limit))
+                    .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(Page {
-                    items,
+                    items: rows
+                        .iter()
+                        .map(download_from_row)
+                        .collect::<Result<Vec<_>>>()?,
                     total: count(total),
                 })
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn add_change_alert(&self, a: &ChangeAlert) -> Result<String> {
-                let id = if a.id.is_empty() { new_id() } else { a.id.clone() };
-                sqlx::query(
-                    "INSERT INTO change_alerts (id, ecosystem, package_name, version, previous_sha256, \
-                     latest_sha256, observed_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&id)
-                .bind(&a.ecosystem)
-                .bind(&a.package_name)
-                .bind(&a.version)
-                .bind(&a.previous_sha256)
-                .bind(&a.latest_sha256)
-                .bind(a.observed_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let id = if a.id.is_empty() {
+                    new_id()
+                } else {
+                    a.id.clone()
+                };
+                sqlx::query(ADD_CHANGE_ALERT)
+                    .bind(&id)
+                    .bind(&a.ecosystem)
+                    .bind(&a.package_name)
+                    .bind(&a.version)
+                    .bind(&a.previous_sha256)
+                    .bind(&a.latest_sha256)
+                    .bind(a.observed_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(id)
             }
         }

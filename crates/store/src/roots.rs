@@ -5,10 +5,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,22 +106,73 @@ fn count(v: i64) -> u64 {
 const ROOT_COLUMNS: &str =
     "log_date, merkle_root, entry_count, prev_root, signature, key_id, published_at";
 
+/// `SELECT` of every root column from `translog_roots`, then `rest`.
+fn select_roots(rest: &str) -> String {
+    format!("SELECT {ROOT_COLUMNS} FROM translog_roots {rest}")
+}
+
+const ROOT_OF_DAY: &str = "WHERE log_date = $1";
+const ROOT_BEFORE: &str = "WHERE log_date < $1 ORDER BY log_date DESC LIMIT 1";
+const RECENT_ROOTS: &str = "ORDER BY log_date DESC LIMIT $1";
+const ALL_ROOTS: &str = "ORDER BY log_date";
+/// A day has one root: publishing it again inserts nothing.
+const INSERT_ROOT: &str = "INSERT INTO translog_roots (log_date, merkle_root, entry_count, \
+     prev_root, signature, key_id, published_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (log_date) DO NOTHING";
+const LEAVES: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, arch \
+     FROM translog_leaves WHERE log_date = $1 ORDER BY leaf_index";
+const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING";
+const LOG_KEYS: &str = "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
+     MAX(r.log_date) AS last_date FROM translog_keys k \
+     LEFT JOIN translog_roots r ON r.key_id = k.key_id \
+     GROUP BY k.key_id, k.public_key, k.added_at ORDER BY k.added_at";
+
+fn root_from_row(row: &impl Columns) -> Result<StoredRoot> {
+    Ok(StoredRoot {
+        log_date: row.date("log_date")?,
+        merkle_root: row.text("merkle_root")?,
+        entry_count: count(row.int("entry_count")?),
+        prev_root: row.text("prev_root")?,
+        signature: row.text("signature")?,
+        key_id: row.text("key_id")?,
+        published_at: row.time("published_at")?,
+    })
+}
+
+fn leaf_from_row(r: &impl Columns) -> Result<LeafRow> {
+    Ok(LeafRow {
+        leaf_hash: r.text("leaf_hash")?,
+        executable_name: r.text("executable_name")?,
+        hash_sha256: r.text("hash_sha256")?,
+        version: r.text("version")?,
+        platform: r.text("platform")?,
+        arch: r.text("arch")?,
+    })
+}
+
+fn log_key_from_row(r: &impl Columns) -> Result<SigningKeyRecord> {
+    Ok(SigningKeyRecord {
+        key_id: r.text("key_id")?,
+        public_key: r.text("public_key")?,
+        first_date: r.opt_date("first_date")?,
+        last_date: r.opt_date("last_date")?,
+    })
+}
+
+/// Fails unless the leaves given number what the root covers.
+fn check_leaf_count(root: &StoredRoot, given: i64) -> Result<()> {
+    if u64::try_from(given).ok() != Some(root.entry_count) {
+        return Err(model::Error::internal(format!(
+            "the root of {} covers {} leaves but {given} were given",
+            root.log_date, root.entry_count
+        )));
+    }
+    Ok(())
+}
+
 macro_rules! translog_backend {
     ($store:ident, $row:ty) => {
-        impl $store {
-            fn root_from_row(row: &$row) -> Result<StoredRoot> {
-                Ok(StoredRoot {
-                    log_date: row.try_get("log_date").map_err(db_error)?,
-                    merkle_root: row.try_get("merkle_root").map_err(db_error)?,
-                    entry_count: count(row.try_get("entry_count").map_err(db_error)?),
-                    prev_root: row.try_get("prev_root").map_err(db_error)?,
-                    signature: row.try_get("signature").map_err(db_error)?,
-                    key_id: row.try_get("key_id").map_err(db_error)?,
-                    published_at: row.try_get("published_at").map_err(db_error)?,
-                })
-            }
-        }
-
         #[async_trait]
         impl RootStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -144,22 +195,18 @@ macro_rules! translog_backend {
             ) -> Result<StoredRoot> {
                 use futures::StreamExt as _;
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                let inserted = sqlx::query(
-                    "INSERT INTO translog_roots (log_date, merkle_root, entry_count, prev_root, \
-                     signature, key_id, published_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                     ON CONFLICT (log_date) DO NOTHING",
-                )
-                .bind(root.log_date)
-                .bind(&root.merkle_root)
-                .bind(i64::try_from(root.entry_count).unwrap_or(i64::MAX))
-                .bind(&root.prev_root)
-                .bind(&root.signature)
-                .bind(&root.key_id)
-                .bind(root.published_at.trunc_subsecs(6))
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
+                let inserted = sqlx::query(INSERT_ROOT)
+                    .bind(root.log_date)
+                    .bind(&root.merkle_root)
+                    .bind(i64::try_from(root.entry_count).unwrap_or(i64::MAX))
+                    .bind(&root.prev_root)
+                    .bind(&root.signature)
+                    .bind(&root.key_id)
+                    .bind(root.published_at.trunc_subsecs(6))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected();
                 if inserted == 1 {
                     let mut index: i64 = 0;
                     while let Some(batch) = leaves.next().await {
@@ -181,12 +228,7 @@ macro_rules! translog_backend {
                             q.execute(&mut *tx).await.map_err(db_error)?;
                         }
                     }
-                    if u64::try_from(index).ok() != Some(root.entry_count) {
-                        return Err(model::Error::internal(format!(
-                            "the root of {} covers {} leaves but {index} were given",
-                            root.log_date, root.entry_count
-                        )));
-                    }
+                    check_leaf_count(root, index)?;
                 }
                 tx.commit().await.map_err(db_error)?;
                 self.root(root.log_date)
@@ -196,74 +238,51 @@ macro_rules! translog_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn root(&self, date: NaiveDate) -> Result<Option<StoredRoot>> {
-                let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ROOT_COLUMNS} FROM translog_roots WHERE log_date = $1"
-                )))
-                .bind(date)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::root_from_row).transpose()
+                let row: Option<$row> = sqlx::query(sqlx::AssertSqlSafe(select_roots(ROOT_OF_DAY)))
+                    .bind(date)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(root_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn root_before(&self, date: NaiveDate) -> Result<Option<StoredRoot>> {
-                let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ROOT_COLUMNS} FROM translog_roots WHERE log_date < $1 \
-                     ORDER BY log_date DESC LIMIT 1"
-                )))
-                .bind(date)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::root_from_row).transpose()
+                let row: Option<$row> = sqlx::query(sqlx::AssertSqlSafe(select_roots(ROOT_BEFORE)))
+                    .bind(date)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(root_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn recent_roots(&self, limit: u32) -> Result<Vec<StoredRoot>> {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ROOT_COLUMNS} FROM translog_roots ORDER BY log_date DESC LIMIT $1"
-                )))
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(Self::root_from_row).collect()
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(select_roots(RECENT_ROOTS)))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(root_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn all_roots(&self) -> Result<Vec<StoredRoot>> {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ROOT_COLUMNS} FROM translog_roots ORDER BY log_date"
-                )))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(Self::root_from_row).collect()
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(select_roots(ALL_ROOTS)))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(root_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>> {
-                let rows = sqlx::query(
-                    "SELECT leaf_hash, executable_name, hash_sha256, version, platform, arch \
-                     FROM translog_leaves WHERE log_date = $1 ORDER BY leaf_index",
-                )
-                .bind(date)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r| {
-                        Ok(LeafRow {
-                            leaf_hash: r.try_get("leaf_hash").map_err(db_error)?,
-                            executable_name: r.try_get("executable_name").map_err(db_error)?,
-                            hash_sha256: r.try_get("hash_sha256").map_err(db_error)?,
-                            version: r.try_get("version").map_err(db_error)?,
-                            platform: r.try_get("platform").map_err(db_error)?,
-                            arch: r.try_get("arch").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(LEAVES)
+                    .bind(date)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(leaf_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -273,40 +292,23 @@ macro_rules! translog_backend {
                 public_key: &str,
                 now: DateTime<Utc>,
             ) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO translog_keys (key_id, public_key, added_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (key_id) DO NOTHING",
-                )
-                .bind(key_id)
-                .bind(public_key)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(REGISTER_LOG_KEY)
+                    .bind(key_id)
+                    .bind(public_key)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn log_keys(&self) -> Result<Vec<SigningKeyRecord>> {
-                let rows = sqlx::query(
-                    "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
-                     MAX(r.log_date) AS last_date FROM translog_keys k \
-                     LEFT JOIN translog_roots r ON r.key_id = k.key_id \
-                     GROUP BY k.key_id, k.public_key, k.added_at ORDER BY k.added_at",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r| {
-                        Ok(SigningKeyRecord {
-                            key_id: r.try_get("key_id").map_err(db_error)?,
-                            public_key: r.try_get("public_key").map_err(db_error)?,
-                            first_date: r.try_get("first_date").map_err(db_error)?,
-                            last_date: r.try_get("last_date").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(LOG_KEYS)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(log_key_from_row).collect()
             }
         }
     };
