@@ -4,10 +4,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{Page, PgStore, Result, SqliteStore, db_error, new_id};
 
 /// One package version: `ecosystem` is the channel that records it (`pypi`, `npm`,
@@ -110,24 +110,80 @@ pub trait CoverageStore: Send + Sync {
 const ENTRY_COLUMNS: &str =
     "ecosystem, package_name, version, ticket, status, error, requested_at, finished_at";
 
+/// `SELECT` of every entry column from `coverage_requests`, then `rest`.
+fn select_entries(rest: &str) -> String {
+    format!("SELECT {ENTRY_COLUMNS} FROM coverage_requests {rest}")
+}
+
+const ENTRY_STATE: &str = "SELECT status FROM coverage_requests \
+     WHERE ecosystem = $1 AND package_name = $2 AND version = $3";
+/// Another request may insert it first: then it is waiting already.
+const QUEUE_NEW: &str = "INSERT INTO coverage_requests (ecosystem, package_name, version, \
+     ticket, status, error, requested_at, finished_at) \
+     VALUES ($1, $2, $3, $4, 'queued', NULL, $5, NULL) \
+     ON CONFLICT (ecosystem, package_name, version) DO NOTHING";
+const QUEUE_FAILED_AGAIN: &str = "UPDATE coverage_requests SET ticket = $4, status = 'queued', \
+     error = NULL, requested_at = $5, finished_at = NULL \
+     WHERE ecosystem = $1 AND package_name = $2 AND version = $3 \
+     AND status = 'failed'";
+const QUEUED: &str = "WHERE ecosystem = $1 AND status = 'queued' \
+     ORDER BY requested_at, package_name, version LIMIT $2";
+const FINISH: &str = "UPDATE coverage_requests SET status = $1, error = $2, finished_at = $3 \
+     WHERE ecosystem = $4 AND package_name = $5 AND version = $6 \
+     AND ticket = $7 AND status = 'queued'";
+/// `$1` is the state or NULL for every state.
+const COUNT_ENTRIES: &str = "SELECT COUNT(*) FROM coverage_requests \
+     WHERE $1 IS NULL OR status = $1";
+const ENTRIES_PAGE: &str = "WHERE $1 IS NULL OR status = $1 \
+     ORDER BY ecosystem, package_name, version LIMIT $2 OFFSET $3";
+
+/// How queueing writes an item in `state` (binds: ecosystem, name, version, ticket, now);
+/// None when it is queued or done already.
+fn queue_write(state: Option<CoverageState>) -> Option<&'static str> {
+    match state {
+        None => Some(QUEUE_NEW),
+        Some(CoverageState::Failed) => Some(QUEUE_FAILED_AGAIN),
+        Some(CoverageState::Queued | CoverageState::Done) => None,
+    }
+}
+
+/// Whether a record of the probe exists: binds are the vendor, the version, then the names
+/// in `name_key` form.
+fn probe_sql(probe: &RecordProbe) -> String {
+    // Placeholders only; the names are bound (indexed by `name_key`).
+    let names = (0..probe.names.len())
+        .map(|i| format!("${}", i + 3))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let vendor = if probe.vendor_prefix {
+        "substr(vendor, 1, length($1)) = $1"
+    } else {
+        "vendor = $1"
+    };
+    format!(
+        "SELECT 1 FROM hash_records WHERE {vendor} AND version = $2 \
+         AND name_key IN ({names}) LIMIT 1"
+    )
+}
+
+fn entry_from(r: &impl Columns) -> Result<CoverageEntry> {
+    let state = r.text("status")?;
+    Ok(CoverageEntry {
+        item: CoverageItem {
+            ecosystem: r.text("ecosystem")?,
+            name: r.text("package_name")?,
+            version: r.text("version")?,
+        },
+        state: CoverageState::parse(&state)?,
+        error: r.opt_text("error")?,
+        requested_at: r.time("requested_at")?,
+        finished_at: r.opt_time("finished_at")?,
+        ticket: r.text("ticket")?,
+    })
+}
+
 macro_rules! coverage_backend {
     ($store:ident, $row:ty) => {
-        fn entry_from(r: &$row) -> Result<CoverageEntry> {
-            let state: String = r.try_get("status").map_err(db_error)?;
-            Ok(CoverageEntry {
-                item: CoverageItem {
-                    ecosystem: r.try_get("ecosystem").map_err(db_error)?,
-                    name: r.try_get("package_name").map_err(db_error)?,
-                    version: r.try_get("version").map_err(db_error)?,
-                },
-                state: CoverageState::parse(&state)?,
-                error: r.try_get("error").map_err(db_error)?,
-                requested_at: r.try_get("requested_at").map_err(db_error)?,
-                finished_at: r.try_get("finished_at").map_err(db_error)?,
-                ticket: r.try_get("ticket").map_err(db_error)?,
-            })
-        }
-
         #[async_trait]
         impl CoverageStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -140,34 +196,15 @@ macro_rules! coverage_backend {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let mut before = Vec::with_capacity(items.len());
                 for item in items {
-                    let state: Option<String> = sqlx::query_scalar(
-                        "SELECT status FROM coverage_requests \
-                         WHERE ecosystem = $1 AND package_name = $2 AND version = $3",
-                    )
-                    .bind(&item.ecosystem)
-                    .bind(&item.name)
-                    .bind(&item.version)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                    let state: Option<String> = sqlx::query_scalar(ENTRY_STATE)
+                        .bind(&item.ecosystem)
+                        .bind(&item.name)
+                        .bind(&item.version)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
                     let state = state.as_deref().map(CoverageState::parse).transpose()?;
-                    let write = match state {
-                        // Another request may insert it first: then it is waiting already.
-                        None => Some(
-                            "INSERT INTO coverage_requests (ecosystem, package_name, version, \
-                             ticket, status, error, requested_at, finished_at) \
-                             VALUES ($1, $2, $3, $4, 'queued', NULL, $5, NULL) \
-                             ON CONFLICT (ecosystem, package_name, version) DO NOTHING",
-                        ),
-                        Some(CoverageState::Failed) => Some(
-                            "UPDATE coverage_requests SET ticket = $4, status = 'queued', \
-                             error = NULL, requested_at = $5, finished_at = NULL \
-                             WHERE ecosystem = $1 AND package_name = $2 AND version = $3 \
-                             AND status = 'failed'",
-                        ),
-                        Some(CoverageState::Queued | CoverageState::Done) => None,
-                    };
-                    let Some(sql) = write else {
+                    let Some(sql) = queue_write(state) else {
                         before.push(state);
                         continue;
                     };
@@ -197,16 +234,12 @@ macro_rules! coverage_backend {
                 ecosystem: &str,
                 limit: u32,
             ) -> Result<Vec<CoverageEntry>> {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ENTRY_COLUMNS} FROM coverage_requests \
-                     WHERE ecosystem = $1 AND status = 'queued' \
-                     ORDER BY requested_at, package_name, version LIMIT $2"
-                )))
-                .bind(ecosystem)
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(select_entries(QUEUED)))
+                    .bind(ecosystem)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 rows.iter().map(entry_from).collect()
             }
 
@@ -217,21 +250,17 @@ macro_rules! coverage_backend {
                 error: Option<&str>,
                 now: DateTime<Utc>,
             ) -> Result<()> {
-                sqlx::query(
-                    "UPDATE coverage_requests SET status = $1, error = $2, finished_at = $3 \
-                     WHERE ecosystem = $4 AND package_name = $5 AND version = $6 \
-                     AND ticket = $7 AND status = 'queued'",
-                )
-                .bind(if error.is_some() { "failed" } else { "done" })
-                .bind(error)
-                .bind(now.trunc_subsecs(6))
-                .bind(&entry.item.ecosystem)
-                .bind(&entry.item.name)
-                .bind(&entry.item.version)
-                .bind(&entry.ticket)
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(FINISH)
+                    .bind(if error.is_some() { "failed" } else { "done" })
+                    .bind(error)
+                    .bind(now.trunc_subsecs(6))
+                    .bind(&entry.item.ecosystem)
+                    .bind(&entry.item.name)
+                    .bind(&entry.item.version)
+                    .bind(&entry.ticket)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
@@ -242,27 +271,20 @@ macro_rules! coverage_backend {
                 limit: u32,
                 offset: u64,
             ) -> Result<Page<CoverageEntry>> {
-                // `$1` is the state or NULL for every state.
                 let state = state.map(CoverageState::as_str);
-                let total: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM coverage_requests \
-                     WHERE $1 IS NULL OR status = $1",
-                )
-                .bind(state)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {ENTRY_COLUMNS} FROM coverage_requests \
-                     WHERE $1 IS NULL OR status = $1 \
-                     ORDER BY ecosystem, package_name, version LIMIT $2 OFFSET $3"
-                )))
-                .bind(state)
-                .bind(i64::from(limit))
-                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let total: i64 = sqlx::query_scalar(COUNT_ENTRIES)
+                    .bind(state)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let rows: Vec<$row> =
+                    sqlx::query(sqlx::AssertSqlSafe(select_entries(ENTRIES_PAGE)))
+                        .bind(state)
+                        .bind(i64::from(limit))
+                        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db_error)?;
                 Ok(Page {
                     items: rows.iter().map(entry_from).collect::<Result<_>>()?,
                     total: u64::try_from(total).unwrap_or(0),
@@ -278,21 +300,7 @@ macro_rules! coverage_backend {
                         out.push(false);
                         continue;
                     }
-                    // Placeholders only; the names are bound (indexed by `name_key`).
-                    let names = (0..probe.names.len())
-                        .map(|i| format!("${}", i + 3))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let vendor = if probe.vendor_prefix {
-                        "substr(vendor, 1, length($1)) = $1"
-                    } else {
-                        "vendor = $1"
-                    };
-                    let sql = format!(
-                        "SELECT 1 FROM hash_records WHERE {vendor} AND version = $2 \
-                         AND name_key IN ({names}) LIMIT 1"
-                    );
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(probe_sql(probe)))
                         .bind(&probe.vendor)
                         .bind(&probe.version);
                     for name in &probe.names {
@@ -311,12 +319,5 @@ macro_rules! coverage_backend {
     };
 }
 
-mod sqlite_impl {
-    use super::*;
-    coverage_backend!(SqliteStore, SqliteRow);
-}
-
-mod pg_impl {
-    use super::*;
-    coverage_backend!(PgStore, PgRow);
-}
+coverage_backend!(SqliteStore, SqliteRow);
+coverage_backend!(PgStore, PgRow);
