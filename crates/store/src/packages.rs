@@ -4,10 +4,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::downloads::ChangeAlert;
 use crate::{Page, PgStore, Result, SqliteStore, db_error, new_id};
 
@@ -104,18 +104,116 @@ const ALERT_FILTER: &str = "($1 IS NULL OR a.ecosystem = $1) AND ($2 = 0 OR EXIS
      (SELECT 1 FROM package_watches w WHERE w.team_id = $3 AND w.ecosystem = a.ecosystem \
      AND w.package_name = a.package_name))";
 
+const ADD_WATCH: &str = "INSERT INTO package_watches (id, team_id, ecosystem, package_name, \
+     created_at) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (team_id, ecosystem, package_name) DO NOTHING";
+const WATCH: &str = "SELECT id, team_id, ecosystem, package_name, created_at FROM package_watches \
+     WHERE team_id = $1 AND ecosystem = $2 AND package_name = $3";
+const WATCHES: &str = "SELECT id, team_id, ecosystem, package_name, created_at FROM package_watches \
+     WHERE team_id = $1 ORDER BY created_at, id";
+const REMOVE_WATCH: &str = "DELETE FROM package_watches WHERE team_id = $1 AND id = $2";
+const WATCHED_PACKAGES: &str = "SELECT DISTINCT ecosystem, package_name FROM package_watches \
+     ORDER BY ecosystem, package_name";
+const SET_REGISTRY_STATUS: &str = "INSERT INTO package_registry_status \
+     (ecosystem, package_name, status, checked_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (ecosystem, package_name) \
+     DO UPDATE SET status = excluded.status, checked_at = excluded.checked_at";
+const CLEAR_REGISTRY_STATUS: &str =
+    "DELETE FROM package_registry_status WHERE ecosystem = $1 AND package_name = $2";
+const REGISTRY_STATUSES: &str =
+    "SELECT ecosystem, package_name, status FROM package_registry_status";
+const TRACKED_PACKAGES: &str = "SELECT DISTINCT vendor, executable_name FROM hash_records \
+     WHERE vendor IN ('npm', 'pypi', 'go') AND status = 'current'";
+const ADVISORY_MODIFIED: &str = "SELECT modified FROM advisories WHERE id = $1";
+const CLEAR_ADVISORY_PACKAGES: &str = "DELETE FROM advisory_packages WHERE advisory_id = $1";
+const PUT_ADVISORY: &str = "INSERT INTO advisories (id, modified, document, imported_at) \
+     VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (id) DO UPDATE SET modified = excluded.modified, \
+     document = excluded.document, imported_at = excluded.imported_at";
+const ADD_ADVISORY_PACKAGE: &str = "INSERT INTO advisory_packages \
+     (ecosystem, package_name, advisory_id) \
+     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+
+fn alerts_count_sql() -> String {
+    format!("SELECT COUNT(*) FROM change_alerts a WHERE {ALERT_FILTER}")
+}
+
+fn alerts_page_sql() -> String {
+    format!(
+        "SELECT a.id, a.ecosystem, a.package_name, a.version, a.previous_sha256, \
+         a.latest_sha256, a.observed_at FROM change_alerts a WHERE {ALERT_FILTER} \
+         ORDER BY a.observed_at DESC, a.id DESC LIMIT $4 OFFSET $5"
+    )
+}
+
+/// The advisories of a batch of packages: binds are each package's (ecosystem, name).
+fn advisories_for_sql(packages: usize) -> String {
+    // ($1, $2) OR ($3, $4) ...: placeholders only, the values are bound.
+    let filter = (0..packages)
+        .map(|i| {
+            format!(
+                "(p.ecosystem = ${} AND p.package_name = ${})",
+                2 * i + 1,
+                2 * i + 2
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    format!(
+        "SELECT DISTINCT a.id, a.document FROM advisory_packages p \
+         JOIN advisories a ON a.id = p.advisory_id WHERE {filter}"
+    )
+}
+
+fn watch_from(r: &impl Columns) -> Result<PackageWatch> {
+    Ok(PackageWatch {
+        id: r.text("id")?,
+        team_id: r.text("team_id")?,
+        ecosystem: r.text("ecosystem")?,
+        package_name: r.text("package_name")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn package_from(r: &impl Columns) -> Result<(String, String)> {
+    Ok((r.text("ecosystem")?, r.text("package_name")?))
+}
+
+fn registry_status_from(r: &impl Columns) -> Result<(String, String, String)> {
+    Ok((
+        r.text("ecosystem")?,
+        r.text("package_name")?,
+        r.text("status")?,
+    ))
+}
+
+/// A `TRACKED_PACKAGES` row as a package, when its name is a package's.
+fn tracked_from(r: &impl Columns) -> Result<Option<TrackedPackage>> {
+    let ecosystem = r.text("vendor")?;
+    let name = r.text("executable_name")?;
+    // Packages are recorded as `name (ecosystem)`.
+    Ok(name
+        .strip_suffix(&format!(" ({ecosystem})"))
+        .map(|package| TrackedPackage {
+            package_name: package.to_string(),
+            ecosystem,
+        }))
+}
+
+fn alert_from(r: &impl Columns) -> Result<ChangeAlert> {
+    Ok(ChangeAlert {
+        id: r.text("id")?,
+        ecosystem: r.text("ecosystem")?,
+        package_name: r.text("package_name")?,
+        version: r.text("version")?,
+        previous_sha256: r.text("previous_sha256")?,
+        latest_sha256: r.text("latest_sha256")?,
+        observed_at: r.time("observed_at")?,
+    })
+}
+
 macro_rules! packages_backend {
     ($store:ident, $row:ty) => {
-        fn watch_from(r: &$row) -> Result<PackageWatch> {
-            Ok(PackageWatch {
-                id: r.try_get("id").map_err(db_error)?,
-                team_id: r.try_get("team_id").map_err(db_error)?,
-                ecosystem: r.try_get("ecosystem").map_err(db_error)?,
-                package_name: r.try_get("package_name").map_err(db_error)?,
-                created_at: r.try_get("created_at").map_err(db_error)?,
-            })
-        }
-
         #[async_trait]
         impl PackageStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -126,50 +224,40 @@ macro_rules! packages_backend {
                 package_name: &str,
                 now: DateTime<Utc>,
             ) -> Result<(PackageWatch, bool)> {
-                let inserted = sqlx::query(
-                    "INSERT INTO package_watches (id, team_id, ecosystem, package_name, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (team_id, ecosystem, package_name) DO NOTHING",
-                )
-                .bind(new_id())
-                .bind(team_id)
-                .bind(ecosystem)
-                .bind(package_name)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?
-                .rows_affected()
+                let inserted = sqlx::query(ADD_WATCH)
+                    .bind(new_id())
+                    .bind(team_id)
+                    .bind(ecosystem)
+                    .bind(package_name)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected()
                     == 1;
-                let row = sqlx::query(
-                    "SELECT id, team_id, ecosystem, package_name, created_at FROM package_watches \
-                     WHERE team_id = $1 AND ecosystem = $2 AND package_name = $3",
-                )
-                .bind(team_id)
-                .bind(ecosystem)
-                .bind(package_name)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let row: $row = sqlx::query(WATCH)
+                    .bind(team_id)
+                    .bind(ecosystem)
+                    .bind(package_name)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok((watch_from(&row)?, inserted))
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn watches(&self, team_id: &str) -> Result<Vec<PackageWatch>> {
-                let rows = sqlx::query(
-                    "SELECT id, team_id, ecosystem, package_name, created_at FROM package_watches \
-                     WHERE team_id = $1 ORDER BY created_at, id",
-                )
-                .bind(team_id)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(WATCHES)
+                    .bind(team_id)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 rows.iter().map(watch_from).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn remove_watch(&self, team_id: &str, id: &str) -> Result<bool> {
-                let done = sqlx::query("DELETE FROM package_watches WHERE team_id = $1 AND id = $2")
+                let done = sqlx::query(REMOVE_WATCH)
                     .bind(team_id)
                     .bind(id)
                     .execute(&self.pool)
@@ -180,21 +268,11 @@ macro_rules! packages_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn watched_packages(&self) -> Result<Vec<(String, String)>> {
-                let rows = sqlx::query(
-                    "SELECT DISTINCT ecosystem, package_name FROM package_watches \
-                     ORDER BY ecosystem, package_name",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r: &$row| {
-                        Ok((
-                            r.try_get("ecosystem").map_err(db_error)?,
-                            r.try_get("package_name").map_err(db_error)?,
-                        ))
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(WATCHED_PACKAGES)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(package_from).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -206,20 +284,14 @@ macro_rules! packages_backend {
                 now: DateTime<Utc>,
             ) -> Result<()> {
                 match status {
-                    Some(status) => sqlx::query(
-                        "INSERT INTO package_registry_status (ecosystem, package_name, status, checked_at) \
-                         VALUES ($1, $2, $3, $4) ON CONFLICT (ecosystem, package_name) \
-                         DO UPDATE SET status = excluded.status, checked_at = excluded.checked_at",
-                    )
-                    .bind(ecosystem)
-                    .bind(package_name)
-                    .bind(status)
-                    .bind(now.trunc_subsecs(6)),
-                    None => sqlx::query(
-                        "DELETE FROM package_registry_status WHERE ecosystem = $1 AND package_name = $2",
-                    )
-                    .bind(ecosystem)
-                    .bind(package_name),
+                    Some(status) => sqlx::query(SET_REGISTRY_STATUS)
+                        .bind(ecosystem)
+                        .bind(package_name)
+                        .bind(status)
+                        .bind(now.trunc_subsecs(6)),
+                    None => sqlx::query(CLEAR_REGISTRY_STATUS)
+                        .bind(ecosystem)
+                        .bind(package_name),
                 }
                 .execute(&self.pool)
                 .await
@@ -229,44 +301,22 @@ macro_rules! packages_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn registry_statuses(&self) -> Result<Vec<(String, String, String)>> {
-                let rows = sqlx::query(
-                    "SELECT ecosystem, package_name, status FROM package_registry_status",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r: &$row| {
-                        Ok((
-                            r.try_get("ecosystem").map_err(db_error)?,
-                            r.try_get("package_name").map_err(db_error)?,
-                            r.try_get("status").map_err(db_error)?,
-                        ))
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(REGISTRY_STATUSES)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(registry_status_from).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn tracked_packages(&self) -> Result<Vec<TrackedPackage>> {
-                let rows = sqlx::query(
-                    "SELECT DISTINCT vendor, executable_name FROM hash_records \
-                     WHERE vendor IN ('npm', 'pypi', 'go') AND status = 'current'",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(TRACKED_PACKAGES)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
-                    let r: &$row = r;
-                    let ecosystem: String = r.try_get("vendor").map_err(db_error)?;
-                    let name: String = r.try_get("executable_name").map_err(db_error)?;
-                    // Packages are recorded as `name (ecosystem)`.
-                    if let Some(package) = name.strip_suffix(&format!(" ({ecosystem})")) {
-                        out.push(TrackedPackage {
-                            package_name: package.to_string(),
-                            ecosystem,
-                        });
-                    }
+                    out.extend(tracked_from(r)?);
                 }
                 Ok(out)
             }
@@ -274,90 +324,66 @@ macro_rules! packages_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn change_alerts(&self, q: &ChangeQuery) -> Result<Page<ChangeAlert>> {
                 let watched = i64::from(q.watched_only);
-                let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM change_alerts a WHERE {ALERT_FILTER}"
-                )))
-                .bind(&q.ecosystem)
-                .bind(watched)
-                .bind(&q.team_id)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT a.id, a.ecosystem, a.package_name, a.version, a.previous_sha256, \
-                     a.latest_sha256, a.observed_at FROM change_alerts a WHERE {ALERT_FILTER} \
-                     ORDER BY a.observed_at DESC, a.id DESC LIMIT $4 OFFSET $5"
-                )))
-                .bind(&q.ecosystem)
-                .bind(watched)
-                .bind(&q.team_id)
-                .bind(i64::from(q.limit))
-                .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let items = rows
-                    .iter()
-                    .map(|r: &$row| {
-                        Ok(ChangeAlert {
-                            id: r.try_get("id").map_err(db_error)?,
-                            ecosystem: r.try_get("ecosystem").map_err(db_error)?,
-                            package_name: r.try_get("package_name").map_err(db_error)?,
-                            version: r.try_get("version").map_err(db_error)?,
-                            previous_sha256: r.try_get("previous_sha256").map_err(db_error)?,
-                            latest_sha256: r.try_get("latest_sha256").map_err(db_error)?,
-                            observed_at: r.try_get("observed_at").map_err(db_error)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(alerts_count_sql()))
+                    .bind(&q.ecosystem)
+                    .bind(watched)
+                    .bind(&q.team_id)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(alerts_page_sql()))
+                    .bind(&q.ecosystem)
+                    .bind(watched)
+                    .bind(&q.team_id)
+                    .bind(i64::from(q.limit))
+                    .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(Page {
-                    items,
+                    items: rows.iter().map(alert_from).collect::<Result<Vec<_>>>()?,
                     total: count(total),
                 })
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn import_advisories(&self, rows: &[AdvisoryRow], now: DateTime<Utc>) -> Result<u64> {
+            async fn import_advisories(
+                &self,
+                rows: &[AdvisoryRow],
+                now: DateTime<Utc>,
+            ) -> Result<u64> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let mut written = 0;
                 for a in rows {
-                    let stored: Option<String> =
-                        sqlx::query_scalar("SELECT modified FROM advisories WHERE id = $1")
-                            .bind(&a.id)
-                            .fetch_optional(&mut *tx)
-                            .await
-                            .map_err(db_error)?;
+                    let stored: Option<String> = sqlx::query_scalar(ADVISORY_MODIFIED)
+                        .bind(&a.id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
                     if stored.is_some_and(|m| m > a.modified) {
                         continue;
                     }
-                    sqlx::query("DELETE FROM advisory_packages WHERE advisory_id = $1")
+                    sqlx::query(CLEAR_ADVISORY_PACKAGES)
                         .bind(&a.id)
                         .execute(&mut *tx)
                         .await
                         .map_err(db_error)?;
-                    sqlx::query(
-                        "INSERT INTO advisories (id, modified, document, imported_at) VALUES ($1, $2, $3, $4) \
-                         ON CONFLICT (id) DO UPDATE SET modified = excluded.modified, \
-                         document = excluded.document, imported_at = excluded.imported_at",
-                    )
-                    .bind(&a.id)
-                    .bind(&a.modified)
-                    .bind(&a.document)
-                    .bind(now.trunc_subsecs(6))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                    sqlx::query(PUT_ADVISORY)
+                        .bind(&a.id)
+                        .bind(&a.modified)
+                        .bind(&a.document)
+                        .bind(now.trunc_subsecs(6))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
                     for (ecosystem, name) in &a.packages {
-                        sqlx::query(
-                            "INSERT INTO advisory_packages (ecosystem, package_name, advisory_id) \
-                             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                        )
-                        .bind(ecosystem)
-                        .bind(name)
-                        .bind(&a.id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                        sqlx::query(ADD_ADVISORY_PACKAGE)
+                            .bind(ecosystem)
+                            .bind(name)
+                            .bind(&a.id)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
                     }
                     written += 1;
                 }
@@ -370,25 +396,15 @@ macro_rules! packages_backend {
                 let mut out = Vec::new();
                 let mut seen = std::collections::HashSet::new();
                 for batch in packages.chunks(ADVISORY_BATCH) {
-                    // ($1, $2) OR ($3, $4) ...: placeholders only, the values are bound.
-                    let filter = (0..batch.len())
-                        .map(|i| format!("(p.ecosystem = ${} AND p.package_name = ${})", 2 * i + 1, 2 * i + 2))
-                        .collect::<Vec<_>>()
-                        .join(" OR ");
-                    let sql = format!(
-                        "SELECT DISTINCT a.id, a.document FROM advisory_packages p \
-                         JOIN advisories a ON a.id = p.advisory_id WHERE {filter}"
-                    );
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    let mut query =
+                        sqlx::query(sqlx::AssertSqlSafe(advisories_for_sql(batch.len())));
                     for (ecosystem, name) in batch {
                         query = query.bind(ecosystem).bind(name);
                     }
-                    let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+                    let rows: Vec<$row> = query.fetch_all(&self.pool).await.map_err(db_error)?;
                     for r in &rows {
-                        let r: &$row = r;
-                        let id: String = r.try_get("id").map_err(db_error)?;
-                        if seen.insert(id) {
-                            out.push(r.try_get("document").map_err(db_error)?);
+                        if seen.insert(r.text("id")?) {
+                            out.push(r.text("document")?);
                         }
                     }
                 }
@@ -398,12 +414,5 @@ macro_rules! packages_backend {
     };
 }
 
-mod sqlite_impl {
-    use super::*;
-    packages_backend!(SqliteStore, SqliteRow);
-}
-
-mod pg_impl {
-    use super::*;
-    packages_backend!(PgStore, PgRow);
-}
+packages_backend!(SqliteStore, SqliteRow);
+packages_backend!(PgStore, PgRow);
