@@ -63,6 +63,7 @@ pub(crate) trait Columns {
     fn text_ref(&self, column: &str) -> Result<&str>;
     fn opt_text(&self, column: &str) -> Result<Option<String>>;
     fn int(&self, column: &str) -> Result<i64>;
+    fn int4(&self, column: &str) -> Result<i32>;
     fn opt_int(&self, column: &str) -> Result<Option<i64>>;
     fn flag(&self, column: &str) -> Result<bool>;
     fn time(&self, column: &str) -> Result<DateTime<Utc>>;
@@ -85,6 +86,9 @@ macro_rules! columns {
                 self.try_get(column).map_err(db_error)
             }
             fn int(&self, column: &str) -> Result<i64> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn int4(&self, column: &str) -> Result<i32> {
                 self.try_get(column).map_err(db_error)
             }
             fn opt_int(&self, column: &str) -> Result<Option<i64>> {

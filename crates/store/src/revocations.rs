@@ -10,10 +10,11 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
+use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{AssertSqlSafe, Row};
 
+use crate::backend::Columns;
 use crate::{Page, PgStore, Result, SqliteStore, db_error};
 
 /// What is kept of one CRL URL.
@@ -139,60 +140,148 @@ fn contains_pattern(text: &str) -> String {
 const HISTORY_FILTER: &str = "($1 IS NULL OR revoked_at >= $1) AND ($2 IS NULL OR revoked_at <= $2) \
      AND ($3 IS NULL OR lower(signer) LIKE $3 ESCAPE '\\')";
 
+const RECORD_SIGNED_BY: &str = "INSERT INTO record_signatures (record_id, thumbprint) \
+     VALUES ($1, $2) ON CONFLICT DO NOTHING";
+const REVOCATION_IN_FORCE: &str = "SELECT id, reason, revoked_at FROM revoked_certificates \
+     WHERE thumbprint = $1 AND released_at IS NULL";
+/// A hold made final (RFC 5280 5.3.1), or a corrected date.
+const AMEND_REVOCATION: &str = "UPDATE revoked_certificates SET reason = $1, revoked_at = $2, \
+     crl_url = $3 WHERE id = $4";
+const INSERT_REVOCATION: &str = "INSERT INTO revoked_certificates (thumbprint, signer, issuer, \
+     serial, revoked_at, reason, check_method, crl_url, recorded_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'crl', $7, $8)";
+const RELEASE: &str = "UPDATE revoked_certificates SET released_at = $1 \
+     WHERE thumbprint = $2 AND released_at IS NULL";
+const REVOCATIONS_IN_FORCE: &str = "SELECT thumbprint, reason, revoked_at \
+     FROM revoked_certificates WHERE released_at IS NULL";
+
+/// Vendors of the records signed with `$1`, and whether one of them is current.
+fn impact_sql() -> String {
+    format!(
+        "SELECT vendor, MAX(CASE WHEN status = 'current' THEN 1 ELSE 0 END) AS active \
+         FROM hash_records WHERE {SIGNED_BY} GROUP BY vendor ORDER BY vendor"
+    )
+}
+
+fn derive_revoked_at_sql() -> String {
+    format!("UPDATE hash_records SET cert_revoked_at = {DERIVED_REVOKED_AT} WHERE {SIGNED_BY}")
+}
+
+/// Tags the records signed with `$1` with the records epoch `$2`.
+fn tag_changed_sql() -> String {
+    format!("UPDATE hash_records SET changed_epoch = $2 WHERE {SIGNED_BY}")
+}
+
+fn crl_cache_sql() -> String {
+    format!("SELECT {CRL_COLUMNS} FROM crl_cache WHERE url = $1")
+}
+
+fn crl_caches_sql() -> String {
+    format!("SELECT {CRL_COLUMNS} FROM crl_cache ORDER BY issuer, url")
+}
+
+fn save_crl_cache_sql() -> String {
+    format!(
+        "INSERT INTO crl_cache ({CRL_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+         ON CONFLICT (url) DO UPDATE SET issuer = excluded.issuer, body = excluded.body, \
+         etag = excluded.etag, last_modified = excluded.last_modified, \
+         crl_number = excluded.crl_number, this_update = excluded.this_update, \
+         next_update = excluded.next_update, last_good_at = excluded.last_good_at, \
+         last_checked_at = excluded.last_checked_at, last_error_at = excluded.last_error_at, \
+         last_error = excluded.last_error"
+    )
+}
+
+fn active_revocations_sql() -> String {
+    format!(
+        "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE released_at IS NULL \
+         ORDER BY revoked_at DESC, id DESC"
+    )
+}
+
+fn history_count_sql() -> String {
+    format!("SELECT COUNT(*) FROM revoked_certificates WHERE {HISTORY_FILTER}")
+}
+
+fn history_page_sql() -> String {
+    format!(
+        "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE {HISTORY_FILTER} \
+         ORDER BY revoked_at DESC, id DESC LIMIT $4 OFFSET $5"
+    )
+}
+
+/// The revocation in force of `$1`, else its latest released one.
+fn revocation_sql() -> String {
+    format!(
+        "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE thumbprint = $1 \
+         ORDER BY CASE WHEN released_at IS NULL THEN 0 ELSE 1 END, released_at DESC, id DESC \
+         LIMIT 1"
+    )
+}
+
+fn revoked_from_row(r: &impl Columns) -> Result<RevokedCert> {
+    Ok(RevokedCert {
+        thumbprint: r.text("thumbprint")?,
+        signer: r.text("signer")?,
+        issuer: r.text("issuer")?,
+        serial: r.text("serial")?,
+        revoked_at: r.time("revoked_at")?,
+        reason: r.text("reason")?,
+        check_method: r.text("check_method")?,
+        recorded_at: r.time("recorded_at")?,
+        released_at: r.opt_time("released_at")?,
+        affected_vendors: Vec::new(),
+        currently_active: false,
+    })
+}
+
+fn crl_from_row(r: &impl Columns) -> Result<CrlCache> {
+    Ok(CrlCache {
+        url: r.text("url")?,
+        issuer: r.text("issuer")?,
+        body: r.opt_bytes("body")?,
+        etag: r.opt_text("etag")?,
+        last_modified: r.opt_text("last_modified")?,
+        crl_number: r.opt_text("crl_number")?,
+        this_update: r.opt_time("this_update")?,
+        next_update: r.opt_time("next_update")?,
+        last_good_at: r.opt_time("last_good_at")?,
+        last_checked_at: r.opt_time("last_checked_at")?,
+        last_error_at: r.opt_time("last_error_at")?,
+        last_error: r.opt_text("last_error")?,
+    })
+}
+
+/// Adds the vendors of `impact_sql` rows to the certificate.
+fn add_impact(cert: &mut RevokedCert, rows: &[impl Columns]) -> Result<()> {
+    for r in rows {
+        cert.affected_vendors.push(r.text("vendor")?);
+        cert.currently_active |= r.int4("active")? == 1;
+    }
+    Ok(())
+}
+
+fn in_force_from_row(r: &impl Columns) -> Result<(String, (String, DateTime<Utc>))> {
+    Ok((
+        r.text("thumbprint")?,
+        (r.text("reason")?, r.time("revoked_at")?),
+    ))
+}
+
 macro_rules! revocation_backend {
     ($store:ident, $db:ty, $row:ty, $begin:literal) => {
         impl $store {
-            fn revoked_from_row(r: &$row) -> Result<RevokedCert> {
-                Ok(RevokedCert {
-                    thumbprint: r.try_get("thumbprint").map_err(db_error)?,
-                    signer: r.try_get("signer").map_err(db_error)?,
-                    issuer: r.try_get("issuer").map_err(db_error)?,
-                    serial: r.try_get("serial").map_err(db_error)?,
-                    revoked_at: r.try_get("revoked_at").map_err(db_error)?,
-                    reason: r.try_get("reason").map_err(db_error)?,
-                    check_method: r.try_get("check_method").map_err(db_error)?,
-                    recorded_at: r.try_get("recorded_at").map_err(db_error)?,
-                    released_at: r.try_get("released_at").map_err(db_error)?,
-                    affected_vendors: Vec::new(),
-                    currently_active: false,
-                })
-            }
-
-            fn crl_from_row(r: &$row) -> Result<CrlCache> {
-                Ok(CrlCache {
-                    url: r.try_get("url").map_err(db_error)?,
-                    issuer: r.try_get("issuer").map_err(db_error)?,
-                    body: r.try_get("body").map_err(db_error)?,
-                    etag: r.try_get("etag").map_err(db_error)?,
-                    last_modified: r.try_get("last_modified").map_err(db_error)?,
-                    crl_number: r.try_get("crl_number").map_err(db_error)?,
-                    this_update: r.try_get("this_update").map_err(db_error)?,
-                    next_update: r.try_get("next_update").map_err(db_error)?,
-                    last_good_at: r.try_get("last_good_at").map_err(db_error)?,
-                    last_checked_at: r.try_get("last_checked_at").map_err(db_error)?,
-                    last_error_at: r.try_get("last_error_at").map_err(db_error)?,
-                    last_error: r.try_get("last_error").map_err(db_error)?,
-                })
-            }
-
             /// Fills in the vendors of the records each certificate signed and whether one
             /// of them is current.
             async fn with_impact(&self, mut certs: Vec<RevokedCert>) -> Result<Vec<RevokedCert>> {
                 for cert in &mut certs {
-                    let rows = sqlx::query(AssertSqlSafe(format!(
-                        "SELECT vendor, MAX(CASE WHEN status = 'current' THEN 1 ELSE 0 END) AS active \
-                         FROM hash_records WHERE {SIGNED_BY} GROUP BY vendor ORDER BY vendor"
-                    )))
-                    .bind(&cert.thumbprint)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(db_error)?;
-                    for r in &rows {
-                        let r: &$row = r;
-                        cert.affected_vendors.push(r.try_get("vendor").map_err(db_error)?);
-                        let active: i32 = r.try_get("active").map_err(db_error)?;
-                        cert.currently_active |= active == 1;
-                    }
+                    let rows: Vec<$row> = sqlx::query(AssertSqlSafe(impact_sql()))
+                        .bind(&cert.thumbprint)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db_error)?;
+                    add_impact(cert, &rows)?;
                 }
                 Ok(certs)
             }
@@ -205,26 +294,22 @@ macro_rules! revocation_backend {
                 conn: &mut <$db as sqlx::Database>::Connection,
                 thumbprint: &str,
             ) -> Result<Option<u64>> {
-                let updated = sqlx::query(AssertSqlSafe(format!(
-                    "UPDATE hash_records SET cert_revoked_at = {DERIVED_REVOKED_AT} WHERE {SIGNED_BY}"
-                )))
-                .bind(thumbprint)
-                .execute(&mut *conn)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
+                let updated = sqlx::query(AssertSqlSafe(derive_revoked_at_sql()))
+                    .bind(thumbprint)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected();
                 if updated == 0 {
                     return Ok(None);
                 }
                 let epoch = Self::bump_records_epoch(&mut *conn).await?;
-                sqlx::query(AssertSqlSafe(format!(
-                    "UPDATE hash_records SET changed_epoch = $2 WHERE {SIGNED_BY}"
-                )))
-                .bind(thumbprint)
-                .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
-                .execute(&mut *conn)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(AssertSqlSafe(tag_changed_sql()))
+                    .bind(thumbprint)
+                    .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
                 Ok(Some(epoch))
             }
         }
@@ -233,67 +318,52 @@ macro_rules! revocation_backend {
         impl RevocationStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn record_signed_by(&self, record_id: &str, thumbprint: &str) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO record_signatures (record_id, thumbprint) VALUES ($1, $2) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(record_id)
-                .bind(thumbprint.to_ascii_lowercase())
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(RECORD_SIGNED_BY)
+                    .bind(record_id)
+                    .bind(thumbprint.to_ascii_lowercase())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn crl_cache(&self, url: &str) -> Result<Option<CrlCache>> {
-                let row = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {CRL_COLUMNS} FROM crl_cache WHERE url = $1"
-                )))
-                .bind(url)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::crl_from_row).transpose()
+                let row: Option<$row> = sqlx::query(AssertSqlSafe(crl_cache_sql()))
+                    .bind(url)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(crl_from_row).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn crl_caches(&self) -> Result<Vec<CrlCache>> {
-                let rows = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {CRL_COLUMNS} FROM crl_cache ORDER BY issuer, url"
-                )))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(Self::crl_from_row).collect()
+                let rows: Vec<$row> = sqlx::query(AssertSqlSafe(crl_caches_sql()))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(crl_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn save_crl_cache(&self, c: &CrlCache) -> Result<()> {
-                sqlx::query(AssertSqlSafe(format!(
-                    "INSERT INTO crl_cache ({CRL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                     ON CONFLICT (url) DO UPDATE SET issuer = excluded.issuer, body = excluded.body, \
-                     etag = excluded.etag, last_modified = excluded.last_modified, \
-                     crl_number = excluded.crl_number, this_update = excluded.this_update, \
-                     next_update = excluded.next_update, last_good_at = excluded.last_good_at, \
-                     last_checked_at = excluded.last_checked_at, last_error_at = excluded.last_error_at, \
-                     last_error = excluded.last_error"
-                )))
-                .bind(&c.url)
-                .bind(&c.issuer)
-                .bind(c.body.as_deref())
-                .bind(&c.etag)
-                .bind(&c.last_modified)
-                .bind(&c.crl_number)
-                .bind(c.this_update.map(micros))
-                .bind(c.next_update.map(micros))
-                .bind(c.last_good_at.map(micros))
-                .bind(c.last_checked_at.map(micros))
-                .bind(c.last_error_at.map(micros))
-                .bind(&c.last_error)
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(AssertSqlSafe(save_crl_cache_sql()))
+                    .bind(&c.url)
+                    .bind(&c.issuer)
+                    .bind(c.body.as_deref())
+                    .bind(&c.etag)
+                    .bind(&c.last_modified)
+                    .bind(&c.crl_number)
+                    .bind(c.this_update.map(micros))
+                    .bind(c.next_update.map(micros))
+                    .bind(c.last_good_at.map(micros))
+                    .bind(c.last_checked_at.map(micros))
+                    .bind(c.last_error_at.map(micros))
+                    .bind(&c.last_error)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
@@ -305,53 +375,40 @@ macro_rules! revocation_backend {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
-                let current = sqlx::query(
-                    "SELECT id, reason, revoked_at FROM revoked_certificates \
-                     WHERE thumbprint = $1 AND released_at IS NULL",
-                )
-                .bind(&thumbprint)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
+                let current: Option<$row> = sqlx::query(REVOCATION_IN_FORCE)
+                    .bind(&thumbprint)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
                 match current {
                     Some(row) => {
-                        let row: $row = row;
-                        let reason: String = row.try_get("reason").map_err(db_error)?;
-                        let at: DateTime<Utc> = row.try_get("revoked_at").map_err(db_error)?;
+                        let reason = row.text("reason")?;
+                        let at = row.time("revoked_at")?;
                         if reason == r.reason && at == revoked_at {
                             return Ok(false);
                         }
-                        // A hold made final (RFC 5280 5.3.1), or a corrected date.
-                        let id: i64 = row.try_get("id").map_err(db_error)?;
-                        sqlx::query(
-                            "UPDATE revoked_certificates SET reason = $1, revoked_at = $2, \
-                             crl_url = $3 WHERE id = $4",
-                        )
-                        .bind(&r.reason)
-                        .bind(revoked_at)
-                        .bind(&r.crl_url)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                        sqlx::query(AMEND_REVOCATION)
+                            .bind(&r.reason)
+                            .bind(revoked_at)
+                            .bind(&r.crl_url)
+                            .bind(row.int("id")?)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
                     }
                     None => {
-                        sqlx::query(
-                            "INSERT INTO revoked_certificates (thumbprint, signer, issuer, serial, \
-                             revoked_at, reason, check_method, crl_url, recorded_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, 'crl', $7, $8)",
-                        )
-                        .bind(&thumbprint)
-                        .bind(&r.signer)
-                        .bind(&r.issuer)
-                        .bind(r.serial.to_ascii_lowercase())
-                        .bind(revoked_at)
-                        .bind(&r.reason)
-                        .bind(&r.crl_url)
-                        .bind(micros(now))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                        sqlx::query(INSERT_REVOCATION)
+                            .bind(&thumbprint)
+                            .bind(&r.signer)
+                            .bind(&r.issuer)
+                            .bind(r.serial.to_ascii_lowercase())
+                            .bind(revoked_at)
+                            .bind(&r.reason)
+                            .bind(&r.crl_url)
+                            .bind(micros(now))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
                     }
                 }
                 let epoch = Self::refresh_revoked_at(&mut tx, &thumbprint).await?;
@@ -370,16 +427,13 @@ macro_rules! revocation_backend {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;
-                let released = sqlx::query(
-                    "UPDATE revoked_certificates SET released_at = $1 \
-                     WHERE thumbprint = $2 AND released_at IS NULL",
-                )
-                .bind(micros(now))
-                .bind(&thumbprint)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
+                let released = sqlx::query(RELEASE)
+                    .bind(micros(now))
+                    .bind(&thumbprint)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected();
                 if released == 0 {
                     return Ok(false);
                 }
@@ -396,64 +450,49 @@ macro_rules! revocation_backend {
             async fn revocations_in_force(
                 &self,
             ) -> Result<std::collections::HashMap<String, (String, DateTime<Utc>)>> {
-                let rows = sqlx::query(
-                    "SELECT thumbprint, reason, revoked_at FROM revoked_certificates \
-                     WHERE released_at IS NULL",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r: &$row| {
-                        Ok((
-                            r.try_get("thumbprint").map_err(db_error)?,
-                            (
-                                r.try_get("reason").map_err(db_error)?,
-                                r.try_get("revoked_at").map_err(db_error)?,
-                            ),
-                        ))
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(REVOCATIONS_IN_FORCE)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(in_force_from_row).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn active_revocations(&self) -> Result<Vec<RevokedCert>> {
-                let rows = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE released_at IS NULL \
-                     ORDER BY revoked_at DESC, id DESC"
-                )))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let certs = rows.iter().map(Self::revoked_from_row).collect::<Result<Vec<_>>>()?;
+                let rows: Vec<$row> = sqlx::query(AssertSqlSafe(active_revocations_sql()))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let certs = rows
+                    .iter()
+                    .map(revoked_from_row)
+                    .collect::<Result<Vec<_>>>()?;
                 self.with_impact(certs).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn revocation_history(&self, q: &RevocationQuery) -> Result<Page<RevokedCert>> {
                 let signer = q.signer.as_deref().map(contains_pattern);
-                let total: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM revoked_certificates WHERE {HISTORY_FILTER}"
-                )))
-                .bind(q.since.map(micros))
-                .bind(q.until.map(micros))
-                .bind(&signer)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let rows = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE {HISTORY_FILTER} \
-                     ORDER BY revoked_at DESC, id DESC LIMIT $4 OFFSET $5"
-                )))
-                .bind(q.since.map(micros))
-                .bind(q.until.map(micros))
-                .bind(&signer)
-                .bind(i64::from(q.limit))
-                .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let certs = rows.iter().map(Self::revoked_from_row).collect::<Result<Vec<_>>>()?;
+                let total: i64 = sqlx::query_scalar(AssertSqlSafe(history_count_sql()))
+                    .bind(q.since.map(micros))
+                    .bind(q.until.map(micros))
+                    .bind(&signer)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let rows: Vec<$row> = sqlx::query(AssertSqlSafe(history_page_sql()))
+                    .bind(q.since.map(micros))
+                    .bind(q.until.map(micros))
+                    .bind(&signer)
+                    .bind(i64::from(q.limit))
+                    .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let certs = rows
+                    .iter()
+                    .map(revoked_from_row)
+                    .collect::<Result<Vec<_>>>()?;
                 Ok(Page {
                     items: self.with_impact(certs).await?,
                     total: u64::try_from(total).unwrap_or(0),
@@ -462,17 +501,13 @@ macro_rules! revocation_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn revocation(&self, thumbprint: &str) -> Result<Option<RevokedCert>> {
-                let row = sqlx::query(AssertSqlSafe(format!(
-                    "SELECT {REVOKED_COLUMNS} FROM revoked_certificates WHERE thumbprint = $1 \
-                     ORDER BY CASE WHEN released_at IS NULL THEN 0 ELSE 1 END, released_at DESC, id DESC \
-                     LIMIT 1"
-                )))
-                .bind(thumbprint.to_ascii_lowercase())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let row: Option<$row> = sqlx::query(AssertSqlSafe(revocation_sql()))
+                    .bind(thumbprint.to_ascii_lowercase())
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 let Some(row) = row else { return Ok(None) };
-                let cert = Self::revoked_from_row(&row)?;
+                let cert = revoked_from_row(&row)?;
                 Ok(self.with_impact(vec![cert]).await?.pop())
             }
         }
