@@ -11,10 +11,10 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use model::{Role, TenantKind, Tier};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,78 +264,242 @@ macro_rules! passkey_columns {
     };
 }
 
+const CREATE_INVITE: &str = "INSERT INTO invites (code_hash, invite_id, team_id, role, \
+     display_name, contact, created_by, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const PENDING_INVITES: &str = "SELECT invite_id, role, display_name, contact, created_by, \
+     created_at, expires_at FROM invites WHERE team_id = $1 AND redeemed_at IS NULL \
+     AND expires_at > $2 ORDER BY created_at DESC, invite_id";
+/// The conditional update claims the code: of two concurrent redemptions one changes the
+/// row, the other sees nothing to redeem.
+const CLAIM_INVITE: &str = "UPDATE invites SET redeemed_at = $2, user_id = $3 \
+     WHERE code_hash = $1 AND redeemed_at IS NULL AND expires_at > $2 \
+     RETURNING team_id, role, display_name, contact";
+const INSERT_USER: &str = "INSERT INTO users (user_id, display_name, contact, created_at, status) \
+     VALUES ($1, $2, $3, $4, 'active')";
+const INSERT_MEMBERSHIP: &str = "INSERT INTO memberships (user_id, team_id, role, created_at) \
+     VALUES ($1, $2, $3, $4)";
+const MEMBERSHIP: &str = "SELECT m.team_id, m.role, t.tier, t.kind, t.suspended FROM memberships m \
+     JOIN tenants t ON t.team_id = m.team_id \
+     WHERE m.user_id = $1 AND m.team_id = $2";
+const USER: &str = "SELECT user_id, display_name, contact, created_at, status FROM users \
+     WHERE user_id = $1";
+const MEMBERSHIPS: &str = "SELECT m.team_id, m.role, t.tier, t.kind, t.suspended FROM memberships m \
+     JOIN tenants t ON t.team_id = m.team_id WHERE m.user_id = $1 \
+     ORDER BY m.team_id";
+const CREATE_SESSION: &str = "INSERT INTO sessions (session_id, subject, key_id, user_id, \
+     team_id, mfa, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+const SESSION: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE session_id = $1"
+);
+const SET_SESSION_MFA: &str = "UPDATE sessions SET mfa = $2 WHERE session_id = $1";
+const PRUNE_SESSIONS: &str = "DELETE FROM sessions WHERE expires_at < $1 OR revoked_at < $1";
+const REVOKE_SESSION: &str = "UPDATE sessions SET revoked_at = $2 \
+     WHERE session_id = $1 AND revoked_at IS NULL";
+const TOTP: &str = "SELECT subject, secret_enc, enabled, last_step, created_at FROM mfa_totp \
+     WHERE subject = $1";
+/// Replaces a pending (not enabled: `$3` false) secret, never an enabled one.
+const PUT_PENDING_TOTP: &str = "INSERT INTO mfa_totp (subject, secret_enc, enabled, last_step, \
+     created_at) VALUES ($1, $2, $3, 0, $4) ON CONFLICT (subject) DO UPDATE SET \
+     secret_enc = excluded.secret_enc, last_step = 0, \
+     created_at = excluded.created_at WHERE mfa_totp.enabled = $3";
+const ACCEPT_TOTP_STEP: &str = "UPDATE mfa_totp SET last_step = $2, enabled = (enabled OR $3) \
+     WHERE subject = $1 AND last_step < $2";
+const DELETE_TOTP: &str = "DELETE FROM mfa_totp WHERE subject = $1";
+const DELETE_RECOVERY_CODES: &str = "DELETE FROM mfa_recovery_codes WHERE subject = $1";
+const INSERT_RECOVERY_CODE: &str =
+    "INSERT INTO mfa_recovery_codes (subject, code_hash) VALUES ($1, $2)";
+const USE_RECOVERY_CODE: &str = "UPDATE mfa_recovery_codes SET used_at = $3 \
+     WHERE subject = $1 AND code_hash = $2 AND used_at IS NULL";
+const RECOVERY_CODES_LEFT: &str =
+    "SELECT COUNT(*) FROM mfa_recovery_codes WHERE subject = $1 AND used_at IS NULL";
+const ADD_PASSKEY: &str = "INSERT INTO mfa_passkeys (passkey_id, subject, user_handle, \
+     credential_id, display_name, passkey, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+const PASSKEYS: &str = concat!(
+    "SELECT ",
+    passkey_columns!(),
+    " FROM mfa_passkeys WHERE subject = $1 ORDER BY created_at, passkey_id"
+);
+const PASSKEY_BY_CREDENTIAL: &str = concat!(
+    "SELECT ",
+    passkey_columns!(),
+    " FROM mfa_passkeys WHERE credential_id = $1"
+);
+const SUBJECT_OF_USER_HANDLE: &str =
+    "SELECT subject FROM mfa_passkeys WHERE user_handle = $1 LIMIT 1";
+const TOUCH_PASSKEY: &str =
+    "UPDATE mfa_passkeys SET passkey = $2, last_used_at = $3 WHERE passkey_id = $1";
+const DELETE_PASSKEY: &str = "DELETE FROM mfa_passkeys WHERE subject = $1 AND passkey_id = $2";
+const PUT_CEREMONY: &str = "INSERT INTO mfa_ceremonies (ceremony_id, subject, kind, state, \
+     expires_at) VALUES ($1, $2, $3, $4, $5)";
+const DELETE_EXPIRED_CEREMONIES: &str = "DELETE FROM mfa_ceremonies WHERE expires_at <= $1";
+const TAKE_CEREMONY: &str = "DELETE FROM mfa_ceremonies WHERE ceremony_id = $1 \
+     RETURNING ceremony_id, subject, kind, state, expires_at";
+/// Every second factor of subject `$1` moves to `$2`.
+const MOVE_SECOND_FACTORS: [&str; 3] = [
+    "UPDATE mfa_totp SET subject = $2 WHERE subject = $1",
+    "UPDATE mfa_recovery_codes SET subject = $2 WHERE subject = $1",
+    "UPDATE mfa_passkeys SET subject = $2 WHERE subject = $1",
+];
+const MFA_LOCKED_UNTIL: &str = "SELECT locked_until FROM mfa_failures WHERE subject = $1";
+/// One statement: the row is locked (PostgreSQL) or the database written (SQLite, waiting
+/// its busy timeout) while the count is read and moved, so no two callers take the same
+/// guess. `$2` now, `$3` the start of the current window, `$4` the budget.
+const MFA_TAKE_GUESS: &str = "INSERT INTO mfa_failures (subject, failures, window_start, \
+     locked_until) \
+     VALUES ($1, 1, $2, NULL) ON CONFLICT (subject) DO UPDATE SET \
+     failures = CASE WHEN mfa_failures.window_start <= $3 THEN 1 \
+                ELSE mfa_failures.failures + 1 END, \
+     window_start = CASE WHEN mfa_failures.window_start <= $3 THEN $2 \
+                    ELSE mfa_failures.window_start END \
+     WHERE (mfa_failures.locked_until IS NULL OR mfa_failures.locked_until <= $2) \
+     AND (mfa_failures.window_start <= $3 OR mfa_failures.failures < $4) \
+     RETURNING failures";
+const MFA_WINDOW: &str = "SELECT window_start, locked_until FROM mfa_failures WHERE subject = $1";
+/// A lock-out starts a fresh window once it ends.
+const MFA_SETTLE_FAILURE: &str = "UPDATE mfa_failures SET failures = 0, window_start = $2, \
+     locked_until = $2 \
+     WHERE subject = $1 AND failures >= $3 AND window_start > $4 \
+     AND (locked_until IS NULL OR locked_until <= $5) \
+     RETURNING locked_until";
+const CLEAR_MFA_FAILURES: &str = "DELETE FROM mfa_failures WHERE subject = $1";
+
+fn user_of(r: &impl Columns) -> Result<User> {
+    Ok(User {
+        user_id: r.text("user_id")?,
+        display_name: r.text("display_name")?,
+        contact: r.text("contact")?,
+        created_at: r.time("created_at")?,
+        status: r.text("status")?,
+    })
+}
+
+fn membership_of(r: &impl Columns) -> Result<Membership> {
+    Ok(Membership {
+        team_id: r.text("team_id")?,
+        role: parse_role(&r.text("role")?)?,
+        tier: parse_tier(&r.text("tier")?)?,
+        tenant_kind: parse_kind(&r.text("kind")?),
+        suspended: r.flag("suspended")?,
+    })
+}
+
+fn session_of(r: &impl Columns) -> Result<Session> {
+    Ok(Session {
+        session_id: r.text("session_id")?,
+        subject: r.text("subject")?,
+        key_id: r.opt_text("key_id")?,
+        user_id: r.opt_text("user_id")?,
+        team_id: r.text("team_id")?,
+        mfa: r.flag("mfa")?,
+        created_at: r.time("created_at")?,
+        expires_at: r.time("expires_at")?,
+        revoked_at: r.opt_time("revoked_at")?,
+    })
+}
+
+fn passkey_of(r: &impl Columns) -> Result<PasskeyRow> {
+    Ok(PasskeyRow {
+        passkey_id: r.text("passkey_id")?,
+        subject: r.text("subject")?,
+        user_handle: r.text("user_handle")?,
+        credential_id: r.text("credential_id")?,
+        display_name: r.text("display_name")?,
+        passkey: r.text("passkey")?,
+        created_at: r.time("created_at")?,
+        last_used_at: r.opt_time("last_used_at")?,
+    })
+}
+
+fn invite_of(r: &impl Columns) -> Result<PendingInvite> {
+    let role = r.text("role")?;
+    Ok(PendingInvite {
+        invite_id: r.text("invite_id")?,
+        role: parse_role(&role)?,
+        display_name: r.text("display_name")?,
+        contact: r.text("contact")?,
+        created_by: r.text("created_by")?,
+        created_at: r.time("created_at")?,
+        expires_at: r.time("expires_at")?,
+    })
+}
+
+fn totp_of(r: &impl Columns) -> Result<TotpRow> {
+    Ok(TotpRow {
+        subject: r.text("subject")?,
+        secret_enc: r.text("secret_enc")?,
+        enabled: r.flag("enabled")?,
+        last_step: r.int("last_step")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn ceremony_of(r: &impl Columns) -> Result<Ceremony> {
+    Ok(Ceremony {
+        ceremony_id: r.text("ceremony_id")?,
+        subject: r.opt_text("subject")?,
+        kind: r.text("kind")?,
+        state: r.text("state")?,
+        expires_at: r.time("expires_at")?,
+    })
+}
+
+/// The user a redeemed invite (a `CLAIM_INVITE` row) creates, and the team and role it
+/// grants.
+fn invited_user(
+    claimed: &impl Columns,
+    user_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(User, String, String)> {
+    let team_id = claimed.text("team_id")?;
+    let role = claimed.text("role")?;
+    let user = User {
+        user_id: user_id.to_string(),
+        display_name: claimed.text("display_name")?,
+        contact: claimed.text("contact")?,
+        created_at: now,
+        status: "active".into(),
+    };
+    Ok((user, team_id, role))
+}
+
+/// When a subject out of guesses may guess again, from its `MFA_WINDOW` row (if any): the
+/// end of its lock-out or of its window, and never sooner than a second from now.
+fn next_guess_at(
+    row: Option<&impl Columns>,
+    now: DateTime<Utc>,
+    budget: FailureBudget,
+) -> Result<DateTime<Utc>> {
+    let mut until = now + Duration::seconds(1);
+    if let Some(r) = row {
+        let start = r.time("window_start")?;
+        let locked = r.opt_time("locked_until")?;
+        until = until.max(locked.unwrap_or(start + budget.window));
+    }
+    Ok(until)
+}
+
 macro_rules! users_backend {
     ($store:ident, $row:ty) => {
-        impl $store {
-            fn user_of(r: &$row) -> Result<User> {
-                Ok(User {
-                    user_id: r.try_get("user_id").map_err(db_error)?,
-                    display_name: r.try_get("display_name").map_err(db_error)?,
-                    contact: r.try_get("contact").map_err(db_error)?,
-                    created_at: r.try_get("created_at").map_err(db_error)?,
-                    status: r.try_get("status").map_err(db_error)?,
-                })
-            }
-
-            fn membership_of(r: &$row) -> Result<Membership> {
-                Ok(Membership {
-                    team_id: r.try_get("team_id").map_err(db_error)?,
-                    role: parse_role(&r.try_get::<String, _>("role").map_err(db_error)?)?,
-                    tier: parse_tier(&r.try_get::<String, _>("tier").map_err(db_error)?)?,
-                    tenant_kind: parse_kind(&r.try_get::<String, _>("kind").map_err(db_error)?),
-                    suspended: r.try_get("suspended").map_err(db_error)?,
-                })
-            }
-
-            fn session_of(r: &$row) -> Result<Session> {
-                Ok(Session {
-                    session_id: r.try_get("session_id").map_err(db_error)?,
-                    subject: r.try_get("subject").map_err(db_error)?,
-                    key_id: r.try_get("key_id").map_err(db_error)?,
-                    user_id: r.try_get("user_id").map_err(db_error)?,
-                    team_id: r.try_get("team_id").map_err(db_error)?,
-                    mfa: r.try_get("mfa").map_err(db_error)?,
-                    created_at: r.try_get("created_at").map_err(db_error)?,
-                    expires_at: r.try_get("expires_at").map_err(db_error)?,
-                    revoked_at: r.try_get("revoked_at").map_err(db_error)?,
-                })
-            }
-
-            fn passkey_of(r: &$row) -> Result<PasskeyRow> {
-                Ok(PasskeyRow {
-                    passkey_id: r.try_get("passkey_id").map_err(db_error)?,
-                    subject: r.try_get("subject").map_err(db_error)?,
-                    user_handle: r.try_get("user_handle").map_err(db_error)?,
-                    credential_id: r.try_get("credential_id").map_err(db_error)?,
-                    display_name: r.try_get("display_name").map_err(db_error)?,
-                    passkey: r.try_get("passkey").map_err(db_error)?,
-                    created_at: r.try_get("created_at").map_err(db_error)?,
-                    last_used_at: r.try_get("last_used_at").map_err(db_error)?,
-                })
-            }
-        }
-
         #[async_trait]
         impl UserStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn create_invite(&self, i: &NewInvite) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO invites (code_hash, invite_id, team_id, role, display_name, \
-                     contact, created_by, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(&i.code_hash)
-                .bind(&i.invite_id)
-                .bind(&i.team_id)
-                .bind(i.role.as_str())
-                .bind(&i.display_name)
-                .bind(&i.contact)
-                .bind(&i.created_by)
-                .bind(i.created_at.trunc_subsecs(6))
-                .bind(i.expires_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(CREATE_INVITE)
+                    .bind(&i.code_hash)
+                    .bind(&i.invite_id)
+                    .bind(&i.team_id)
+                    .bind(i.role.as_str())
+                    .bind(&i.display_name)
+                    .bind(&i.contact)
+                    .bind(&i.created_by)
+                    .bind(i.created_at.trunc_subsecs(6))
+                    .bind(i.expires_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
@@ -345,30 +509,13 @@ macro_rules! users_backend {
                 team_id: &str,
                 now: DateTime<Utc>,
             ) -> Result<Vec<PendingInvite>> {
-                let rows = sqlx::query(
-                    "SELECT invite_id, role, display_name, contact, created_by, created_at, \
-                     expires_at FROM invites WHERE team_id = $1 AND redeemed_at IS NULL \
-                     AND expires_at > $2 ORDER BY created_at DESC, invite_id",
-                )
-                .bind(team_id)
-                .bind(now.trunc_subsecs(6))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|r| {
-                        let role: String = r.try_get("role").map_err(db_error)?;
-                        Ok(PendingInvite {
-                            invite_id: r.try_get("invite_id").map_err(db_error)?,
-                            role: parse_role(&role)?,
-                            display_name: r.try_get("display_name").map_err(db_error)?,
-                            contact: r.try_get("contact").map_err(db_error)?,
-                            created_by: r.try_get("created_by").map_err(db_error)?,
-                            created_at: r.try_get("created_at").map_err(db_error)?,
-                            expires_at: r.try_get("expires_at").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                let rows: Vec<$row> = sqlx::query(PENDING_INVITES)
+                    .bind(team_id)
+                    .bind(now.trunc_subsecs(6))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(invite_of).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -380,79 +527,52 @@ macro_rules! users_backend {
             ) -> Result<Option<(User, Membership)>> {
                 let now = now.trunc_subsecs(6);
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                // The conditional update claims the code: of two concurrent redemptions
-                // one changes the row, the other sees nothing to redeem.
-                let claimed: Option<$row> = sqlx::query(
-                    "UPDATE invites SET redeemed_at = $2, user_id = $3 \
-                     WHERE code_hash = $1 AND redeemed_at IS NULL AND expires_at > $2 \
-                     RETURNING team_id, role, display_name, contact",
-                )
-                .bind(code_hash)
-                .bind(now)
-                .bind(new_user_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
+                let claimed: Option<$row> = sqlx::query(CLAIM_INVITE)
+                    .bind(code_hash)
+                    .bind(now)
+                    .bind(new_user_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
                 let Some(claimed) = claimed else {
                     return Ok(None);
                 };
-                let team_id: String = claimed.try_get("team_id").map_err(db_error)?;
-                let role: String = claimed.try_get("role").map_err(db_error)?;
-                let user = User {
-                    user_id: new_user_id.to_string(),
-                    display_name: claimed.try_get("display_name").map_err(db_error)?,
-                    contact: claimed.try_get("contact").map_err(db_error)?,
-                    created_at: now,
-                    status: "active".into(),
-                };
-                sqlx::query(
-                    "INSERT INTO users (user_id, display_name, contact, created_at, status) \
-                     VALUES ($1, $2, $3, $4, 'active')",
-                )
-                .bind(&user.user_id)
-                .bind(&user.display_name)
-                .bind(&user.contact)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                sqlx::query(
-                    "INSERT INTO memberships (user_id, team_id, role, created_at) \
-                     VALUES ($1, $2, $3, $4)",
-                )
-                .bind(&user.user_id)
-                .bind(&team_id)
-                .bind(&role)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let row: $row = sqlx::query(
-                    "SELECT m.team_id, m.role, t.tier, t.kind, t.suspended FROM memberships m \
-                     JOIN tenants t ON t.team_id = m.team_id \
-                     WHERE m.user_id = $1 AND m.team_id = $2",
-                )
-                .bind(&user.user_id)
-                .bind(&team_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let membership = Self::membership_of(&row)?;
+                let (user, team_id, role) = invited_user(&claimed, new_user_id, now)?;
+                sqlx::query(INSERT_USER)
+                    .bind(&user.user_id)
+                    .bind(&user.display_name)
+                    .bind(&user.contact)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                sqlx::query(INSERT_MEMBERSHIP)
+                    .bind(&user.user_id)
+                    .bind(&team_id)
+                    .bind(&role)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                let row: $row = sqlx::query(MEMBERSHIP)
+                    .bind(&user.user_id)
+                    .bind(&team_id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                let membership = membership_of(&row)?;
                 tx.commit().await.map_err(db_error)?;
                 Ok(Some((user, membership)))
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn user(&self, user_id: &str) -> Result<Option<User>> {
-                let row: Option<$row> = sqlx::query(
-                    "SELECT user_id, display_name, contact, created_at, status FROM users \
-                     WHERE user_id = $1",
-                )
-                .bind(user_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::user_of).transpose()
+                let row: Option<$row> = sqlx::query(USER)
+                    .bind(user_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(user_of).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -463,56 +583,45 @@ macro_rules! users_backend {
                 let Some(user) = self.user(user_id).await? else {
                     return Ok(None);
                 };
-                let rows: Vec<$row> = sqlx::query(
-                    "SELECT m.team_id, m.role, t.tier, t.kind, t.suspended FROM memberships m \
-                     JOIN tenants t ON t.team_id = m.team_id WHERE m.user_id = $1 \
-                     ORDER BY m.team_id",
-                )
-                .bind(user_id)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let memberships = rows.iter().map(Self::membership_of).collect::<Result<_>>()?;
+                let rows: Vec<$row> = sqlx::query(MEMBERSHIPS)
+                    .bind(user_id)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let memberships = rows.iter().map(membership_of).collect::<Result<_>>()?;
                 Ok(Some((user, memberships)))
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn create_session(&self, s: &Session) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO sessions (session_id, subject, key_id, user_id, team_id, mfa, \
-                     created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .bind(&s.session_id)
-                .bind(&s.subject)
-                .bind(s.key_id.as_deref())
-                .bind(s.user_id.as_deref())
-                .bind(&s.team_id)
-                .bind(s.mfa)
-                .bind(s.created_at.trunc_subsecs(6))
-                .bind(s.expires_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(CREATE_SESSION)
+                    .bind(&s.session_id)
+                    .bind(&s.subject)
+                    .bind(s.key_id.as_deref())
+                    .bind(s.user_id.as_deref())
+                    .bind(&s.team_id)
+                    .bind(s.mfa)
+                    .bind(s.created_at.trunc_subsecs(6))
+                    .bind(s.expires_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn session(&self, session_id: &str) -> Result<Option<Session>> {
-                let row: Option<$row> = sqlx::query(concat!(
-                    "SELECT ",
-                    session_columns!(),
-                    " FROM sessions WHERE session_id = $1"
-                ))
-                .bind(session_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::session_of).transpose()
+                let row: Option<$row> = sqlx::query(SESSION)
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(session_of).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn set_session_mfa(&self, session_id: &str) -> Result<()> {
-                sqlx::query("UPDATE sessions SET mfa = $2 WHERE session_id = $1")
+                sqlx::query(SET_SESSION_MFA)
                     .bind(session_id)
                     .bind(true)
                     .execute(&self.pool)
@@ -523,67 +632,45 @@ macro_rules! users_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn prune_sessions(&self, before: DateTime<Utc>) -> Result<u64> {
-                let done = sqlx::query(
-                    "DELETE FROM sessions WHERE expires_at < $1 OR revoked_at < $1",
-                )
-                .bind(before.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let done = sqlx::query(PRUNE_SESSIONS)
+                    .bind(before.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(done.rows_affected())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn revoke_session(&self, session_id: &str, now: DateTime<Utc>) -> Result<bool> {
-                let done = sqlx::query(
-                    "UPDATE sessions SET revoked_at = $2 \
-                     WHERE session_id = $1 AND revoked_at IS NULL",
-                )
-                .bind(session_id)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let done = sqlx::query(REVOKE_SESSION)
+                    .bind(session_id)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(done.rows_affected() > 0)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn totp(&self, subject: &str) -> Result<Option<TotpRow>> {
-                let row: Option<$row> = sqlx::query(
-                    "SELECT subject, secret_enc, enabled, last_step, created_at FROM mfa_totp \
-                     WHERE subject = $1",
-                )
-                .bind(subject)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.map(|r| {
-                    Ok(TotpRow {
-                        subject: r.try_get("subject").map_err(db_error)?,
-                        secret_enc: r.try_get("secret_enc").map_err(db_error)?,
-                        enabled: r.try_get("enabled").map_err(db_error)?,
-                        last_step: r.try_get("last_step").map_err(db_error)?,
-                        created_at: r.try_get("created_at").map_err(db_error)?,
-                    })
-                })
-                .transpose()
+                let row: Option<$row> = sqlx::query(TOTP)
+                    .bind(subject)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(totp_of).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn put_pending_totp(&self, t: &TotpRow) -> Result<()> {
-                let done = sqlx::query(
-                    "INSERT INTO mfa_totp (subject, secret_enc, enabled, last_step, created_at) \
-                     VALUES ($1, $2, $3, 0, $4) ON CONFLICT (subject) DO UPDATE SET \
-                     secret_enc = excluded.secret_enc, last_step = 0, \
-                     created_at = excluded.created_at WHERE mfa_totp.enabled = $3",
-                )
-                .bind(&t.subject)
-                .bind(&t.secret_enc)
-                .bind(false)
-                .bind(t.created_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let done = sqlx::query(PUT_PENDING_TOTP)
+                    .bind(&t.subject)
+                    .bind(&t.secret_enc)
+                    .bind(false)
+                    .bind(t.created_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 if done.rows_affected() == 0 {
                     return Err(model::Error::Conflict(
                         "TOTP is already enabled; disable it with a current code first".into(),
@@ -593,23 +680,25 @@ macro_rules! users_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn accept_totp_step(&self, subject: &str, step: i64, enable: bool) -> Result<bool> {
-                let done = sqlx::query(
-                    "UPDATE mfa_totp SET last_step = $2, enabled = (enabled OR $3) \
-                     WHERE subject = $1 AND last_step < $2",
-                )
-                .bind(subject)
-                .bind(step)
-                .bind(enable)
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+            async fn accept_totp_step(
+                &self,
+                subject: &str,
+                step: i64,
+                enable: bool,
+            ) -> Result<bool> {
+                let done = sqlx::query(ACCEPT_TOTP_STEP)
+                    .bind(subject)
+                    .bind(step)
+                    .bind(enable)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(done.rows_affected() > 0)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn delete_totp(&self, subject: &str) -> Result<bool> {
-                let done = sqlx::query("DELETE FROM mfa_totp WHERE subject = $1")
+                let done = sqlx::query(DELETE_TOTP)
                     .bind(subject)
                     .execute(&self.pool)
                     .await
@@ -620,20 +709,18 @@ macro_rules! users_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn replace_recovery_codes(&self, subject: &str, hashes: &[String]) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                sqlx::query("DELETE FROM mfa_recovery_codes WHERE subject = $1")
+                sqlx::query(DELETE_RECOVERY_CODES)
                     .bind(subject)
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
                 for hash in hashes {
-                    sqlx::query(
-                        "INSERT INTO mfa_recovery_codes (subject, code_hash) VALUES ($1, $2)",
-                    )
-                    .bind(subject)
-                    .bind(hash)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                    sqlx::query(INSERT_RECOVERY_CODE)
+                        .bind(subject)
+                        .bind(hash)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
                 }
                 tx.commit().await.map_err(db_error)
             }
@@ -645,16 +732,13 @@ macro_rules! users_backend {
                 hash: &str,
                 now: DateTime<Utc>,
             ) -> Result<Option<u64>> {
-                let done = sqlx::query(
-                    "UPDATE mfa_recovery_codes SET used_at = $3 \
-                     WHERE subject = $1 AND code_hash = $2 AND used_at IS NULL",
-                )
-                .bind(subject)
-                .bind(hash)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let done = sqlx::query(USE_RECOVERY_CODE)
+                    .bind(subject)
+                    .bind(hash)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 if done.rows_affected() == 0 {
                     return Ok(None);
                 }
@@ -663,66 +747,56 @@ macro_rules! users_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn recovery_codes_left(&self, subject: &str) -> Result<u64> {
-                let left: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM mfa_recovery_codes WHERE subject = $1 AND used_at IS NULL",
-                )
-                .bind(subject)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let left: i64 = sqlx::query_scalar(RECOVERY_CODES_LEFT)
+                    .bind(subject)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(u64::try_from(left).unwrap_or(0))
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn add_passkey(&self, p: &PasskeyRow) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO mfa_passkeys (passkey_id, subject, user_handle, credential_id, \
-                     display_name, passkey, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&p.passkey_id)
-                .bind(&p.subject)
-                .bind(&p.user_handle)
-                .bind(&p.credential_id)
-                .bind(&p.display_name)
-                .bind(&p.passkey)
-                .bind(p.created_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(ADD_PASSKEY)
+                    .bind(&p.passkey_id)
+                    .bind(&p.subject)
+                    .bind(&p.user_handle)
+                    .bind(&p.credential_id)
+                    .bind(&p.display_name)
+                    .bind(&p.passkey)
+                    .bind(p.created_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn passkeys(&self, subject: &str) -> Result<Vec<PasskeyRow>> {
-                let rows: Vec<$row> = sqlx::query(concat!(
-                    "SELECT ",
-                    passkey_columns!(),
-                    " FROM mfa_passkeys WHERE subject = $1 ORDER BY created_at, passkey_id"
-                ))
-                .bind(subject)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(Self::passkey_of).collect()
+                let rows: Vec<$row> = sqlx::query(PASSKEYS)
+                    .bind(subject)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(passkey_of).collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn passkey_by_credential(&self, credential_id: &str) -> Result<Option<PasskeyRow>> {
-                let row: Option<$row> = sqlx::query(concat!(
-                    "SELECT ",
-                    passkey_columns!(),
-                    " FROM mfa_passkeys WHERE credential_id = $1"
-                ))
-                .bind(credential_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.as_ref().map(Self::passkey_of).transpose()
+            async fn passkey_by_credential(
+                &self,
+                credential_id: &str,
+            ) -> Result<Option<PasskeyRow>> {
+                let row: Option<$row> = sqlx::query(PASSKEY_BY_CREDENTIAL)
+                    .bind(credential_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(passkey_of).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn subject_of_user_handle(&self, user_handle: &str) -> Result<Option<String>> {
-                sqlx::query_scalar("SELECT subject FROM mfa_passkeys WHERE user_handle = $1 LIMIT 1")
+                sqlx::query_scalar(SUBJECT_OF_USER_HANDLE)
                     .bind(user_handle)
                     .fetch_optional(&self.pool)
                     .await
@@ -736,44 +810,38 @@ macro_rules! users_backend {
                 passkey: &str,
                 now: DateTime<Utc>,
             ) -> Result<()> {
-                sqlx::query(
-                    "UPDATE mfa_passkeys SET passkey = $2, last_used_at = $3 WHERE passkey_id = $1",
-                )
-                .bind(passkey_id)
-                .bind(passkey)
-                .bind(now.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(TOUCH_PASSKEY)
+                    .bind(passkey_id)
+                    .bind(passkey)
+                    .bind(now.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn delete_passkey(&self, subject: &str, passkey_id: &str) -> Result<bool> {
-                let done =
-                    sqlx::query("DELETE FROM mfa_passkeys WHERE subject = $1 AND passkey_id = $2")
-                        .bind(subject)
-                        .bind(passkey_id)
-                        .execute(&self.pool)
-                        .await
-                        .map_err(db_error)?;
+                let done = sqlx::query(DELETE_PASSKEY)
+                    .bind(subject)
+                    .bind(passkey_id)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(done.rows_affected() > 0)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn put_ceremony(&self, c: &Ceremony) -> Result<()> {
-                sqlx::query(
-                    "INSERT INTO mfa_ceremonies (ceremony_id, subject, kind, state, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&c.ceremony_id)
-                .bind(c.subject.as_deref())
-                .bind(&c.kind)
-                .bind(&c.state)
-                .bind(c.expires_at.trunc_subsecs(6))
-                .execute(&self.pool)
-                .await
-                .map_err(db_error)?;
+                sqlx::query(PUT_CEREMONY)
+                    .bind(&c.ceremony_id)
+                    .bind(c.subject.as_deref())
+                    .bind(&c.kind)
+                    .bind(&c.state)
+                    .bind(c.expires_at.trunc_subsecs(6))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(())
             }
 
@@ -784,39 +852,23 @@ macro_rules! users_backend {
                 now: DateTime<Utc>,
             ) -> Result<Option<Ceremony>> {
                 // Expired ceremonies of everyone go at the same time.
-                sqlx::query("DELETE FROM mfa_ceremonies WHERE expires_at <= $1")
+                sqlx::query(DELETE_EXPIRED_CEREMONIES)
                     .bind(now.trunc_subsecs(6))
                     .execute(&self.pool)
                     .await
                     .map_err(db_error)?;
-                let row: Option<$row> = sqlx::query(
-                    "DELETE FROM mfa_ceremonies WHERE ceremony_id = $1 \
-                     RETURNING ceremony_id, subject, kind, state, expires_at",
-                )
-                .bind(ceremony_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                row.map(|r| {
-                    Ok(Ceremony {
-                        ceremony_id: r.try_get("ceremony_id").map_err(db_error)?,
-                        subject: r.try_get("subject").map_err(db_error)?,
-                        kind: r.try_get("kind").map_err(db_error)?,
-                        state: r.try_get("state").map_err(db_error)?,
-                        expires_at: r.try_get("expires_at").map_err(db_error)?,
-                    })
-                })
-                .transpose()
+                let row: Option<$row> = sqlx::query(TAKE_CEREMONY)
+                    .bind(ceremony_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(ceremony_of).transpose()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn move_second_factors(&self, from: &str, to: &str) -> Result<()> {
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
-                for table in [
-                    "UPDATE mfa_totp SET subject = $2 WHERE subject = $1",
-                    "UPDATE mfa_recovery_codes SET subject = $2 WHERE subject = $1",
-                    "UPDATE mfa_passkeys SET subject = $2 WHERE subject = $1",
-                ] {
+                for table in MOVE_SECOND_FACTORS {
                     sqlx::query(table)
                         .bind(from)
                         .bind(to)
@@ -833,13 +885,11 @@ macro_rules! users_backend {
                 subject: &str,
                 now: DateTime<Utc>,
             ) -> Result<Option<DateTime<Utc>>> {
-                let until: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
-                    "SELECT locked_until FROM mfa_failures WHERE subject = $1",
-                )
-                .bind(subject)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let until: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(MFA_LOCKED_UNTIL)
+                    .bind(subject)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(until.flatten().filter(|until| *until > now))
             }
 
@@ -851,45 +901,23 @@ macro_rules! users_backend {
                 budget: FailureBudget,
             ) -> Result<Option<DateTime<Utc>>> {
                 let now = now.trunc_subsecs(6);
-                // One statement: the row is locked (PostgreSQL) or the database written
-                // (SQLite, waiting its busy timeout) while the count is read and moved, so
-                // no two callers take the same guess.
-                let taken: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO mfa_failures (subject, failures, window_start, locked_until) \
-                     VALUES ($1, 1, $2, NULL) ON CONFLICT (subject) DO UPDATE SET \
-                     failures = CASE WHEN mfa_failures.window_start <= $3 THEN 1 \
-                                ELSE mfa_failures.failures + 1 END, \
-                     window_start = CASE WHEN mfa_failures.window_start <= $3 THEN $2 \
-                                    ELSE mfa_failures.window_start END \
-                     WHERE (mfa_failures.locked_until IS NULL OR mfa_failures.locked_until <= $2) \
-                     AND (mfa_failures.window_start <= $3 OR mfa_failures.failures < $4) \
-                     RETURNING failures",
-                )
-                .bind(subject)
-                .bind(now)
-                .bind(now - budget.window)
-                .bind(i64::from(budget.budget))
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
+                let taken: Option<i64> = sqlx::query_scalar(MFA_TAKE_GUESS)
+                    .bind(subject)
+                    .bind(now)
+                    .bind(now - budget.window)
+                    .bind(i64::from(budget.budget))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 if taken.is_some() {
                     return Ok(None);
                 }
-                let row: Option<$row> = sqlx::query(
-                    "SELECT window_start, locked_until FROM mfa_failures WHERE subject = $1",
-                )
-                .bind(subject)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-                let mut until = now + Duration::seconds(1);
-                if let Some(r) = row {
-                    let start: DateTime<Utc> = r.try_get("window_start").map_err(db_error)?;
-                    let locked: Option<DateTime<Utc>> =
-                        r.try_get("locked_until").map_err(db_error)?;
-                    until = until.max(locked.unwrap_or(start + budget.window));
-                }
-                Ok(Some(until))
+                let row: Option<$row> = sqlx::query(MFA_WINDOW)
+                    .bind(subject)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                next_guess_at(row.as_ref(), now, budget).map(Some)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -901,28 +929,22 @@ macro_rules! users_backend {
             ) -> Result<Option<DateTime<Utc>>> {
                 let now = now.trunc_subsecs(6);
                 let until = now + budget.lock;
-                // A lock-out starts a fresh window once it ends.
-                let locked = sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
-                    "UPDATE mfa_failures SET failures = 0, window_start = $2, locked_until = $2 \
-                     WHERE subject = $1 AND failures >= $3 AND window_start > $4 \
-                     AND (locked_until IS NULL OR locked_until <= $5) \
-                     RETURNING locked_until",
-                )
-                .bind(subject)
-                .bind(until)
-                .bind(i64::from(budget.budget))
-                .bind(now - budget.window)
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?
-                .flatten();
+                let locked = sqlx::query_scalar::<_, Option<DateTime<Utc>>>(MFA_SETTLE_FAILURE)
+                    .bind(subject)
+                    .bind(until)
+                    .bind(i64::from(budget.budget))
+                    .bind(now - budget.window)
+                    .bind(now)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?
+                    .flatten();
                 Ok(locked)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn clear_mfa_failures(&self, subject: &str) -> Result<()> {
-                sqlx::query("DELETE FROM mfa_failures WHERE subject = $1")
+                sqlx::query(CLEAR_MFA_FAILURES)
                     .bind(subject)
                     .execute(&self.pool)
                     .await
