@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use model::{Arch, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus};
 
+use crate::backend::Columns;
 use crate::{RecordOutcome, new_id};
 
 /// Rows per multi-row `INSERT` (24 values a row: within both backends' bind limits).
@@ -477,6 +478,111 @@ pub(crate) async fn pg_insert(
     Ok(())
 }
 
+pub(crate) const LATEST_ADDED: &str = "SELECT added_at FROM records_added";
+pub(crate) const SET_LATEST_ADDED: &str = "UPDATE records_added SET added_at = $1";
+
+/// The stored rows of `n` families (by name), every record column.
+pub(crate) fn families_sql(n: usize) -> String {
+    format!(
+        "SELECT {} FROM hash_records WHERE family IN ({})",
+        crate::records::RECORD_COLUMNS,
+        crate::backend::placeholders(1, n)
+    )
+}
+
+/// The rows holding any of `n` SHA-256, with their id and status. The status is tested by
+/// the caller rather than in WHERE: as a condition it lets the planner walk every current
+/// row instead of probing the hash index.
+pub(crate) fn hashes_sql(n: usize) -> String {
+    format!(
+        "SELECT hash_sha256, id, status FROM hash_records WHERE hash_sha256 IN ({})",
+        crate::backend::placeholders(1, n)
+    )
+}
+
+/// Adds `n` (kind, key, delta) rows to the counters.
+pub(crate) fn counts_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO record_counts (kind, key, n) VALUES {} \
+         ON CONFLICT (kind, key) DO UPDATE SET n = record_counts.n + excluded.n",
+        (0..n)
+            .map(|i| format!("({})", crate::backend::placeholders(1 + i * 3, 3)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// (vendor, family, platform, arch) of a `families_sql` row, as stored.
+pub(crate) fn stored_family(row: &impl Columns) -> crate::Result<(&str, &str, &str, &str)> {
+    Ok((
+        row.text_ref("vendor")?,
+        row.text_ref("family")?,
+        row.text_ref("platform")?,
+        row.text_ref("arch")?,
+    ))
+}
+
+/// The SHA-256 of a `hashes_sql` row when it is a current row other than those `held`.
+pub(crate) fn current_hash_outside(
+    row: &impl Columns,
+    held: &HashSet<&str>,
+) -> crate::Result<Option<String>> {
+    if row.text("status")? == "current" && !held.contains(row.text("id")?.as_str()) {
+        return Ok(Some(row.text("hash_sha256")?));
+    }
+    Ok(None)
+}
+
+/// The first `added_at` of a transaction: `now`, or just after `latest` if the clock is
+/// behind it.
+pub(crate) fn first_added(latest: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
+    match latest {
+        Some(latest) if latest + step > now => latest + step,
+        _ => now,
+    }
+}
+
+/// The stored rows of `families` whose status or interval the batch changed.
+pub(crate) fn row_updates(families: &HashMap<FamilyKey, Vec<Entry>>) -> Vec<RowUpdate<'_>> {
+    families
+        .values()
+        .flatten()
+        .filter(|e| e.dirty && e.hmac.is_none())
+        .map(|e| RowUpdate {
+            id: &e.rec.id,
+            status: e.rec.status.as_str(),
+            valid_from: e.rec.valid_from,
+            valid_until: e.rec.valid_until,
+        })
+        .collect()
+}
+
+/// The new rows of `families` in id order, `ADDED_AT_STEP_MICROS` apart from `next_added`;
+/// and the `added_at` after the last.
+pub(crate) fn row_inserts(
+    families: &HashMap<FamilyKey, Vec<Entry>>,
+    next_added: DateTime<Utc>,
+) -> (Vec<RowInsert<'_>>, DateTime<Utc>) {
+    let mut new: Vec<&Entry> = families
+        .values()
+        .flatten()
+        .filter(|e| e.hmac.is_some())
+        .collect();
+    new.sort_unstable_by(|a, b| a.rec.id.cmp(&b.rec.id));
+    let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
+    let mut added_at = next_added;
+    let rows = new
+        .into_iter()
+        .map(|entry| {
+            let row = RowInsert { entry, added_at };
+            added_at += step;
+            row
+        })
+        .collect();
+    (rows, added_at)
+}
+
 macro_rules! record_writer {
     ($store:ident, $db:ty, $begin:literal, $lock:expr, $update:path, $insert:path) => {
         impl $store {
@@ -536,7 +642,7 @@ macro_rules! record_writer {
                     Some((epoch, next_added)) => {
                         let step =
                             chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
-                        sqlx::query("UPDATE records_added SET added_at = $1")
+                        sqlx::query(crate::record_writes::SET_LATEST_ADDED)
                             .bind(next_added - step)
                             .execute(&mut *tx)
                             .await
@@ -589,7 +695,6 @@ macro_rules! record_writer {
                 >,
             > {
                 use crate::db_error;
-                use sqlx::Row as _;
                 let mut families = std::collections::HashMap::with_capacity(keys.len());
                 let mut names: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
                 names.sort_unstable();
@@ -601,20 +706,14 @@ macro_rules! record_writer {
                     .map(|k| (k.0.as_str(), k.1.as_str(), k.2.as_str(), k.3.as_str()))
                     .collect();
                 for chunk in names.chunks(crate::record_writes::IN_LIST) {
-                    let sql = format!(
-                        "SELECT {} FROM hash_records WHERE family IN ({})",
-                        crate::records::RECORD_COLUMNS,
-                        crate::backend::placeholders(1, chunk.len())
-                    );
+                    let sql = crate::record_writes::families_sql(chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for name in chunk {
                         q = q.bind(*name);
                     }
                     let rows = q.fetch_all(&mut *conn).await.map_err(db_error)?;
                     for row in &rows {
-                        let get = |c: &str| row.try_get::<&str, _>(c).map_err(db_error);
-                        let key = (get("vendor")?, get("family")?, get("platform")?, get("arch")?);
-                        if !wanted.contains(&key) {
+                        if !wanted.contains(&crate::record_writes::stored_family(row)?) {
                             continue;
                         }
                         let rec = self.record_from_row(row)?;
@@ -640,16 +739,12 @@ macro_rules! record_writer {
                 conn: &mut <$db as sqlx::Database>::Connection,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> crate::Result<chrono::DateTime<chrono::Utc>> {
-                let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
                 let latest: Option<chrono::DateTime<chrono::Utc>> =
-                    sqlx::query_scalar("SELECT added_at FROM records_added")
+                    sqlx::query_scalar(crate::record_writes::LATEST_ADDED)
                         .fetch_one(&mut *conn)
                         .await
                         .map_err(crate::db_error)?;
-                Ok(match latest {
-                    Some(latest) if latest + step > now => latest + step,
-                    _ => now,
-                })
+                Ok(crate::record_writes::first_added(latest, now))
             }
 
             /// Which of `hashes` a current row outside `families` has: with the families'
@@ -663,27 +758,20 @@ macro_rules! record_writer {
                     Vec<crate::record_writes::Entry>,
                 >,
             ) -> crate::Result<std::collections::HashSet<String>> {
-                use sqlx::Row as _;
-                let held: std::collections::HashSet<&str> =
-                    families.values().flatten().map(|e| e.rec.id.as_str()).collect();
+                let held: std::collections::HashSet<&str> = families
+                    .values()
+                    .flatten()
+                    .map(|e| e.rec.id.as_str())
+                    .collect();
                 let mut found = std::collections::HashSet::new();
                 for chunk in hashes.chunks(crate::record_writes::IN_LIST) {
-                    let sql = format!(
-                        // The status is tested here rather than in WHERE: as a condition it
-                        // lets the planner walk every current row instead of probing the
-                        // hash index.
-                        "SELECT hash_sha256, id, status FROM hash_records WHERE hash_sha256 IN ({})",
-                        crate::backend::placeholders(1, chunk.len())
-                    );
+                    let sql = crate::record_writes::hashes_sql(chunk.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for h in chunk {
                         q = q.bind(*h);
                     }
                     for row in q.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
-                        let get = |c: &str| row.try_get::<String, _>(c).map_err(crate::db_error);
-                        if get("status")? == "current" && !held.contains(get("id")?.as_str()) {
-                            found.insert(get("hash_sha256")?);
-                        }
+                        found.extend(crate::record_writes::current_hash_outside(&row, &held)?);
                     }
                 }
                 Ok(found)
@@ -704,50 +792,23 @@ macro_rules! record_writer {
                 next_added: chrono::DateTime<chrono::Utc>,
             ) -> crate::Result<chrono::DateTime<chrono::Utc>> {
                 use crate::db_error;
-                use crate::record_writes::{RowInsert, RowUpdate};
                 let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
                 let mut deltas = crate::record_writes::CountDeltas::of(families);
                 let hashes: Vec<&str> = deltas.hashes.iter().map(String::as_str).collect();
                 let elsewhere = Self::current_elsewhere(conn, &hashes, families).await?;
-                let updates: Vec<RowUpdate<'_>> = families
-                    .values()
-                    .flatten()
-                    .filter(|e| e.dirty && e.hmac.is_none())
-                    .map(|e| RowUpdate {
-                        id: &e.rec.id,
-                        status: e.rec.status.as_str(),
-                        valid_from: e.rec.valid_from,
-                        valid_until: e.rec.valid_until,
-                    })
-                    .collect();
+                let updates = crate::record_writes::row_updates(families);
                 $update(&mut *conn, &updates, epoch).await?;
-                let mut new: Vec<&crate::record_writes::Entry> =
-                    families.values().flatten().filter(|e| e.hmac.is_some()).collect();
-                new.sort_unstable_by(|a, b| a.rec.id.cmp(&b.rec.id));
-                let step = chrono::Duration::microseconds(model::record::ADDED_AT_STEP_MICROS);
-                let mut added_at = next_added;
-                let rows: Vec<RowInsert<'_>> = new
-                    .into_iter()
-                    .map(|entry| {
-                        let row = RowInsert { entry, added_at };
-                        added_at += step;
-                        row
-                    })
-                    .collect();
+                let (rows, added_at) = crate::record_writes::row_inserts(families, next_added);
                 $insert(&mut *conn, &rows, epoch).await?;
-                let sha256_delta = crate::record_writes::distinct_delta(families, &hashes, &elsewhere);
+                let sha256_delta =
+                    crate::record_writes::distinct_delta(families, &hashes, &elsewhere);
                 if sha256_delta != 0 {
-                    deltas.by_kind.insert(("sha256", String::new()), sha256_delta);
+                    deltas
+                        .by_kind
+                        .insert(("sha256", String::new()), sha256_delta);
                 }
                 if !deltas.by_kind.is_empty() {
-                    let sql = format!(
-                        "INSERT INTO record_counts (kind, key, n) VALUES {} \
-                         ON CONFLICT (kind, key) DO UPDATE SET n = record_counts.n + excluded.n",
-                        (0..deltas.by_kind.len())
-                            .map(|i| format!("({})", crate::backend::placeholders(1 + i * 3, 3)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
+                    let sql = crate::record_writes::counts_sql(deltas.by_kind.len());
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for ((kind, key), n) in &deltas.by_kind {
                         q = q.bind(*kind).bind(key.as_str()).bind(*n);
