@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use axum::Router;
 use ingest::{
-    Artifact, DownloadAudit, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes,
-    RecordSink, RecordedOutcome, VendorConfig, ingest_vendor,
+    Artifact, FetchContext, FetchError, FetchLimits, Fetcher, PublishedHashes, RecordSink,
+    VendorConfig, ingest_vendor,
 };
-use model::{Arch, NewRecord, Platform, SystemClock};
+use model::{Arch, DownloadAudit, NewRecord, Platform, RecordOutcome, SystemClock};
 use rand::RngCore;
 
 struct Files {
@@ -59,10 +59,10 @@ struct Sink;
 
 #[async_trait]
 impl RecordSink for Sink {
-    async fn record(&self, _r: NewRecord) -> Result<RecordedOutcome, model::Error> {
-        Ok(RecordedOutcome {
+    async fn record(&self, _r: NewRecord) -> Result<RecordOutcome, model::Error> {
+        Ok(RecordOutcome::Inserted {
             id: "r".into(),
-            inserted: true,
+            superseded: None,
             hash_changed: false,
         })
     }

@@ -81,7 +81,4 @@ pub use members::{
     ArchiveFormat, Compression, ExecutableKind, Member, MemberError, MemberKinds, MemberLimits,
     MemberScan, ScannedArchive, download_archive, scan_archive,
 };
-pub use pipeline::{
-    DownloadAudit, Problem, ProblemKind, RecordSink, RecordedOutcome, VendorReport, error_chain,
-    ingest_vendor,
-};
+pub use pipeline::{Problem, ProblemKind, RecordSink, VendorReport, error_chain, ingest_vendor};

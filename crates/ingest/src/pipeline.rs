@@ -23,7 +23,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use model::{Clock, NewRecord};
+use model::{Clock, DownloadAudit, NewRecord, RecordOutcome};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::download::{Downloaded, download_and_hash};
@@ -33,29 +33,10 @@ use crate::hasher::{PublishedHashError, verify_published};
 use crate::members::{ArchiveFormat, MemberError, MemberScan, download_archive};
 use crate::rpm::{RpmHeader, download_rpm};
 
-/// A download the service made: the binary was hashed in memory and never stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DownloadAudit {
-    pub downloaded_at: DateTime<Utc>,
-    pub url: String,
-    pub size_bytes: u64,
-    pub record_id: String,
-}
-
-/// What the store did with a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedOutcome {
-    pub id: String,
-    /// A new record (false: the same record was already there).
-    pub inserted: bool,
-    /// The same file and version was known with another hash: a republish, or tampering.
-    pub hash_changed: bool,
-}
-
 /// Where records go; the store adapter implements it.
 #[async_trait]
 pub trait RecordSink: Send + Sync {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error>;
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error>;
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error>;
     /// Whether this very record (vendor, file, version, platform, arch and SHA-256) is
     /// already in the store, current or superseded: a package or archive recorded before
@@ -78,7 +59,7 @@ pub trait RecordSink: Send + Sync {
         &self,
         r: NewRecord,
         _released: DateTime<Utc>,
-    ) -> Result<RecordedOutcome, model::Error> {
+    ) -> Result<RecordOutcome, model::Error> {
         self.record(r).await
     }
     /// A certificate that signed the downloaded file recorded as `record_id` (primary or
@@ -321,7 +302,7 @@ struct Released<'a> {
 
 #[async_trait]
 impl RecordSink for Released<'_> {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error> {
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
         self.sink.record_released(r, self.at).await
     }
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
@@ -409,7 +390,7 @@ async fn ingest_artifact(
                     let Some(outcome) = store(sink, record, &a.url, report).await else {
                         return;
                     };
-                    audit(sink, &downloaded, a, outcome.id, report).await;
+                    audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
                     record_members(a, ctx, scan, sink, report).await;
                 }
                 // The published hash is recorded as for any file the service does not
@@ -490,9 +471,9 @@ async fn ingest_artifact(
     let Some(outcome) = store(sink, record_data, &a.url, report).await else {
         return;
     };
-    audit(sink, &downloaded, a, outcome.id.clone(), report).await;
+    audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
     if let Some(primary) = signer {
-        signers_seen(sink, &outcome.id, primary, &a.url, report).await;
+        signers_seen(sink, outcome.id(), primary, &a.url, report).await;
     }
     if let Some(scan) = scan {
         record_members(a, ctx, scan, sink, report).await;
@@ -577,10 +558,11 @@ async fn audit(
     report: &mut VendorReport,
 ) {
     let audit = DownloadAudit {
+        vendor: report.vendor.clone(),
         downloaded_at: downloaded.downloaded_at,
         url: a.url.clone(),
         size_bytes: downloaded.size_bytes,
-        record_id,
+        hash_record_id: record_id,
     };
     if let Err(e) = sink.download_audited(audit).await {
         report.problem(ProblemKind::Audit, Some(&a.url), error_chain(&e));
@@ -649,7 +631,7 @@ async fn record_members(
         if let Some(outcome) = store(sink, record, &url, report).await {
             report.members += 1;
             if let Some(primary) = signer {
-                signers_seen(sink, &outcome.id, primary, &url, report).await;
+                signers_seen(sink, outcome.id(), primary, &url, report).await;
             }
         }
     }
@@ -699,7 +681,7 @@ async fn rpm_files(
     let Some(outcome) = store(sink, record, &a.url, report).await else {
         return;
     };
-    audit(sink, &downloaded, a, outcome.id, report).await;
+    audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
     let header: RpmHeader = match scanned.header {
         Ok(h) => h,
         Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),
@@ -733,7 +715,7 @@ async fn store(
     record: NewRecord,
     url: &str,
     report: &mut VendorReport,
-) -> Option<RecordedOutcome> {
+) -> Option<RecordOutcome> {
     let record = match record.validate() {
         Ok(r) => r,
         Err(e) => {
@@ -743,12 +725,12 @@ async fn store(
     };
     match sink.record(record).await {
         Ok(outcome) => {
-            if outcome.inserted {
+            if outcome.inserted() {
                 report.recorded += 1;
             } else {
                 report.unchanged += 1;
             }
-            if outcome.hash_changed {
+            if outcome.hash_changed() {
                 report.hash_changed += 1;
                 tracing::warn!(%url, "recorded hash changed for a known file and version");
             }

@@ -12,13 +12,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, Utc};
-use ingest::{
-    DownloadAudit, FetchContext, FetchLimits, ProblemKind, RecordSink, RecordedOutcome,
-    VendorReport, ingest_vendor,
-};
-use model::{Clock, Error, NewRecord};
+use ingest::{FetchContext, FetchLimits, ProblemKind, RecordSink, VendorReport, ingest_vendor};
+use model::{Clock, DownloadAudit, Error, NewRecord, RecordOutcome};
 use store::downloads::ChangeAlert;
-use store::{HistoryQuery, RecordOutcome, Store};
+use store::{HistoryQuery, Store};
 
 /// Per-vendor overrides of the official channel (`[vendors.<id>]` in the config).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -83,7 +80,7 @@ impl StoreSink {
         &self,
         r: NewRecord,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<RecordedOutcome, Error> {
+    ) -> Result<RecordOutcome, Error> {
         let (name, version, sha256) = (
             r.executable_name.clone(),
             r.version.clone(),
@@ -100,31 +97,17 @@ impl StoreSink {
         }
         let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
             && name.ends_with(&format!(" ({ecosystem})"));
-        match self.store.record(r, now).await? {
-            RecordOutcome::Unchanged { id } => Ok(RecordedOutcome {
-                id,
-                inserted: false,
-                hash_changed: false,
-            }),
-            RecordOutcome::Inserted {
-                id, hash_changed, ..
-            } => {
-                if hash_changed && is_package {
-                    self.alert(&ecosystem, &name, &version, &sha256).await?;
-                }
-                Ok(RecordedOutcome {
-                    id,
-                    inserted: true,
-                    hash_changed,
-                })
-            }
+        let outcome = self.store.record(r, now).await?;
+        if outcome.hash_changed() && is_package {
+            self.alert(&ecosystem, &name, &version, &sha256).await?;
         }
+        Ok(outcome)
     }
 }
 
 #[async_trait]
 impl RecordSink for StoreSink {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, Error> {
         self.record_at(r, self.clock.now()).await
     }
 
@@ -160,7 +143,7 @@ impl RecordSink for StoreSink {
         &self,
         r: NewRecord,
         released: chrono::DateTime<chrono::Utc>,
-    ) -> Result<RecordedOutcome, Error> {
+    ) -> Result<RecordOutcome, Error> {
         self.record_at(r, released.min(self.clock.now())).await
     }
 
@@ -208,15 +191,7 @@ impl RecordSink for StoreSink {
     }
 
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), Error> {
-        self.store
-            .record_download(&store::downloads::DownloadAudit {
-                vendor: self.vendor.clone(),
-                downloaded_at: audit.downloaded_at,
-                url: audit.url,
-                size_bytes: audit.size_bytes,
-                hash_record_id: audit.record_id,
-            })
-            .await
+        self.store.record_download(&audit).await
     }
 }
 
@@ -674,7 +649,7 @@ impl QueueSink {
 
 #[async_trait]
 impl RecordSink for QueueSink {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, Error> {
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, Error> {
         self.note(&r);
         self.inner.record(r).await
     }
@@ -683,7 +658,7 @@ impl RecordSink for QueueSink {
         &self,
         r: NewRecord,
         released: chrono::DateTime<chrono::Utc>,
-    ) -> Result<RecordedOutcome, Error> {
+    ) -> Result<RecordOutcome, Error> {
         self.note(&r);
         self.inner.record_released(r, released).await
     }

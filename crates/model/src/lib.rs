@@ -19,8 +19,8 @@ pub use error::{Error, shown};
 pub use failure::{CheckFailure, ProblemKind};
 pub use hash::{HashAlgo, HashValue};
 pub use record::{
-    Arch, Classification, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus, family_of,
-    name_key,
+    Arch, Classification, DownloadAudit, HashRecord, NewRecord, Platform, RecordOutcome,
+    RecordSigner, RecordStatus, family_of, name_key,
 };
 pub use redact::{redact_url, redact_urls};
 pub use roles::{Permission, Role, TenantKind, Tier};

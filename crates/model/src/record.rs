@@ -58,6 +58,59 @@ string_enum!(Classification {
     Unknown = "unknown",
 });
 
+/// What recording a record did to the history of its file: the store's answer, which
+/// ingest reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// A new record (current, or superseded when older than the current version); the id
+    /// of the record it superseded, if any.
+    Inserted {
+        id: String,
+        superseded: Option<String>,
+        /// The superseded record had the same version but a different SHA-256: a
+        /// republish, which ingest must report rather than pass over.
+        hash_changed: bool,
+    },
+    /// The same file is already recorded: the current record, or a superseded one with the
+    /// same version and hashes.
+    Unchanged { id: String },
+}
+
+impl RecordOutcome {
+    /// The id of the record written, or of the one already there.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Inserted { id, .. } | Self::Unchanged { id } => id,
+        }
+    }
+
+    pub fn inserted(&self) -> bool {
+        matches!(self, Self::Inserted { .. })
+    }
+
+    /// The same file and version was known with another hash: a republish, or tampering.
+    pub fn hash_changed(&self) -> bool {
+        matches!(
+            self,
+            Self::Inserted {
+                hash_changed: true,
+                ..
+            }
+        )
+    }
+}
+
+/// A download the service made: the binary was hashed in memory and never stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadAudit {
+    /// The channel's vendor (the fetcher's, not a record's release-qualified name).
+    pub vendor: String,
+    pub downloaded_at: DateTime<Utc>,
+    pub url: String,
+    pub size_bytes: u64,
+    pub hash_record_id: String,
+}
+
 /// A record as ingest hands it to the store: everything but the identity and history
 /// state, which the store assigns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

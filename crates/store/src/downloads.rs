@@ -9,14 +9,7 @@ use sqlx::sqlite::SqliteRow;
 use crate::backend::Columns;
 use crate::{Page, PgStore, Result, SqliteStore, db_error, new_id};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DownloadAudit {
-    pub vendor: String,
-    pub downloaded_at: DateTime<Utc>,
-    pub url: String,
-    pub size_bytes: u64,
-    pub hash_record_id: String,
-}
+pub use model::DownloadAudit;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DownloadQuery {

@@ -19,22 +19,7 @@ pub const MAX_NAME_SUGGESTIONS: u32 = 10;
 /// The shortest prefix [`RecordStore::executable_names_with_prefix`] searches by.
 pub const MIN_NAME_PREFIX_CHARS: usize = 2;
 
-/// What recording a record did to the history of its executable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordOutcome {
-    /// A new record (current, or superseded when older than the current version); the id
-    /// of the record it superseded, if any.
-    Inserted {
-        id: String,
-        superseded: Option<String>,
-        /// The superseded record had the same version but a different SHA-256: a
-        /// republish, which ingest must report rather than pass over.
-        hash_changed: bool,
-    },
-    /// The same file is already recorded: the current record, or a superseded one with the
-    /// same version and hashes.
-    Unchanged { id: String },
-}
+pub use model::RecordOutcome;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryQuery {

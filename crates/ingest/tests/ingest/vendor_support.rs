@@ -8,10 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use ingest::{
-    DownloadAudit, DownloadLimits, FetchContext, FetchLimits, RecordSink, RecordedOutcome,
-    VendorConfig, VendorReport, ingest_vendor, vendors,
+    DownloadLimits, FetchContext, FetchLimits, RecordSink, VendorConfig, VendorReport,
+    ingest_vendor, vendors,
 };
-use model::{Arch, FixedClock, NewRecord, Platform};
+use model::{Arch, DownloadAudit, FixedClock, NewRecord, Platform, RecordOutcome};
 use sha1::Digest as _;
 use testkit::vendor::https_client as client;
 pub use testkit::vendor::{ConnectProxy, Site, ca_pem, dead_base};
@@ -30,7 +30,7 @@ pub struct MemorySink {
 
 #[async_trait]
 impl RecordSink for MemorySink {
-    async fn record(&self, r: NewRecord) -> Result<RecordedOutcome, model::Error> {
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
         if self.fail_name.as_deref() == Some(r.executable_name.as_str()) {
             return Err(model::Error::internal("disk full"));
         }
@@ -53,17 +53,21 @@ impl RecordSink for MemorySink {
         if let Some((id, known)) = records.iter_mut().find(|(_, k)| same(k)) {
             let changed = known.hash_sha256 != r.hash_sha256;
             *known = r;
-            return Ok(RecordedOutcome {
-                id: id.clone(),
-                inserted: changed,
-                hash_changed: changed,
+            return Ok(if changed {
+                RecordOutcome::Inserted {
+                    id: id.clone(),
+                    superseded: Some(id.clone()),
+                    hash_changed: true,
+                }
+            } else {
+                RecordOutcome::Unchanged { id: id.clone() }
             });
         }
         let id = format!("rec-{}", records.len() + 1);
         records.push((id.clone(), r));
-        Ok(RecordedOutcome {
+        Ok(RecordOutcome::Inserted {
             id,
-            inserted: true,
+            superseded: None,
             hash_changed: false,
         })
     }
@@ -72,7 +76,7 @@ impl RecordSink for MemorySink {
         &self,
         r: NewRecord,
         released: chrono::DateTime<Utc>,
-    ) -> Result<RecordedOutcome, model::Error> {
+    ) -> Result<RecordOutcome, model::Error> {
         let key = (r.executable_name.clone(), r.version.clone(), released);
         let outcome = self.record(r).await?;
         self.released.lock().unwrap().push(key);
