@@ -9,12 +9,12 @@
 //! the public feed notice.
 
 use async_trait::async_trait;
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::backend::Columns;
+use crate::backend::{Columns, micros};
 use crate::{Page, PgStore, Result, SqliteStore, db_error};
 
 /// What is kept of one CRL URL.
@@ -122,10 +122,6 @@ const SIGNED_BY: &str = "(sig_thumbprint = $1 OR id IN \
 const DERIVED_REVOKED_AT: &str = "(SELECT MIN(r.revoked_at) FROM revoked_certificates r \
      WHERE r.released_at IS NULL AND (r.thumbprint = hash_records.sig_thumbprint OR r.thumbprint IN \
      (SELECT s.thumbprint FROM record_signatures s WHERE s.record_id = hash_records.id)))";
-
-fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.trunc_subsecs(6)
-}
 
 /// A LIKE pattern matching `text` anywhere, with LIKE's wildcards taken literally.
 fn contains_pattern(text: &str) -> String {
@@ -270,7 +266,7 @@ fn in_force_from_row(r: &impl Columns) -> Result<(String, (String, DateTime<Utc>
 }
 
 macro_rules! revocation_backend {
-    ($store:ident, $db:ty, $row:ty, $begin:literal) => {
+    ($store:ident, $db:ty, $row:ty) => {
         impl $store {
             /// Fills in the vendors of the records each certificate signed and whether one
             /// of them is current.
@@ -372,7 +368,7 @@ macro_rules! revocation_backend {
                 let thumbprint = r.thumbprint.to_ascii_lowercase();
                 let revoked_at = micros(r.revoked_at);
                 let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
                     .await
                     .map_err(db_error)?;
                 let current: Option<$row> = sqlx::query(REVOCATION_IN_FORCE)
@@ -424,7 +420,7 @@ macro_rules! revocation_backend {
             async fn release(&self, thumbprint: &str, now: DateTime<Utc>) -> Result<bool> {
                 let thumbprint = thumbprint.to_ascii_lowercase();
                 let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
                     .await
                     .map_err(db_error)?;
                 let released = sqlx::query(RELEASE)
@@ -514,5 +510,5 @@ macro_rules! revocation_backend {
     };
 }
 
-revocation_backend!(SqliteStore, sqlx::Sqlite, SqliteRow, "BEGIN IMMEDIATE");
-revocation_backend!(PgStore, sqlx::Postgres, PgRow, "BEGIN");
+revocation_backend!(SqliteStore, sqlx::Sqlite, SqliteRow);
+revocation_backend!(PgStore, sqlx::Postgres, PgRow);
