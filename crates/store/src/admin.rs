@@ -236,6 +236,20 @@ fn usage_in_write_order(deltas: &[UsageDelta]) -> Vec<&UsageDelta> {
 
 macro_rules! access_backend {
     ($store:ident, $row:ty) => {
+        impl $store {
+            /// Ends a change to keys, grants or accounts: `auth_epoch` moves in the same
+            /// transaction, so every replica drops its cached principals with the change.
+            pub(crate) async fn commit_access_change(
+                mut tx: sqlx::Transaction<'_, <$row as sqlx::Row>::Database>,
+            ) -> Result<()> {
+                sqlx::query(BUMP_EPOCH)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)
+            }
+        }
+
         #[async_trait]
         impl AdminStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -299,11 +313,7 @@ macro_rules! access_backend {
                     }
                     other => other.map_err(db_error)?,
                 };
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -324,11 +334,7 @@ macro_rules! access_backend {
                 if done.rows_affected() == 0 {
                     return Err(no_such_key());
                 }
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -343,11 +349,7 @@ macro_rules! access_backend {
                 if done.rows_affected() == 0 {
                     return Err(no_such_key());
                 }
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -384,11 +386,7 @@ macro_rules! access_backend {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -403,11 +401,7 @@ macro_rules! access_backend {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -419,11 +413,7 @@ macro_rules! access_backend {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
+                Self::commit_access_change(tx).await?;
                 Ok(done.rows_affected() > 0)
             }
 
@@ -439,11 +429,7 @@ macro_rules! access_backend {
                 if done.rows_affected() == 0 {
                     return Err(model::Error::NotFound(format!("no account {team_id:?}")));
                 }
-                sqlx::query(BUMP_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

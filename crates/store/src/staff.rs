@@ -75,7 +75,6 @@ const PUT_PLATFORM_SETTINGS: &str = "INSERT INTO platform_settings \
      VALUES (1, $1, $2, $3) ON CONFLICT (id) DO UPDATE SET \
      document = excluded.document, updated_at = excluded.updated_at, \
      updated_by = excluded.updated_by";
-const BUMP_AUTH_EPOCH: &str = "UPDATE counters SET value = value + 1 WHERE name = 'auth_epoch'";
 
 fn session_from_row(row: &impl Columns) -> Result<ImpersonationSession> {
     let stored = |what: &str, v: &str| model::Error::internal(format!("stored {what} {v:?}"));
@@ -176,11 +175,7 @@ macro_rules! staff_backend {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                sqlx::query(BUMP_AUTH_EPOCH)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)
+                Self::commit_access_change(tx).await
             }
         }
     };
