@@ -37,7 +37,7 @@ use memmap2::Mmap;
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
 use sha2::{Digest as _, Sha256};
 
-use crate::vendor_index::{Digests, Key, VendorMatch, key_of};
+use crate::vendor_index::{DigestBytes, Key, VendorMatch, key_of};
 
 const MAGIC: [u8; 8] = *b"KGVNDGEN";
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -1055,11 +1055,11 @@ impl Generation {
         }
     }
 
-    fn digests(entry: &[u8]) -> Digests {
+    fn digests(entry: &[u8]) -> DigestBytes {
         let mut sha256 = [0u8; 32];
         sha256.copy_from_slice(&entry[..32]);
         let flags = entry[E_FLAGS];
-        Digests {
+        DigestBytes {
             sha256,
             sha1: (flags & F_SHA1 != 0)
                 .then(|| entry[E_SHA1..E_SHA1 + 20].try_into().unwrap_or([0; 20])),

@@ -58,20 +58,20 @@ pub struct VendorMatch<'a> {
     pub platform: Platform,
     pub current: bool,
     /// The record's own digests (a lookup by one of them may show the others).
-    pub digests: Digests,
+    pub digests: DigestBytes,
     /// The file's size in bytes, when recorded.
     pub size: Option<u64>,
 }
 
 /// A vendor record's digests as bytes: SHA-256 always, SHA-1 and MD5 when recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Digests {
+pub struct DigestBytes {
     pub sha256: [u8; 32],
     pub sha1: Option<[u8; 20]>,
     pub md5: Option<[u8; 16]>,
 }
 
-impl Digests {
+impl DigestBytes {
     /// From a record's hex digests; one that does not decode is left out.
     pub fn from_hex(sha256: &str, sha1: Option<&str>, md5: Option<&str>) -> Self {
         fn decode<const N: usize>(hex: &str) -> Option<[u8; N]> {
@@ -94,7 +94,7 @@ impl<'a> From<&'a HashRecord> for VendorMatch<'a> {
             version: &r.record.version,
             platform: r.record.platform,
             current: r.status == RecordStatus::Current,
-            digests: Digests::from_hex(
+            digests: DigestBytes::from_hex(
                 &r.record.hash_sha256,
                 r.record.hash_sha1.as_deref(),
                 r.record.hash_md5.as_deref(),
@@ -161,7 +161,7 @@ struct DeltaRecord {
     version: Box<str>,
     platform: Platform,
     current: bool,
-    digests: Digests,
+    digests: DigestBytes,
     valid_from_micros: i64,
     size: Option<u64>,
     /// Its HMAC verified (and its digests parsed); otherwise it names nothing.
@@ -198,7 +198,7 @@ impl DeltaRecord {
             version: r.version.as_str().into(),
             platform: r.platform,
             current: record.status == RecordStatus::Current,
-            digests: Digests::from_hex(
+            digests: DigestBytes::from_hex(
                 &r.hash_sha256,
                 r.hash_sha1.as_deref(),
                 r.hash_md5.as_deref(),
