@@ -335,69 +335,11 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
     let detector = intel.detector().await?;
     let tracked = intel.tracked(state).await?;
     // Parsing and name analysis are CPU work: off the request threads.
-    let analysed = tokio::task::spawn_blocking(move || {
-        let sbom = packages::sbom::parse(&body).map_err(|e| match e {
-            packages::SbomError::Invalid(m) => Error::bad_request(m),
-            too_many @ packages::SbomError::TooManyComponents => {
-                Error::PayloadTooLarge(too_many.to_string())
-            }
-        })?;
-        drop(body);
-        // A name listed in several versions is analysed once.
-        let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
-        let mut risks: Vec<Arc<NameRisk>> = Vec::new();
-        // Most names are clear for one of a few reasons: one shared answer per reason.
-        let mut clear: HashMap<String, Arc<NameRisk>> = HashMap::new();
-        let mut risk_of = Vec::with_capacity(sbom.components.len());
-        for c in &sbom.components {
-            let i = *seen
-                .entry((c.ecosystem.as_str(), c.name.as_str()))
-                .or_insert_with(|| {
-                    let risk = name_risk(&detector, &tracked, c);
-                    let shared = if risk.risk == Risk::Clear.as_str()
-                        && risk.nearest_known.is_none()
-                        && risk.distance.is_none()
-                    {
-                        Arc::clone(
-                            clear
-                                .entry(risk.reason.clone())
-                                .or_insert_with(|| Arc::new(risk)),
-                        )
-                    } else {
-                        Arc::new(risk)
-                    };
-                    risks.push(shared);
-                    risks.len() - 1
-                });
-            risk_of.push(Arc::clone(&risks[i]));
-        }
-        Ok::<_, Error>((sbom, risk_of))
-    })
-    .await
-    .map_err(|e| Error::internal_caused("SBOM analysis stopped", e))??;
-    let (sbom, risks) = analysed;
-
-    let mut batch: Vec<HashValue> = sbom
-        .components
-        .iter()
-        .filter_map(|c| c.hash.as_deref())
-        .filter_map(|h| HashValue::parse(h).ok())
-        .collect();
-    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-    batch.dedup_by(|a, b| a.as_str() == b.as_str());
-    // Only known hashes are kept; every other listed one is `unknown`.
-    let mut known: HashMap<String, serde_json::Value> = HashMap::new();
-    if !batch.is_empty() {
-        let classified = state.classifier.classify(batch, false).await?;
-        for (hash, verdict) in classified.results() {
-            if verdict.classification() != model::Classification::Unknown {
-                known.insert(hash.as_str().to_string(), lookup_result_owned(verdict));
-            }
-        }
-    }
-    let unknown = serde_json::json!({ "classification": "unknown" });
-    let no_hash = serde_json::json!({ "classification": "no_hash" });
-
+    let (sbom, risks) =
+        tokio::task::spawn_blocking(move || parse_and_judge_names(&body, &detector, &tracked))
+            .await
+            .map_err(|e| Error::internal_caused("SBOM analysis stopped", e))??;
+    let hashes = HashAnswers::classify(state, &sbom.components).await?;
     let advisories = Advisories::for_components(state, &sbom.components).await?;
     let found: Vec<Vec<serde_json::Value>> = sbom
         .components
@@ -405,20 +347,136 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
         .map(|c| advisories.affecting(c))
         .collect();
     drop(advisories);
-    // A listed digest that is no well-formed hash was not looked up: `no_hash`.
-    let listed = |c: &packages::Component| {
-        c.hash
-            .as_deref()
-            .filter(|h| HashValue::parse(h).is_ok())
-            .map(|h| known.get(h).unwrap_or(&unknown))
-    };
+    let summary = summarise(&sbom.components, &risks, &found, &hashes);
+    let head = serde_json::to_vec(&SbomReportHead {
+        format: sbom.format.as_str(),
+        spec_version: &sbom.spec_version,
+        encoding: sbom.encoding,
+        summary: &summary,
+    })
+    .map_err(|e| Error::internal_caused("could not serialise an SBOM report", e))?;
+    let rows = sbom.components.into_iter().zip(risks).zip(found);
+    Ok(stream_report(head, rows, hashes, slot))
+}
+
+/// Parses the document and judges each distinct (ecosystem, name) once: the components and,
+/// for each, its name risk.
+fn parse_and_judge_names(
+    body: &[u8],
+    detector: &Detector,
+    tracked: &Tracked,
+) -> Result<(packages::Sbom, Vec<Arc<NameRisk>>), Error> {
+    let sbom = packages::sbom::parse(body).map_err(|e| match e {
+        packages::SbomError::Invalid(m) => Error::bad_request(m),
+        too_many @ packages::SbomError::TooManyComponents => {
+            Error::PayloadTooLarge(too_many.to_string())
+        }
+    })?;
+    // A name listed in several versions is analysed once.
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut risks: Vec<Arc<NameRisk>> = Vec::new();
+    // Most names are clear for one of a few reasons: one shared answer per reason.
+    let mut clear: HashMap<String, Arc<NameRisk>> = HashMap::new();
+    let mut risk_of = Vec::with_capacity(sbom.components.len());
+    for c in &sbom.components {
+        let i = *seen
+            .entry((c.ecosystem.as_str(), c.name.as_str()))
+            .or_insert_with(|| {
+                let risk = name_risk(detector, tracked, c);
+                let shared = if risk.risk == Risk::Clear.as_str()
+                    && risk.nearest_known.is_none()
+                    && risk.distance.is_none()
+                {
+                    Arc::clone(
+                        clear
+                            .entry(risk.reason.clone())
+                            .or_insert_with(|| Arc::new(risk)),
+                    )
+                } else {
+                    Arc::new(risk)
+                };
+                risks.push(shared);
+                risks.len() - 1
+            });
+        risk_of.push(Arc::clone(&risks[i]));
+    }
+    Ok((sbom, risk_of))
+}
+
+/// The components' listed digests, classified as a lookup classifies them.
+struct HashAnswers {
+    /// Only known hashes are kept; every other listed one is `unknown`.
+    known: HashMap<String, serde_json::Value>,
+    unknown: serde_json::Value,
+    no_hash: serde_json::Value,
+}
+
+/// What a component's listed digest is.
+enum HashAnswer<'a> {
+    Known(&'a serde_json::Value),
+    Unknown,
+    /// None listed, or one that is no well-formed hash (not looked up).
+    NoHash,
+}
+
+impl HashAnswers {
+    async fn classify(state: &AppState, components: &[packages::Component]) -> Result<Self, Error> {
+        let mut batch: Vec<HashValue> = components
+            .iter()
+            .filter_map(|c| c.hash.as_deref())
+            .filter_map(|h| HashValue::parse(h).ok())
+            .collect();
+        batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        batch.dedup_by(|a, b| a.as_str() == b.as_str());
+        let mut known = HashMap::new();
+        if !batch.is_empty() {
+            let classified = state.classifier.classify(batch, false).await?;
+            for (hash, verdict) in classified.results() {
+                if verdict.classification() != model::Classification::Unknown {
+                    known.insert(hash.as_str().to_string(), lookup_result_owned(verdict));
+                }
+            }
+        }
+        Ok(Self {
+            known,
+            unknown: serde_json::json!({ "classification": "unknown" }),
+            no_hash: serde_json::json!({ "classification": "no_hash" }),
+        })
+    }
+
+    fn of(&self, c: &packages::Component) -> HashAnswer<'_> {
+        match c.hash.as_deref().filter(|h| HashValue::parse(h).is_ok()) {
+            Some(h) => self
+                .known
+                .get(h)
+                .map_or(HashAnswer::Unknown, HashAnswer::Known),
+            None => HashAnswer::NoHash,
+        }
+    }
+
+    /// The component's `hash` field.
+    fn json(&self, c: &packages::Component) -> &serde_json::Value {
+        match self.of(c) {
+            HashAnswer::Known(v) => v,
+            HashAnswer::Unknown => &self.unknown,
+            HashAnswer::NoHash => &self.no_hash,
+        }
+    }
+}
+
+fn summarise(
+    components: &[packages::Component],
+    risks: &[Arc<NameRisk>],
+    advisories: &[Vec<serde_json::Value>],
+    hashes: &HashAnswers,
+) -> SbomSummary {
     let mut summary = SbomSummary::default();
-    for ((c, risk), advisories) in sbom.components.iter().zip(&risks).zip(&found) {
+    for ((c, risk), advisories) in components.iter().zip(risks).zip(advisories) {
         summary.components += 1;
-        match listed(c) {
-            Some(v) if std::ptr::eq(v, &unknown) => summary.hash_unknown += 1,
-            Some(_) => summary.hash_known += 1,
-            None => summary.no_hash += 1,
+        match hashes.of(c) {
+            HashAnswer::Known(_) => summary.hash_known += 1,
+            HashAnswer::Unknown => summary.hash_unknown += 1,
+            HashAnswer::NoHash => summary.no_hash += 1,
         }
         match risk.risk {
             "typosquat" => summary.typosquat += 1,
@@ -429,16 +487,20 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
             summary.with_advisories += 1;
         }
     }
-    // The report is written component by component (the shape of [`SbomReport`]) and sent
-    // in pieces as it is written, each component freed once written: a scan of tens of
-    // thousands of components never holds the whole answer, nor a tree of it.
-    let head = serde_json::to_vec(&SbomReportHead {
-        format: sbom.format.as_str(),
-        spec_version: &sbom.spec_version,
-        encoding: sbom.encoding,
-        summary: &summary,
-    })
-    .map_err(|e| Error::internal_caused("could not serialise an SBOM report", e))?;
+    summary
+}
+
+/// The report is written component by component (the shape of [`SbomReport`]) after its
+/// `head`, and sent in pieces as it is written, each component freed once written: a scan
+/// of tens of thousands of components never holds the whole answer, nor a tree of it.
+fn stream_report(
+    head: Vec<u8>,
+    rows: impl Iterator<Item = ((packages::Component, Arc<NameRisk>), Vec<serde_json::Value>)>
+    + Send
+    + 'static,
+    hashes: HashAnswers,
+    slot: SbomScanSlot,
+) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
     tokio::task::spawn_blocking(move || {
         // The scan counts against the caller until its report is written.
@@ -447,21 +509,16 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
         let mut out = head;
         out.pop(); // the head's closing brace
         out.extend_from_slice(b",\"components\":[");
-        let rows = sbom.components.into_iter().zip(risks).zip(found);
         for (i, ((c, risk), advisories)) in rows.enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            let hash = match c.hash.as_deref().filter(|h| HashValue::parse(h).is_ok()) {
-                Some(h) => known.get(h).unwrap_or(&unknown),
-                None => &no_hash,
-            };
             let component = SbomComponentRef {
                 name: &c.name,
                 version: &c.version,
                 ecosystem: &c.ecosystem,
                 purl: c.purl.as_deref(),
-                hash,
+                hash: hashes.json(&c),
                 name_risk: &risk,
                 advisories: &advisories,
             };
@@ -482,7 +539,7 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
     let pieces = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|piece| (piece, rx))
     });
-    Ok(Body::from_stream(pieces))
+    Body::from_stream(pieces)
 }
 
 /// [`SbomReport`] without its components, which follow it.
