@@ -61,6 +61,10 @@ pub struct VendorConfig {
     pub releases: Vec<String>,
     /// Debian: the security archive (`<root>/dists/<release>-security/`).
     pub security_url: Option<String>,
+    /// Debian: a snapshot service (`https://snapshot.debian.org`) from which a pinned
+    /// `name=version` the followed suites no longer list is read, through the archive's
+    /// signed chain as it stood then. `None`: such a pin is reported as not listed.
+    pub snapshot_url: Option<String>,
     /// PyPI and npm: how many of the versions a channel lists are recorded (the newest
     /// current, the others as superseded history). `None`: the newest only.
     pub history: Option<History>,
@@ -93,6 +97,7 @@ impl VendorConfig {
             items_file: None,
             releases: Vec::new(),
             security_url: None,
+            snapshot_url: None,
             history: None,
         }
     }

@@ -28,12 +28,29 @@
 //! imitate (the default); `*`, every binary package of `main`; names, optionally pinned
 //! `name=version`, from `items` and `items_file`. Each package's newest version in an index
 //! is taken (a pinned one: exactly that version), for each architecture followed.
+//!
+//! Pinned versions the archive no longer serves (`snapshot_url`, unset by default): a host
+//! that is not fully up to date runs builds no followed suite lists any more. With a
+//! snapshot service configured (`https://snapshot.debian.org`), such a pin is looked up in
+//! its machine-readable API, `/mr/binary/<name>/<version>/binfiles?fileinfo=1`, which names
+//! each file of that version by architecture and SHA-1, and the archive (`debian`,
+//! `debian-security`) and moment (`first_seen`, `YYYYMMDDTHHMMSSZ`) it was first seen in
+//! (format: <https://salsa.debian.org/snapshot-team/snapshot/-/blob/master/API>). The
+//! archive as it stood then, `/archive/<archive>/<first_seen>/`, is then read through the
+//! same signed chain as the live one: the configured releases' suites there (the release
+//! and `-updates` in `debian`, `-security` in `debian-security`), each `InRelease` checked
+//! against the same shipped keys, the `Packages` index against the signed Release, the
+//! version's stanza, and its `.deb` against the index's SHA-256. The API's answer only says
+//! where to look: a file it places elsewhere than the signed index does is refused. The
+//! records are those of a live pin (vendor `Debian <release>`, the pinned version); a
+//! version the service does not know either is reported as listed by neither.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use async_trait::async_trait;
 use model::{Arch, Platform};
+use serde::Deserialize;
 
 use crate::fetch::{
     Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
@@ -339,7 +356,10 @@ impl Fetcher for Debian {
                 suites.push((suite, &self.security_keyring));
             }
             for (suite, keyring) in suites {
-                match self.read_suite(ctx, suite, keyring, &selection).await {
+                match self
+                    .read_suite(ctx, suite, keyring, &selection, ARCHES)
+                    .await
+                {
                     Ok(found) => {
                         out.extend(found.artifacts);
                         pins_found.extend(found.pins_found);
@@ -349,14 +369,34 @@ impl Fetcher for Debian {
                 }
             }
         }
+        let snapshot = ctx
+            .config
+            .snapshot_url
+            .as_deref()
+            .map(|u| u.trim_end_matches('/'));
         for (name, pin) in &selection.names {
-            if let Some(version) = pin
-                && !pins_found.contains(name)
-            {
-                failures.push(FetchError::NotListed {
-                    item: format!("{name}={version}"),
-                    listed_by: format!("the followed suites of {root} ({})", releases.join(", ")),
-                });
+            let Some(version) = pin else { continue };
+            if pins_found.contains(name) {
+                continue;
+            }
+            let item = format!("{name}={version}");
+            let listed_by = format!("the followed suites of {root} ({})", releases.join(", "));
+            let Some(snapshot) = snapshot else {
+                failures.push(FetchError::NotListed { item, listed_by });
+                continue;
+            };
+            let pinned = Pinned {
+                name,
+                version,
+                listed_by: &listed_by,
+            };
+            match self.snapshot(ctx, snapshot, pinned, &releases).await {
+                Ok(artifacts) if artifacts.is_empty() => failures.push(FetchError::NotListed {
+                    item,
+                    listed_by: format!("{listed_by}, nor by the snapshot service at {snapshot}"),
+                }),
+                Ok(artifacts) => out.extend(artifacts),
+                Err(e) => failures.push(e),
             }
         }
         ctx.settle(out, failures)
@@ -447,15 +487,18 @@ impl Debian {
             name: suite,
             vendor,
         };
-        self.read_suite(ctx, suite, &self.keyring, &selection).await
+        self.read_suite(ctx, suite, &self.keyring, &selection, ARCHES)
+            .await
     }
 
+    /// The followed packages of one suite, read for `arches` (those of [`ARCHES`] wanted).
     async fn read_suite(
         &self,
         ctx: &FetchContext,
         suite: Suite<'_>,
         keyring: &Keyring,
         selection: &Selection,
+        arches: &[(&str, Arch)],
     ) -> Result<SuiteFound, FetchError> {
         let (url, release) = self.release(ctx, suite.root, suite.name, keyring).await?;
         let fields = paragraphs(&release).next().unwrap_or_default();
@@ -468,7 +511,7 @@ impl Debian {
             return Err(FetchError::malformed(&url, "no SHA256 section"));
         }
         let mut found = SuiteFound::default();
-        for &(deb_arch, arch) in ARCHES {
+        for &(deb_arch, arch) in arches {
             if !listed_arches.contains(&deb_arch) {
                 continue;
             }
@@ -601,6 +644,294 @@ impl Debian {
     }
 }
 
+/// A pinned version looked up at the snapshot service, and what the followed suites were.
+#[derive(Clone, Copy)]
+struct Pinned<'a> {
+    name: &'a str,
+    version: &'a str,
+    /// The followed suites that do not list it, as a problem names them.
+    listed_by: &'a str,
+}
+
+/// The snapshot service's answer to `/mr/binary/<name>/<version>/binfiles?fileinfo=1`
+/// (<https://salsa.debian.org/snapshot-team/snapshot/-/blob/master/API>): the files of that
+/// binary version, by architecture and SHA-1, and where each SHA-1 was first seen.
+#[derive(Debug, Deserialize)]
+struct BinFiles {
+    result: Vec<BinFile>,
+    fileinfo: BTreeMap<String, Vec<FileInfo>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BinFile {
+    architecture: String,
+    hash: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct FileInfo {
+    archive_name: String,
+    first_seen: String,
+    name: String,
+    path: String,
+}
+
+/// The archives of the snapshot service read, with the keys of each and the suites of a
+/// release each has (`<release><suffix>`).
+const SNAPSHOT_ARCHIVES: &[(&str, &[&str])] = &[
+    ("debian", &["", "-updates"]),
+    ("debian-security", &["-security"]),
+];
+
+/// One file of a pinned version as the snapshot service places it: in which archive and at
+/// which moment its signed chain is read, and where in that archive it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SnapshotFile {
+    /// `amd64`, `arm64` or `all`.
+    deb_arch: String,
+    archive: &'static str,
+    first_seen: String,
+    /// `pool/main/c/coreutils/coreutils_9.1-1_amd64.deb`.
+    filename: String,
+}
+
+/// A snapshot service timestamp, `YYYYMMDDTHHMMSSZ`, and a real moment.
+fn snapshot_timestamp(ts: &str) -> bool {
+    let b = ts.as_bytes();
+    b.len() == 16
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit)
+        && chrono::NaiveDateTime::parse_from_str(ts, "%Y%m%dT%H%M%SZ").is_ok()
+}
+
+/// `text` as one percent-encoded path segment (everything but RFC 3986's unreserved
+/// characters encoded: versions hold `+`, `~` and `:`).
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The files of the answer for the followed architectures, each placed in an archive read
+/// at a valid moment. An answer that names a file it gives no valid place for is an error
+/// (nothing of the version is taken from it).
+fn snapshot_files(url: &str, answer: &BinFiles) -> Result<Vec<SnapshotFile>, FetchError> {
+    let bad = |reason: String| FetchError::malformed(url, reason);
+    let mut out = Vec::new();
+    for file in &answer.result {
+        let deb_arch = file.architecture.as_str();
+        if deb_arch != "all" && !ARCHES.iter().any(|(a, _)| *a == deb_arch) {
+            continue;
+        }
+        let sha1 = hex_digest(&file.hash, 40)
+            .ok_or_else(|| bad(format!("{} is not a SHA-1", model::shown(&file.hash))))?;
+        let places = answer
+            .fileinfo
+            .iter()
+            .find(|(hash, _)| hash.eq_ignore_ascii_case(&sha1))
+            .map(|(_, places)| places)
+            .ok_or_else(|| bad(format!("no fileinfo for {sha1}")))?;
+        let mut known = None;
+        for place in places {
+            let Some(&(archive, _)) = SNAPSHOT_ARCHIVES
+                .iter()
+                .find(|(a, _)| *a == place.archive_name)
+            else {
+                continue;
+            };
+            if !snapshot_timestamp(&place.first_seen) {
+                return Err(bad(format!(
+                    "{sha1}: first_seen {} is not a YYYYMMDDTHHMMSSZ timestamp",
+                    model::shown(&place.first_seen)
+                )));
+            }
+            let path = place.path.trim_matches('/');
+            if place.name.is_empty() || place.name.contains('/') || path.is_empty() {
+                return Err(bad(format!("{sha1}: no usable path and name")));
+            }
+            known.get_or_insert(SnapshotFile {
+                deb_arch: deb_arch.to_owned(),
+                archive,
+                first_seen: place.first_seen.clone(),
+                filename: format!("{path}/{}", place.name),
+            });
+        }
+        let Some(known) = known else {
+            let names: Vec<String> = places
+                .iter()
+                .map(|p| model::shown(&p.archive_name))
+                .collect();
+            return Err(bad(format!(
+                "{sha1} ({deb_arch}) was seen only in archive_name {}, which is not read \
+                 (only debian and debian-security are)",
+                names.join(", ")
+            )));
+        };
+        if !out.contains(&known) {
+            out.push(known);
+        }
+    }
+    Ok(out)
+}
+
+impl Debian {
+    /// The `.deb`s of a pinned version the followed suites do not list, read from the
+    /// snapshot service at `snapshot`: where its API places each file, then the archive as it
+    /// stood then through the same signed chain as the live one (the releases' suites in that
+    /// archive, under the same keys). Empty when the service does not know the version for
+    /// the followed architectures. Any failure along the way is an error, and nothing of the
+    /// version is taken.
+    async fn snapshot(
+        &self,
+        ctx: &FetchContext,
+        snapshot: &str,
+        pinned: Pinned<'_>,
+        releases: &[String],
+    ) -> Result<Vec<Artifact>, FetchError> {
+        let Pinned {
+            name,
+            version,
+            listed_by,
+        } = pinned;
+        let url = format!(
+            "{snapshot}/mr/binary/{}/{}/binfiles?fileinfo=1",
+            path_segment(name),
+            path_segment(version)
+        );
+        // Within the document size limit, as every channel document.
+        let answer: BinFiles = match ctx.get_json(&url, Some("application/json")).await {
+            Ok(answer) => answer,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let files = snapshot_files(&url, &answer)?;
+        let mut moments: BTreeMap<(&str, &str), Vec<&SnapshotFile>> = BTreeMap::new();
+        for file in &files {
+            moments
+                .entry((file.archive, file.first_seen.as_str()))
+                .or_default()
+                .push(file);
+        }
+        let selection = Selection {
+            names: [(name.to_owned(), Some(version.to_owned()))].into(),
+            ..Selection::default()
+        };
+        let mut out: Vec<Artifact> = Vec::new();
+        let mut read = Vec::new();
+        for ((archive, first_seen), files) in moments {
+            let root = format!("{snapshot}/archive/{archive}/{first_seen}");
+            let (keyring, suffixes) = match SNAPSHOT_ARCHIVES.iter().find(|(a, _)| *a == archive) {
+                Some(&("debian-security", suffixes)) => (&self.security_keyring, suffixes),
+                Some(&(_, suffixes)) => (&self.keyring, suffixes),
+                None => continue,
+            };
+            // An `all` package is listed in every architecture's index.
+            let arches: Vec<(&str, Arch)> = ARCHES
+                .iter()
+                .filter(|(a, _)| {
+                    files
+                        .iter()
+                        .any(|f| f.deb_arch == *a || f.deb_arch == "all")
+                })
+                .copied()
+                .collect();
+            for codename in releases {
+                let vendor = format!("{} {codename}", self.vendor());
+                for suffix in suffixes {
+                    let suite_name = format!("{codename}{suffix}");
+                    let suite = Suite {
+                        root: &root,
+                        name: &suite_name,
+                        vendor: &vendor,
+                    };
+                    let found = match self
+                        .read_suite(ctx, suite, keyring, &selection, &arches)
+                        .await
+                    {
+                        Ok(found) => found,
+                        // A suite the archive did not have then.
+                        Err(e) if e.is_not_found() => continue,
+                        Err(e) => return Err(e),
+                    };
+                    read.push(format!("{archive}/{first_seen} {suite_name}"));
+                    if let Some(e) = found.failures.into_iter().next() {
+                        return Err(e);
+                    }
+                    for artifact in found.artifacts {
+                        check_snapshot_place(&url, &root, &artifact, &files)?;
+                        if !out.contains(&artifact) {
+                            out.push(artifact);
+                        }
+                    }
+                }
+            }
+        }
+        if out.is_empty() && !files.is_empty() {
+            let listed_by = if read.is_empty() {
+                format!(
+                    "{listed_by}, nor by the snapshot service at {snapshot}, whose archive had \
+                     none of these releases' suites where it was first seen"
+                )
+            } else {
+                format!(
+                    "{listed_by}, nor by the signed suites of the snapshot service at \
+                     {snapshot} where it was first seen ({})",
+                    read.join(", ")
+                )
+            };
+            return Err(FetchError::NotListed {
+                item: format!("{name}={version}"),
+                listed_by,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The signed index's `.deb` of an architecture is where the snapshot service places that
+/// architecture's file: otherwise the service and the signed chain disagree, and the
+/// version is refused. The API's SHA-1 is not made a published hash of the artifact: a
+/// published hash is recorded as is when the file is not downloaded (members off, or a
+/// download that fails), and this one is vouched for by no signature; the `.deb` is
+/// checked against the signed SHA-256 and recorded with the digests of its own bytes.
+fn check_snapshot_place(
+    url: &str,
+    root: &str,
+    artifact: &Artifact,
+    files: &[&SnapshotFile],
+) -> Result<(), FetchError> {
+    let deb_arch = match artifact.arch {
+        Arch::Universal => "all",
+        arch => ARCHES
+            .iter()
+            .find(|(_, a)| *a == arch)
+            .map_or("", |(d, _)| *d),
+    };
+    let placed = files
+        .iter()
+        .filter(|f| f.deb_arch == deb_arch)
+        .map(|f| resolve_url(&format!("{root}/"), &f.filename))
+        .collect::<Result<Vec<_>, _>>()?;
+    if placed.contains(&artifact.url) {
+        return Ok(());
+    }
+    Err(FetchError::malformed(
+        url,
+        format!(
+            "the signed index lists {} for {deb_arch}, where the snapshot service places \
+             no file of this version: refused",
+            artifact.url
+        ),
+    ))
+}
+
 /// A suite or code name as the archive spells them (`bookworm`, `trixie-security`).
 fn valid_suite(name: &str) -> bool {
     !name.is_empty()
@@ -655,6 +986,82 @@ mod tests {
         assert_eq!(s.wants("nginx", None), None);
         let all = Selection::from_items(&["*".to_owned()]);
         assert_eq!(all.wants("nginx", Some("optional")), Some(None));
+    }
+
+    #[test]
+    fn snapshot_timestamps_and_path_segments_are_strict() {
+        assert!(snapshot_timestamp("20230610T031425Z"));
+        for bad in [
+            "2023-06-10T03:14:25Z",
+            "20230610T031425",
+            "20230610t031425Z",
+            "20231310T031425Z",
+            "20230610T251425Z",
+            "2023061OT031425Z",
+            "../../../../etc",
+            "",
+        ] {
+            assert!(!snapshot_timestamp(bad), "{bad}");
+        }
+        assert_eq!(
+            path_segment("1:2.41-12+deb13u5~1"),
+            "1%3A2.41-12%2Bdeb13u5~1"
+        );
+        assert_eq!(path_segment("a/b c?d#e%"), "a%2Fb%20c%3Fd%23e%25");
+    }
+
+    #[test]
+    fn snapshot_files_keep_followed_arches_in_read_archives() {
+        let sha = |c: char| c.to_string().repeat(40);
+        let answer = format!(
+            r#"{{"result": [{{"architecture": "amd64", "hash": "{a}"}},
+                {{"architecture": "s390x", "hash": "{b}"}},
+                {{"architecture": "all", "hash": "{c}"}}],
+              "fileinfo": {{
+                "{a}": [{{"archive_name": "debian-ports", "first_seen": "bad", "name": "x", "path": "/p"}},
+                        {{"archive_name": "debian", "first_seen": "20230610T031425Z",
+                          "name": "p_1_amd64.deb", "path": "/pool/main/p/p", "size": 1}}],
+                "{c}": [{{"archive_name": "debian-security", "first_seen": "20240101T000000Z",
+                          "name": "p-doc_1_all.deb", "path": "/pool/updates/main/p/p/"}}]}}}}"#,
+            a = sha('a'),
+            b = sha('b'),
+            c = sha('c')
+        );
+        let answer: BinFiles = serde_json::from_str(&answer).unwrap();
+        let files = snapshot_files("u", &answer).unwrap();
+        assert_eq!(
+            files,
+            [
+                SnapshotFile {
+                    deb_arch: "amd64".into(),
+                    archive: "debian",
+                    first_seen: "20230610T031425Z".into(),
+                    filename: "pool/main/p/p/p_1_amd64.deb".into(),
+                },
+                SnapshotFile {
+                    deb_arch: "all".into(),
+                    archive: "debian-security",
+                    first_seen: "20240101T000000Z".into(),
+                    filename: "pool/updates/main/p/p/p-doc_1_all.deb".into(),
+                },
+            ]
+        );
+        let only_ports = format!(
+            r#"{{"result": [{{"architecture": "arm64", "hash": "{a}"}}],
+              "fileinfo": {{"{a}": [{{"archive_name": "debian-ports",
+                "first_seen": "20230610T031425Z", "name": "x", "path": "/p"}}]}}}}"#,
+            a = sha('a')
+        );
+        let answer: BinFiles = serde_json::from_str(&only_ports).unwrap();
+        let e = snapshot_files("u", &answer).unwrap_err().to_string();
+        assert!(e.contains("\"debian-ports\", which is not read"), "{e}");
+        let unplaced = format!(
+            r#"{{"result": [{{"architecture": "arm64", "hash": "{a}"}}], "fileinfo": {{}}}}"#,
+            a = sha('a')
+        );
+        let answer: BinFiles = serde_json::from_str(&unplaced).unwrap();
+        let e = snapshot_files("u", &answer).unwrap_err().to_string();
+        assert!(e.contains("no fileinfo"), "{e}");
     }
 
     #[test]

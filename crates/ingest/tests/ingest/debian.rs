@@ -12,7 +12,8 @@ use model::Arch::{Amd64, Arm64};
 use model::Platform::Linux;
 use pgp::composed::SignedSecretKey;
 use testkit::vendor::apt::{
-    archive_key, deb, deb_listing, ls_binary, publish_suite, sign, stanza, xz,
+    SnapshotFile, archive_key, deb, deb_listing, deb_package, ls_binary, publish_suite, sign,
+    snapshot_binfiles, stanza, xz,
 };
 
 use crate::vendor_support::{MemorySink, Site, clock, config_for, limits, md5, sha1, sha256};
@@ -493,5 +494,302 @@ async fn a_pinned_version_is_recorded_and_an_unlisted_one_is_reported() {
             && message.contains("pin a version it lists")
             && !message.contains("malformed"),
         "{message}"
+    );
+}
+
+/// A pinned version the archive no longer serves, kept by a snapshot service (Debian's
+/// `snapshot.debian.org`).
+const OLD: &str = "9.4-3.1+b1";
+/// Its files by the service's machine-readable API (`+` percent-encoded).
+const OLD_BINFILES: &str = "/mr/binary/coreutils/9.4-3.1%2Bb1/binfiles";
+/// When the service first saw the amd64 build (in `debian`) and the arm64 build (in
+/// `debian-security`).
+const SEEN: &str = "20250520T083028Z";
+const SEEN_SECURITY: &str = "20250601T120000Z";
+
+/// The `ls` of the old build for `arch`.
+fn old_ls(arch: &str) -> Vec<u8> {
+    let mut elf = ls_binary(arch);
+    elf.extend_from_slice(format!("built as coreutils {OLD}").as_bytes());
+    elf
+}
+
+fn old_deb(arch: &str) -> Vec<u8> {
+    deb_package("coreutils", &[("usr/bin/ls", &old_ls(arch))])
+}
+
+/// The live archive: trixie lists coreutils 9.7-3 only.
+fn live_archive(key: &SignedSecretKey) -> Site {
+    let site = Site::new();
+    let current = ("coreutils", "9.7-3", "required", deb("amd64"));
+    publish_suite(&site, key, "/debian", "trixie", "trixie", &[current]);
+    publish_suite(
+        &site,
+        key,
+        "/debian",
+        "trixie-updates",
+        "trixie-updates",
+        &[],
+    );
+    site
+}
+
+/// The snapshot service: its machine-readable API (`/mr/binary/<name>/<version>/binfiles
+/// ?fileinfo=1`, format: <https://salsa.debian.org/snapshot-team/snapshot/-/blob/master/API>)
+/// places the old amd64 build in `debian` at [`SEEN`] and the arm64 build in
+/// `debian-security` at [`SEEN_SECURITY`] (and an i386 build, not followed); the archives as
+/// they stood then, `/archive/<archive>/<first_seen>/`, are signed by `signer` like the live
+/// ones. Each archive's suite lists the old version for both architectures, with the build
+/// of the architecture it holds: only the architecture the API places there may be taken
+/// from it. Returns the site and the API's answer (registered with its query).
+fn snapshot_service(signer: &SignedSecretKey) -> (Site, String) {
+    let site = Site::new();
+    let (amd64, arm64) = (old_deb("amd64"), old_deb("arm64"));
+    publish_suite(
+        &site,
+        signer,
+        &format!("/archive/debian/{SEEN}"),
+        "trixie",
+        "trixie",
+        &[("coreutils", OLD, "required", amd64.clone())],
+    );
+    publish_suite(
+        &site,
+        signer,
+        &format!("/archive/debian-security/{SEEN_SECURITY}"),
+        "trixie-security",
+        "trixie-security",
+        &[("coreutils", OLD, "required", arm64.clone())],
+    );
+    let names = ["amd64", "arm64", "i386"].map(|a| format!("coreutils_{OLD}_{a}.deb"));
+    let place = |architecture, archive_name, first_seen, name, body| SnapshotFile {
+        architecture,
+        archive_name,
+        first_seen,
+        path: "/pool/main/c/coreutils",
+        name,
+        body,
+    };
+    let answer = snapshot_binfiles(
+        "coreutils",
+        OLD,
+        &[
+            place("amd64", "debian", SEEN, &names[0], &amd64),
+            place("arm64", "debian-security", SEEN_SECURITY, &names[1], &arm64),
+            place("i386", "debian", SEEN, &names[2], b"an i386 build"),
+        ],
+    );
+    site.file(&format!("{OLD_BINFILES}?fileinfo=1"), answer.clone());
+    (site, answer)
+}
+
+/// Debian trixie over the live archive at `live`, with the snapshot service at `snapshot`
+/// when given, following `pin`.
+async fn run_pinned(
+    public: &str,
+    live: &str,
+    snapshot: Option<&str>,
+    pin: &str,
+) -> (VendorReport, MemorySink) {
+    let sink = MemorySink::default();
+    let mut config = config_for("debian", &format!("{live}/debian"));
+    config.security_url = None;
+    config.releases = vec!["trixie".into()];
+    config.items = vec![pin.into()];
+    config.snapshot_url = snapshot.map(str::to_owned);
+    let mut limits = limits();
+    limits.members.enabled = true;
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits);
+    let report = ingest_vendor(&Debian::with_keys(&[public]), &ctx, &sink, &clock()).await;
+    (report, sink)
+}
+
+/// A pinned version no followed suite lists any more is read from the snapshot service
+/// through the same signed chain: the `.deb` of each followed architecture and its files,
+/// under the pinned version and the release's vendor.
+#[tokio::test]
+async fn a_pinned_version_the_archive_no_longer_serves_is_read_from_the_snapshot_service() {
+    let (key, public) = archive_key();
+    let live = live_archive(&key).serve().await;
+    let (snapshot, _) = snapshot_service(&key);
+    let snap = snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, Some(&snap), &format!("coreutils={OLD}")).await;
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    // Per followed arch: the old .deb and its ls (no i386, no current 9.7-3).
+    assert_eq!((report.discovered, report.members), (2, 2), "{report:#?}");
+    for (arch, model_arch, archive, seen) in [
+        ("amd64", Amd64, "debian", SEEN),
+        ("arm64", Arm64, "debian-security", SEEN_SECURITY),
+    ] {
+        let deb = sink.get(&format!("coreutils_{OLD}_{arch}.deb"), Linux, model_arch);
+        assert_eq!(
+            (deb.vendor.as_str(), deb.version.as_str()),
+            ("Debian trixie", OLD)
+        );
+        assert_eq!(deb.hash_sha256, sha256(&old_deb(arch)));
+        assert_eq!(
+            deb.source_url,
+            format!(
+                "{snap}/archive/{archive}/{seen}/pool/main/c/coreutils/coreutils_{OLD}_{arch}.deb"
+            )
+        );
+        let ls = sink.get("usr/bin/ls", Linux, model_arch);
+        assert_eq!(ls.hash_sha256, sha256(&old_ls(arch)));
+        assert_eq!(ls.hash_sha1, Some(sha1(&old_ls(arch))));
+        assert_eq!(
+            (ls.vendor.as_str(), ls.version.as_str()),
+            ("Debian trixie", OLD)
+        );
+        assert!(ls.download_verified);
+    }
+    let records = sink.records.lock().unwrap();
+    assert_eq!(records.len(), 4, "{records:#?}");
+    assert!(snapshot.hit(OLD_BINFILES));
+}
+
+/// Without `snapshot_url` nothing changes: the pin is reported as not listed, and no
+/// snapshot service is asked.
+#[tokio::test]
+async fn without_a_snapshot_service_an_unlisted_pin_stays_a_problem() {
+    let (key, public) = archive_key();
+    let live = live_archive(&key).serve().await;
+    let (snapshot, _) = snapshot_service(&key);
+    snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, None, &format!("coreutils={OLD}")).await;
+    assert!(sink.records.lock().unwrap().is_empty());
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let message = &report.problems[0].message;
+    assert!(
+        message.starts_with(&format!(
+            "coreutils={OLD}: not listed by the followed suites of {live}/debian (trixie)"
+        )) && !message.contains("snapshot"),
+        "{message}"
+    );
+    assert!(snapshot.hits.lock().unwrap().is_empty());
+}
+
+/// A version the snapshot service does not know either is reported as listed by neither.
+#[tokio::test]
+async fn a_version_the_snapshot_service_does_not_know_is_reported_as_listed_by_neither() {
+    let (key, public) = archive_key();
+    let live = live_archive(&key).serve().await;
+    let (snapshot, _) = snapshot_service(&key);
+    let snap = snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, Some(&snap), "coreutils=9.0-1~bpo1").await;
+    assert!(sink.records.lock().unwrap().is_empty());
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let message = &report.problems[0].message;
+    assert!(
+        message.starts_with(&format!(
+            "coreutils=9.0-1~bpo1: not listed by the followed suites of {live}/debian (trixie), \
+             nor by the snapshot service at {snap}"
+        )),
+        "{message}"
+    );
+    assert!(snapshot.hit("/mr/binary/coreutils/9.0-1~bpo1/binfiles"));
+
+    // A version the service knows, first seen at a moment whose archive lists it in no
+    // suite of the followed releases (it reached them later, or never): listed by neither.
+    let (snapshot, answer) = snapshot_service(&key);
+    let before = "20250101T000000Z";
+    snapshot.file(
+        &format!("{OLD_BINFILES}?fileinfo=1"),
+        answer.replace(SEEN, before).replace(SEEN_SECURITY, before),
+    );
+    let snap = snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, Some(&snap), &format!("coreutils={OLD}")).await;
+    assert!(sink.records.lock().unwrap().is_empty());
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let message = &report.problems[0].message;
+    assert!(
+        message.starts_with(&format!(
+            "coreutils={OLD}: not listed by the followed suites of {live}/debian (trixie), \
+             nor by the snapshot service at {snap}, whose archive had none of these releases' \
+             suites where it was first seen"
+        )),
+        "{message}"
+    );
+}
+
+/// A snapshot `.deb` whose bytes are not those its signed index lists is refused: neither
+/// it nor anything inside it is recorded.
+#[tokio::test]
+async fn a_snapshot_package_that_disagrees_with_its_signed_index_is_refused() {
+    let (key, public) = archive_key();
+    let live = live_archive(&key).serve().await;
+    let (snapshot, _) = snapshot_service(&key);
+    let mut evil = old_deb("amd64");
+    evil.extend_from_slice(b"implant");
+    snapshot.file(
+        &format!("/archive/debian/{SEEN}/pool/main/c/coreutils/coreutils_{OLD}_amd64.deb"),
+        evil,
+    );
+    let snap = snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, Some(&snap), &format!("coreutils={OLD}")).await;
+    assert_eq!(report.mismatches, 1, "{report:#?}");
+    let records = sink.records.lock().unwrap();
+    assert!(
+        !records.is_empty() && records.iter().all(|(_, r)| r.arch == Arm64),
+        "{records:#?}"
+    );
+}
+
+/// What the snapshot service says only tells where to look: an answer that is not its
+/// documented JSON, lacks a field, gives a malformed timestamp or an archive that is not
+/// read, or places the file elsewhere than the signed index does, and an archive whose
+/// `InRelease` does not verify, each record nothing of the version, with a problem saying
+/// why.
+#[tokio::test]
+async fn a_bad_snapshot_answer_or_signature_records_nothing() {
+    let (key, public) = archive_key();
+    let live = live_archive(&key).serve().await;
+    let (_, answer) = snapshot_service(&key);
+    let cases: Vec<(String, &str)> = vec![
+        ("<html>Service unavailable</html>".into(), "invalid JSON"),
+        (answer.replace("\"first_seen\"", "\"seen\""), "first_seen"),
+        (
+            answer.replace(SEEN, "2025-05-20T08:30:28Z"),
+            "is not a YYYYMMDDTHHMMSSZ timestamp",
+        ),
+        (answer.replace(SEEN, "20251340T083028Z"), "YYYYMMDDTHHMMSSZ"),
+        (
+            answer.replace(
+                "\"archive_name\": \"debian\",",
+                "\"archive_name\": \"debian-ports\",",
+            ),
+            "debian-ports",
+        ),
+        (
+            answer.replace(
+                "\"/pool/main/c/coreutils\"",
+                "\"/pool/main/c/coreutils-old\"",
+            ),
+            "places no file of this version",
+        ),
+    ];
+    for (served, expected) in cases {
+        let (snapshot, _) = snapshot_service(&key);
+        snapshot.file(&format!("{OLD_BINFILES}?fileinfo=1"), served);
+        let snap = snapshot.serve().await;
+        let (report, sink) =
+            run_pinned(&public, &live, Some(&snap), &format!("coreutils={OLD}")).await;
+        assert!(sink.records.lock().unwrap().is_empty(), "{expected}");
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        assert!(
+            report.problems[0].message.contains(expected),
+            "{expected}: {:#?}",
+            report.problems
+        );
+    }
+
+    // The archives as they stood then, signed with a key that is not the archive's.
+    let (snapshot, _) = snapshot_service(&archive_key().0);
+    let snap = snapshot.serve().await;
+    let (report, sink) = run_pinned(&public, &live, Some(&snap), &format!("coreutils={OLD}")).await;
+    assert!(sink.records.lock().unwrap().is_empty());
+    assert!(
+        report.problems.len() == 1 && report.problems[0].message.contains("no signature verifies"),
+        "{:#?}",
+        report.problems
     );
 }

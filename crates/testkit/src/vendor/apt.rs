@@ -269,3 +269,62 @@ pub fn publish_suite(
     };
     publish(site, key, &suite, packages);
 }
+
+/// One file of a binary package version as Debian's snapshot service places it: its
+/// architecture, the archive and moment it was first seen in, its pool directory and name,
+/// and its bytes (for its SHA-1 and size).
+pub struct SnapshotFile<'a> {
+    pub architecture: &'a str,
+    /// `debian` or `debian-security`.
+    pub archive_name: &'a str,
+    /// `YYYYMMDDTHHMMSSZ`.
+    pub first_seen: &'a str,
+    /// `/pool/main/c/coreutils`.
+    pub path: &'a str,
+    /// `coreutils_9.1-1_amd64.deb`.
+    pub name: &'a str,
+    pub body: &'a [u8],
+}
+
+/// The snapshot service's answer to `/mr/binary/<name>/<version>/binfiles?fileinfo=1` for
+/// `files`: `result` lists each file by architecture and SHA-1, `fileinfo` where each SHA-1
+/// was first seen. Format: <https://salsa.debian.org/snapshot-team/snapshot/-/blob/master/API>.
+pub fn snapshot_binfiles(name: &str, version: &str, files: &[SnapshotFile]) -> String {
+    let sha1 = |body: &[u8]| {
+        hex::encode(aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+            body,
+        ))
+    };
+    let result: Vec<String> = files
+        .iter()
+        .map(|f| {
+            format!(
+                "{{\"architecture\": {:?}, \"hash\": {:?}}}",
+                f.architecture,
+                sha1(f.body)
+            )
+        })
+        .collect();
+    let fileinfo: Vec<String> = files
+        .iter()
+        .map(|f| {
+            format!(
+                "{:?}: [{{\"archive_name\": {:?}, \"first_seen\": {:?}, \"name\": {:?}, \
+                 \"path\": {:?}, \"size\": {}}}]",
+                sha1(f.body),
+                f.archive_name,
+                f.first_seen,
+                f.name,
+                f.path,
+                f.body.len()
+            )
+        })
+        .collect();
+    format!(
+        "{{\"_comment\": \"foo\", \"binary\": {name:?}, \"binary_version\": {version:?}, \
+         \"result\": [{}], \"fileinfo\": {{{}}}}}",
+        result.join(", "),
+        fileinfo.join(", ")
+    )
+}
