@@ -34,6 +34,8 @@ pub struct VendorOverride {
     pub releases: Option<Vec<String>>,
     /// Debian: the security archive.
     pub security_url: Option<String>,
+    /// Debian: a snapshot service for pinned versions the followed suites no longer list.
+    pub snapshot_url: Option<String>,
     /// PyPI and npm: `history = N` (the N newest versions the registry lists) or
     /// `history = "all"`.
     pub history: Option<HistorySetting>,
@@ -409,6 +411,9 @@ pub fn channel_config(
         }
         if o.security_url.is_some() {
             config.security_url = o.security_url.clone();
+        }
+        if o.snapshot_url.is_some() {
+            config.snapshot_url = o.snapshot_url.clone();
         }
         // Checked when the configuration is loaded.
         if let Some(horizon) = o.history.as_ref().and_then(|h| h.horizon().ok()) {

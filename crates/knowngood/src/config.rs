@@ -86,7 +86,7 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) archive_members: ArchiveMemberSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`, and for
-    /// distributions `items_file`, for Debian `releases` and `security_url`.
+    /// distributions `items_file`, for Debian `releases`, `security_url` and `snapshot_url`.
     #[serde(default)]
     pub(crate) vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
     #[serde(default)]
@@ -748,7 +748,8 @@ fn outbound(
 }
 
 /// The distribution settings of `[vendors.<id>]`: `items_file` readable (it is read again
-/// at each run), `releases` and `security_url` only where they mean something.
+/// at each run), `releases`, `security_url` and `snapshot_url` only where they mean
+/// something.
 fn check_vendors(
     vendors: &std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
 ) -> Result<()> {
@@ -768,6 +769,9 @@ fn check_vendors(
         if o.security_url.is_some() && id != "debian" {
             anyhow::bail!("vendors.{id}.security_url: only debian reads a security archive");
         }
+        if o.snapshot_url.is_some() && id != "debian" {
+            anyhow::bail!("vendors.{id}.snapshot_url: only debian reads a snapshot service");
+        }
         for release in o.releases.iter().flatten() {
             let ok = !release.is_empty()
                 && release
@@ -784,6 +788,17 @@ fn check_vendors(
             && !url.starts_with("https://")
         {
             anyhow::bail!("vendors.{id}.security_url must be an https:// URL");
+        }
+        if let Some(url) = &o.snapshot_url {
+            let https = reqwest::Url::parse(url).is_ok_and(|u| {
+                u.scheme() == "https" && u.query().is_none() && u.fragment().is_none()
+            });
+            if !https {
+                anyhow::bail!(
+                    "vendors.{id}.snapshot_url must be an https:// URL without query or fragment \
+                     (e.g. \"https://snapshot.debian.org\")"
+                );
+            }
         }
         if let Some(history) = &o.history {
             if !["pypi", "npm"].contains(&id.as_str()) {
@@ -830,6 +845,18 @@ mod tests {
             format!("{e:#}").contains("vendors.debian.items_file"),
             "{e:#}"
         );
+        parse("[vendors.debian]\nsnapshot_url = \"https://snapshot.debian.org\"\n").unwrap();
+        for bad in [
+            "http://snapshot.debian.org",
+            "snapshot.debian.org",
+            "https://s.example/?x=1",
+        ] {
+            let e = parse(&format!("[vendors.debian]\nsnapshot_url = {bad:?}\n")).unwrap_err();
+            assert!(e.to_string().contains("vendors.debian.snapshot_url"), "{e}");
+        }
+        let e = parse("[vendors.ubuntu]\nsnapshot_url = \"https://snapshot.debian.org\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("only debian"), "{e}");
         let e = parse("[vendors.pypi]\nreleases = [\"bookworm\"]\n").unwrap_err();
         assert!(e.to_string().contains("vendors.pypi.releases"), "{e}");
         let e = parse("[vendors.debian]\nreleases = [\"Bookworm 12\"]\n").unwrap_err();
