@@ -56,14 +56,14 @@
 //! universal/universal, with the ecosystem as vendor; PyPI platform wheels are recorded under
 //! their file name with the platform and arch of their tag.
 
-pub mod authenticode;
+pub(crate) mod authenticode;
 pub(crate) mod catalog;
-pub mod download;
-pub mod fetch;
+pub(crate) mod download;
+pub(crate) mod fetch;
 pub mod formats;
 pub mod hasher;
 pub mod http;
-pub mod members;
+pub(crate) mod members;
 pub(crate) mod openpgp;
 pub mod pipeline;
 pub mod rpm;
