@@ -7,7 +7,9 @@
 //! store they point into. The main header lists every file of the package: `BASENAMES`,
 //! `DIRNAMES` and `DIRINDEXES` name it, `FILEMODES` and `FILEFLAGS` say what it is,
 //! `FILESIZES` (or `LONGFILESIZES`) its size and `FILEDIGESTS` its digest as hex, in the
-//! algorithm `FILEDIGESTALGO` names (8: SHA-256; absent: MD5).
+//! algorithm `FILEDIGESTALGO` names (8: SHA-256; absent: MD5). The RPM database keeps each
+//! installed package's main header without its magic and reserved bytes
+//! ([`parse_installed`]).
 //!
 //! The whole package is streamed once through the [`TripleHasher`] (to check the hash the
 //! repository metadata lists) while the headers are kept from its first bytes; the payload
@@ -34,6 +36,8 @@ pub const MAX_HEADER_BYTES: usize = 64 << 20;
 const TAG_NAME: u32 = 1000;
 const TAG_VERSION: u32 = 1001;
 const TAG_RELEASE: u32 = 1002;
+const TAG_EPOCH: u32 = 1003;
+const TAG_ARCH: u32 = 1022;
 const TAG_FILESIZES: u32 = 1028;
 const TAG_FILEMODES: u32 = 1030;
 const TAG_FILEDIGESTS: u32 = 1035;
@@ -162,11 +166,30 @@ impl<'a> Structure<'a> {
         let bytes = bytes
             .get(..len)
             .ok_or(RpmError::NotRpm("truncated header"))?;
-        let count = be32(bytes, 8) as usize;
-        let data = &bytes[INTRO_BYTES + count * 16..];
+        Self::parse_bare(&bytes[HEADER_MAGIC.len() + 4..])
+    }
+
+    /// A structure without its magic and reserved bytes (as the RPM database keeps it): the
+    /// index entry count and data size, the index, then the data.
+    fn parse_bare(bytes: &'a [u8]) -> Result<Self, RpmError> {
+        const COUNTS: usize = 8;
+        if bytes.len() < COUNTS {
+            return Err(RpmError::NotRpm("truncated header"));
+        }
+        let count = be32(bytes, 0) as usize;
+        let len = count
+            .checked_mul(16)
+            .and_then(|n| n.checked_add(be32(bytes, 4) as usize))
+            .and_then(|n| n.checked_add(COUNTS))
+            .filter(|&n| n <= MAX_HEADER_BYTES)
+            .ok_or(RpmError::HeaderTooLarge)?;
+        let bytes = bytes
+            .get(..len)
+            .ok_or(RpmError::NotRpm("truncated header"))?;
+        let data = &bytes[COUNTS + count * 16..];
         let entries = (0..count)
             .map(|i| {
-                let at = INTRO_BYTES + i * 16;
+                let at = COUNTS + i * 16;
                 (
                     be32(bytes, at),
                     Entry {
@@ -338,6 +361,76 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
         release,
         files,
     })
+}
+
+/// A package as the RPM database records it installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledRpm {
+    pub name: String,
+    /// `EPOCH`, when the header has one.
+    pub epoch: Option<u32>,
+    pub version: String,
+    pub release: String,
+    /// `ARCH` (empty when absent, as for `gpg-pubkey`).
+    pub arch: String,
+    /// Every path the package owns (`/usr/bin/ls`), of any kind, ghosts included.
+    pub paths: Vec<String>,
+}
+
+/// Parses a header as the RPM database keeps it (a `Packages.blob` of `rpmdb.sqlite`):
+/// the header structure without its 8 magic and reserved bytes.
+pub fn parse_installed(blob: &[u8]) -> Result<InstalledRpm, RpmError> {
+    let h = Structure::parse_bare(blob)?;
+    let required = |tag: u32| -> Result<String, RpmError> {
+        h.string(tag)?
+            .map(str::to_owned)
+            .ok_or_else(|| RpmError::Header(format!("tag {tag} missing")))
+    };
+    let epoch = match h.ints(TAG_EPOCH)?.as_deref() {
+        None | Some([]) => None,
+        Some([e, ..]) => {
+            Some(u32::try_from(*e).map_err(|_| Structure::bad(TAG_EPOCH, "epoch out of range"))?)
+        }
+    };
+    let mut package = InstalledRpm {
+        name: required(TAG_NAME)?,
+        epoch,
+        version: required(TAG_VERSION)?,
+        release: required(TAG_RELEASE)?,
+        arch: h.string(TAG_ARCH)?.unwrap_or_default().to_owned(),
+        paths: Vec::new(),
+    };
+    let Some(basenames) = h.strings(TAG_BASENAMES)? else {
+        return Ok(package);
+    };
+    let missing = |tag: u32| RpmError::Header(format!("tag {tag} missing"));
+    let dirnames = h
+        .strings(TAG_DIRNAMES)?
+        .ok_or_else(|| missing(TAG_DIRNAMES))?;
+    let dirindexes = h
+        .ints(TAG_DIRINDEXES)?
+        .ok_or_else(|| missing(TAG_DIRINDEXES))?;
+    if dirindexes.len() != basenames.len() {
+        return Err(RpmError::Header(
+            "file tags disagree on the file count".into(),
+        ));
+    }
+    // Paths share their directories in the header: bound what they expand to.
+    let mut total = 0usize;
+    let mut paths = Vec::with_capacity(basenames.len());
+    for (i, (base, &dir)) in basenames.iter().zip(&dirindexes).enumerate() {
+        let dir = usize::try_from(dir)
+            .ok()
+            .and_then(|d| dirnames.get(d))
+            .ok_or_else(|| RpmError::Header(format!("file {i}: directory index out of range")))?;
+        total = total.saturating_add(dir.len() + base.len());
+        if total > MAX_HEADER_BYTES {
+            return Err(RpmError::HeaderTooLarge);
+        }
+        paths.push(format!("{dir}{base}"));
+    }
+    package.paths = paths;
+    Ok(package)
 }
 
 /// A package downloaded and hashed, with what its header says.
