@@ -128,13 +128,16 @@ enum Command {
         /// seconds (0: none). On a terminal a progress bar shows instead.
         #[arg(long, default_value_t = 10)]
         progress_every: u64,
-        /// Say why each unknown file an installed package owns is unknown, from dpkg's
-        /// database (status and info/*.list): `modified` when another file of the package
-        /// is known as a vendor release of the installed version (the file differs from
-        /// the genuine build), else `not_covered`; then files, known, modified and not
-        /// covered per package. Offline, a bundle filter's hit carries no version: there any
-        /// known vendor file of the package counts as the package being known. The RPM
-        /// database is not read yet.
+        /// Say why each unknown file an installed package owns is unknown, from the package
+        /// database under --dpkg-root: dpkg's (var/lib/dpkg: status and info/*.list) when
+        /// it exists, else RPM's rpmdb.sqlite (var/lib/rpm, else usr/lib/sysimage/rpm;
+        /// opened read-only; RPM versions are [epoch:]version-release, the epoch only when
+        /// not 0). Older RPM databases (BerkeleyDB, as on RHEL 8) are not read. `modified`
+        /// when another file of the package is known as a vendor release of the installed
+        /// version (the file differs from the genuine build), else `not_covered`; then
+        /// files, known, modified and not covered per package. Offline, a bundle filter's
+        /// hit carries no version: there any known vendor file of the package counts as the
+        /// package being known.
         #[arg(long)]
         packages: bool,
         /// With --packages: the root of the system whose dpkg database is read

@@ -84,7 +84,7 @@ pub(crate) struct ScanArgs {
     pub(crate) trust_keys: Vec<String>,
     /// Off a terminal: a progress line on stderr this often.
     pub(crate) progress_every: std::time::Duration,
-    /// Explain unknown files with the dpkg database of the system at this root.
+    /// Explain unknown files with the package database (dpkg or RPM) of the system at this root.
     pub(crate) packages: Option<PathBuf>,
 }
 
@@ -303,8 +303,9 @@ pub(crate) struct PackageCoverage {
 /// scanned files.
 ///
 /// The service knows a package version when another file of that package was answered as
-/// a vendor release whose version is the installed one ([`crate::packages_db::version_matches`]):
-/// an unknown file of it then differs from the genuine build (`modified`); otherwise it is
+/// a vendor release whose version is the installed one
+/// ([`crate::packages_db::PackagesDb::version_matches`]): an unknown file of it then
+/// differs from the genuine build (`modified`); otherwise it is
 /// `not_covered`. Offline, a bundle filter's hit carries no version: any vendor release
 /// of the package known by a filter counts as the package being known. Unowned unknown
 /// files stay `unknown`.
@@ -330,9 +331,7 @@ fn explain_unknowns(
         }
         for &p in *owners {
             let matches = match &row.version {
-                Some(version) => {
-                    crate::packages_db::version_matches(version, &db.packages[p].version)
-                }
+                Some(version) => db.version_matches(version, p),
                 None => offline,
             };
             known_version[p] |= matches;

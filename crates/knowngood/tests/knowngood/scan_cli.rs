@@ -1049,7 +1049,7 @@ async fn scan_packages_tells_modified_from_not_covered() {
     let run = knowngood(only_tool, Some(&key), None).await;
     assert_eq!(run.code, Some(4), "{}\n{}", run.stdout, run.stderr);
 
-    // No dpkg database: said before anything is hashed.
+    // No package database: said before anything is hashed.
     let bare = tmp.path().join("bare");
     std::fs::create_dir(&bare).unwrap();
     let bare_s = bare.display().to_string();
@@ -1062,7 +1062,434 @@ async fn scan_packages_tells_modified_from_not_covered() {
     assert_eq!(run.code, Some(1), "{}", run.stdout);
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     assert!(
-        run.stderr.contains("no dpkg database") && run.stderr.contains("RPM database is not read"),
+        run.stderr.contains("no package database")
+            && run
+                .stderr
+                .contains(&format!("{bare_s}/var/lib/dpkg/status"))
+            && run
+                .stderr
+                .contains(&format!("{bare_s}/var/lib/rpm/rpmdb.sqlite")),
+        "{}",
+        run.stderr
+    );
+}
+
+/// An installed RPM package: name, epoch, version, release, arch, and its files (absolute
+/// path, contents).
+type RpmPackage<'a> = (
+    &'a str,
+    Option<u32>,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [(&'a str, &'a [u8])],
+);
+
+/// One header tag: its type and data (`RPM_STRING_TYPE` 6, `RPM_INT32_TYPE` 4,
+/// `RPM_STRING_ARRAY_TYPE` 8) and value count.
+struct Tag {
+    tag: u32,
+    kind: u32,
+    count: u32,
+    data: Vec<u8>,
+}
+
+fn string_tag(tag: u32, s: &str) -> Tag {
+    let mut data = s.as_bytes().to_vec();
+    data.push(0);
+    Tag {
+        tag,
+        kind: 6,
+        count: 1,
+        data,
+    }
+}
+
+fn strings_tag(tag: u32, list: &[String]) -> Tag {
+    Tag {
+        tag,
+        kind: 8,
+        count: list.len() as u32,
+        data: list.iter().flat_map(|s| s.bytes().chain([0])).collect(),
+    }
+}
+
+fn int32_tag(tag: u32, list: &[u32]) -> Tag {
+    Tag {
+        tag,
+        kind: 4,
+        count: list.len() as u32,
+        data: list.iter().flat_map(|n| n.to_be_bytes()).collect(),
+    }
+}
+
+/// A header as rpm stores it in `rpmdb.sqlite`'s `Packages.blob`, laid out as rpm's
+/// `headerExport` (lib/header.c) writes it; see the RPM file format
+/// (https://rpm-software-management.github.io/rpm/manual/format_v4.html) and its immutable
+/// header regions (hregions.md). No 8-byte magic: the index entry count and data length
+/// (big-endian `u32`), then 16-byte index entries (tag, type, offset, count), then the data.
+/// The package's own tags form the immutable region: its first index entry is
+/// `HEADERIMMUTABLE` (63, `RPM_BIN_TYPE` 7, count 16) pointing at a 16-byte trailer after the
+/// region's data, whose offset field is minus the region's index size (entries times 16).
+/// Tags rpm adds at install time (`INSTALLTIME` 1008, `INSTALLCOLOR` 1127, `INSTALLTID`
+/// 1128) follow the region, in the index and in the data. Values are big-endian and aligned
+/// to their type (INT32 to 4 bytes); each part's entries are sorted by tag.
+fn rpm_header_blob(mut region: Vec<Tag>, mut installed: Vec<Tag>) -> Vec<u8> {
+    region.sort_by_key(|t| t.tag);
+    installed.sort_by_key(|t| t.tag);
+    let mut data: Vec<u8> = Vec::new();
+    let mut index: Vec<[u32; 4]> = vec![[0; 4]];
+    let place = |t: &Tag, data: &mut Vec<u8>| {
+        if t.kind == 4 {
+            data.resize(data.len().div_ceil(4) * 4, 0);
+        }
+        let entry = [t.tag, t.kind, data.len() as u32, t.count];
+        data.extend(&t.data);
+        entry
+    };
+    for t in &region {
+        index.push(place(t, &mut data));
+    }
+    // The region: entry and trailer.
+    let region_entries = index.len() as i32;
+    index[0] = [63, 7, data.len() as u32, 16];
+    for v in [63u32, 7, (-(region_entries * 16)) as u32, 16] {
+        data.extend(v.to_be_bytes());
+    }
+    for t in &installed {
+        index.push(place(t, &mut data));
+    }
+    let mut blob = Vec::new();
+    blob.extend((index.len() as u32).to_be_bytes());
+    blob.extend((data.len() as u32).to_be_bytes());
+    for entry in &index {
+        for v in entry {
+            blob.extend(v.to_be_bytes());
+        }
+    }
+    blob.extend(data);
+    blob
+}
+
+/// A Rocky Linux 9 root for `scan --packages`: `var/lib/rpm/rpmdb.sqlite` with rpm's
+/// `Packages` table (as rpm 4.16 and later's sqlite backend creates it) holding each
+/// package's header, the files they list, merged-`/usr` (`bin` is a symlink to `usr/bin`),
+/// plus an imported signing key's `gpg-pubkey` entry as rpm keeps it.
+fn rpm_root(root: &Path, packages: &[RpmPackage]) {
+    std::fs::create_dir_all(root.join("var/lib/rpm")).unwrap();
+    std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", root.join("bin")).unwrap();
+    let db = rusqlite::Connection::open(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TABLE 'Packages' (hnum INTEGER PRIMARY KEY AUTOINCREMENT,blob BLOB NOT NULL);
+         CREATE TABLE 'Name' (key 'TEXT' NOT NULL, hnum INTEGER NOT NULL, idx INTEGER NOT NULL,
+             FOREIGN KEY (hnum) REFERENCES 'Packages'(hnum));",
+    )
+    .unwrap();
+    let installed = || {
+        vec![
+            int32_tag(1008, &[1_700_000_000]),
+            int32_tag(1127, &[1]),
+            int32_tag(1128, &[1_700_000_000]),
+        ]
+    };
+    let mut blobs = vec![(
+        "gpg-pubkey".to_string(),
+        rpm_header_blob(
+            vec![
+                string_tag(1000, "gpg-pubkey"),
+                string_tag(1001, "350d275d"),
+                string_tag(1002, "6279464b"),
+                string_tag(
+                    1004,
+                    "Rocky Enterprise Software Foundation - Release key 2022",
+                ),
+            ],
+            installed(),
+        ),
+    )];
+    for (name, epoch, version, release, arch, files) in packages {
+        // Directories once each, in order of first use; each file names its directory.
+        let (mut dirs, mut bases, mut indexes) = (Vec::<String>::new(), Vec::new(), Vec::new());
+        for (path, bytes) in *files {
+            std::fs::write(root.join(path.trim_start_matches('/')), bytes).unwrap();
+            let (dir, base) = path.rsplit_once('/').unwrap();
+            let dir = format!("{dir}/");
+            let i = dirs.iter().position(|d| *d == dir).unwrap_or_else(|| {
+                dirs.push(dir);
+                dirs.len() - 1
+            });
+            indexes.push(i as u32);
+            bases.push(base.to_string());
+        }
+        let mut tags = vec![
+            string_tag(1000, name),
+            string_tag(1001, version),
+            string_tag(1002, release),
+            string_tag(1004, &format!("{name}, as installed")),
+            string_tag(1022, arch),
+            int32_tag(1116, &indexes),
+            strings_tag(1117, &bases),
+            strings_tag(1118, &dirs),
+        ];
+        if let Some(e) = epoch {
+            tags.push(int32_tag(1003, &[*e]));
+        }
+        blobs.push((name.to_string(), rpm_header_blob(tags, installed())));
+    }
+    for (i, (name, blob)) in blobs.iter().enumerate() {
+        db.execute("INSERT INTO Packages (blob) VALUES (?1)", [blob])
+            .unwrap();
+        db.execute(
+            "INSERT INTO Name (key, hnum, idx) VALUES (?1, ?2, 0)",
+            rusqlite::params![name, i as i64 + 1],
+        )
+        .unwrap();
+    }
+}
+
+/// A record of a file of a Rocky Linux package, as ingest makes them from the package's
+/// header: the path as its name, `[epoch:]version-release` as its version (the epoch only
+/// when not 0), the header's SHA-256 only.
+fn rocky_record(package: &str, version: &str, path: &str, bytes: &[u8]) -> model::NewRecord {
+    let path = path.trim_start_matches('/');
+    let mut r = testkit::fixtures::rec(
+        "Rocky Linux",
+        path,
+        version,
+        Platform::Linux,
+        Arch::Amd64,
+        1,
+    );
+    r.hash_sha256 = digests(bytes).sha256;
+    r.hash_sha1 = None;
+    r.hash_md5 = None;
+    r.download_verified = false;
+    let file_version = version.rsplit(':').next().unwrap();
+    r.source_url = format!(
+        "https://download.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/Packages/{}/\
+         {package}-{file_version}.x86_64.rpm#{path}",
+        &package[..1]
+    );
+    r
+}
+
+#[tokio::test]
+async fn scan_packages_reads_the_rpm_database() {
+    let Some(scratch) = Scratch::new(Backend::Sqlite, "scan_packages_rpm").await else {
+        return;
+    };
+    let app = TestApp::on(&scratch, testkit::test_settings(), None).await;
+    let key = app.analyst().await;
+    // The service knows bash 5.1.8-9.el9 and vim-minimal 2:8.2.2637-20.el9_1 (epoch 2, a
+    // release with `_`), and coreutils 8.32-33.el9, not the installed 8.32-34.el9, nor
+    // anything of "tool".
+    let bash = b"genuine bash".as_slice();
+    app.record(rocky_record("bash", "5.1.8-9.el9", "/usr/bin/bash", bash))
+        .await;
+    let bashbug = b"genuine bashbug".as_slice();
+    app.record(rocky_record(
+        "bash",
+        "5.1.8-9.el9",
+        "/usr/bin/bashbug",
+        bashbug,
+    ))
+    .await;
+    let vi = b"genuine vi".as_slice();
+    let vim = "2:8.2.2637-20.el9_1";
+    app.record(rocky_record("vim-minimal", vim, "/usr/bin/vi", vi))
+        .await;
+    let ls = b"ls as built for 8.32-33.el9".as_slice();
+    app.record(rocky_record("coreutils", "8.32-33.el9", "/usr/bin/ls", ls))
+        .await;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    rpm_root(
+        &root,
+        &[
+            (
+                "bash",
+                None,
+                "5.1.8",
+                "9.el9",
+                "x86_64",
+                &[
+                    ("/usr/bin/bash", bash),
+                    ("/usr/bin/bashbug", b"genuine bashbug, with a backdoor"),
+                ],
+            ),
+            (
+                "vim-minimal",
+                Some(2),
+                "8.2.2637",
+                "20.el9_1",
+                "x86_64",
+                &[("/usr/bin/vi", vi), ("/usr/bin/rvi", b"rvi, altered")],
+            ),
+            (
+                "coreutils",
+                Some(0),
+                "8.32",
+                "34.el9",
+                "x86_64",
+                &[("/usr/bin/ls", ls), ("/usr/bin/cat", b"cat of 8.32-34.el9")],
+            ),
+            (
+                "tool",
+                None,
+                "2.0",
+                "1.el9",
+                "noarch",
+                &[("/usr/bin/tool", b"a tool")],
+            ),
+        ],
+    );
+    std::fs::write(root.join("usr/bin/stray"), b"owned by no package").unwrap();
+    let usr = root.join("usr");
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = vec!["scan".into(), "--server".into(), app.base.clone()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.push(usr.display().to_string());
+        a
+    };
+    let root_s = root.display().to_string();
+
+    let run = knowngood(
+        args(&["--format", "jsonl", "--packages", "--dpkg-root", &root_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_path = |name: &str| {
+        let path = usr.join(name).display().to_string();
+        lines
+            .iter()
+            .find(|l| l["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no row for {name}: {}", run.stdout))
+    };
+    assert_eq!(by_path("bin/bash")["status"], "known_vendor_release");
+    assert_eq!(by_path("bin/bash")["version"], "5.1.8-9.el9");
+    let bashbug = by_path("bin/bashbug");
+    assert_eq!(bashbug["status"], "modified", "{bashbug}");
+    assert_eq!(bashbug["package"], "bash");
+    assert_eq!(bashbug["package_version"], "5.1.8-9.el9");
+    // The epoch is part of the installed version, as in the records.
+    let rvi = by_path("bin/rvi");
+    assert_eq!(rvi["status"], "modified", "{rvi}");
+    assert_eq!(rvi["package_version"], vim);
+    // A known file of another version of the package does not make this one known; an
+    // epoch of 0 is no epoch.
+    assert_eq!(by_path("bin/ls")["status"], "known_vendor_release");
+    let cat = by_path("bin/cat");
+    assert_eq!(cat["status"], "not_covered", "{cat}");
+    assert_eq!(cat["package"], "coreutils");
+    assert_eq!(cat["package_version"], "8.32-34.el9");
+    assert_eq!(by_path("bin/tool")["status"], "not_covered");
+    assert_eq!(by_path("bin/tool")["package_version"], "2.0-1.el9");
+    assert_eq!(by_path("bin/stray")["status"], "unknown");
+    assert!(by_path("bin/stray").get("package").is_none());
+    let packages: Vec<&Value> = lines
+        .iter()
+        .filter_map(|l| l.get("package"))
+        .filter(|p| p.is_object())
+        .collect();
+    assert_eq!(
+        packages,
+        [
+            &serde_json::json!({"package": "bash", "version": "5.1.8-9.el9", "files": 2, "known": 1, "modified": 1, "not_covered": 0}),
+            &serde_json::json!({"package": "coreutils", "version": "8.32-34.el9", "files": 2, "known": 1, "modified": 0, "not_covered": 1}),
+            &serde_json::json!({"package": "tool", "version": "2.0-1.el9", "files": 1, "known": 0, "modified": 0, "not_covered": 1}),
+            &serde_json::json!({"package": "vim-minimal", "version": vim, "files": 2, "known": 1, "modified": 1, "not_covered": 0}),
+        ]
+    );
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["unknown"], 1, "{summary}");
+    assert_eq!(summary["modified"], 2);
+    assert_eq!(summary["not_covered"], 2);
+
+    // The table names the package and version, and ends with the coverage per package.
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &root_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let bashbug_line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("modified") && l.contains("bashbug"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        bashbug_line.contains("bash") && bashbug_line.contains("5.1.8-9.el9"),
+        "{bashbug_line}"
+    );
+    let header = run
+        .stdout
+        .lines()
+        .position(|l| l.starts_with("PACKAGE"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let tool_line: Vec<&str> = run
+        .stdout
+        .lines()
+        .nth(header + 3)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(tool_line, ["tool", "2.0-1.el9", "1", "0", "0", "1"]);
+    assert!(
+        run.stdout.trim_end().ends_with("2 modified, 2 not covered"),
+        "{}",
+        run.stdout
+    );
+
+    // A corrupt header: a clear error naming the database, before anything is hashed.
+    let db = rusqlite::Connection::open(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
+    db.execute(
+        "INSERT INTO Packages (blob) VALUES (?1)",
+        [&[0u8, 0, 0, 9, 0, 0, 0, 1][..]],
+    )
+    .unwrap();
+    drop(db);
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &root_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("reading the RPM database")
+            && run.stderr.contains("rpmdb.sqlite")
+            && run.stderr.contains("package 6"),
+        "{}",
+        run.stderr
+    );
+
+    // RHEL 8's BerkeleyDB database is named, not read.
+    let bdb = tmp.path().join("rocky8");
+    std::fs::create_dir_all(bdb.join("var/lib/rpm")).unwrap();
+    std::fs::write(bdb.join("var/lib/rpm/Packages"), [0u8; 64]).unwrap();
+    let bdb_s = bdb.display().to_string();
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &bdb_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("var/lib/rpm/Packages")
+            && run.stderr.contains("BerkeleyDB")
+            && run.stderr.contains("only rpmdb.sqlite"),
         "{}",
         run.stderr
     );
