@@ -131,8 +131,8 @@ enum Command {
         /// Say why each unknown file an installed package owns is unknown, from the package
         /// database under --dpkg-root: dpkg's (var/lib/dpkg: status and info/*.list) when
         /// it exists, else RPM's rpmdb.sqlite (var/lib/rpm, else usr/lib/sysimage/rpm;
-        /// opened read-only; RPM versions are [epoch:]version-release, the epoch only when
-        /// not 0). Older RPM databases (BerkeleyDB, as on RHEL 8) are not read. `modified`
+        /// opened read-only), else RPM's BerkeleyDB Packages there (as on RHEL 8); RPM
+        /// versions are [epoch:]version-release, the epoch only when not 0. `modified`
         /// when another file of the package is known as a vendor release of the installed
         /// version (the file differs from the genuine build), else `not_covered`; then
         /// files, known, modified and not covered per package. Offline, a bundle filter's

@@ -2,23 +2,25 @@
 //! package (and version) owns each scanned file.
 //!
 //! Which database: dpkg's when `<root>/var/lib/dpkg/status` exists, else RPM's
-//! `rpmdb.sqlite` (in `<root>/var/lib/rpm`, else `<root>/usr/lib/sysimage/rpm`). Any other
-//! RPM database format (BerkeleyDB `Packages` of RPM 4.15 and older, as on RHEL 8; `ndb`'s
-//! `Packages.db`) is named in an error, not read.
+//! `rpmdb.sqlite` (in `<root>/var/lib/rpm`, else `<root>/usr/lib/sysimage/rpm`), else RPM's
+//! BerkeleyDB `Packages` there (RPM 4.15 and older: RHEL and Rocky Linux 8, CentOS 7;
+//! [`berkeley`]). `ndb`'s `Packages.db` is named in an error, not read.
 //!
 //! dpkg (Debian, Ubuntu): `<root>/var/lib/dpkg/status` lists the packages with their
 //! state, architecture and version; `<root>/var/lib/dpkg/info/<package>[:<arch>].list`
 //! the paths each one installed. Only packages whose files are on disk are read
 //! (`config-files` and `not-installed` own nothing).
 //!
-//! RPM (RHEL and Rocky Linux 9 and later, Fedora 33 and later, openSUSE): the SQLite table
-//! `Packages(hnum, blob)` holds each installed package's header as rpm keeps it, the header
-//! structure without its magic ([`ingest::rpm::parse_installed`]): `NAME`, `EPOCH`,
-//! `VERSION`, `RELEASE`, `ARCH`, and its paths from `DIRNAMES`, `BASENAMES` and
-//! `DIRINDEXES`. The `gpg-pubkey` entries (imported signing keys, not packages) are left
-//! out. The file is opened read-only as immutable, so a live system's database is neither
-//! locked nor changed (a transaction rpm has not yet checkpointed is not seen). Every size
-//! is bounded: a header of more than [`ingest::rpm::MAX_HEADER_BYTES`], more than
+//! RPM: `rpmdb.sqlite` (RHEL and Rocky Linux 9 and later, Fedora 33 and later, openSUSE)
+//! has the table `Packages(hnum, blob)`, and BerkeleyDB's `Packages` (RHEL and Rocky Linux 8)
+//! the same blobs keyed by `hnum`: each installed package's header as rpm keeps it, the
+//! header structure without its magic ([`ingest::rpm::parse_installed`]), whose `NAME`,
+//! `EPOCH`, `VERSION`, `RELEASE` and `ARCH` are read, and its paths from `DIRNAMES`,
+//! `BASENAMES` and `DIRINDEXES`. The `gpg-pubkey` entries (imported signing keys, not
+//! packages) are left out. `rpmdb.sqlite` is opened read-only as immutable, so a live
+//! system's database is neither locked nor changed (a transaction rpm has not yet
+//! checkpointed is not seen); BerkeleyDB's file is only read, a page at a time. Every size is
+//! bounded: a header of more than [`ingest::rpm::MAX_HEADER_BYTES`], more than
 //! [`MAX_PACKAGES`] packages or [`MAX_PATHS`] paths, or a header whose index points outside
 //! its data, is an error naming the database.
 //!
@@ -37,6 +39,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+
+mod berkeley;
 
 /// Most packages read from an RPM database (a large server has a few thousand).
 pub(crate) const MAX_PACKAGES: usize = 1_000_000;
@@ -102,20 +106,26 @@ impl PackagesDb {
                 .with_context(|| format!("reading the RPM database {}", sqlite.display()))?;
             return Ok(Self::with_paths(Kind::Rpm, root, packages));
         }
-        for dir in &rpm_dirs {
-            for (file, format) in [
-                ("Packages", "BerkeleyDB (RPM 4.15 and older, as on RHEL 8)"),
-                ("Packages.db", "ndb"),
-            ] {
-                let path = dir.join(file);
-                if path.exists() {
-                    bail!(
-                        "--packages: the RPM database at {} is in the {format} format, which is \
-                         not read: only rpmdb.sqlite (RPM 4.16 and later) and dpkg's status are",
-                        path.display()
-                    );
-                }
-            }
+        if let Some(bdb) = rpm_dirs
+            .iter()
+            .map(|dir| dir.join("Packages"))
+            .find(|path| path.exists())
+        {
+            let mut packages = RpmPackages::default();
+            berkeley::for_each_header(&bdb, |hnum, blob| packages.add(hnum.into(), blob))
+                .with_context(|| format!("reading the RPM database {}", bdb.display()))?;
+            return Ok(Self::with_paths(Kind::Rpm, root, packages.packages));
+        }
+        if let Some(ndb) = rpm_dirs
+            .iter()
+            .map(|dir| dir.join("Packages.db"))
+            .find(|path| path.exists())
+        {
+            bail!(
+                "--packages: the RPM database at {} is in the ndb format, which is not read: \
+                 only rpmdb.sqlite, BerkeleyDB's Packages and dpkg's status are",
+                ndb.display()
+            );
         }
         bail!(
             "--packages: no package database: neither dpkg's {} nor RPM's {} exists",
@@ -246,6 +256,40 @@ fn parse_status(text: &str) -> Vec<Package> {
     packages
 }
 
+/// Packages read from RPM headers, with their paths, `gpg-pubkey` left out.
+#[derive(Default)]
+struct RpmPackages {
+    packages: Vec<(Package, Vec<String>)>,
+    paths: usize,
+}
+
+impl RpmPackages {
+    /// Adds the package whose header (as the database keeps it) is `blob`.
+    fn add(&mut self, hnum: i64, blob: &[u8]) -> Result<()> {
+        if self.packages.len() == MAX_PACKAGES {
+            bail!("more than {MAX_PACKAGES} packages");
+        }
+        let header =
+            ingest::rpm::parse_installed(blob).with_context(|| format!("package {hnum}"))?;
+        if header.name == "gpg-pubkey" {
+            return Ok(());
+        }
+        self.paths = self.paths.saturating_add(header.paths.len());
+        if self.paths > MAX_PATHS {
+            bail!("more than {MAX_PATHS} paths");
+        }
+        self.packages.push((
+            Package {
+                version: rpm_evr(header.epoch, &header.version, &header.release),
+                name: header.name,
+                arch: header.arch,
+            },
+            header.paths,
+        ));
+        Ok(())
+    }
+}
+
 /// The packages of an `rpmdb.sqlite`, with their paths, `gpg-pubkey` left out.
 fn read_rpmdb(path: &Path) -> Result<Vec<(Package, Vec<String>)>> {
     use rusqlite::{OpenFlags, types::ValueRef};
@@ -265,8 +309,7 @@ fn read_rpmdb(path: &Path) -> Result<Vec<(Package, Vec<String>)>> {
     )?;
     let max = i64::try_from(ingest::rpm::MAX_HEADER_BYTES).unwrap_or(i64::MAX);
     let mut rows = statement.query([max])?;
-    let mut packages = Vec::new();
-    let mut paths = 0usize;
+    let mut packages = RpmPackages::default();
     while let Some(row) = rows.next()? {
         let hnum: i64 = row.get(0)?;
         let len: Option<i64> = row.get(1)?;
@@ -278,28 +321,9 @@ fn read_rpmdb(path: &Path) -> Result<Vec<(Package, Vec<String>)>> {
             ),
             _ => bail!("package {hnum}: the header is not a blob"),
         };
-        if packages.len() == MAX_PACKAGES {
-            bail!("more than {MAX_PACKAGES} packages");
-        }
-        let header =
-            ingest::rpm::parse_installed(blob).with_context(|| format!("package {hnum}"))?;
-        if header.name == "gpg-pubkey" {
-            continue;
-        }
-        paths = paths.saturating_add(header.paths.len());
-        if paths > MAX_PATHS {
-            bail!("more than {MAX_PATHS} paths");
-        }
-        packages.push((
-            Package {
-                version: rpm_evr(header.epoch, &header.version, &header.release),
-                name: header.name,
-                arch: header.arch,
-            },
-            header.paths,
-        ));
+        packages.add(hnum, blob)?;
     }
-    Ok(packages)
+    Ok(packages.packages)
 }
 
 /// Whether a record's version is the installed dpkg package version.

@@ -1171,21 +1171,124 @@ fn rpm_header_blob(mut region: Vec<Tag>, mut installed: Vec<Tag>) -> Vec<u8> {
     blob
 }
 
-/// A Rocky Linux 9 root for `scan --packages`: `var/lib/rpm/rpmdb.sqlite` with rpm's
-/// `Packages` table (as rpm 4.16 and later's sqlite backend creates it) holding each
+/// The RPM database a root holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RpmDb {
+    /// `rpmdb.sqlite` (RPM 4.16 and later: Rocky Linux 9).
+    Sqlite,
+    /// BerkeleyDB's `Packages` (RPM 4.15 and older: Rocky Linux 8).
+    BerkeleyDb,
+}
+
+/// rpm's BerkeleyDB `Packages` file holding these headers (package numbers from 1), laid
+/// out as BerkeleyDB 5.3 writes a hash database (`dbinc/db_page.h`; rpm's own reader of it
+/// is `lib/backend/bdb_ro.c`), little-endian, 4 KiB pages. Page 0 is the metadata (magic
+/// `0x061561`, hash version 9, page size, last page, two buckets: `max_bucket` 1, masks 1
+/// and 0, spares mapping bucket 0 to page 1 and bucket 1 to page 2). Pages 1 and 2 are the
+/// buckets' hash pages (type 13): a 26-byte page header, the items' offsets, and the items
+/// packed from the page's end, key then value, sorted by key; a key is the package number
+/// (4 bytes, inline item type 1), in the bucket BerkeleyDB's default hash of its bytes
+/// names; key 0 holds the next package number inline; each header is an off-page item (type
+/// 3: first overflow page, length) whose bytes fill a chain of overflow pages (type 7, the
+/// bytes on the page in the header's free-space field). Files written this way pass
+/// BerkeleyDB's `db_verify` and read with rpm's `bdb_ro` backend.
+fn berkeley_packages(blobs: &[&[u8]]) -> Vec<u8> {
+    const PAGE: usize = 4096;
+    const HEADER: usize = 26;
+    let put32 =
+        |page: &mut [u8], at: usize, v: u32| page[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    let put16 = |page: &mut [u8], at: usize, v: usize| {
+        page[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes())
+    };
+    let mut pages: Vec<Vec<u8>> = vec![vec![0; PAGE]; 3];
+    let next = blobs.len() as u32 + 1;
+    let mut items: Vec<(Vec<u8>, Vec<u8>)> = vec![(
+        0u32.to_le_bytes().to_vec(),
+        [&[1u8][..], &next.to_le_bytes()].concat(),
+    )];
+    for (i, blob) in blobs.iter().enumerate() {
+        let first = pages.len() as u32;
+        let chunks: Vec<&[u8]> = blob.chunks(PAGE - HEADER).collect();
+        for (j, chunk) in chunks.iter().enumerate() {
+            let number = first + j as u32;
+            let mut page = vec![0u8; PAGE];
+            put32(&mut page, 8, number);
+            put32(&mut page, 12, if j == 0 { 0 } else { number - 1 });
+            put32(
+                &mut page,
+                16,
+                if j + 1 == chunks.len() { 0 } else { number + 1 },
+            );
+            put16(&mut page, 20, 1);
+            put16(&mut page, 22, chunk.len());
+            page[25] = 7;
+            page[HEADER..HEADER + chunk.len()].copy_from_slice(chunk);
+            pages.push(page);
+        }
+        let mut offpage = vec![3u8, 0, 0, 0];
+        offpage.extend(first.to_le_bytes());
+        offpage.extend((blob.len() as u32).to_le_bytes());
+        items.push(((i as u32 + 1).to_le_bytes().to_vec(), offpage));
+    }
+    let mut buckets: [Vec<(Vec<u8>, Vec<u8>)>; 2] = Default::default();
+    for (key, value) in items {
+        let hash = key
+            .iter()
+            .fold(0u32, |h, &b| h.wrapping_mul(16_777_619) ^ u32::from(b));
+        buckets[(hash & 1) as usize].push(([&[1u8][..], &key].concat(), value));
+    }
+    for (b, entries) in buckets.iter_mut().enumerate() {
+        entries.sort();
+        let page = &mut pages[b + 1];
+        let (mut low, mut offsets) = (PAGE, Vec::new());
+        for (key, value) in entries.iter() {
+            for item in [key, value] {
+                low -= item.len();
+                page[low..low + item.len()].copy_from_slice(item);
+                offsets.push(low);
+            }
+        }
+        put32(page, 8, b as u32 + 1);
+        put16(page, 20, offsets.len());
+        put16(page, 22, low);
+        page[25] = 13;
+        for (i, at) in offsets.iter().enumerate() {
+            put16(page, HEADER + i * 2, *at);
+        }
+    }
+    let last = pages.len() as u32 - 1;
+    let meta = &mut pages[0];
+    for (at, v) in [
+        (12, 0x0006_1561), // magic
+        (16, 9),           // hash version
+        (20, PAGE as u32), // page size
+        (32, last),        // last page
+        (40, next),        // key count
+        (44, next),        // record count
+        (72, 1),           // max_bucket
+        (76, 1),           // high_mask
+        (80, 0),           // low_mask
+        (88, next),        // nelem
+        (92, 0x5e68_8dd1), // h_charkey: the default hash of its check string
+        (96, 1),           // spares[0]: bucket 0 is page 1
+        (100, 1),          // spares[1]: bucket 1 is page 2
+    ] {
+        put32(meta, at, v);
+    }
+    meta[25] = 8; // P_HASHMETA
+    meta[52..72].copy_from_slice(b"knowngood-test-uid!!");
+    pages.concat()
+}
+
+/// A Rocky Linux root for `scan --packages`: rpm's database (`var/lib/rpm/rpmdb.sqlite` with
+/// rpm's `Packages` table as rpm 4.16 and later's sqlite backend creates it, as on Rocky
+/// Linux 9; or BerkeleyDB's `var/lib/rpm/Packages`, as on Rocky Linux 8) holding each
 /// package's header, the files they list, merged-`/usr` (`bin` is a symlink to `usr/bin`),
 /// plus an imported signing key's `gpg-pubkey` entry as rpm keeps it.
-fn rpm_root(root: &Path, packages: &[RpmPackage]) {
+fn rpm_root(root: &Path, db: RpmDb, packages: &[RpmPackage]) {
     std::fs::create_dir_all(root.join("var/lib/rpm")).unwrap();
     std::fs::create_dir_all(root.join("usr/bin")).unwrap();
     std::os::unix::fs::symlink("usr/bin", root.join("bin")).unwrap();
-    let db = rusqlite::Connection::open(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
-    db.execute_batch(
-        "CREATE TABLE 'Packages' (hnum INTEGER PRIMARY KEY AUTOINCREMENT,blob BLOB NOT NULL);
-         CREATE TABLE 'Name' (key 'TEXT' NOT NULL, hnum INTEGER NOT NULL, idx INTEGER NOT NULL,
-             FOREIGN KEY (hnum) REFERENCES 'Packages'(hnum));",
-    )
-    .unwrap();
     let installed = || {
         vec![
             int32_tag(1008, &[1_700_000_000]),
@@ -1237,6 +1340,18 @@ fn rpm_root(root: &Path, packages: &[RpmPackage]) {
         }
         blobs.push((name.to_string(), rpm_header_blob(tags, installed())));
     }
+    if db == RpmDb::BerkeleyDb {
+        let blobs: Vec<&[u8]> = blobs.iter().map(|(_, b)| b.as_slice()).collect();
+        std::fs::write(root.join("var/lib/rpm/Packages"), berkeley_packages(&blobs)).unwrap();
+        return;
+    }
+    let db = rusqlite::Connection::open(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TABLE 'Packages' (hnum INTEGER PRIMARY KEY AUTOINCREMENT,blob BLOB NOT NULL);
+         CREATE TABLE 'Name' (key 'TEXT' NOT NULL, hnum INTEGER NOT NULL, idx INTEGER NOT NULL,
+             FOREIGN KEY (hnum) REFERENCES 'Packages'(hnum));",
+    )
+    .unwrap();
     for (i, (name, blob)) in blobs.iter().enumerate() {
         db.execute("INSERT INTO Packages (blob) VALUES (?1)", [blob])
             .unwrap();
@@ -1305,46 +1420,44 @@ async fn scan_packages_reads_the_rpm_database() {
 
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    rpm_root(
-        &root,
-        &[
-            (
-                "bash",
-                None,
-                "5.1.8",
-                "9.el9",
-                "x86_64",
-                &[
-                    ("/usr/bin/bash", bash),
-                    ("/usr/bin/bashbug", b"genuine bashbug, with a backdoor"),
-                ],
-            ),
-            (
-                "vim-minimal",
-                Some(2),
-                "8.2.2637",
-                "20.el9_1",
-                "x86_64",
-                &[("/usr/bin/vi", vi), ("/usr/bin/rvi", b"rvi, altered")],
-            ),
-            (
-                "coreutils",
-                Some(0),
-                "8.32",
-                "34.el9",
-                "x86_64",
-                &[("/usr/bin/ls", ls), ("/usr/bin/cat", b"cat of 8.32-34.el9")],
-            ),
-            (
-                "tool",
-                None,
-                "2.0",
-                "1.el9",
-                "noarch",
-                &[("/usr/bin/tool", b"a tool")],
-            ),
-        ],
-    );
+    let installed: &[RpmPackage] = &[
+        (
+            "bash",
+            None,
+            "5.1.8",
+            "9.el9",
+            "x86_64",
+            &[
+                ("/usr/bin/bash", bash),
+                ("/usr/bin/bashbug", b"genuine bashbug, with a backdoor"),
+            ],
+        ),
+        (
+            "vim-minimal",
+            Some(2),
+            "8.2.2637",
+            "20.el9_1",
+            "x86_64",
+            &[("/usr/bin/vi", vi), ("/usr/bin/rvi", b"rvi, altered")],
+        ),
+        (
+            "coreutils",
+            Some(0),
+            "8.32",
+            "34.el9",
+            "x86_64",
+            &[("/usr/bin/ls", ls), ("/usr/bin/cat", b"cat of 8.32-34.el9")],
+        ),
+        (
+            "tool",
+            None,
+            "2.0",
+            "1.el9",
+            "noarch",
+            &[("/usr/bin/tool", b"a tool")],
+        ),
+    ];
+    rpm_root(&root, RpmDb::Sqlite, installed);
     std::fs::write(root.join("usr/bin/stray"), b"owned by no package").unwrap();
     let usr = root.join("usr");
     let args = |extra: &[&str]| {
@@ -1362,6 +1475,7 @@ async fn scan_packages_reads_the_rpm_database() {
     )
     .await;
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let sqlite_jsonl = run.stdout.clone();
     let lines: Vec<Value> = run
         .stdout
         .lines()
@@ -1474,21 +1588,67 @@ async fn scan_packages_reads_the_rpm_database() {
         run.stderr
     );
 
-    // RHEL 8's BerkeleyDB database is named, not read.
-    let bdb = tmp.path().join("rocky8");
-    std::fs::create_dir_all(bdb.join("var/lib/rpm")).unwrap();
-    std::fs::write(bdb.join("var/lib/rpm/Packages"), [0u8; 64]).unwrap();
-    let bdb_s = bdb.display().to_string();
+    // Rocky Linux 8's BerkeleyDB database: the same packages, the same answers.
+    let rocky8 = tmp.path().join("rocky8");
+    rpm_root(&rocky8, RpmDb::BerkeleyDb, installed);
+    std::fs::write(rocky8.join("usr/bin/stray"), b"owned by no package").unwrap();
+    assert!(!rocky8.join("var/lib/rpm/rpmdb.sqlite").exists());
+    let rocky8_s = rocky8.display().to_string();
+    let mut rocky8_args = args(&["--format", "jsonl", "--packages", "--dpkg-root", &rocky8_s]);
+    *rocky8_args.last_mut().unwrap() = rocky8.join("usr").display().to_string();
+    let run = knowngood(rocky8_args, Some(&key), None).await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let rows = |jsonl: &str| -> Vec<Value> {
+        jsonl
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l.get("summary").is_none())
+            .collect()
+    };
+    assert_eq!(
+        rows(&run.stdout),
+        rows(&sqlite_jsonl.replace(&root_s, &rocky8_s)),
+        "{}",
+        run.stdout
+    );
+    let summary: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["modified"], 2, "{summary}");
+    assert_eq!(summary["summary"]["not_covered"], 2);
+
+    // A corrupt BerkeleyDB file: a clear error naming it.
+    let packages = rocky8.join("var/lib/rpm/Packages");
+    let mut bytes = std::fs::read(&packages).unwrap();
+    bytes.truncate(bytes.len() - 4096);
+    std::fs::write(&packages, bytes).unwrap();
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &bdb_s]),
+        args(&["--packages", "--dpkg-root", &rocky8_s]),
         Some(&key),
         None,
     )
     .await;
     assert_eq!(run.code, Some(1), "{}", run.stdout);
     assert!(
-        run.stderr.contains("var/lib/rpm/Packages")
-            && run.stderr.contains("BerkeleyDB")
+        run.stderr.contains("reading the RPM database")
+            && run.stderr.contains("var/lib/rpm/Packages"),
+        "{}",
+        run.stderr
+    );
+
+    // ndb's Packages.db is named, not read.
+    let ndb = tmp.path().join("ndb");
+    std::fs::create_dir_all(ndb.join("usr/lib/sysimage/rpm")).unwrap();
+    std::fs::write(ndb.join("usr/lib/sysimage/rpm/Packages.db"), [0u8; 64]).unwrap();
+    let ndb_s = ndb.display().to_string();
+    let run = knowngood(
+        args(&["--packages", "--dpkg-root", &ndb_s]),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("usr/lib/sysimage/rpm/Packages.db")
+            && run.stderr.contains("ndb")
             && run.stderr.contains("only rpmdb.sqlite"),
         "{}",
         run.stderr
