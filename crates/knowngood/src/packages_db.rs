@@ -86,7 +86,7 @@ const ON_DISK: [&str; 6] = [
 
 impl PackagesDb {
     /// Reads the package database of the system at `root` (`/` for this host): dpkg's,
-    /// else RPM's `rpmdb.sqlite`.
+    /// else RPM's `rpmdb.sqlite`, else RPM's BerkeleyDB `Packages`.
     pub(crate) fn open(root: &Path) -> Result<Self> {
         let status_path = root.join("var/lib/dpkg/status");
         match std::fs::read(&status_path) {
