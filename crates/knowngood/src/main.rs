@@ -129,7 +129,7 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         progress_every: u64,
         /// Say why each unknown file an installed package owns is unknown, from the package
-        /// database under --dpkg-root: dpkg's (var/lib/dpkg: status and info/*.list) when
+        /// database under --packages-root: dpkg's (var/lib/dpkg: status and info/*.list) when
         /// it exists, else RPM's rpmdb.sqlite (var/lib/rpm, else usr/lib/sysimage/rpm;
         /// opened read-only), else RPM's BerkeleyDB Packages there (as on RHEL 8); RPM
         /// versions are [epoch:]version-release, the epoch only when not 0. `modified`
@@ -140,10 +140,11 @@ enum Command {
         /// package being known.
         #[arg(long)]
         packages: bool,
-        /// With --packages: the root of the system whose dpkg database is read
-        /// (DIR/var/lib/dpkg); its files are named as scanned, under DIR.
-        #[arg(long, requires = "packages", default_value = "/")]
-        dpkg_root: std::path::PathBuf,
+        /// With --packages: the root of the system whose package database is read
+        /// (a mounted image); its files are named as scanned, under DIR. Also spelled
+        /// --dpkg-root.
+        #[arg(long, alias = "dpkg-root", requires = "packages", default_value = "/")]
+        packages_root: std::path::PathBuf,
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
     },
@@ -502,7 +503,7 @@ async fn run(cli: Cli) -> Result<()> {
             trust_key,
             progress_every,
             packages,
-            dpkg_root,
+            packages_root,
             paths,
         } => {
             scan::run(scan::ScanArgs {
@@ -517,7 +518,7 @@ async fn run(cli: Cli) -> Result<()> {
                 offline,
                 trust_keys: trust_key,
                 progress_every: std::time::Duration::from_secs(progress_every),
-                packages: packages.then_some(dpkg_root),
+                packages: packages.then_some(packages_root),
             })
             .await
         }

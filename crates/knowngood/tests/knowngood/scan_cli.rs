@@ -810,7 +810,7 @@ fn offline_bundle_exports_verifies_and_scans_with_no_server() {
         "--format",
         "jsonl",
         "--packages",
-        "--dpkg-root",
+        "--packages-root",
         root.to_str().unwrap(),
         root.join("usr").to_str().unwrap(),
     ]);
@@ -941,7 +941,13 @@ async fn scan_packages_tells_modified_from_not_covered() {
     assert!(!run.stdout.contains("modified"), "{}", run.stdout);
 
     let run = knowngood(
-        args(&["--format", "jsonl", "--packages", "--dpkg-root", &root_s]),
+        args(&[
+            "--format",
+            "jsonl",
+            "--packages",
+            "--packages-root",
+            &root_s,
+        ]),
         Some(&key),
         None,
     )
@@ -994,7 +1000,8 @@ async fn scan_packages_tells_modified_from_not_covered() {
     assert_eq!(summary["modified"], 1);
     assert_eq!(summary["not_covered"], 3);
 
-    // The table names the package and version, and ends with the coverage per package.
+    // The table names the package and version, and ends with the coverage per package
+    // (`--dpkg-root` is the flag's earlier spelling, still accepted).
     let run = knowngood(
         args(&["--packages", "--dpkg-root", &root_s]),
         Some(&key),
@@ -1036,14 +1043,24 @@ async fn scan_packages_tells_modified_from_not_covered() {
 
     // --fail-on-unknown: a modified file is exit 5, not covered alone exit 4.
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &root_s, "--fail-on-unknown"]),
+        args(&[
+            "--packages",
+            "--packages-root",
+            &root_s,
+            "--fail-on-unknown",
+        ]),
         Some(&key),
         None,
     )
     .await;
     assert_eq!(run.code, Some(5), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("1 modified file(s)"), "{}", run.stderr);
-    let mut only_tool = args(&["--packages", "--dpkg-root", &root_s, "--fail-on-unknown"]);
+    let mut only_tool = args(&[
+        "--packages",
+        "--packages-root",
+        &root_s,
+        "--fail-on-unknown",
+    ]);
     only_tool.pop();
     only_tool.push(usr.join("bin/tool").display().to_string());
     let run = knowngood(only_tool, Some(&key), None).await;
@@ -1054,7 +1071,7 @@ async fn scan_packages_tells_modified_from_not_covered() {
     std::fs::create_dir(&bare).unwrap();
     let bare_s = bare.display().to_string();
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &bare_s]),
+        args(&["--packages", "--packages-root", &bare_s]),
         Some(&key),
         None,
     )
@@ -1469,7 +1486,13 @@ async fn scan_packages_reads_the_rpm_database() {
     let root_s = root.display().to_string();
 
     let run = knowngood(
-        args(&["--format", "jsonl", "--packages", "--dpkg-root", &root_s]),
+        args(&[
+            "--format",
+            "jsonl",
+            "--packages",
+            "--packages-root",
+            &root_s,
+        ]),
         Some(&key),
         None,
     )
@@ -1530,7 +1553,7 @@ async fn scan_packages_reads_the_rpm_database() {
 
     // The table names the package and version, and ends with the coverage per package.
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &root_s]),
+        args(&["--packages", "--packages-root", &root_s]),
         Some(&key),
         None,
     )
@@ -1573,7 +1596,7 @@ async fn scan_packages_reads_the_rpm_database() {
     .unwrap();
     drop(db);
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &root_s]),
+        args(&["--packages", "--packages-root", &root_s]),
         Some(&key),
         None,
     )
@@ -1594,7 +1617,13 @@ async fn scan_packages_reads_the_rpm_database() {
     std::fs::write(rocky8.join("usr/bin/stray"), b"owned by no package").unwrap();
     assert!(!rocky8.join("var/lib/rpm/rpmdb.sqlite").exists());
     let rocky8_s = rocky8.display().to_string();
-    let mut rocky8_args = args(&["--format", "jsonl", "--packages", "--dpkg-root", &rocky8_s]);
+    let mut rocky8_args = args(&[
+        "--format",
+        "jsonl",
+        "--packages",
+        "--packages-root",
+        &rocky8_s,
+    ]);
     *rocky8_args.last_mut().unwrap() = rocky8.join("usr").display().to_string();
     let run = knowngood(rocky8_args, Some(&key), None).await;
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
@@ -1621,7 +1650,7 @@ async fn scan_packages_reads_the_rpm_database() {
     bytes.truncate(bytes.len() - 4096);
     std::fs::write(&packages, bytes).unwrap();
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &rocky8_s]),
+        args(&["--packages", "--packages-root", &rocky8_s]),
         Some(&key),
         None,
     )
@@ -1640,7 +1669,7 @@ async fn scan_packages_reads_the_rpm_database() {
     std::fs::write(ndb.join("usr/lib/sysimage/rpm/Packages.db"), [0u8; 64]).unwrap();
     let ndb_s = ndb.display().to_string();
     let run = knowngood(
-        args(&["--packages", "--dpkg-root", &ndb_s]),
+        args(&["--packages", "--packages-root", &ndb_s]),
         Some(&key),
         None,
     )
