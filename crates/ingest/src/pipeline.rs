@@ -323,6 +323,17 @@ impl RecordSink for Released<'_> {
     }
 }
 
+/// What the pipeline reads inside an artifact once it is downloaded, beyond its own digests.
+#[derive(Clone, Copy)]
+enum Contents {
+    /// Nothing: a single file.
+    Opaque,
+    /// An RPM package: the per-file SHA-256 of its header.
+    Rpm,
+    /// An archive or package whose files become member records.
+    Archive(ArchiveFormat),
+}
+
 async fn ingest_artifact(
     a: &Artifact,
     ctx: &FetchContext,
@@ -338,13 +349,15 @@ async fn ingest_artifact(
         }
         None => sink,
     };
-    let archive = ctx
-        .limits
-        .members
-        .enabled
-        .then(|| ArchiveFormat::from_name(file_name(&a.url)))
-        .flatten();
-    let rpm = ctx.limits.members.enabled && is_rpm(&a.url);
+    let members = ctx.limits.members.enabled;
+    let contents = if members && is_rpm(&a.url) {
+        Contents::Rpm
+    } else {
+        match ArchiveFormat::from_name(file_name(&a.url)).filter(|_| members) {
+            Some(format) => Contents::Archive(format),
+            None => Contents::Opaque,
+        }
+    };
     if let Some(sha256) = &a.published.sha256 {
         let record = NewRecord {
             hash_sha256: sha256.clone(),
@@ -352,58 +365,8 @@ async fn ingest_artifact(
             hash_md5: a.published.md5.clone(),
             ..new_record(a)
         };
-        // A past version taken in by a history horizon: its published hash only.
-        if (!rpm && archive.is_none()) || ctx.is_history_only(&a.url) {
-            store(sink, record, &a.url, report).await;
-            return;
-        }
-        // A package or archive already recorded is not downloaded again: its files were
-        // read when it was first seen.
-        match sink.already_recorded(&record).await {
-            Ok(true) => {
-                store(sink, record, &a.url, report).await;
-                return;
-            }
-            Ok(false) => {}
-            Err(e) => return report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e)),
-        }
-        // Seen for the first time: downloaded and checked before anything is recorded, so
-        // that bytes which disagree with the published hash leave no record at all (the
-        // previous version stays current).
-        if rpm {
-            rpm_files(a, record, ctx, sink, clock, report).await;
-            return;
-        }
-        if let Some(format) = archive {
-            match fetch_archive(a, format, ctx, clock, report).await {
-                Fetched::Verified(verified) => {
-                    let (downloaded, scan) = *verified;
-                    if let Err(e @ MemberError::PackageManifestMismatch { .. }) = &scan {
-                        // The package contradicts its own manifest: refused whole.
-                        let message = error_chain(e);
-                        return report.problem(ProblemKind::HashMismatch, Some(&a.url), message);
-                    }
-                    let record = NewRecord {
-                        size: Some(downloaded.size_bytes),
-                        ..record
-                    };
-                    let Some(outcome) = store(sink, record, &a.url, report).await else {
-                        return;
-                    };
-                    audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
-                    record_members(a, ctx, scan, sink, report).await;
-                }
-                // The published hash is recorded as for any file the service does not
-                // download; its members are read on a later run.
-                Fetched::Failed => {
-                    store(sink, record, &a.url, report).await;
-                }
-                Fetched::Refused => {}
-            }
-        }
-        return;
+        return ingest_published(a, record, contents, ctx, sink, clock, report).await;
     }
-
     // Only a SHA-1 published (npm): a file already recorded with it is not downloaded again.
     if let Some(sha1) = &a.published.sha1 {
         let probe = NewRecord {
@@ -419,8 +382,83 @@ async fn ingest_artifact(
             Err(e) => return report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e)),
         }
     }
-    let (downloaded, scan) = match archive {
-        Some(format) => match fetch_archive(a, format, ctx, clock, report).await {
+    ingest_downloaded(a, contents, ctx, sink, clock, report).await;
+}
+
+/// An artifact whose SHA-256 the vendor published (`record` carries it): recorded as
+/// published when nothing inside it is read, or when it was already recorded (its files
+/// were read when it was first seen); otherwise downloaded, checked, and recorded with its
+/// members.
+async fn ingest_published(
+    a: &Artifact,
+    record: NewRecord,
+    contents: Contents,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) {
+    // A past version taken in by a history horizon: its published hash only.
+    if matches!(contents, Contents::Opaque) || ctx.is_history_only(&a.url) {
+        store(sink, record, &a.url, report).await;
+        return;
+    }
+    match sink.already_recorded(&record).await {
+        Ok(true) => {
+            store(sink, record, &a.url, report).await;
+            return;
+        }
+        Ok(false) => {}
+        Err(e) => return report.problem(ProblemKind::Record, Some(&a.url), error_chain(&e)),
+    }
+    // Seen for the first time: downloaded and checked before anything is recorded, so
+    // that bytes which disagree with the published hash leave no record at all (the
+    // previous version stays current).
+    let format = match contents {
+        Contents::Rpm => return rpm_files(a, record, ctx, sink, clock, report).await,
+        Contents::Archive(format) => format,
+        Contents::Opaque => return,
+    };
+    match fetch_archive(a, format, ctx, clock, report).await {
+        Fetched::Verified(verified) => {
+            let (downloaded, scan) = *verified;
+            if let Err(e @ MemberError::PackageManifestMismatch { .. }) = &scan {
+                // The package contradicts its own manifest: refused whole.
+                let message = error_chain(e);
+                return report.problem(ProblemKind::HashMismatch, Some(&a.url), message);
+            }
+            let record = NewRecord {
+                size: Some(downloaded.size_bytes),
+                ..record
+            };
+            let Some(outcome) = store(sink, record, &a.url, report).await else {
+                return;
+            };
+            audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
+            record_members(a, ctx, scan, sink, report).await;
+        }
+        // The published hash is recorded as for any file the service does not
+        // download; its members are read on a later run.
+        Fetched::Failed => {
+            store(sink, record, &a.url, report).await;
+        }
+        Fetched::Refused => {}
+    }
+}
+
+/// An artifact without a published SHA-256: downloaded and hashed (checked against any
+/// hash that was published), then recorded with its digests, its Authenticode signer and
+/// the files of an archive.
+async fn ingest_downloaded(
+    a: &Artifact,
+    contents: Contents,
+    ctx: &FetchContext,
+    sink: &dyn RecordSink,
+    clock: &dyn Clock,
+    report: &mut VendorReport,
+) {
+    let (downloaded, scan) = match contents {
+        Contents::Archive(format) => match fetch_archive(a, format, ctx, clock, report).await {
             Fetched::Verified(verified) => {
                 let (downloaded, scan) = *verified;
                 if let Err(e @ MemberError::PackageManifestMismatch { .. }) = &scan {
@@ -431,7 +469,7 @@ async fn ingest_artifact(
             }
             Fetched::Failed | Fetched::Refused => return,
         },
-        None => {
+        Contents::Opaque | Contents::Rpm => {
             let downloaded =
                 match download_and_hash(&ctx.client, &a.url, &ctx.limits.download, clock).await {
                     Ok(d) => d,
