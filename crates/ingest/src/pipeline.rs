@@ -427,15 +427,12 @@ async fn ingest_published(
                 let message = error_chain(e);
                 return report.problem(ProblemKind::HashMismatch, Some(&a.url), message);
             }
-            let record = NewRecord {
-                size: Some(downloaded.size_bytes),
-                ..record
-            };
-            let Some(outcome) = store(sink, record, &a.url, report).await else {
-                return;
-            };
-            audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
-            record_members(a, ctx, scan, sink, report).await;
+            if store_downloaded(a, record, &downloaded, sink, report)
+                .await
+                .is_some()
+            {
+                record_members(a, ctx, scan, sink, report).await;
+            }
         }
         // The published hash is recorded as for any file the service does not
         // download; its members are read on a later run.
@@ -516,6 +513,24 @@ async fn ingest_downloaded(
     if let Some(scan) = scan {
         record_members(a, ctx, scan, sink, report).await;
     }
+}
+
+/// Records a downloaded artifact under its published hashes, with its size, and audits the
+/// download against the record.
+async fn store_downloaded(
+    a: &Artifact,
+    record: NewRecord,
+    downloaded: &Downloaded,
+    sink: &dyn RecordSink,
+    report: &mut VendorReport,
+) -> Option<RecordOutcome> {
+    let record = NewRecord {
+        size: Some(downloaded.size_bytes),
+        ..record
+    };
+    let outcome = store(sink, record, &a.url, report).await?;
+    audit(sink, downloaded, a, outcome.id().to_string(), report).await;
+    Some(outcome)
 }
 
 /// Every hash the vendor published for `a` agrees with the downloaded bytes; otherwise the
@@ -712,14 +727,12 @@ async fn rpm_files(
     if !published_match(a, &downloaded, report) {
         return;
     }
-    let record = NewRecord {
-        size: Some(downloaded.size_bytes),
-        ..record
-    };
-    let Some(outcome) = store(sink, record, &a.url, report).await else {
+    if store_downloaded(a, record, &downloaded, sink, report)
+        .await
+        .is_none()
+    {
         return;
     };
-    audit(sink, &downloaded, a, outcome.id().to_string(), report).await;
     let header: RpmHeader = match scanned.header {
         Ok(h) => h,
         Err(e) => return report.problem(ProblemKind::Archive, Some(&a.url), error_chain(&e)),

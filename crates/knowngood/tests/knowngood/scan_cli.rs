@@ -847,6 +847,20 @@ type DpkgPackage<'a> = (&'a str, &'a str, &'a [(&'a str, &'a [u8])]);
 
 /// A Debian system root for `scan --packages`: dpkg's `status` and `info/*.list` files
 /// and the files they list, merged-`/usr` (`bin` is a symlink to `usr/bin`).
+/// The words of the `n`th row after the header of a table run's per-package summary.
+fn package_table_row(stdout: &str, n: usize) -> Vec<&str> {
+    let header = stdout
+        .lines()
+        .position(|l| l.starts_with("PACKAGE"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    stdout
+        .lines()
+        .nth(header + n)
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .split_whitespace()
+        .collect()
+}
+
 fn dpkg_root(root: &Path, packages: &[DpkgPackage]) {
     let info = root.join("var/lib/dpkg/info");
     std::fs::create_dir_all(&info).unwrap();
@@ -1022,18 +1036,7 @@ async fn scan_packages_tells_modified_from_not_covered() {
         cat_line.contains("differs from the genuine build"),
         "{cat_line}"
     );
-    let header = run
-        .stdout
-        .lines()
-        .position(|l| l.starts_with("PACKAGE"))
-        .unwrap_or_else(|| panic!("{}", run.stdout));
-    let tool_line: Vec<&str> = run
-        .stdout
-        .lines()
-        .nth(header + 3)
-        .unwrap()
-        .split_whitespace()
-        .collect();
+    let tool_line = package_table_row(&run.stdout, 3);
     assert_eq!(tool_line, ["tool", "2.0-1", "1", "0", "0", "1"]);
     assert!(
         run.stdout.trim_end().ends_with("1 modified, 3 not covered"),
@@ -1568,18 +1571,7 @@ async fn scan_packages_reads_the_rpm_database() {
         bashbug_line.contains("bash") && bashbug_line.contains("5.1.8-9.el9"),
         "{bashbug_line}"
     );
-    let header = run
-        .stdout
-        .lines()
-        .position(|l| l.starts_with("PACKAGE"))
-        .unwrap_or_else(|| panic!("{}", run.stdout));
-    let tool_line: Vec<&str> = run
-        .stdout
-        .lines()
-        .nth(header + 3)
-        .unwrap()
-        .split_whitespace()
-        .collect();
+    let tool_line = package_table_row(&run.stdout, 3);
     assert_eq!(tool_line, ["tool", "2.0-1.el9", "1", "0", "0", "1"]);
     assert!(
         run.stdout.trim_end().ends_with("2 modified, 2 not covered"),
