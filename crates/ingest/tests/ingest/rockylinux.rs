@@ -622,3 +622,222 @@ async fn locations_relative_to_the_repository_are_followed() {
         sha256(&elf("wget", "x86_64"))
     );
 }
+
+/// Publishes a signed repository at `dir`: a gzip `primary.xml` listing `listed` (as
+/// `package` writes each), the `repomd.xml` that gives its SHA-256 and the detached
+/// signature of that `repomd.xml` (the layout of the mirror and of the vault alike).
+fn signed_repo(site: &Site, key: &SignedSecretKey, dir: &str, listed: &[String]) {
+    let primary_xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metadata xmlns=\"http://linux.duke.edu/metadata/common\" \
+         xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{}\">\n{}</metadata>\n",
+        listed.len(),
+        listed.join("")
+    );
+    let primary = gz(primary_xml.as_bytes());
+    let primary_sum = sha256(&primary);
+    let repomd = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" \
+         xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n  <revision>1731000000</revision>\n\
+         \x20 <data type=\"primary\">\n    <checksum type=\"sha256\">{primary_sum}</checksum>\n\
+         \x20   <open-checksum type=\"sha256\">{}</open-checksum>\n    \
+         <location href=\"repodata/{primary_sum}-primary.xml.gz\"/>\n\
+         \x20   <timestamp>1730999900</timestamp>\n    <size>{}</size>\n    <open-size>{}</open-size>\n  </data>\n\
+         </repomd>\n",
+        sha256(primary_xml.as_bytes()),
+        primary.len(),
+        primary_xml.len(),
+    );
+    site.file(
+        &format!("{dir}/repodata/{primary_sum}-primary.xml.gz"),
+        primary,
+    );
+    site.file(
+        &format!("{dir}/repodata/repomd.xml.asc"),
+        detach_sign(key, repomd.as_bytes()),
+    );
+    site.file(&format!("{dir}/repodata/repomd.xml"), repomd);
+}
+
+/// A Rocky Linux 9 coreutils build whose `ls` is its own.
+fn coreutils9(rel: &str, arch: &str) -> Vec<u8> {
+    rpm(
+        "coreutils",
+        "8.32",
+        rel,
+        arch,
+        &[file(
+            "/usr/bin/ls",
+            0o100755,
+            Some(elf(&format!("ls 8.32-{rel}"), arch)),
+        )],
+    )
+}
+
+/// The mirror at `/pub/rocky` (major 9 at its current minor 9.6, BaseOS with coreutils
+/// 8.32-39.el9) and the vault at `/vault/rocky` with 9.5 (BaseOS with 8.32-36.el9) and 9.4
+/// (BaseOS with 8.32-34.el9; its x86_64 package altered when `tamper`); AppStream of each
+/// lists nothing followed. Older minors are absent from the vault (HTTP 404).
+fn mirror_and_vault(key: &SignedSecretKey, tamper: bool) -> Site {
+    let site = Site::new();
+    site.file(
+        "/pub/rocky/",
+        "<html><head><title>Index of /pub/rocky/</title></head><body><pre>\
+         <a href=\"../\">../</a>\n<a href=\"9/\">9/</a>      20-Nov-2025 09:00    -\n\
+         <a href=\"9.6/\">9.6/</a>    20-Nov-2025 09:00    -\n</pre></body></html>",
+    );
+    for (root, rel) in [
+        ("/pub/rocky/9", "39.el9"),
+        ("/vault/rocky/9.5", "36.el9"),
+        ("/vault/rocky/9.4", "34.el9"),
+    ] {
+        for arch in ["x86_64", "aarch64"] {
+            let body = coreutils9(rel, arch);
+            let href = format!("Packages/c/coreutils-8.32-{rel}.{arch}.rpm");
+            let dir = format!("{root}/BaseOS/{arch}/os");
+            let served = if tamper && rel == "34.el9" && arch == "x86_64" {
+                [body.as_slice(), b"implant"].concat()
+            } else {
+                body.clone()
+            };
+            site.file(&format!("{dir}/{href}"), served);
+            let listed = [package("coreutils", arch, "8.32", rel, &href, &body)];
+            signed_repo(&site, key, &dir, &listed);
+            signed_repo(&site, key, &format!("{root}/AppStream/{arch}/os"), &[]);
+        }
+    }
+    site
+}
+
+/// Runs Rocky Linux over `site` with `items`, the vault configured when `vault`.
+async fn run_pinned(
+    public: &str,
+    site: &Site,
+    items: &[&str],
+    vault: bool,
+) -> (VendorReport, MemorySink, String) {
+    let base = site.serve().await;
+    let mut config = config_for("rockylinux", &format!("{base}/pub/rocky"));
+    config.items = items.iter().map(|i| (*i).to_owned()).collect();
+    if vault {
+        config.snapshot_url = Some(format!("{base}/vault/rocky/"));
+    }
+    let mut limits = limits();
+    limits.members.enabled = true;
+    let ctx = FetchContext::new(testkit::vendor::https_client(), config, limits);
+    let sink = MemorySink::default();
+    let report = ingest_vendor(&RockyLinux::with_keys(&[public]), &ctx, &sink, &clock()).await;
+    (report, sink, base)
+}
+
+fn vault_hits(site: &Site) -> Vec<String> {
+    let hits = site.hits.lock().unwrap();
+    hits.iter()
+        .filter(|p| p.contains("/vault/"))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pin_of_an_older_minor_is_read_from_the_vault() {
+    let (key, public) = archive_key();
+    let site = mirror_and_vault(&key, false);
+    let (report, sink, _) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], true).await;
+    assert!(
+        report.errors == 0 && report.rejected == 0 && report.mismatches == 0,
+        "{:#?}",
+        report.problems
+    );
+    assert_eq!(
+        (report.discovered, report.downloaded, report.members),
+        (2, 2, 2)
+    );
+    for (arch, model_arch) in [("x86_64", Amd64), ("aarch64", Arm64)] {
+        let name = format!("coreutils-8.32-34.el9.{arch}.rpm");
+        let package = sink.get(&name, Linux, model_arch);
+        assert_eq!(package.vendor, "Rocky Linux");
+        assert_eq!(package.version, "8.32-34.el9");
+        assert_eq!(package.hash_sha256, sha256(&coreutils9("34.el9", arch)));
+        assert!(
+            package
+                .source_url
+                .contains(&format!("/vault/rocky/9.4/BaseOS/{arch}/os/Packages/c/")),
+            "{}",
+            package.source_url
+        );
+        let ls = sink.get("usr/bin/ls", Linux, model_arch);
+        assert_eq!(ls.version, "8.32-34.el9");
+        assert_eq!(ls.hash_sha256, sha256(&elf("ls 8.32-34.el9", arch)));
+    }
+    // The pin means that version: the live repository's newest is not taken.
+    assert!(
+        sink.records
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(_, r)| r.version == "8.32-34.el9")
+    );
+    // Newest minor first, and the search stops at the first minor listing the pin.
+    let hits = vault_hits(&site);
+    assert!(hits.contains(&"/vault/rocky/9.5/BaseOS/x86_64/os/repodata/repomd.xml".to_owned()));
+    assert!(hits.iter().all(|p| !p.contains("/9.3/")), "{hits:?}");
+}
+
+#[tokio::test]
+async fn without_the_vault_a_pin_the_mirror_does_not_list_is_reported() {
+    let (key, public) = archive_key();
+    let site = mirror_and_vault(&key, false);
+    let (report, sink, base) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], false).await;
+    assert_eq!(report.discovered, 0, "{report:#?}");
+    assert!(sink.records.lock().unwrap().is_empty());
+    assert!(
+        report.problems.iter().any(|p| p.message.contains(&format!(
+            "coreutils=8.32-34.el9: not listed by the followed repos of {base}/pub/rocky (9);"
+        ))),
+        "{:#?}",
+        report.problems
+    );
+    assert!(vault_hits(&site).is_empty());
+}
+
+#[tokio::test]
+async fn a_vault_package_that_disagrees_with_its_signed_metadata_is_refused() {
+    let (key, public) = archive_key();
+    let site = mirror_and_vault(&key, true);
+    let (report, sink, _) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], true).await;
+    assert_eq!(report.mismatches, 1, "{report:#?}");
+    let mismatch = report
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::HashMismatch)
+        .unwrap();
+    assert!(mismatch.url.as_deref().unwrap().ends_with(
+        "/vault/rocky/9.4/BaseOS/x86_64/os/Packages/c/coreutils-8.32-34.el9.x86_64.rpm"
+    ));
+    // Nothing of the refused package is recorded; the untouched arch is.
+    let records = sink.records.lock().unwrap();
+    assert!(records.iter().all(|(_, r)| r.arch == Arm64), "{records:?}");
+    assert!(
+        records
+            .iter()
+            .any(|(_, r)| r.executable_name == "usr/bin/ls")
+    );
+}
+
+#[tokio::test]
+async fn a_pin_listed_nowhere_names_the_minors_tried() {
+    let (key, public) = archive_key();
+    let site = mirror_and_vault(&key, false);
+    let (report, sink, base) = run_pinned(&public, &site, &["coreutils=8.32-1.el9"], true).await;
+    assert!(sink.records.lock().unwrap().is_empty());
+    // Absent minors (404) are tried and skipped, not failures of their own.
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    assert!(
+        report.problems[0].message.contains(&format!(
+            "coreutils=8.32-1.el9: not listed by the followed repos of {base}/pub/rocky (9), \
+             nor by the vault at {base}/vault/rocky (9.5, 9.4, 9.3, 9.2, 9.1, 9.0);"
+        )),
+        "{:#?}",
+        report.problems
+    );
+    assert!(site.hit("/vault/rocky/9.0/BaseOS/aarch64/os/repodata/repomd.xml"));
+}
