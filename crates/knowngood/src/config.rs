@@ -86,7 +86,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) archive_members: ArchiveMemberSettings,
     /// Per-vendor overrides: `[vendors.<id>] enabled, base_url, files_url, items`, and for
-    /// distributions `items_file`, for Debian `releases`, `security_url` and `snapshot_url`.
+    /// distributions `items_file`, for Debian `releases`, `security_url` and `snapshot_url`,
+    /// for Rocky Linux `snapshot_url`.
     #[serde(default)]
     pub(crate) vendors: std::collections::BTreeMap<String, jobs::refresh::VendorOverride>,
     #[serde(default)]
@@ -769,8 +770,11 @@ fn check_vendors(
         if o.security_url.is_some() && id != "debian" {
             anyhow::bail!("vendors.{id}.security_url: only debian reads a security archive");
         }
-        if o.snapshot_url.is_some() && id != "debian" {
-            anyhow::bail!("vendors.{id}.snapshot_url: only debian reads a snapshot service");
+        if o.snapshot_url.is_some() && !["debian", "rockylinux"].contains(&id.as_str()) {
+            anyhow::bail!(
+                "vendors.{id}.snapshot_url: only debian (a snapshot service) and rockylinux \
+                 (a vault of older minor releases) read one"
+            );
         }
         for release in o.releases.iter().flatten() {
             let ok = !release.is_empty()
@@ -796,7 +800,8 @@ fn check_vendors(
             if !https {
                 anyhow::bail!(
                     "vendors.{id}.snapshot_url must be an https:// URL without query or fragment \
-                     (e.g. \"https://snapshot.debian.org\")"
+                     (e.g. \"https://snapshot.debian.org\", \
+                     \"https://dl.rockylinux.org/vault/rocky\")"
                 );
             }
         }
@@ -854,9 +859,20 @@ mod tests {
             let e = parse(&format!("[vendors.debian]\nsnapshot_url = {bad:?}\n")).unwrap_err();
             assert!(e.to_string().contains("vendors.debian.snapshot_url"), "{e}");
         }
+        parse("[vendors.rockylinux]\nsnapshot_url = \"https://dl.rockylinux.org/vault/rocky\"\n")
+            .unwrap();
+        let e = parse("[vendors.rockylinux]\nsnapshot_url = \"http://dl.rockylinux.org/vault\"\n")
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("vendors.rockylinux.snapshot_url"),
+            "{e}"
+        );
         let e = parse("[vendors.ubuntu]\nsnapshot_url = \"https://snapshot.debian.org\"\n")
             .unwrap_err();
-        assert!(e.to_string().contains("only debian"), "{e}");
+        assert!(
+            e.to_string().contains("only debian") && e.to_string().contains("rockylinux"),
+            "{e}"
+        );
         let e = parse("[vendors.pypi]\nreleases = [\"bookworm\"]\n").unwrap_err();
         assert!(e.to_string().contains("vendors.pypi.releases"), "{e}");
         let e = parse("[vendors.debian]\nreleases = [\"Bookworm 12\"]\n").unwrap_err();
