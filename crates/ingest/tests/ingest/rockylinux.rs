@@ -675,9 +675,10 @@ fn coreutils9(rel: &str, arch: &str) -> Vec<u8> {
 
 /// The mirror at `/pub/rocky` (major 9 at its current minor 9.6, BaseOS with coreutils
 /// 8.32-39.el9) and the vault at `/vault/rocky` with 9.5 (BaseOS with 8.32-36.el9) and 9.4
-/// (BaseOS with 8.32-34.el9; its x86_64 package altered when `tamper`); AppStream of each
-/// lists nothing followed. Older minors are absent from the vault (HTTP 404).
-fn mirror_and_vault(key: &SignedSecretKey, tamper: bool) -> Site {
+/// (BaseOS with 8.32-34.el9; its x86_64 package altered, or its x86_64 repomd.xml signed
+/// with another key, as `tamper` says); AppStream of each lists nothing followed. Older
+/// minors are absent from the vault (HTTP 404).
+fn mirror_and_vault(key: &SignedSecretKey, tamper: Tamper) -> Site {
     let site = Site::new();
     site.file(
         "/pub/rocky/",
@@ -694,14 +695,21 @@ fn mirror_and_vault(key: &SignedSecretKey, tamper: bool) -> Site {
             let body = coreutils9(rel, arch);
             let href = format!("Packages/c/coreutils-8.32-{rel}.{arch}.rpm");
             let dir = format!("{root}/BaseOS/{arch}/os");
-            let served = if tamper && rel == "34.el9" && arch == "x86_64" {
+            let in_94 = rel == "34.el9" && arch == "x86_64";
+            let served = if tamper == Tamper::Rpm && in_94 {
                 [body.as_slice(), b"implant"].concat()
             } else {
                 body.clone()
             };
             site.file(&format!("{dir}/{href}"), served);
             let listed = [package("coreutils", arch, "8.32", rel, &href, &body)];
-            signed_repo(&site, key, &dir, &listed);
+            let other = archive_key().0;
+            let signer = if tamper == Tamper::OtherKey && in_94 {
+                &other
+            } else {
+                key
+            };
+            signed_repo(&site, signer, &dir, &listed);
             signed_repo(&site, key, &format!("{root}/AppStream/{arch}/os"), &[]);
         }
     }
@@ -740,7 +748,7 @@ fn vault_hits(site: &Site) -> Vec<String> {
 #[tokio::test]
 async fn a_pin_of_an_older_minor_is_read_from_the_vault() {
     let (key, public) = archive_key();
-    let site = mirror_and_vault(&key, false);
+    let site = mirror_and_vault(&key, Tamper::Nothing);
     let (report, sink, _) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], true).await;
     assert!(
         report.errors == 0 && report.rejected == 0 && report.mismatches == 0,
@@ -785,7 +793,7 @@ async fn a_pin_of_an_older_minor_is_read_from_the_vault() {
 #[tokio::test]
 async fn without_the_vault_a_pin_the_mirror_does_not_list_is_reported() {
     let (key, public) = archive_key();
-    let site = mirror_and_vault(&key, false);
+    let site = mirror_and_vault(&key, Tamper::Nothing);
     let (report, sink, base) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], false).await;
     assert_eq!(report.discovered, 0, "{report:#?}");
     assert!(sink.records.lock().unwrap().is_empty());
@@ -802,7 +810,7 @@ async fn without_the_vault_a_pin_the_mirror_does_not_list_is_reported() {
 #[tokio::test]
 async fn a_vault_package_that_disagrees_with_its_signed_metadata_is_refused() {
     let (key, public) = archive_key();
-    let site = mirror_and_vault(&key, true);
+    let site = mirror_and_vault(&key, Tamper::Rpm);
     let (report, sink, _) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], true).await;
     assert_eq!(report.mismatches, 1, "{report:#?}");
     let mismatch = report
@@ -826,7 +834,7 @@ async fn a_vault_package_that_disagrees_with_its_signed_metadata_is_refused() {
 #[tokio::test]
 async fn a_pin_listed_nowhere_names_the_minors_tried() {
     let (key, public) = archive_key();
-    let site = mirror_and_vault(&key, false);
+    let site = mirror_and_vault(&key, Tamper::Nothing);
     let (report, sink, base) = run_pinned(&public, &site, &["coreutils=8.32-1.el9"], true).await;
     assert!(sink.records.lock().unwrap().is_empty());
     // Absent minors (404) are tried and skipped, not failures of their own.
@@ -840,4 +848,32 @@ async fn a_pin_listed_nowhere_names_the_minors_tried() {
         report.problems
     );
     assert!(site.hit("/vault/rocky/9.0/BaseOS/aarch64/os/repodata/repomd.xml"));
+}
+
+#[tokio::test]
+async fn a_vault_repomd_whose_signature_fails_records_nothing_of_it() {
+    let (key, public) = archive_key();
+    let site = mirror_and_vault(&key, Tamper::OtherKey);
+    let (report, sink, _) = run_pinned(&public, &site, &["coreutils=8.32-34.el9"], true).await;
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == ProblemKind::Discovery
+                && p.message
+                    .contains("/vault/rocky/9.4/BaseOS/x86_64/os/repodata/repomd.xml")
+                && p.message.contains("no signature verifies")),
+        "{:#?}",
+        report.problems
+    );
+    // Nothing the unverified repomd.xml points to was read or recorded.
+    assert!(
+        vault_hits(&site)
+            .iter()
+            .all(|p| !(p.contains("9.4/BaseOS/x86_64") && !p.contains("repomd.xml"))),
+        "{:?}",
+        vault_hits(&site)
+    );
+    let records = sink.records.lock().unwrap();
+    assert!(records.iter().all(|(_, r)| r.arch == Arm64), "{records:?}");
 }
