@@ -61,9 +61,10 @@ pub struct VendorConfig {
     pub releases: Vec<String>,
     /// Debian: the security archive (`<root>/dists/<release>-security/`).
     pub security_url: Option<String>,
-    /// Debian: a snapshot service (`https://snapshot.debian.org`) from which a pinned
-    /// `name=version` the followed suites no longer list is read, through the archive's
-    /// signed chain as it stood then. `None`: such a pin is reported as not listed.
+    /// Debian and Rocky Linux: where a pinned `name=version` the followed suites or repos no
+    /// longer list is read, through the same signed chain: Debian's snapshot service
+    /// (`https://snapshot.debian.org`, the archive as it stood then) or Rocky Linux's vault
+    /// of older minor releases. `None`: such a pin is reported as not listed.
     pub snapshot_url: Option<String>,
     /// PyPI and npm: how many of the versions a channel lists are recorded (the newest
     /// current, the others as superseded history). `None`: the newest only.

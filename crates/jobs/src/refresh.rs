@@ -34,7 +34,8 @@ pub struct VendorOverride {
     pub releases: Option<Vec<String>>,
     /// Debian: the security archive.
     pub security_url: Option<String>,
-    /// Debian: a snapshot service for pinned versions the followed suites no longer list.
+    /// Debian and Rocky Linux: a snapshot service (Debian) or vault (Rocky Linux) for pinned
+    /// versions the followed suites or repos no longer list.
     pub snapshot_url: Option<String>,
     /// PyPI and npm: `history = N` (the N newest versions the registry lists) or
     /// `history = "all"`.
