@@ -336,7 +336,7 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
     let tracked = intel.tracked(state).await?;
     // Parsing and name analysis are CPU work: off the request threads.
     let (sbom, risks) =
-        tokio::task::spawn_blocking(move || parse_and_judge_names(&body, &detector, &tracked))
+        tokio::task::spawn_blocking(move || parse_and_judge_names(body, &detector, &tracked))
             .await
             .map_err(|e| Error::internal_caused("SBOM analysis stopped", e))??;
     let hashes = HashAnswers::classify(state, &sbom.components).await?;
@@ -362,16 +362,18 @@ pub async fn sbom(state: &AppState, slot: SbomScanSlot, body: bytes::Bytes) -> R
 /// Parses the document and judges each distinct (ecosystem, name) once: the components and,
 /// for each, its name risk.
 fn parse_and_judge_names(
-    body: &[u8],
+    body: bytes::Bytes,
     detector: &Detector,
     tracked: &Tracked,
 ) -> Result<(packages::Sbom, Vec<Arc<NameRisk>>), Error> {
-    let sbom = packages::sbom::parse(body).map_err(|e| match e {
+    let sbom = packages::sbom::parse(&body).map_err(|e| match e {
         packages::SbomError::Invalid(m) => Error::bad_request(m),
         too_many @ packages::SbomError::TooManyComponents => {
             Error::PayloadTooLarge(too_many.to_string())
         }
     })?;
+    // The document is not needed past parsing: freed before the names are judged.
+    drop(body);
     // A name listed in several versions is analysed once.
     let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
     let mut risks: Vec<Arc<NameRisk>> = Vec::new();
