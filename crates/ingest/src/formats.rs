@@ -182,9 +182,20 @@ pub fn file_name(url: &str) -> &str {
 
 /// Percent-encodes what a URL path cannot carry as is (Firefox's "Firefox Setup 133.0.exe").
 pub(crate) fn encode_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/+!@".contains(&b) {
+    percent_encode(path, b"-._~/+!@")
+}
+
+/// Percent-encodes `text` as one path segment: everything but RFC 3986's unreserved
+/// characters (a Debian version's `+`, `~` and `:` included).
+pub(crate) fn encode_segment(text: &str) -> String {
+    percent_encode(text, b"-._~")
+}
+
+/// `text` with every byte but ASCII letters, digits and `keep` percent-encoded.
+fn percent_encode(text: &str, keep: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || keep.contains(&b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));

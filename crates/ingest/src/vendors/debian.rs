@@ -55,7 +55,7 @@ use serde::Deserialize;
 use crate::fetch::{
     Artifact, FetchContext, FetchError, Fetcher, PublishedHashes, VendorConfig, resolve_url,
 };
-use crate::formats::{file_name, hex_digest};
+use crate::formats::{encode_segment, file_name, hex_digest};
 use crate::openpgp::Keyring;
 
 /// The archive keys that sign Debian's `InRelease` files (see `keys/SOURCE.md`).
@@ -705,20 +705,6 @@ fn snapshot_timestamp(ts: &str) -> bool {
         && chrono::NaiveDateTime::parse_from_str(ts, "%Y%m%dT%H%M%SZ").is_ok()
 }
 
-/// `text` as one percent-encoded path segment (everything but RFC 3986's unreserved
-/// characters encoded: versions hold `+`, `~` and `:`).
-fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The files of the answer for the followed architectures, each placed in an archive read
 /// at a valid moment. An answer that names a file it gives no valid place for is an error
 /// (nothing of the version is taken from it).
@@ -802,8 +788,8 @@ impl Debian {
         } = pinned;
         let url = format!(
             "{snapshot}/mr/binary/{}/{}/binfiles?fileinfo=1",
-            path_segment(name),
-            path_segment(version)
+            encode_segment(name),
+            encode_segment(version)
         );
         // Within the document size limit, as every channel document.
         let answer: BinFiles = match ctx.get_json(&url, Some("application/json")).await {
@@ -1004,10 +990,10 @@ mod tests {
             assert!(!snapshot_timestamp(bad), "{bad}");
         }
         assert_eq!(
-            path_segment("1:2.41-12+deb13u5~1"),
+            encode_segment("1:2.41-12+deb13u5~1"),
             "1%3A2.41-12%2Bdeb13u5~1"
         );
-        assert_eq!(path_segment("a/b c?d#e%"), "a%2Fb%20c%3Fd%23e%25");
+        assert_eq!(encode_segment("a/b c?d#e%"), "a%2Fb%20c%3Fd%23e%25");
     }
 
     #[test]
