@@ -59,7 +59,7 @@ pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error>
     }
     // PostgreSQL text cannot hold NUL, and no field of ours has a use for one. The scan
     // is cheap; only a body that may hold one is parsed again to name the field.
-    if bytes.contains(&0) || contains_ignore_case(bytes, b"\\u0000") {
+    if bytes.contains(&0) || has_nul_escape(bytes) {
         let field = serde_json::from_slice::<serde_json::Value>(bytes)
             .ok()
             .and_then(|v| nul_path(&v, String::new()));
@@ -70,7 +70,11 @@ pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error>
             None => Error::bad_request("request body must not contain NUL characters"),
         });
     }
-    // The error names where in the body the problem is (`hashes`, `hashes[3]`).
+    // Most bodies are well formed: they are read once, without tracking where the reader
+    // is. Only a body that fails is read again to name where (`hashes`, `hashes[3]`).
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -126,10 +130,13 @@ fn nul_path(value: &serde_json::Value, here: String) -> Option<String> {
     }
 }
 
-fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
+/// Whether `body` holds the escape `\u0000` (either case): only at a backslash, which most
+/// bodies hold none of.
+fn has_nul_escape(body: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', body).any(|at| {
+        body.get(at + 1..at + 6)
+            .is_some_and(|rest| rest.eq_ignore_ascii_case(b"u0000"))
+    })
 }
 
 /// Longest query value or path parameter accepted, in bytes; fields with a tighter limit
@@ -382,5 +389,40 @@ mod tests {
         assert!(instant(Some("0001-01-01T00:00:00Z"), "from", false).is_err());
         let end = instant(Some("2025-03-01"), "until", true).unwrap().unwrap();
         assert_eq!(end.to_rfc3339(), "2025-03-01T23:59:59.999999+00:00");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Body {
+        #[allow(dead_code)] // read only through Debug
+        hashes: Vec<String>,
+    }
+
+    fn refusal(body: &str) -> String {
+        match decode_json::<Body>(body.as_bytes()) {
+            Err(Error::BadRequest(m)) => m,
+            other => panic!("{body:?} answered {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_refusals_name_where_the_body_is_wrong() {
+        assert!(decode_json::<Body>(br#"{"hashes": ["a\\b", "\u0041"]}"#).is_ok());
+        assert_eq!(
+            refusal(r#"{"hashes": ["a", 7]}"#),
+            "invalid JSON body: hashes[1]: invalid type: integer `7`, expected a string at line 1 column 18"
+        );
+        assert!(refusal(r#"{"hashes": []} x"#).contains("trailing characters"));
+        assert_eq!(
+            refusal(r#"{"hashes": ["a", "b\u0000"]}"#),
+            "invalid JSON body: hashes[1]: must not contain NUL characters"
+        );
+        // An escape the reader refuses still counts as a NUL to refuse, in either case.
+        assert_eq!(
+            refusal(r#"{"hashes": ["\U0000"]}"#),
+            "request body must not contain NUL characters"
+        );
+        assert!(refusal("{\"hashes\": [\"\0\"]}").contains("NUL"));
+        // A backslash at the very end is no escape and no panic.
+        assert!(refusal("{\"hashes\": \\").contains("invalid JSON body"));
     }
 }
