@@ -964,6 +964,25 @@ impl Generation {
             .collect()
     }
 
+    /// Every distinct digest of `algo`'s table, in ascending byte order, each with whether
+    /// its first row (its best record: current ones rank first) is a current record: the
+    /// current records' digests are those marked `true`. A walk over the mapped rows that
+    /// reads one entry's flags per digest and holds nothing per digest.
+    pub fn distinct_digests(&self, algo: HashAlgo) -> impl Iterator<Item = (&[u8], bool)> + '_ {
+        let t = table_of(algo);
+        let (key_len, row_len) = (self.tables[t].key_len, self.tables[t].row_len);
+        let mut last: Option<&[u8]> = None;
+        self.rows(t).chunks_exact(row_len).filter_map(move |row| {
+            let key = &row[..key_len];
+            if last == Some(key) {
+                return None;
+            }
+            last = Some(key);
+            let e = u32::from_le_bytes(row[key_len..row_len].try_into().ok()?);
+            Some((key, self.rank(e).0))
+        })
+    }
+
     /// The entry each hash names, in order, overlapping their memory accesses: each step
     /// (bucket start, rows, entry, strings) is prefetched for a round of hashes before any
     /// is read.

@@ -17,7 +17,9 @@ use store::{RecordsListener, Store};
 pub mod generation;
 pub mod vendor_index;
 
-pub use vendor_index::{DigestBytes, FreshIndex, VendorIndex, VendorMatch, best_match};
+pub use vendor_index::{
+    CurrentDigests, DigestBytes, FreshIndex, VendorIndex, VendorMatch, best_match,
+};
 
 /// The classification pipeline: the vendor index, the store behind it and the optional
 /// reference corpus.

@@ -317,6 +317,27 @@ impl State {
             .map(|(_, _, answer)| answer)
     }
 
+    /// The current records' digests as base and delta now hold them.
+    fn current_digests(&self) -> CurrentDigests {
+        let mut delta: [Vec<(Digest, bool)>; 3] = Default::default();
+        for (key, answer) in &self.delta.answers {
+            let current = match answer {
+                None => false,
+                Some(Answer::Base(e)) => self.base.rank(*e).0,
+                Some(Answer::Record(r)) => r.current,
+            };
+            delta[kind_slot(key.0)].push((key.1, current));
+        }
+        for hashes in &mut delta {
+            hashes.sort_unstable();
+        }
+        CurrentDigests {
+            epoch: self.epoch,
+            base: Arc::clone(&self.base),
+            delta,
+        }
+    }
+
     /// Whether the delta is worth folding into a new generation: well before it costs much
     /// memory (a few hundred bytes per record), rarely during an ingest.
     fn delta_is_large(&self) -> bool {
@@ -362,6 +383,64 @@ impl State {
         }
         self.epoch = target;
         Ok(())
+    }
+}
+
+fn kind_slot(algo: HashAlgo) -> usize {
+    match algo {
+        HashAlgo::Sha256 => 0,
+        HashAlgo::Sha1 => 1,
+        HashAlgo::Md5 => 2,
+    }
+}
+
+/// The digests of the current, verified records as the index held them at one records
+/// epoch: the base generation and, for the hashes the delta answers, whether a current
+/// record names them. Its memory is the delta's hashes (33 bytes each); the base is the
+/// mapped file, shared.
+pub struct CurrentDigests {
+    epoch: u64,
+    base: Arc<Generation>,
+    /// Per kind (SHA-256, SHA-1, MD5), every hash the delta answers for, sorted, and
+    /// whether its answer is a current record.
+    delta: [Vec<(Digest, bool)>; 3],
+}
+
+impl CurrentDigests {
+    /// The records epoch these digests reflect.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Calls `each` with every distinct digest of `algo` that a current, verified record
+    /// names, in ascending byte order: the base's table and the delta's hashes walked
+    /// together, the delta's answer taking the place of the base's. Holds nothing per
+    /// digest.
+    pub fn for_each(&self, algo: HashAlgo, mut each: impl FnMut(&[u8])) {
+        let len = algo.hex_len() / 2;
+        let mut delta = self.delta[kind_slot(algo)]
+            .iter()
+            .map(|(d, current)| (&d[..len], *current))
+            .peekable();
+        for (key, current) in self.base.distinct_digests(algo) {
+            while let Some((d, current)) = delta.next_if(|(d, _)| *d < key) {
+                if current {
+                    each(d);
+                }
+            }
+            let current = match delta.next_if(|(d, _)| *d == key) {
+                Some((_, answered)) => answered,
+                None => current,
+            };
+            if current {
+                each(key);
+            }
+        }
+        for (d, current) in delta {
+            if current {
+                each(d);
+            }
+        }
     }
 }
 
@@ -570,6 +649,25 @@ impl VendorIndex {
                 s.base.bytes(),
             )
         })
+    }
+
+    /// The current, verified records' digests as of at least the store's records epoch
+    /// now: the index caught up first, and made now (mapping the newest generation, else
+    /// merging) when there is none yet.
+    pub async fn current_digests(
+        self: &Arc<Self>,
+        store: &Arc<dyn Store>,
+    ) -> Result<CurrentDigests, model::Error> {
+        let epoch = store.records_epoch();
+        if !self.catch_up_to(store, epoch).await? {
+            self.rebuild(store).await?;
+            self.catch_up_to(store, epoch).await?;
+        }
+        self.read()
+            .as_ref()
+            .filter(|s| s.epoch >= epoch)
+            .map(State::current_digests)
+            .ok_or_else(|| model::Error::internal("the vendor lookup index is behind the store"))
     }
 
     /// Records in the delta over the base.
@@ -1127,6 +1225,82 @@ mod tests {
                         index_answers(&state, &batch, historical),
                         want,
                         "seed {seed}, step {step}, historical {historical}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The distinct digests of `algo` of the current, verified records, sorted.
+    fn current_truth(records: &[HashRecord], algo: HashAlgo) -> Vec<Vec<u8>> {
+        let mut want: Vec<Vec<u8>> = records
+            .iter()
+            .filter(|r| r.integrity_ok && r.status == RecordStatus::Current)
+            .filter_map(|r| match algo {
+                HashAlgo::Sha256 => Some(r.record.hash_sha256.as_str()),
+                HashAlgo::Sha1 => r.record.hash_sha1.as_deref(),
+                HashAlgo::Md5 => r.record.hash_md5.as_deref(),
+            })
+            .map(|h| digest_of(algo, h).unwrap()[..algo.hex_len() / 2].to_vec())
+            .collect();
+        want.sort();
+        want.dedup();
+        want
+    }
+
+    /// Records in the base, new ones in the delta, supersessions and tampering of either:
+    /// the current digests walked over base and delta are, after every change, exactly the
+    /// distinct digests of the current, verified records, in order.
+    #[test]
+    fn current_digests_are_those_of_the_current_verified_records() {
+        for seed in 0..30 {
+            let mut rng = Rng(seed + 1000);
+            let mut truth: Vec<HashRecord> = (0..1 + rng.below(10) as u32)
+                .map(|i| {
+                    record(
+                        i + 1,
+                        &pool_sha256(rng.below(6)),
+                        (rng.below(2) == 0)
+                            .then(|| pool_md5(rng.below(4)))
+                            .as_deref(),
+                        rng.below(3) > 0,
+                        1 + rng.below(3) as u32,
+                    )
+                })
+                .collect();
+            let (_dir, base) = generation(&truth);
+            let mut state = State::new(1, base);
+            for step in 0..40 {
+                let i = rng.below(truth.len() as u64 + 2) as usize;
+                let changed = if i >= truth.len() {
+                    let id = truth.len() as u32 + 1;
+                    truth.push(record(
+                        id,
+                        &pool_sha256(rng.below(6)),
+                        (rng.below(2) == 0)
+                            .then(|| pool_md5(rng.below(4)))
+                            .as_deref(),
+                        true,
+                        4,
+                    ));
+                    truth.len() - 1
+                } else {
+                    match rng.below(3) {
+                        0 => truth[i].status = RecordStatus::Superseded,
+                        1 => truth[i].integrity_ok = !truth[i].integrity_ok,
+                        _ => truth[i].status = RecordStatus::Current,
+                    }
+                    i
+                };
+                state.apply(&truth[changed]);
+                let digests = state.current_digests();
+                for algo in [HashAlgo::Sha256, HashAlgo::Sha1, HashAlgo::Md5] {
+                    let mut got = Vec::new();
+                    digests.for_each(algo, |d| got.push(d.to_vec()));
+                    assert_eq!(
+                        got,
+                        current_truth(&truth, algo),
+                        "seed {seed}, step {step}, {algo:?}"
                     );
                 }
             }
