@@ -90,6 +90,9 @@ pub trait RootStore: Send + Sync {
     async fn all_roots(&self) -> Result<Vec<StoredRoot>>;
     /// A day's leaves in tree order.
     async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>>;
+    /// At most `limit` of a day's leaves in tree order, from leaf index `from`: a walk over
+    /// every page reads a day of any size in bounded memory.
+    async fn leaves_page(&self, date: NaiveDate, from: u64, limit: u32) -> Result<Vec<LeafRow>>;
     async fn register_log_key(
         &self,
         key_id: &str,
@@ -121,6 +124,9 @@ const INSERT_ROOT: &str = "INSERT INTO translog_roots (log_date, merkle_root, en
      ON CONFLICT (log_date) DO NOTHING";
 const LEAVES: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, arch \
      FROM translog_leaves WHERE log_date = $1 ORDER BY leaf_index";
+const LEAVES_PAGE: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, \
+     arch FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 ORDER BY leaf_index \
+     LIMIT $3";
 const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
      VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING";
 const LOG_KEYS: &str = "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
@@ -279,6 +285,23 @@ macro_rules! translog_backend {
             async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>> {
                 let rows: Vec<$row> = sqlx::query(LEAVES)
                     .bind(date)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(leaf_from_row).collect()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn leaves_page(
+                &self,
+                date: NaiveDate,
+                from: u64,
+                limit: u32,
+            ) -> Result<Vec<LeafRow>> {
+                let rows: Vec<$row> = sqlx::query(LEAVES_PAGE)
+                    .bind(date)
+                    .bind(i64::try_from(from).unwrap_or(i64::MAX))
+                    .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
