@@ -107,10 +107,17 @@ fn write_bundle(dir: &Path, known: &[String]) -> String {
         signature: signed.signature_base64(),
         key_id: "bench".into(),
     };
+    let vendor = bundle::write_vendor_filters_into(|_, _| {}, dir).unwrap();
+    let mut feed =
+        bundle::FeedWriter::new(std::fs::File::create(dir.join(bundle::FEED_FILE)).unwrap());
+    for leaf in &leaves {
+        feed.push(leaf, None).unwrap();
+    }
+    let (feed, _) = feed.finish().unwrap();
     let inputs = bundle::Inputs {
-        records: &[],
+        vendor: &vendor,
         root: &root,
-        leaves: &leaves,
+        feed: &feed,
         corpus: None,
         now: Utc::now(),
     };

@@ -18,6 +18,7 @@ const MODULUS: u64 = 18_446_744_073_709_551_557;
 const GENERATOR: u64 = 18_446_744_073_709_550_147;
 const FNV_OFFSET: u64 = 14_695_981_039_346_656_037;
 const FNV_PRIME: u64 = 1_099_511_628_211;
+#[cfg(test)]
 const HEADER_BYTES: usize = 48;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -109,6 +110,7 @@ impl BloomFilter {
     }
 
     /// The filter's bytes.
+    #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.byte_len() as usize);
         // Writing into a Vec cannot fail.
@@ -117,6 +119,7 @@ impl BloomFilter {
     }
 
     /// Length of [`to_bytes`](Self::to_bytes).
+    #[cfg(test)]
     pub(crate) fn byte_len(&self) -> u64 {
         HEADER_BYTES as u64 + self.words.len() as u64 * 8
     }

@@ -16,12 +16,16 @@
 //!   context keeps this signature from ever being mistaken for a root signature, whose
 //!   message starts `service-transparency-v1`.
 //!
-//! The corpus filters are the large part (about 2.4 bytes per distinct digest each: some
-//! 530 MB for a 74-million-file corpus). [`write_corpus_filters`] builds them one at a time
-//! straight from the memory-mapped corpus tables and writes each to disk as it is
-//! finished, hashing the bytes on the way, so building holds one filter's bit array and
-//! nothing per hash; [`build`] then lists them in the manifest by the SHA-256 and size
-//! found while writing.
+//! The filters and the feed list are the large part (a filter takes about 2.4 bytes per
+//! distinct digest: some 530 MB for a 74-million-file corpus), so none of them is built in
+//! memory as a whole. [`write_corpus_filters`] builds the corpus filters one at a time
+//! straight from the memory-mapped corpus tables, [`write_vendor_filters`] the vendor
+//! filters one at a time from a walk over the current records' digests in byte order (the
+//! server's and the CLI's come from the mapped vendor lookup generation and its delta),
+//! and [`FeedWriter`] writes the feed list a leaf at a time; each is written to disk as
+//! it is finished, hashing the bytes on the way, so building holds one filter's bit array
+//! and nothing per hash or per record; [`build`] then lists them in the manifest by the
+//! SHA-256 and size found while writing.
 //!
 //! [`verify_dir`] checks, with nothing but the log's public key: the manifest signature,
 //! every file's SHA-256, the root's signature, and that the Merkle root rebuilt from
@@ -129,8 +133,9 @@ pub struct FeedRecord {
     pub vendor: Option<String>,
 }
 
-/// A bundle's files in memory, before they are written or served: all but the corpus
-/// filters, which [`write_corpus_filters`] wrote to disk (the manifest lists them).
+/// A bundle's small files in memory, before they are written or served: all but the
+/// filters and the feed list, which were written to disk beforehand (the manifest lists
+/// them).
 #[derive(Debug, Clone)]
 pub struct Bundle {
     pub files: BTreeMap<String, Vec<u8>>,
@@ -138,11 +143,12 @@ pub struct Bundle {
 
 /// What the bundle is made from.
 pub struct Inputs<'a> {
-    pub records: &'a [model::HashRecord],
+    /// The vendor filters, already written ([`write_vendor_filters`]).
+    pub vendor: &'a [WrittenFilter],
     /// The day's signed root the feed list is the tree of.
     pub root: &'a RootDoc,
-    /// That day's leaves in tree order.
-    pub leaves: &'a [translog::Record<'a>],
+    /// The feed list of that day's leaves, already written ([`FeedWriter`]).
+    pub feed: &'a FileEntry,
     /// The reference corpus's filters, already written ([`write_corpus_filters`]).
     pub corpus: Option<&'a CorpusFilters>,
     pub now: DateTime<Utc>,
@@ -159,15 +165,19 @@ fn upper_hex<'o>(digest: &[u8], out: &'o mut [u8; 64]) -> &'o [u8] {
     &out[..2 * n]
 }
 
-/// A filter over `values` (iterated twice: once to size the filter, once to fill it).
-fn filter_of<'a>(values: impl Iterator<Item = &'a [u8]> + Clone) -> BloomFilter {
-    let capacity = values.clone().count() as u64;
+/// A walk over a filter's digests: calls its argument with each.
+type Walk<'a> = dyn Fn(&mut dyn FnMut(&[u8])) + 'a;
+
+/// A filter over the digests `walk` gives (walked twice: once to size the filter, once to
+/// fill it), and how many it gave. The filter's element count depends on the order the
+/// digests come in: ascending byte order, each once.
+fn filter_of(walk: &Walk<'_>) -> (BloomFilter, u64) {
+    let mut capacity = 0u64;
+    walk(&mut |_| capacity += 1);
     let mut filter = BloomFilter::new(capacity.max(1000), FALSE_POSITIVE_RATE);
     let mut text = [0u8; 64];
-    for v in values {
-        filter.add(upper_hex(v, &mut text));
-    }
-    filter
+    walk(&mut |v| filter.add(upper_hex(v, &mut text)));
+    (filter, capacity)
 }
 
 /// The reference corpus's filters, written to disk by [`write_corpus_filters`].
@@ -209,6 +219,44 @@ impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
     }
 }
 
+impl<W: std::io::Write> HashingWriter<std::io::BufWriter<W>> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner: std::io::BufWriter::with_capacity(1 << 20, inner),
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Flushes; the SHA-256 and size of what passed, and the writer.
+    fn finish(mut self) -> std::io::Result<(FileEntry, W)> {
+        self.flush()?;
+        let entry = FileEntry {
+            sha256: hex::encode(self.hasher.finalize()),
+            bytes: self.bytes,
+        };
+        let inner = self.inner.into_inner().map_err(|e| e.into_error())?;
+        Ok((entry, inner))
+    }
+}
+
+/// Builds the filter `stem` over the digests `walk` gives and writes it to the writer
+/// `open` gives for its file name; the filter's bits are dropped once written.
+fn write_filter<W: std::io::Write>(
+    stem: &str,
+    walk: &Walk<'_>,
+    open: &mut impl FnMut(&str) -> std::io::Result<W>,
+) -> Result<(WrittenFilter, W), BundleError> {
+    let name = format!("{stem}.bloom");
+    let io = |e| BundleError::Io(name.clone(), e);
+    let (filter, count) = filter_of(walk);
+    let mut out = HashingWriter::new(open(&name).map_err(io)?);
+    filter.write_to(&mut out).map_err(io)?;
+    drop(filter);
+    let (entry, writer) = out.finish().map_err(io)?;
+    Ok((WrittenFilter { name, entry, count }, writer))
+}
+
 /// Builds the reference corpus's three filters one after the other, straight from the
 /// generation's (memory-mapped, sorted, distinct) digest tables, and writes each to the
 /// writer `open` gives for its file name as soon as it is complete; the writers come back
@@ -226,27 +274,10 @@ pub fn write_corpus_filters<W: std::io::Write>(
         ("corpus-sha1", corpus::HashAlg::Sha1),
         ("corpus-md5", corpus::HashAlg::Md5),
     ] {
-        let name = format!("{stem}.bloom");
-        let io = |e| BundleError::Io(name.clone(), e);
-        let filter = filter_of(generation.keys(alg));
-        let mut out = HashingWriter {
-            inner: std::io::BufWriter::with_capacity(1 << 20, open(&name).map_err(io)?),
-            hasher: Sha256::new(),
-            bytes: 0,
-        };
-        filter.write_to(&mut out).map_err(io)?;
-        drop(filter);
-        out.flush().map_err(io)?;
-        let entry = FileEntry {
-            sha256: hex::encode(out.hasher.finalize()),
-            bytes: out.bytes,
-        };
-        writers.push(out.inner.into_inner().map_err(|e| io(e.into_error()))?);
-        filters.push(WrittenFilter {
-            count: generation.keys(alg).count() as u64,
-            name,
-            entry,
-        });
+        let walk = |each: &mut dyn FnMut(&[u8])| generation.keys(alg).for_each(each);
+        let (filter, writer) = write_filter(stem, &walk, &mut open)?;
+        filters.push(filter);
+        writers.push(writer);
     }
     Ok((
         CorpusFilters {
@@ -255,6 +286,91 @@ pub fn write_corpus_filters<W: std::io::Write>(
         },
         writers,
     ))
+}
+
+/// Builds the three vendor filters one after the other and writes each to the writer
+/// `open` gives for its file name as soon as it is complete; filters and writers come
+/// back in that order (`vendor-sha256.bloom`, `vendor-sha1.bloom`, `vendor-md5.bloom`).
+/// `digests(kind, each)` calls `each` with every distinct digest of that kind of a
+/// current vendor record whose HMAC verifies, in ascending byte order; it is called twice
+/// per kind (to count, then to fill). Memory: one filter's bit array at a time, nothing
+/// per hash here.
+pub fn write_vendor_filters<W: std::io::Write>(
+    digests: impl Fn(model::HashAlgo, &mut dyn FnMut(&[u8])),
+    mut open: impl FnMut(&str) -> std::io::Result<W>,
+) -> Result<(Vec<WrittenFilter>, Vec<W>), BundleError> {
+    let mut filters = Vec::with_capacity(3);
+    let mut writers = Vec::with_capacity(3);
+    for (stem, algo) in [
+        ("vendor-sha256", model::HashAlgo::Sha256),
+        ("vendor-sha1", model::HashAlgo::Sha1),
+        ("vendor-md5", model::HashAlgo::Md5),
+    ] {
+        let walk = |each: &mut dyn FnMut(&[u8])| digests(algo, each);
+        let (filter, writer) = write_filter(stem, &walk, &mut open)?;
+        filters.push(filter);
+        writers.push(writer);
+    }
+    Ok((filters, writers))
+}
+
+/// [`write_vendor_filters`] into files of `dir` (created if missing).
+pub fn write_vendor_filters_into(
+    digests: impl Fn(model::HashAlgo, &mut dyn FnMut(&[u8])),
+    dir: &Path,
+) -> Result<Vec<WrittenFilter>, BundleError> {
+    std::fs::create_dir_all(dir).map_err(|e| BundleError::Io(dir.display().to_string(), e))?;
+    let (filters, _files) =
+        write_vendor_filters(digests, |name| std::fs::File::create(dir.join(name)))?;
+    Ok(filters)
+}
+
+/// The file name of the feed list, for the writer [`FeedWriter`] writes to.
+pub const FEED_FILE: &str = FEED;
+
+/// `feed.jsonl` written a leaf at a time, in tree order, each with its record's vendor;
+/// hashed and counted on the way for the manifest.
+pub struct FeedWriter<W: std::io::Write> {
+    out: HashingWriter<std::io::BufWriter<W>>,
+    line: Vec<u8>,
+}
+
+impl<W: std::io::Write> FeedWriter<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            out: HashingWriter::new(inner),
+            line: Vec::new(),
+        }
+    }
+
+    /// Writes one leaf's line; `vendor` is that of the current record the leaf names.
+    pub fn push(
+        &mut self,
+        leaf: &translog::Record<'_>,
+        vendor: Option<&str>,
+    ) -> Result<(), BundleError> {
+        let record = FeedRecord {
+            executable_name: leaf.executable_name.to_owned(),
+            hash_sha256: leaf.hash_sha256.to_owned(),
+            version: leaf.version.to_owned(),
+            platform: leaf.platform.to_owned(),
+            arch: leaf.arch.to_owned(),
+            vendor: vendor.map(str::to_owned),
+        };
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &record).map_err(|e| invalid(e.to_string()))?;
+        self.line.push(b'\n');
+        self.out
+            .write_all(&self.line)
+            .map_err(|e| BundleError::Io(FEED.to_owned(), e))
+    }
+
+    /// Flushes; the file's SHA-256 and size as the manifest lists them, and the writer.
+    pub fn finish(self) -> Result<(FileEntry, W), BundleError> {
+        self.out
+            .finish()
+            .map_err(|e| BundleError::Io(FEED.to_owned(), e))
+    }
 }
 
 /// [`write_corpus_filters`] into files of `dir` (created if missing).
@@ -268,28 +384,26 @@ pub fn write_corpus_filters_into(
     Ok(filters)
 }
 
-fn decode(hex_text: &str) -> Option<Vec<u8>> {
-    hex::decode(hex_text).ok()
-}
-
 /// Builds the bundle's files and signs the manifest with the log key.
 pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bundle, BundleError> {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut counts = BTreeMap::new();
-    vendor_filters(inputs.records, &mut files, &mut counts);
     let mut sources = vec!["knowngood vendor releases".to_owned()];
     // Written already; listed by what was found while writing them.
     let mut written: BTreeMap<String, FileEntry> = BTreeMap::new();
+    written.insert(FEED.to_owned(), inputs.feed.clone());
+    let corpus = inputs
+        .corpus
+        .map(|c| c.filters.as_slice())
+        .unwrap_or_default();
+    for f in inputs.vendor.iter().chain(corpus) {
+        let stem = f.name.strip_suffix(".bloom").unwrap_or(&f.name);
+        counts.insert(stem.to_owned(), f.count);
+        written.insert(f.name.clone(), f.entry.clone());
+    }
     if let Some(c) = inputs.corpus {
-        for f in &c.filters {
-            let stem = f.name.strip_suffix(".bloom").unwrap_or(&f.name);
-            counts.insert(stem.to_owned(), f.count);
-            written.insert(f.name.clone(), f.entry.clone());
-        }
         sources.push(format!("reference corpus {}", c.generation));
     }
-    let feed = feed_list(inputs)?;
-    files.insert(FEED.to_owned(), feed);
     let root = inputs.root;
     files.insert(
         ROOT.to_owned(),
@@ -343,72 +457,6 @@ pub fn build(inputs: &Inputs<'_>, key: &SigningKey, key_id: &str) -> Result<Bund
         serde_json::to_vec_pretty(&sig).map_err(|e| invalid(e.to_string()))?,
     );
     Ok(Bundle { files })
-}
-
-/// The vendor filters over the verified records' digests, with their counts.
-fn vendor_filters(
-    records: &[model::HashRecord],
-    files: &mut BTreeMap<String, Vec<u8>>,
-    counts: &mut BTreeMap<String, u64>,
-) {
-    let verified: Vec<&model::NewRecord> = records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .map(|r| &r.record)
-        .collect();
-    let vendor: [(&str, Vec<Vec<u8>>); 3] = [
-        (
-            "vendor-sha256",
-            verified
-                .iter()
-                .filter_map(|r| decode(&r.hash_sha256))
-                .collect(),
-        ),
-        (
-            "vendor-sha1",
-            verified
-                .iter()
-                .filter_map(|r| r.hash_sha1.as_deref().and_then(decode))
-                .collect(),
-        ),
-        (
-            "vendor-md5",
-            verified
-                .iter()
-                .filter_map(|r| r.hash_md5.as_deref().and_then(decode))
-                .collect(),
-        ),
-    ];
-    for (name, mut digests) in vendor {
-        digests.sort();
-        digests.dedup();
-        counts.insert(name.to_owned(), digests.len() as u64);
-        let filter = filter_of(digests.iter().map(Vec::as_slice));
-        files.insert(format!("{name}.bloom"), filter.to_bytes());
-    }
-}
-
-/// `feed.jsonl`: the day's leaves in tree order, each with its record's vendor.
-fn feed_list(inputs: &Inputs<'_>) -> Result<Vec<u8>, BundleError> {
-    let mut feed = Vec::new();
-    let vendors: std::collections::HashMap<&str, &str> = inputs
-        .records
-        .iter()
-        .map(|r| (r.record.hash_sha256.as_str(), r.record.vendor.as_str()))
-        .collect();
-    for leaf in inputs.leaves {
-        let record = FeedRecord {
-            executable_name: leaf.executable_name.to_owned(),
-            hash_sha256: leaf.hash_sha256.to_owned(),
-            version: leaf.version.to_owned(),
-            platform: leaf.platform.to_owned(),
-            arch: leaf.arch.to_owned(),
-            vendor: vendors.get(leaf.hash_sha256).map(|v| (*v).to_owned()),
-        };
-        serde_json::to_writer(&mut feed, &record).map_err(|e| invalid(e.to_string()))?;
-        feed.push(b'\n');
-    }
-    Ok(feed)
 }
 
 fn signed_message(manifest: &[u8]) -> Vec<u8> {
@@ -715,14 +763,20 @@ mod tests {
             signature: signed.signature_base64(),
             key_id: "k1".into(),
         };
+        let dir = tempfile::tempdir().unwrap();
+        let vendor = write_vendor_filters_into(|_, _| {}, dir.path()).unwrap();
+        let mut feed = FeedWriter::new(std::fs::File::create(dir.path().join(FEED)).unwrap());
+        for leaf in &leaves {
+            feed.push(leaf, None).unwrap();
+        }
+        let (feed, _) = feed.finish().unwrap();
         let inputs = Inputs {
-            records: &[],
+            vendor: &vendor,
             root: &root,
-            leaves: &leaves,
+            feed: &feed,
             corpus: None,
             now: Utc::now(),
         };
-        let dir = tempfile::tempdir().unwrap();
         build(&inputs, &key, "k1")
             .unwrap()
             .write(dir.path())

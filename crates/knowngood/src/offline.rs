@@ -35,10 +35,13 @@ pub(crate) fn set_modes(dir: &Path, mode: u32) -> Result<()> {
     Ok(())
 }
 
-/// Builds the bundle from the latest published root and the current records, writes it
-/// into `dir`, and says what it wrote.
+/// Builds the bundle from the latest published root, the vendor lookup index of `index`
+/// (the server's newest generation when it fits the database, caught up; otherwise one
+/// written now, in bounded memory) and the corpus, writes it into `dir`, and says what it
+/// wrote. The filters and the feed list go to disk as they are built, one at a time.
 pub(crate) async fn export(
-    store: &dyn store::Store,
+    store: &Arc<dyn store::Store>,
+    index: &Arc<lookup::VendorIndex>,
     key: &jobs::LogKey,
     corpus: Option<Arc<corpus::Generation>>,
     dir: &Path,
@@ -51,8 +54,13 @@ pub(crate) async fn export(
         .ok_or_else(|| {
             anyhow!("no transparency root is published yet: run `knowngood translog publish` first")
         })?;
-    let leaves = store.leaves(root.log_date).await?;
-    let records = store.current_records(None).await?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let into = dir.to_path_buf();
+    let vendor =
+        server::routes::bundle::write_vendor_part(store, index, root.log_date, move |name| {
+            std::fs::File::create(into.join(name))
+        })
+        .await?;
     let now = chrono::Utc::now();
     let dir = dir.to_path_buf();
     let signing = key.signing_key().clone();
@@ -63,18 +71,8 @@ pub(crate) async fn export(
             .as_deref()
             .map(|g| bundle::write_corpus_filters_into(g, &dir))
             .transpose()?;
-        let leaves: Vec<translog::Record<'_>> = leaves
-            .iter()
-            .map(|l| translog::Record {
-                executable_name: &l.executable_name,
-                hash_sha256: &l.hash_sha256,
-                version: &l.version,
-                platform: &l.platform,
-                arch: &l.arch,
-            })
-            .collect();
         let inputs = bundle::Inputs {
-            records: &records,
+            vendor: &vendor.filters,
             root: &bundle::RootDoc {
                 log_date: root.log_date.format("%Y-%m-%d").to_string(),
                 merkle_root: root.merkle_root.clone(),
@@ -83,7 +81,7 @@ pub(crate) async fn export(
                 signature: root.signature.clone(),
                 key_id: root.key_id.clone(),
             },
-            leaves: &leaves,
+            feed: &vendor.feed,
             corpus: corpus_filters.as_ref(),
             now,
         };
@@ -92,7 +90,9 @@ pub(crate) async fn export(
         Ok(format!(
             "bundle written to {}: {} files, root {} of {}",
             dir.display(),
-            built.files.len() + corpus_filters.map_or(0, |c| c.filters.len()),
+            built.files.len()
+                + vendor.writers.len()
+                + corpus_filters.map_or(0, |c| c.filters.len()),
             root.merkle_root,
             root.log_date
         ))

@@ -2,6 +2,7 @@
 //! checks, OSV advisories and popular package names.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use model::SystemClock;
@@ -52,7 +53,16 @@ pub(crate) async fn bundle_export(
             tokio::task::spawn_blocking(move || corpus::Corpus::open_with(&corpus_root, options))
                 .await?
                 .context("opening the reference corpus")?;
-        offline::export(store.as_ref(), &key, corpus.current(), dir).await
+        // The server's vendor generations when there are any: the newest that fits the
+        // database is mapped, not rebuilt. Otherwise the index writes one there or, without
+        // that directory, in a temporary one.
+        let generations = config.data_dir.join("vendor-generations");
+        let index = Arc::new(if generations.is_dir() {
+            lookup::VendorIndex::with_dir(generations)
+        } else {
+            lookup::VendorIndex::default()
+        });
+        offline::export(store, &index, &key, corpus.current(), dir).await
     })
     .await?;
     if let Some(mode) = mode {

@@ -6,9 +6,15 @@
 //! with a strong `ETag` (the file's SHA-256, as the manifest lists it), `If-None-Match`
 //! and single byte ranges, so large filters resume.
 //!
-//! The corpus filters (hundreds of megabytes for a full corpus) are built one at a time
-//! into unnamed temporary files beside the corpus (gone when the last handle closes, even
-//! after a crash) and streamed from there in pieces; only the small files stay in memory.
+//! The filters (hundreds of megabytes for a full corpus or 100 million vendor records) and
+//! the feed list are built one at a time into unnamed temporary files (gone when the last
+//! handle closes, even after a crash) and streamed from there in pieces; only the small
+//! files stay in memory. The corpus filters come straight from the mapped corpus
+//! generation and go beside it; the vendor filters from the mapped vendor lookup
+//! generation and its delta (the verified records' digests with each entry's status), and
+//! the feed list from the day's leaves read a page at a time, each with the vendor of the
+//! current record naming it from the same index: both go beside the vendor generations
+//! ([`write_vendor_part`], which `knowngood bundle export` uses too).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -117,6 +123,120 @@ fn leaf_fields(leaf: &store::roots::LeafRow) -> translog::Record<'_> {
     }
 }
 
+/// Leaves read from the store per page of the feed list.
+const LEAF_PAGE: u32 = 5_000;
+
+/// The vendor-release part of a bundle as written: the vendor filters and the feed list.
+pub struct VendorPart<W> {
+    /// `vendor-sha256.bloom`, `vendor-sha1.bloom`, `vendor-md5.bloom`.
+    pub filters: Vec<bundle::WrittenFilter>,
+    /// `feed.jsonl`.
+    pub feed: bundle::FileEntry,
+    /// The writers `open` gave, in the order of `filters`, then the feed list's.
+    pub writers: Vec<W>,
+}
+
+fn built_error(e: bundle::BundleError) -> Error {
+    Error::internal_caused("the bundle could not be built", e)
+}
+
+fn stopped(e: tokio::task::JoinError) -> Error {
+    Error::internal_caused("the bundle build stopped", e)
+}
+
+/// Writes the vendor filters and the feed list of `date`, each to the writer `open` gives
+/// for its file name. The filters come from the vendor lookup index (caught up with the
+/// store first, made now if there is none): its mapped generation and delta walked in
+/// digest order, one filter at a time. The feed list is the day's leaves in tree order,
+/// read a page at a time, each with the vendor of the current verified record naming its
+/// SHA-256 (from the same index). Memory: one filter's bit array at a time, a page of
+/// leaves, and the delta's hashes; nothing per record of the generation.
+pub async fn write_vendor_part<W, F>(
+    store: &Arc<dyn store::Store>,
+    index: &Arc<lookup::VendorIndex>,
+    date: chrono::NaiveDate,
+    mut open: F,
+) -> Result<VendorPart<W>, Error>
+where
+    W: std::io::Write + Send + 'static,
+    F: FnMut(&str) -> std::io::Result<W> + Send + 'static,
+{
+    let digests = index.current_digests(store).await?;
+    let (filters, mut writers, feed, open) = tokio::task::spawn_blocking(move || {
+        let (filters, writers) = bundle::write_vendor_filters(
+            |algo, each: &mut dyn FnMut(&[u8])| digests.for_each(algo, each),
+            &mut open,
+        )?;
+        let feed = open(bundle::FEED_FILE)
+            .map_err(|e| bundle::BundleError::Io(bundle::FEED_FILE.to_owned(), e))?;
+        Ok::<_, bundle::BundleError>((filters, writers, bundle::FeedWriter::new(feed), open))
+    })
+    .await
+    .map_err(stopped)?
+    .map_err(built_error)?;
+    drop(open);
+    let mut feed = Some(feed);
+    let mut from = 0u64;
+    loop {
+        let page = store.leaves_page(date, from, LEAF_PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+        from += page.len() as u64;
+        let vendors = leaf_vendors(store, index, &page).await?;
+        let mut writer = feed
+            .take()
+            .ok_or_else(|| Error::internal("no feed writer"))?;
+        feed = Some(
+            tokio::task::spawn_blocking(move || {
+                for (leaf, vendor) in page.iter().zip(vendors) {
+                    writer.push(&leaf_fields(leaf), vendor.as_deref())?;
+                }
+                Ok::<_, bundle::BundleError>(writer)
+            })
+            .await
+            .map_err(stopped)?
+            .map_err(built_error)?,
+        );
+    }
+    let writer = feed.ok_or_else(|| Error::internal("no feed writer"))?;
+    let (feed, file) = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(stopped)?
+        .map_err(built_error)?;
+    writers.push(file);
+    Ok(VendorPart {
+        filters,
+        feed,
+        writers,
+    })
+}
+
+/// The vendor of the current verified record naming each leaf's SHA-256, in order.
+async fn leaf_vendors(
+    store: &Arc<dyn store::Store>,
+    index: &Arc<lookup::VendorIndex>,
+    page: &[store::roots::LeafRow],
+) -> Result<Vec<Option<String>>, Error> {
+    let parsed: Vec<Option<model::HashValue>> = page
+        .iter()
+        .map(|l| model::HashValue::parse(&l.hash_sha256).ok())
+        .collect();
+    let batch: Vec<model::HashValue> = parsed.iter().flatten().cloned().collect();
+    let fresh = index
+        .lookup(store, &batch)
+        .await
+        .ok_or_else(|| Error::internal("the vendor lookup index is not available"))?;
+    let mut found = fresh
+        .get_batch(&batch, false)
+        .into_iter()
+        .map(|m| m.map(|m| m.vendor.to_owned()));
+    Ok(parsed
+        .iter()
+        .map(|p| p.as_ref().and_then(|_| found.next().flatten()))
+        .collect())
+}
+
 /// Bytes read from a filter file per piece of a response.
 const FILE_PIECE: u64 = 256 << 10;
 
@@ -153,32 +273,35 @@ impl BundleCache {
         {
             return Ok(built.clone());
         }
-        let records = state.store.current_records(None).await?;
-        let leaves = state.store.leaves(root.log_date).await?;
+        let index = state.classifier.index();
+        let vendor_dir = index.dir()?;
+        let vendor = write_vendor_part(&state.store, index, root.log_date, move |_| {
+            tempfile::tempfile_in(&vendor_dir)
+        })
+        .await?;
         let now = state.clock.now();
         let key = state.log_key.clone();
         let corpus_root = state.corpus.as_ref().map(|c| c.root().to_path_buf());
-        let (built, corpus_files) = tokio::task::spawn_blocking(move || {
+        let (built, corpus_files, vendor) = tokio::task::spawn_blocking(move || {
             let written = match (generation.as_deref(), corpus_root) {
                 (Some(g), Some(root)) => Some(bundle::write_corpus_filters(g, |_| {
                     tempfile::tempfile_in(&root)
                 })?),
                 _ => None,
             };
-            let leaves: Vec<translog::Record<'_>> = leaves.iter().map(leaf_fields).collect();
             let inputs = bundle::Inputs {
-                records: &records,
+                vendor: &vendor.filters,
                 root: &root_doc(&root),
-                leaves: &leaves,
+                feed: &vendor.feed,
                 corpus: written.as_ref().map(|(filters, _)| filters),
                 now,
             };
             let built = bundle::build(&inputs, key.signing_key(), &key.key_id)?;
-            Ok::<_, bundle::BundleError>((built, written))
+            Ok::<_, bundle::BundleError>((built, written, vendor))
         })
         .await
-        .map_err(|e| Error::internal_caused("the bundle build stopped", e))?
-        .map_err(|e| Error::internal_caused("the bundle could not be built", e))?;
+        .map_err(stopped)?
+        .map_err(built_error)?;
         let mut files: BTreeMap<String, (Held, String)> = built
             .files
             .into_iter()
@@ -187,14 +310,26 @@ impl BundleCache {
                 (name, (Held::Memory(Bytes::from(bytes)), etag))
             })
             .collect();
-        if let Some((filters, handles)) = corpus_files {
-            for (f, file) in filters.filters.into_iter().zip(handles) {
-                let held = Held::File {
-                    file: Arc::new(file),
-                    len: f.entry.bytes,
-                };
-                files.insert(f.name, (held, format!("\"{}\"", f.entry.sha256)));
-            }
+        let feed = (bundle::FEED_FILE.to_owned(), vendor.feed);
+        let vendor_files = vendor
+            .filters
+            .into_iter()
+            .map(|f| (f.name, f.entry))
+            .chain([feed])
+            .zip(vendor.writers);
+        let corpus_files = corpus_files.into_iter().flat_map(|(filters, handles)| {
+            filters
+                .filters
+                .into_iter()
+                .map(|f| (f.name, f.entry))
+                .zip(handles)
+        });
+        for ((name, entry), file) in vendor_files.chain(corpus_files) {
+            let held = Held::File {
+                file: Arc::new(file),
+                len: entry.bytes,
+            };
+            files.insert(name, (held, format!("\"{}\"", entry.sha256)));
         }
         let built = Arc::new(BuiltBundle { files });
         *cached = Some((made, built.clone()));
