@@ -2,15 +2,16 @@
 //! carry entity tags and byte ranges, the corpus part needs a key, and a new record
 //! rebuilds the bundle.
 
-use model::{Arch, Clock as _};
+use model::{Arch, Clock as _, Platform};
 use serde_json::Value;
 use testkit::TestApp;
-use testkit::fixtures::putty;
+use testkit::fixtures::{go, putty, rec};
 
 testkit::backend_tests!(
     public_part_verifies_with_the_log_key,
     entity_tags_and_ranges,
     corpus_part_needs_a_key,
+    vendor_filters_hold_the_current_records_of_generation_and_delta,
 );
 
 const PUBLIC_FILES: [&str; 8] = [
@@ -140,4 +141,65 @@ async fn corpus_part_needs_a_key(app: TestApp) {
     let r = app.get("/public/bundle/corpus-sha256.bloom").await;
     assert_eq!(r.status, 404);
     assert!(r.text.contains("/api/v1/intel/bundle/<file>"), "{}", r.text);
+}
+
+async fn vendor_filters_hold_the_current_records_of_generation_and_delta(app: TestApp) {
+    // Three records in a generation of the lookup index...
+    app.record(putty("0.81", Arch::Amd64, 10)).await;
+    app.record(putty("0.81", Arch::Arm64, 11)).await;
+    app.record(go("1.22.0", 12)).await;
+    let index = app.state.classifier.index();
+    app.state.classifier.rebuild().await.unwrap();
+    assert_eq!(index.generation().unwrap().1, 3);
+    // ...then, only in its delta, a newer PuTTY that supersedes one of them and a new
+    // vendor's record.
+    app.record(putty("0.82", Arch::Amd64, 20)).await;
+    app.record(rec(
+        "Igor Pavlov",
+        "7z.exe",
+        "24.08",
+        Platform::Windows,
+        Arch::Amd64,
+        21,
+    ))
+    .await;
+    publish(&app).await;
+    let dir = tempfile::tempdir().unwrap();
+    download(&app, dir.path()).await;
+    assert_eq!(
+        index.generation().unwrap().1,
+        3,
+        "the bundle merged nothing"
+    );
+    assert!(index.delta_records() >= 2, "{}", index.delta_records());
+    let v = bundle::verify_dir(dir.path(), &app.state.log_key.verifying_key()).unwrap();
+    let current = [11, 12, 20, 21];
+    for (kind, len) in [("sha256", 64), ("sha1", 40), ("md5", 32)] {
+        let name = format!("vendor-{kind}");
+        assert_eq!(v.manifest.counts[&name], current.len() as u64, "{name}");
+        let holds =
+            |seed| v.filters[&name].contains(testkit::hex_of(seed, len).to_uppercase().as_bytes());
+        for seed in current {
+            assert!(holds(seed), "{name} lacks record {seed}");
+        }
+        assert!(!holds(10), "{name} holds the superseded record");
+    }
+    // The feed list (the day's tree: the current records) names each record's vendor.
+    let mut vendors: Vec<(String, Option<String>)> = v
+        .feed
+        .iter()
+        .map(|r| (r.hash_sha256.clone(), r.vendor.clone()))
+        .collect();
+    vendors.sort();
+    let mut want: Vec<(String, Option<String>)> = [
+        (11, "PuTTY"),
+        (12, "Go"),
+        (20, "PuTTY"),
+        (21, "Igor Pavlov"),
+    ]
+    .into_iter()
+    .map(|(seed, vendor)| (testkit::hex_of(seed, 64), Some(vendor.to_owned())))
+    .collect();
+    want.sort();
+    assert_eq!(vendors, want);
 }
