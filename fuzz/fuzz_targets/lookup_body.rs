@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(batch) = server::routes::intel::parse_lookup_body(data) {
+    if let Ok(batch) = server::parse_lookup_body(data) {
         // An accepted batch holds 1 to 100 distinct hashes, sorted, each lowercase hex of
         // an MD5, SHA-1 or SHA-256 length.
         assert!(!batch.is_empty() && batch.len() <= 100);

@@ -246,7 +246,7 @@ impl AdvisorySettings {
 /// segments (letters, digits, `-`, `_`, `.`), and not under `/api/` or `/public/`.
 fn hashlookup_prefix(raw: Option<String>) -> Result<String> {
     let Some(raw) = raw else {
-        return Ok(server::routes::hashlookup::DECLARED_PREFIX.to_owned());
+        return Ok(server::HASHLOOKUP_DECLARED_PREFIX.to_owned());
     };
     let trimmed = raw.trim().trim_matches('/');
     let plain = |seg: &str| {

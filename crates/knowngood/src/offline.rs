@@ -56,11 +56,10 @@ pub(crate) async fn export(
         })?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let into = dir.to_path_buf();
-    let vendor =
-        server::routes::bundle::write_vendor_part(store, index, root.log_date, move |name| {
-            std::fs::File::create(into.join(name))
-        })
-        .await?;
+    let vendor = server::write_vendor_part(store, index, root.log_date, move |name| {
+        std::fs::File::create(into.join(name))
+    })
+    .await?;
     let now = chrono::Utc::now();
     let dir = dir.to_path_buf();
     let signing = key.signing_key().clone();

@@ -320,7 +320,7 @@ pub struct ProofJson {
     pub root_matches: bool,
 }
 
-pub use translog::NEXT_ROOT_HEADER;
+use translog::NEXT_ROOT_HEADER;
 
 /// A refused proof: an API error, plus the date of the root the file awaits when it was
 /// recorded after the day's root.

@@ -15,7 +15,7 @@ use jobs::LogKey;
 use jobs::publish::publish_day;
 use model::{Arch, Clock as _, NewRecord, Platform};
 use serde_json::Value;
-use server::routes::transparency::{CHECKPOINT_ORIGIN, NEXT_ROOT_HEADER};
+use server::CHECKPOINT_ORIGIN;
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use store::roots::StoredRoot;
@@ -24,7 +24,7 @@ use translog::encoding::{
     hash_to_hex, key_id, parse_hash_hex, parse_public_key_base64, parse_public_key_pem,
 };
 use translog::verify::{InclusionResponse, VerifyError};
-use translog::{Hash, MerkleTree, Record, SignedRoot, SigningKey, VerifyingKey};
+use translog::{Hash, MerkleTree, NEXT_ROOT_HEADER, Record, SignedRoot, SigningKey, VerifyingKey};
 
 testkit::backend_tests!(
     daily_roots_chain_over_distinct_leaves,

@@ -95,13 +95,14 @@ pub(crate) async fn get_settings(State(state): State<AppState>) -> ApiResult<Jso
     Ok(Json(settings_json(&state, &current)))
 }
 
-// Public although no other crate names it: only its schema is used (the route documents
-// it; `model::PlatformSettings` applies the change), so as a crate item its fields would be
-// dead code.
 /// A change to the platform settings; what it names replaces the current value.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SettingsPatch {
+#[expect(
+    dead_code,
+    reason = "only its schema is used: the route documents it, `model::PlatformSettings` applies the change"
+)]
+pub(crate) struct SettingsPatch {
     /// Per-minute limits to override: `hash_of_day_per_ip`, `public_per_ip`,
     /// `token_per_key`, `authenticated_per_key` (1 to 1,000,000).
     #[serde(default)]
