@@ -9,13 +9,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use auth::Principal;
-use auth::mfa::Proof;
+use auth::mfa::{MfaStatus, Proof};
 use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use model::{Error, HashValue, Permission, Tier};
+use model::{Error, HashRecord, HashValue, Permission, Tier};
+use store::VendorHealth;
+use store::roots::StoredRoot;
+use store::users::PasskeyRow;
 use subtle::ConstantTimeEq;
 
 use super::rules::{ConsoleRoutes, ConsoleRule};
@@ -366,11 +369,25 @@ async fn dashboard(
         Err(_) => None,
     };
     let body = html! {
+        (feed_section(
+            q.get("q").map(String::as_str).unwrap_or_default(),
+            &platform,
+            &matching,
+        ))
+        (health_section(&health))
+        (root_section(root.as_ref()))
+    };
+    page(&state, &ctx, StatusCode::OK, "Dashboard", body)
+}
+
+/// Today's feed: the search form and the current records that match it (200 at most).
+fn feed_section(search_text: &str, platform: &str, matching: &[&HashRecord]) -> Markup {
+    html! {
         section aria-labelledby="feed" {
             h2 id="feed" { "Today's feed" }
             form method="get" action="/console/" class="filters" role="search" {
                 label for="q" { "Search executables or vendors" }
-                input id="q" name="q" value=(q.get("q").map(String::as_str).unwrap_or_default());
+                input id="q" name="q" value=(search_text);
                 "\n"
                 label for="platform" { "Platform" }
                 select id="platform" name="platform" {
@@ -409,6 +426,12 @@ async fn dashboard(
                 }
             }
         }
+    }
+}
+
+/// Each vendor's last refresh.
+fn health_section(health: &[VendorHealth]) -> Markup {
+    html! {
         section aria-labelledby="health" {
             h2 id="health" { "Vendor health" }
             div class="scroll" {
@@ -418,7 +441,7 @@ async fn dashboard(
                         th scope="col" { "Last success (UTC)" } th scope="col" { "Records" }
                     } }
                     tbody {
-                        @for v in &health {
+                        @for v in health {
                             @let ok = v.last_success_at.is_some()
                                 && v.last_error_at.is_none_or(|e| Some(e) < v.last_success_at);
                             tr {
@@ -436,6 +459,12 @@ async fn dashboard(
                 }
             }
         }
+    }
+}
+
+/// The latest published root of the transparency log, and how to verify it.
+fn root_section(root: Option<&StoredRoot>) -> Markup {
+    html! {
         section aria-labelledby="root" {
             h2 id="root" { "Transparency log" }
             @match root {
@@ -456,8 +485,7 @@ async fn dashboard(
                 code { "/public/transparency/<day>/proof?sha256=<hex>" } "."
             }
         }
-    };
-    page(&state, &ctx, StatusCode::OK, "Dashboard", body)
+    }
 }
 
 async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -899,6 +927,20 @@ async fn account_page(
                 "Set up a passkey or an authenticator app to continue: the other pages open once you have one.",
             ))
         }
+        (who_section(principal, user_id))
+        (passkeys_section(ctx, &passkeys))
+        (totp_section(ctx, &mfa))
+        (recovery_section(ctx, &mfa))
+        @if signed_in_with_key {
+            (reissue_section(ctx))
+        }
+    };
+    page(state, ctx, status, "Account", body)
+}
+
+/// Who is signed in: the user ID to sign in again with, the account, role and tier.
+fn who_section(principal: &Principal, user_id: Option<&String>) -> Markup {
+    html! {
         section aria-labelledby="who" {
             h2 id="who" { "Signed in as" }
             dl {
@@ -916,10 +958,16 @@ async fn account_page(
                 dt { "Tier" } dd { (principal.tier.as_str()) }
             }
         }
+    }
+}
+
+/// The passkeys, each with its remove button, and the control that adds one.
+fn passkeys_section(ctx: &Ctx, passkeys: &[PasskeyRow]) -> Markup {
+    html! {
         section aria-labelledby="passkeys" class="card" {
             h2 id="passkeys" { "Passkeys" }
             ul data-passkey-list {
-                @for p in &passkeys {
+                @for p in passkeys {
                     li {
                         (p.display_name) " "
                         span class="help" { "added " (p.created_at.format("%Y-%m-%d")) }
@@ -937,6 +985,12 @@ async fn account_page(
             button type="button" data-action="passkey-register" { "Add a passkey" }
             p class="msg" role="status" data-passkey-status {}
         }
+    }
+}
+
+/// The authenticator app: the form that turns it off, or the one that sets it up.
+fn totp_section(ctx: &Ctx, mfa: &MfaStatus) -> Markup {
+    html! {
         section aria-labelledby="totp" class="card" {
             h2 id="totp" { "Authenticator app (TOTP)" }
             @if mfa.totp_enabled {
@@ -955,6 +1009,12 @@ async fn account_page(
                 }
             }
         }
+    }
+}
+
+/// The recovery codes left, and the form that generates a new set.
+fn recovery_section(ctx: &Ctx, mfa: &MfaStatus) -> Markup {
+    html! {
         section aria-labelledby="recovery" class="card" {
             h2 id="recovery" { "Recovery codes" }
             @if !mfa.enrolled {
@@ -975,20 +1035,23 @@ async fn account_page(
                 }
             }
         }
-        @if signed_in_with_key {
-            section aria-labelledby="reissue" class="card" {
-                h2 id="reissue" { "Your API key" }
-                p {
-                    "Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key."
-                }
-                form method="post" action="/console/account/reissue" {
-                    (csrf_field(ctx))
-                    button type="submit" class="danger" { "Reissue my key" }
-                }
+    }
+}
+
+/// Reissuing the API key the session was opened with.
+fn reissue_section(ctx: &Ctx) -> Markup {
+    html! {
+        section aria-labelledby="reissue" class="card" {
+            h2 id="reissue" { "Your API key" }
+            p {
+                "Reissuing revokes the key you signed in with at once and shows its replacement once. You will need to sign in again with the new key."
+            }
+            form method="post" action="/console/account/reissue" {
+                (csrf_field(ctx))
+                button type="submit" class="danger" { "Reissue my key" }
             }
         }
-    };
-    page(state, ctx, status, "Account", body)
+    }
 }
 
 /// The page context and principal of a form post its route's rule let through, once its

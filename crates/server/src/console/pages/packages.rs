@@ -3,6 +3,8 @@
 //! watchlist and the change alerts. Each form calls the same service as the API, so the
 //! limits, messages and the per-key SBOM scan cap are the API's.
 
+use store::Page;
+use store::downloads::ChangeAlert;
 use store::packages::ChangeQuery;
 
 use super::gate::{plain, td, when};
@@ -85,6 +87,17 @@ async fn render(
         Err(e) => return refused(state, ctx, &e),
     };
     let body = html! {
+        (typosquat_section(ctx, &s, eco))
+        (sbom_section(ctx, &s))
+        (watchlist_section(ctx, &s, &watches))
+        (changes_section(&s, &alerts))
+    };
+    page(state, ctx, status, TITLE, body)
+}
+
+/// The typosquat and dependency-confusion check: its form, then the answer to the last post.
+fn typosquat_section(ctx: &Ctx, s: &Sections, eco: &str) -> Markup {
+    html! {
         section aria-labelledby="typosquat" class="card" {
             h2 id="typosquat" { "Check package names" }
             p {
@@ -105,6 +118,12 @@ async fn render(
             }
             @if let Some(answer) = &s.typosquat { (answer) }
         }
+    }
+}
+
+/// The SBOM scan: its form, then the report of the last post.
+fn sbom_section(ctx: &Ctx, s: &Sections) -> Markup {
+    html! {
         section aria-labelledby="sbom" class="card" {
             h2 id="sbom" { "Scan an SBOM" }
             p {
@@ -123,6 +142,12 @@ async fn render(
             }
             @if let Some(report) = &s.sbom { (report) }
         }
+    }
+}
+
+/// The account's watchlist and the form that adds to it.
+fn watchlist_section(ctx: &Ctx, s: &Sections, watches: &service::WatchList) -> Markup {
+    html! {
         section aria-labelledby="watch" {
             h2 id="watch" { "Watchlist" }
             @if let Some(note) = &s.watch_note { (note) }
@@ -171,6 +196,12 @@ async fn render(
                 button type="submit" { "Watch" }
             }
         }
+    }
+}
+
+/// The change alerts, all of them or only the watched packages'.
+fn changes_section(s: &Sections, alerts: &Page<ChangeAlert>) -> Markup {
+    html! {
         section aria-labelledby="changes" {
             h2 id="changes" { "Change alerts" }
             p {
@@ -208,8 +239,7 @@ async fn render(
                 }
             }
         }
-    };
-    page(state, ctx, status, TITLE, body)
+    }
 }
 
 fn lines(text: &str) -> Vec<String> {
