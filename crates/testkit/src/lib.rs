@@ -7,6 +7,7 @@
 //!   server on loopback over a scratch database;
 //! - [`fixtures`]: timestamps and record builders;
 //! - [`pki`]: certificate authorities, code signing and CRLs for tests;
+//! - [`rpmdb`]: rpm's BerkeleyDB `Packages` file holding given headers;
 //! - [`vendor`]: a fake vendor channel served over loopback HTTPS or HTTP (with the `apt`
 //!   feature, a signed Debian-format archive on it).
 //!
@@ -24,6 +25,7 @@ pub mod app;
 pub mod db;
 pub mod fixtures;
 pub mod pki;
+pub mod rpmdb;
 pub mod vendor;
 
 use std::future::Future;

@@ -1200,106 +1200,6 @@ enum RpmDb {
     BerkeleyDb,
 }
 
-/// rpm's BerkeleyDB `Packages` file holding these headers (package numbers from 1), laid
-/// out as BerkeleyDB 5.3 writes a hash database (`dbinc/db_page.h`; rpm's own reader of it
-/// is `lib/backend/bdb_ro.c`), little-endian, 4 KiB pages. Page 0 is the metadata (magic
-/// `0x061561`, hash version 9, page size, last page, two buckets: `max_bucket` 1, masks 1
-/// and 0, spares mapping bucket 0 to page 1 and bucket 1 to page 2). Pages 1 and 2 are the
-/// buckets' hash pages (type 13): a 26-byte page header, the items' offsets, and the items
-/// packed from the page's end, key then value, sorted by key; a key is the package number
-/// (4 bytes, inline item type 1), in the bucket BerkeleyDB's default hash of its bytes
-/// names; key 0 holds the next package number inline; each header is an off-page item (type
-/// 3: first overflow page, length) whose bytes fill a chain of overflow pages (type 7, the
-/// bytes on the page in the header's free-space field). Files written this way pass
-/// BerkeleyDB's `db_verify` and read with rpm's `bdb_ro` backend.
-fn berkeley_packages(blobs: &[&[u8]]) -> Vec<u8> {
-    const PAGE: usize = 4096;
-    const HEADER: usize = 26;
-    let put32 =
-        |page: &mut [u8], at: usize, v: u32| page[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    let put16 = |page: &mut [u8], at: usize, v: usize| {
-        page[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes())
-    };
-    let mut pages: Vec<Vec<u8>> = vec![vec![0; PAGE]; 3];
-    let next = blobs.len() as u32 + 1;
-    let mut items: Vec<(Vec<u8>, Vec<u8>)> = vec![(
-        0u32.to_le_bytes().to_vec(),
-        [&[1u8][..], &next.to_le_bytes()].concat(),
-    )];
-    for (i, blob) in blobs.iter().enumerate() {
-        let first = pages.len() as u32;
-        let chunks: Vec<&[u8]> = blob.chunks(PAGE - HEADER).collect();
-        for (j, chunk) in chunks.iter().enumerate() {
-            let number = first + j as u32;
-            let mut page = vec![0u8; PAGE];
-            put32(&mut page, 8, number);
-            put32(&mut page, 12, if j == 0 { 0 } else { number - 1 });
-            put32(
-                &mut page,
-                16,
-                if j + 1 == chunks.len() { 0 } else { number + 1 },
-            );
-            put16(&mut page, 20, 1);
-            put16(&mut page, 22, chunk.len());
-            page[25] = 7;
-            page[HEADER..HEADER + chunk.len()].copy_from_slice(chunk);
-            pages.push(page);
-        }
-        let mut offpage = vec![3u8, 0, 0, 0];
-        offpage.extend(first.to_le_bytes());
-        offpage.extend((blob.len() as u32).to_le_bytes());
-        items.push(((i as u32 + 1).to_le_bytes().to_vec(), offpage));
-    }
-    let mut buckets: [Vec<(Vec<u8>, Vec<u8>)>; 2] = Default::default();
-    for (key, value) in items {
-        let hash = key
-            .iter()
-            .fold(0u32, |h, &b| h.wrapping_mul(16_777_619) ^ u32::from(b));
-        buckets[(hash & 1) as usize].push(([&[1u8][..], &key].concat(), value));
-    }
-    for (b, entries) in buckets.iter_mut().enumerate() {
-        entries.sort();
-        let page = &mut pages[b + 1];
-        let (mut low, mut offsets) = (PAGE, Vec::new());
-        for (key, value) in entries.iter() {
-            for item in [key, value] {
-                low -= item.len();
-                page[low..low + item.len()].copy_from_slice(item);
-                offsets.push(low);
-            }
-        }
-        put32(page, 8, b as u32 + 1);
-        put16(page, 20, offsets.len());
-        put16(page, 22, low);
-        page[25] = 13;
-        for (i, at) in offsets.iter().enumerate() {
-            put16(page, HEADER + i * 2, *at);
-        }
-    }
-    let last = pages.len() as u32 - 1;
-    let meta = &mut pages[0];
-    for (at, v) in [
-        (12, 0x0006_1561), // magic
-        (16, 9),           // hash version
-        (20, PAGE as u32), // page size
-        (32, last),        // last page
-        (40, next),        // key count
-        (44, next),        // record count
-        (72, 1),           // max_bucket
-        (76, 1),           // high_mask
-        (80, 0),           // low_mask
-        (88, next),        // nelem
-        (92, 0x5e68_8dd1), // h_charkey: the default hash of its check string
-        (96, 1),           // spares[0]: bucket 0 is page 1
-        (100, 1),          // spares[1]: bucket 1 is page 2
-    ] {
-        put32(meta, at, v);
-    }
-    meta[25] = 8; // P_HASHMETA
-    meta[52..72].copy_from_slice(b"knowngood-test-uid!!");
-    pages.concat()
-}
-
 /// A Rocky Linux root for `scan --packages`: rpm's database (`var/lib/rpm/rpmdb.sqlite` with
 /// rpm's `Packages` table as rpm 4.16 and later's sqlite backend creates it, as on Rocky
 /// Linux 9; or BerkeleyDB's `var/lib/rpm/Packages`, as on Rocky Linux 8) holding each
@@ -1362,7 +1262,11 @@ fn rpm_root(root: &Path, db: RpmDb, packages: &[RpmPackage]) {
     }
     if db == RpmDb::BerkeleyDb {
         let blobs: Vec<&[u8]> = blobs.iter().map(|(_, b)| b.as_slice()).collect();
-        std::fs::write(root.join("var/lib/rpm/Packages"), berkeley_packages(&blobs)).unwrap();
+        std::fs::write(
+            root.join("var/lib/rpm/Packages"),
+            testkit::rpmdb::berkeley_packages(4096, false, &blobs),
+        )
+        .unwrap();
         return;
     }
     let db = rusqlite::Connection::open(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
