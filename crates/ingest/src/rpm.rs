@@ -270,6 +270,41 @@ impl<'a> Structure<'a> {
     }
 }
 
+/// Where a header's files are: `DIRNAMES`, and for each file (in `BASENAMES` order) the
+/// index of its directory among them (`DIRINDEXES`).
+struct FileDirs<'a> {
+    dirnames: Vec<&'a str>,
+    indexes: Vec<u64>,
+}
+
+impl<'a> FileDirs<'a> {
+    /// Both tags, which a header that lists files must have.
+    fn read(h: &Structure<'a>) -> Result<Self, RpmError> {
+        let missing = |tag: u32| RpmError::Header(format!("tag {tag} missing"));
+        let dirnames = h
+            .strings(TAG_DIRNAMES)?
+            .ok_or_else(|| missing(TAG_DIRNAMES))?;
+        let indexes = h
+            .ints(TAG_DIRINDEXES)?
+            .ok_or_else(|| missing(TAG_DIRINDEXES))?;
+        Ok(Self { dirnames, indexes })
+    }
+
+    /// How many files the indexes cover.
+    fn count(&self) -> usize {
+        self.indexes.len()
+    }
+
+    /// The directory of file `i`, as `DIRNAMES` spells it.
+    fn dir(&self, i: usize) -> Result<&'a str, RpmError> {
+        self.indexes
+            .get(i)
+            .and_then(|&d| usize::try_from(d).ok())
+            .and_then(|d| self.dirnames.get(d).copied())
+            .ok_or_else(|| RpmError::Header(format!("file {i}: directory index out of range")))
+    }
+}
+
 /// Parses the main header of a package whose first bytes (at least up to [`header_end`])
 /// are `head`.
 pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
@@ -302,12 +337,7 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
     }
     let n = basenames.len();
     let missing = |tag: u32| RpmError::Header(format!("tag {tag} missing"));
-    let dirnames = main
-        .strings(TAG_DIRNAMES)?
-        .ok_or_else(|| missing(TAG_DIRNAMES))?;
-    let dirindexes = main
-        .ints(TAG_DIRINDEXES)?
-        .ok_or_else(|| missing(TAG_DIRINDEXES))?;
+    let dirs = FileDirs::read(&main)?;
     let modes = main
         .ints(TAG_FILEMODES)?
         .ok_or_else(|| missing(TAG_FILEMODES))?;
@@ -322,7 +352,7 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
     };
     let flags = main.ints(TAG_FILEFLAGS)?.unwrap_or_else(|| vec![0; n]);
     if [
-        dirindexes.len(),
+        dirs.count(),
         modes.len(),
         digests.len(),
         sizes.len(),
@@ -341,10 +371,7 @@ pub fn parse_header(head: &[u8]) -> Result<RpmHeader, RpmError> {
         if mode & S_IFMT != S_IFREG || flags[i] & u64::from(FLAG_GHOST) != 0 {
             continue;
         }
-        let dir = usize::try_from(dirindexes[i])
-            .ok()
-            .and_then(|d| dirnames.get(d))
-            .ok_or_else(|| RpmError::Header(format!("file {i}: directory index out of range")))?;
+        let dir = dirs.dir(i)?;
         let sha256 = crate::formats::hex_digest(digests[i], 64).ok_or_else(|| {
             RpmError::Header(format!("{dir}{}: not a SHA-256 digest", basenames[i]))
         })?;
@@ -403,14 +430,8 @@ pub fn parse_installed(blob: &[u8]) -> Result<InstalledRpm, RpmError> {
     let Some(basenames) = h.strings(TAG_BASENAMES)? else {
         return Ok(package);
     };
-    let missing = |tag: u32| RpmError::Header(format!("tag {tag} missing"));
-    let dirnames = h
-        .strings(TAG_DIRNAMES)?
-        .ok_or_else(|| missing(TAG_DIRNAMES))?;
-    let dirindexes = h
-        .ints(TAG_DIRINDEXES)?
-        .ok_or_else(|| missing(TAG_DIRINDEXES))?;
-    if dirindexes.len() != basenames.len() {
+    let dirs = FileDirs::read(&h)?;
+    if dirs.count() != basenames.len() {
         return Err(RpmError::Header(
             "file tags disagree on the file count".into(),
         ));
@@ -418,11 +439,8 @@ pub fn parse_installed(blob: &[u8]) -> Result<InstalledRpm, RpmError> {
     // Paths share their directories in the header: bound what they expand to.
     let mut total = 0usize;
     let mut paths = Vec::with_capacity(basenames.len());
-    for (i, (base, &dir)) in basenames.iter().zip(&dirindexes).enumerate() {
-        let dir = usize::try_from(dir)
-            .ok()
-            .and_then(|d| dirnames.get(d))
-            .ok_or_else(|| RpmError::Header(format!("file {i}: directory index out of range")))?;
+    for (i, base) in basenames.iter().enumerate() {
+        let dir = dirs.dir(i)?;
         total = total.saturating_add(dir.len() + base.len());
         if total > MAX_HEADER_BYTES {
             return Err(RpmError::HeaderTooLarge);
