@@ -232,13 +232,53 @@ impl Audience {
     }
 }
 
+/// The reference page's head, title and link to the machine-readable description.
+const DOCS_HEAD: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>knowngood API reference</title><style>\
+         body{font:15px/1.5 system-ui,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}\
+         code{background:#f3f3f3;padding:0 .2em;overflow-wrap:anywhere}\
+         h2{margin-top:2.5rem;border-bottom:2px solid #ccc}h3{margin-top:2rem;border-top:1px solid #ddd;padding-top:1rem}\
+         .m{font-weight:bold;font-family:monospace;margin-right:.4em}nav ul{columns:2 18rem}nav li{break-inside:avoid}\
+         table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left;vertical-align:top}\
+         .rule{color:#444}</style></head><body><h1>knowngood API reference</h1>\
+         <p>Machine-readable: <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a> (OpenAPI 3.1).</p>";
+
 /// The reference page: the API's description, a table of contents by audience (public,
 /// customer, staff) and tag, then each operation with its rendered description, access
 /// rule, parameters, request body and answers. Markdown is rendered; raw HTML in it is
 /// shown as text. No script, no external resource.
 fn render_docs(doc: &Value) -> String {
-    let text_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let mut ops: Vec<(Audience, String, String, String, &Value)> = Vec::new();
+    let ops = operations(doc);
+    let mut html = String::from(DOCS_HEAD);
+    html.push_str(&markdown(&text_of(&doc["info"], "description")));
+    html.push_str(&contents(&ops));
+    let mut audience_shown = None;
+    for op in &ops {
+        if audience_shown != Some(op.audience) {
+            html.push_str(&format!("<h2>{}</h2>", op.audience.title()));
+            audience_shown = Some(op.audience);
+        }
+        html.push_str(&operation_section(op));
+    }
+    html.push_str("</body></html>");
+    html
+}
+
+/// One operation of the description, with what the page sorts and files it by.
+struct Operation<'a> {
+    audience: Audience,
+    /// Its first tag, `other` when it has none.
+    tag: String,
+    path: String,
+    /// In capitals (`GET`).
+    method: String,
+    op: &'a Value,
+}
+
+/// Every operation of the description, by audience, tag, path and method.
+fn operations(doc: &Value) -> Vec<Operation<'_>> {
+    let mut ops = Vec::new();
     for (path, methods) in doc
         .get("paths")
         .and_then(Value::as_object)
@@ -251,39 +291,46 @@ fn render_docs(doc: &Value) -> String {
                 .and_then(Value::as_str)
                 .unwrap_or("other")
                 .to_string();
-            ops.push((
-                Audience::of(op),
+            ops.push(Operation {
+                audience: Audience::of(op),
                 tag,
-                path.clone(),
-                method.to_uppercase(),
+                path: path.clone(),
+                method: method.to_uppercase(),
                 op,
-            ));
+            });
         }
     }
-    ops.sort_by(|a, b| (a.0, &a.1, &a.2, &a.3).cmp(&(b.0, &b.1, &b.2, &b.3)));
-    let anchor = |method: &str, path: &str| {
-        let mut id = format!("{}-{}", method.to_lowercase(), path);
-        id.retain(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        id
-    };
+    ops.sort_by(|a, b| {
+        (a.audience, &a.tag, &a.path, &a.method).cmp(&(b.audience, &b.tag, &b.path, &b.method))
+    });
+    ops
+}
 
-    let mut html = String::from(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>knowngood API reference</title><style>\
-         body{font:15px/1.5 system-ui,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}\
-         code{background:#f3f3f3;padding:0 .2em;overflow-wrap:anywhere}\
-         h2{margin-top:2.5rem;border-bottom:2px solid #ccc}h3{margin-top:2rem;border-top:1px solid #ddd;padding-top:1rem}\
-         .m{font-weight:bold;font-family:monospace;margin-right:.4em}nav ul{columns:2 18rem}nav li{break-inside:avoid}\
-         table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left;vertical-align:top}\
-         .rule{color:#444}</style></head><body><h1>knowngood API reference</h1>\
-         <p>Machine-readable: <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a> (OpenAPI 3.1).</p>",
-    );
-    html.push_str(&markdown(&text_of(&doc["info"], "description")));
+/// A string field of a JSON object, empty when absent.
+fn text_of(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
 
-    html.push_str("<nav><h2>Contents</h2>");
+/// The id of an operation's section on the page (`get-apiv1...`).
+fn anchor(method: &str, path: &str) -> String {
+    let mut id = format!("{}-{}", method.to_lowercase(), path);
+    id.retain(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    id
+}
+
+/// The table of contents: a heading per audience, a list per tag, a link per operation
+/// with the first sentence of its summary.
+fn contents(ops: &[Operation<'_>]) -> String {
+    let mut html = String::from("<nav><h2>Contents</h2>");
     let mut current: Option<(Audience, String)> = None;
-    for (audience, tag, path, method, op) in &ops {
+    for Operation {
+        audience,
+        tag,
+        path,
+        method,
+        op,
+    } in ops
+    {
         if current.as_ref().map(|(a, _)| a) != Some(audience) {
             if current.is_some() {
                 html.push_str("</ul>");
@@ -309,76 +356,96 @@ fn render_docs(doc: &Value) -> String {
         html.push_str("</ul>");
     }
     html.push_str("</nav>");
+    html
+}
 
-    let mut audience_shown = None;
-    for (audience, _, path, method, op) in &ops {
-        if audience_shown != Some(*audience) {
-            html.push_str(&format!("<h2>{}</h2>", audience.title()));
-            audience_shown = Some(*audience);
-        }
-        html.push_str(&format!(
-            "<h3 id=\"{}\"><span class=\"m\">{}</span><code>{}</code></h3>",
-            anchor(method, path),
-            escape(method),
-            escape(path)
-        ));
-        html.push_str(&markdown(&text_of(op, "summary")));
-        html.push_str(&markdown(&text_of(op, "description")));
-        if op.get("x-min-tier").is_some() {
-            let permission = op
-                .get("x-permission")
-                .and_then(Value::as_str)
-                .map_or("none (any valid credential)".to_string(), |p| {
-                    format!("<code>{}</code>", escape(p))
-                });
+/// One operation's section: its heading, summary and description, access rule,
+/// parameters, request body and answers.
+fn operation_section(operation: &Operation<'_>) -> String {
+    let Operation {
+        path, method, op, ..
+    } = operation;
+    let mut html = format!(
+        "<h3 id=\"{}\"><span class=\"m\">{}</span><code>{}</code></h3>",
+        anchor(method, path),
+        escape(method),
+        escape(path)
+    );
+    html.push_str(&markdown(&text_of(op, "summary")));
+    html.push_str(&markdown(&text_of(op, "description")));
+    html.push_str(&access_rule(op));
+    if let Some(params) = op.get("parameters").and_then(Value::as_array) {
+        html.push_str(&parameters_table(params));
+    }
+    if let Some(body) = op.get("requestBody") {
+        let schema = body
+            .pointer("/content/application~1json/schema/$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.rsplit('/').next())
+            .unwrap_or("");
+        if !schema.is_empty() {
             html.push_str(&format!(
-                "<p class=\"rule\">Permission {permission}; tier <code>{}</code> or above.</p>",
-                escape(&text_of(op, "x-min-tier"))
+                "<p>Body: <code>{}</code> (JSON).</p>",
+                escape(schema)
             ));
         }
-        if let Some(params) = op.get("parameters").and_then(Value::as_array) {
-            html.push_str("<table><tr><th>parameter</th><th>in</th><th>description</th></tr>");
-            for p in params {
-                html.push_str(&format!(
-                    "<tr><td><code>{}</code>{}</td><td>{}</td><td>{}</td></tr>",
-                    escape(&text_of(p, "name")),
-                    if p.get("required").and_then(Value::as_bool) == Some(true) {
-                        " (required)"
-                    } else {
-                        ""
-                    },
-                    escape(&text_of(p, "in")),
-                    markdown(&text_of(p, "description"))
-                ));
-            }
-            html.push_str("</table>");
-        }
-        if let Some(body) = op.get("requestBody") {
-            let schema = body
-                .pointer("/content/application~1json/schema/$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| r.rsplit('/').next())
-                .unwrap_or("");
-            if !schema.is_empty() {
-                html.push_str(&format!(
-                    "<p>Body: <code>{}</code> (JSON).</p>",
-                    escape(schema)
-                ));
-            }
-        }
-        if let Some(responses) = op.get("responses").and_then(Value::as_object) {
-            html.push_str("<table><tr><th>status</th><th>meaning</th></tr>");
-            for (status, answer) in responses {
-                html.push_str(&format!(
-                    "<tr><td>{}</td><td>{}</td></tr>",
-                    escape(status),
-                    markdown(&text_of(answer, "description"))
-                ));
-            }
-            html.push_str("</table>");
-        }
     }
-    html.push_str("</body></html>");
+    if let Some(responses) = op.get("responses").and_then(Value::as_object) {
+        html.push_str(&responses_table(responses));
+    }
+    html
+}
+
+/// The permission and tier an operation asks for; nothing for a public one.
+fn access_rule(op: &Value) -> String {
+    if op.get("x-min-tier").is_none() {
+        return String::new();
+    }
+    let permission = op
+        .get("x-permission")
+        .and_then(Value::as_str)
+        .map_or("none (any valid credential)".to_string(), |p| {
+            format!("<code>{}</code>", escape(p))
+        });
+    format!(
+        "<p class=\"rule\">Permission {permission}; tier <code>{}</code> or above.</p>",
+        escape(&text_of(op, "x-min-tier"))
+    )
+}
+
+/// An operation's parameters: name (and whether it is required), where it goes, what it
+/// means.
+fn parameters_table(params: &[Value]) -> String {
+    let mut html =
+        String::from("<table><tr><th>parameter</th><th>in</th><th>description</th></tr>");
+    for p in params {
+        html.push_str(&format!(
+            "<tr><td><code>{}</code>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&text_of(p, "name")),
+            if p.get("required").and_then(Value::as_bool) == Some(true) {
+                " (required)"
+            } else {
+                ""
+            },
+            escape(&text_of(p, "in")),
+            markdown(&text_of(p, "description"))
+        ));
+    }
+    html.push_str("</table>");
+    html
+}
+
+/// An operation's answers: each status and what it means.
+fn responses_table(responses: &serde_json::Map<String, Value>) -> String {
+    let mut html = String::from("<table><tr><th>status</th><th>meaning</th></tr>");
+    for (status, answer) in responses {
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td></tr>",
+            escape(status),
+            markdown(&text_of(answer, "description"))
+        ));
+    }
+    html.push_str("</table>");
     html
 }
 
