@@ -43,14 +43,14 @@ pub use connections::{ConnectionLimits, serve_with};
 use error::ApiError;
 use feed_cache::FeedCache;
 use jobs::LogKey;
-/// Public for the command line's offline bundle, which writes the same vendor part as the route.
-pub use routes::bundle::write_vendor_part;
 /// Public for the configuration, whose default hashlookup prefix is this one.
 pub use routes::hashlookup::DECLARED_PREFIX as HASHLOOKUP_DECLARED_PREFIX;
 /// Public for the fuzz target, which reads lookup bodies exactly as the routes do.
 pub use routes::intel::parse_lookup_body;
 /// Public so that clients and tests open checkpoints under the origin the server signs.
 pub use routes::transparency::CHECKPOINT_ORIGIN;
+/// Public for the command line's offline bundle, which writes the same vendor part as the route.
+pub use services::bundle::write_vendor_part;
 
 /// Per-minute limits; the documented values by default (docs/api.md).
 #[derive(Debug, Clone)]

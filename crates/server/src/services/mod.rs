@@ -3,6 +3,7 @@
 //! request, call a service and answer in JSON; console pages call the same service and
 //! answer in HTML. Neither calls the other, and services know nothing of either.
 
+pub mod bundle;
 pub mod export;
 pub mod packages;
 pub mod revocations;
