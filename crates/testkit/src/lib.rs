@@ -129,6 +129,29 @@ macro_rules! backend_test {
     };
 }
 
+/// A test that signs files with `osslsigncode`: marked ignored, not passed, when it did not
+/// run where the tests were built.
+#[cfg(osslsigncode_installed)]
+#[macro_export]
+macro_rules! needs_osslsigncode {
+    ($($test:item)*) => {
+        $($test)*
+    };
+}
+
+/// A test that signs files with `osslsigncode`: marked ignored, not passed, when it did not
+/// run where the tests were built.
+#[cfg(not(osslsigncode_installed))]
+#[macro_export]
+macro_rules! needs_osslsigncode {
+    ($($test:item)*) => {
+        $(
+            #[ignore = "osslsigncode did not run when the tests were built (apt-get install osslsigncode)"]
+            $test
+        )*
+    };
+}
+
 #[cfg(postgres_configured)]
 #[doc(hidden)]
 #[macro_export]

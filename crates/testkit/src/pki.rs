@@ -244,14 +244,27 @@ pub fn build_pe(salt: u8) -> Vec<u8> {
 
 /// Signs `pe` with `leaf` (its chain: the leaf then the CA) using osslsigncode.
 pub fn sign_pe(dir: &Path, pe: &[u8], leaf: &Leaf, ca: &TestCa) -> Vec<u8> {
+    let chain = format!("{}{}", leaf.pem, ca.pem);
+    osslsign(dir, pe, &leaf.key_pem, &chain, false)
+}
+
+/// Runs `osslsigncode sign` over `pe` with a key and the certificate chain it ships (PEM,
+/// in the order given), in files of `dir`; `nest` adds a signature to the file's own rather
+/// than replacing them. The signed file's bytes.
+pub fn osslsign(dir: &Path, pe: &[u8], key_pem: &str, chain_pem: &str, nest: bool) -> Vec<u8> {
     let (key, chain) = (dir.join("key.pem"), dir.join("chain.pem"));
     let (unsigned, signed) = (dir.join("in.exe"), dir.join("out.exe"));
-    std::fs::write(&key, &leaf.key_pem).unwrap();
-    std::fs::write(&chain, format!("{}{}", leaf.pem, ca.pem)).unwrap();
+    std::fs::write(&key, key_pem).unwrap();
+    std::fs::write(&chain, chain_pem).unwrap();
     std::fs::write(&unsigned, pe).unwrap();
     let _ = std::fs::remove_file(&signed);
-    let out = Command::new("osslsigncode")
-        .args(["sign", "-h", "sha256", "-n", "knowngood test", "-certs"])
+    let mut cmd = Command::new("osslsigncode");
+    cmd.arg("sign");
+    if nest {
+        cmd.arg("-nest");
+    }
+    let out = cmd
+        .args(["-h", "sha256", "-n", "knowngood test", "-certs"])
         .arg(&chain)
         .arg("-key")
         .arg(&key)

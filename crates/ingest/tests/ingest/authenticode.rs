@@ -1,12 +1,10 @@
 //! Authenticode extraction from PE files built here and signed with `osslsigncode`
 //! (Debian package `osslsigncode`) under a test CA made with rcgen.
 //!
-//! Tests that need a signature print a visible SKIPPED line and pass when osslsigncode is
-//! absent; the unsigned, non-PE and malformed cases need nothing.
+//! Tests that need a signature are marked ignored, not passed, when osslsigncode did not run
+//! where the tests were built; the unsigned, non-PE and malformed cases need nothing.
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use axum::Router;
 use axum::routing::get;
@@ -88,22 +86,6 @@ fn build_pe(pe32plus: bool) -> Vec<u8> {
     pe
 }
 
-/// Whether osslsigncode can run; if not, says so where `cargo test` shows it.
-fn have_osslsigncode(test: &str) -> bool {
-    let ok = Command::new("osslsigncode")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        // Straight to stderr: the test harness hides println!/eprintln! of passing tests.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {test}: osslsigncode is not installed (apt-get install osslsigncode)"
-        );
-    }
-    ok
-}
-
 /// A code-signing certificate under a test CA, and the fields extraction must report.
 struct TestSigner {
     key_pem: String,
@@ -172,37 +154,9 @@ fn test_signer(
     }
 }
 
-/// Runs `osslsigncode sign` (with `-nest` to add rather than replace a signature).
+/// Signs `input` as `signer` (with `nest`, adding to rather than replacing its signatures).
 fn sign(dir: &Path, input: &[u8], signer: &TestSigner, nest: bool) -> Vec<u8> {
-    let (key, chain) = (dir.join("key.pem"), dir.join("chain.pem"));
-    let (unsigned, signed) = (dir.join("in.exe"), dir.join("out.exe"));
-    std::fs::write(&key, &signer.key_pem).unwrap();
-    std::fs::write(&chain, &signer.chain_pem).unwrap();
-    std::fs::write(&unsigned, input).unwrap();
-    let _ = std::fs::remove_file(&signed);
-    let mut cmd = Command::new("osslsigncode");
-    cmd.arg("sign");
-    if nest {
-        cmd.arg("-nest");
-    }
-    let out = cmd
-        .args(["-h", "sha256", "-n", "knowngood test", "-certs"])
-        .arg(&chain)
-        .arg("-key")
-        .arg(&key)
-        .arg("-in")
-        .arg(&unsigned)
-        .arg("-out")
-        .arg(&signed)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "osslsigncode failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(&signed).unwrap()
+    testkit::pki::osslsign(dir, input, &signer.key_pem, &signer.chain_pem, nest)
 }
 
 struct Fixture {
@@ -232,94 +186,89 @@ fn table_of(pe: &[u8], pe32plus: bool) -> (usize, usize) {
     (word(at), word(at + 4))
 }
 
-#[test]
-fn signed_pe_reports_the_certificate_that_signed_it() {
-    if !have_osslsigncode("signed_pe_reports_the_certificate_that_signed_it") {
-        return;
-    }
-    let f = fixture();
-    for pe32plus in [true, false] {
-        let signed = sign(f.dir.path(), &build_pe(pe32plus), &f.first, false);
-        assert_eq!(extract_signer(&signed), Ok(Some(f.first.expected.clone())));
-    }
-}
-
-#[test]
-fn signer_is_found_by_issuer_and_serial_not_by_certificate_order() {
-    if !have_osslsigncode("signer_is_found_by_issuer_and_serial_not_by_certificate_order") {
-        return;
-    }
-    let f = fixture();
-    // `second` lists the CA before its own certificate.
-    let signed = sign(f.dir.path(), &build_pe(true), &f.second, false);
-    let signer = extract_signer(&signed).unwrap().unwrap();
-    assert_eq!(signer, f.second.expected);
-    assert_eq!(signer.sig_serial, "420007");
-}
-
-#[test]
-fn nested_signature_is_listed_under_the_primary() {
-    if !have_osslsigncode("nested_signature_is_listed_under_the_primary") {
-        return;
-    }
-    let f = fixture();
-    let once = sign(f.dir.path(), &build_pe(true), &f.first, false);
-    let twice = sign(f.dir.path(), &once, &f.second, true);
-    let mut expected = f.first.expected.clone();
-    expected.nested = vec![f.second.expected.clone()];
-    assert_eq!(extract_signer(&twice), Ok(Some(expected)));
-}
-
-#[test]
-fn further_win_certificate_entries_are_listed_under_the_primary() {
-    if !have_osslsigncode("further_win_certificate_entries_are_listed_under_the_primary") {
-        return;
-    }
-    let f = fixture();
-    let unsigned = build_pe(true);
-    let a = sign(f.dir.path(), &unsigned, &f.first, false);
-    let b = sign(f.dir.path(), &unsigned, &f.second, false);
-    let (a_at, a_len) = table_of(&a, true);
-    let (b_at, b_len) = table_of(&b, true);
-    assert_eq!(a_len % 8, 0, "osslsigncode pads each entry to 8 bytes");
-
-    // One table holding both entries, like Debian's signed shim.
-    let mut both = a[..a_at].to_vec();
-    both.extend_from_slice(&a[a_at..a_at + a_len]);
-    both.extend_from_slice(&b[b_at..b_at + b_len]);
-    let size_at = security_entry_at(true) + 4;
-    both[size_at..size_at + 4].copy_from_slice(&((a_len + b_len) as u32).to_le_bytes());
-
-    let mut expected = f.first.expected.clone();
-    expected.nested = vec![f.second.expected.clone()];
-    assert_eq!(extract_signer(&both), Ok(Some(expected)));
-}
-
-#[test]
-fn streaming_in_small_chunks_gives_the_same_signer() {
-    if !have_osslsigncode("streaming_in_small_chunks_gives_the_same_signer") {
-        return;
-    }
-    let f = fixture();
-    let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
-    for chunk in [1, 7, 64, 4096] {
-        let mut capture = SignatureCapture::new(1 << 20);
-        for piece in signed.chunks(chunk) {
-            capture.push(piece);
+testkit::needs_osslsigncode! {
+    #[test]
+    fn signed_pe_reports_the_certificate_that_signed_it() {
+        let f = fixture();
+        for pe32plus in [true, false] {
+            let signed = sign(f.dir.path(), &build_pe(pe32plus), &f.first, false);
+            assert_eq!(extract_signer(&signed), Ok(Some(f.first.expected.clone())));
         }
-        assert_eq!(
-            capture.finish(),
-            Ok(Some(f.first.expected.clone())),
-            "{chunk}"
-        );
     }
-    let (_, table_len) = table_of(&signed, true);
-    let mut tight = SignatureCapture::new(table_len - 1);
-    tight.push(&signed);
-    assert!(matches!(
-        tight.finish(),
-        Err(AuthenticodeError::TableTooLarge { .. })
-    ));
+}
+
+testkit::needs_osslsigncode! {
+    #[test]
+    fn signer_is_found_by_issuer_and_serial_not_by_certificate_order() {
+        let f = fixture();
+        // `second` lists the CA before its own certificate.
+        let signed = sign(f.dir.path(), &build_pe(true), &f.second, false);
+        let signer = extract_signer(&signed).unwrap().unwrap();
+        assert_eq!(signer, f.second.expected);
+        assert_eq!(signer.sig_serial, "420007");
+    }
+}
+
+testkit::needs_osslsigncode! {
+    #[test]
+    fn nested_signature_is_listed_under_the_primary() {
+        let f = fixture();
+        let once = sign(f.dir.path(), &build_pe(true), &f.first, false);
+        let twice = sign(f.dir.path(), &once, &f.second, true);
+        let mut expected = f.first.expected.clone();
+        expected.nested = vec![f.second.expected.clone()];
+        assert_eq!(extract_signer(&twice), Ok(Some(expected)));
+    }
+}
+
+testkit::needs_osslsigncode! {
+    #[test]
+    fn further_win_certificate_entries_are_listed_under_the_primary() {
+        let f = fixture();
+        let unsigned = build_pe(true);
+        let a = sign(f.dir.path(), &unsigned, &f.first, false);
+        let b = sign(f.dir.path(), &unsigned, &f.second, false);
+        let (a_at, a_len) = table_of(&a, true);
+        let (b_at, b_len) = table_of(&b, true);
+        assert_eq!(a_len % 8, 0, "osslsigncode pads each entry to 8 bytes");
+
+        // One table holding both entries, like Debian's signed shim.
+        let mut both = a[..a_at].to_vec();
+        both.extend_from_slice(&a[a_at..a_at + a_len]);
+        both.extend_from_slice(&b[b_at..b_at + b_len]);
+        let size_at = security_entry_at(true) + 4;
+        both[size_at..size_at + 4].copy_from_slice(&((a_len + b_len) as u32).to_le_bytes());
+
+        let mut expected = f.first.expected.clone();
+        expected.nested = vec![f.second.expected.clone()];
+        assert_eq!(extract_signer(&both), Ok(Some(expected)));
+    }
+}
+
+testkit::needs_osslsigncode! {
+    #[test]
+    fn streaming_in_small_chunks_gives_the_same_signer() {
+        let f = fixture();
+        let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
+        for chunk in [1, 7, 64, 4096] {
+            let mut capture = SignatureCapture::new(1 << 20);
+            for piece in signed.chunks(chunk) {
+                capture.push(piece);
+            }
+            assert_eq!(
+                capture.finish(),
+                Ok(Some(f.first.expected.clone())),
+                "{chunk}"
+            );
+        }
+        let (_, table_len) = table_of(&signed, true);
+        let mut tight = SignatureCapture::new(table_len - 1);
+        tight.push(&signed);
+        assert!(matches!(
+            tight.finish(),
+            Err(AuthenticodeError::TableTooLarge { .. })
+        ));
+    }
 }
 
 #[test]
@@ -335,19 +284,18 @@ fn unsigned_pe_and_non_pe_files_have_no_signer() {
     assert_eq!(extract_signer(b"just some text, not a program"), Ok(None));
 }
 
-#[test]
-fn truncated_signed_pe_is_an_error_at_every_length() {
-    if !have_osslsigncode("truncated_signed_pe_is_an_error_at_every_length") {
-        return;
-    }
-    let f = fixture();
-    let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
-    for cut in 2..signed.len() {
-        assert!(
-            extract_signer(&signed[..cut]).is_err(),
-            "cut at {cut} of {}",
-            signed.len()
-        );
+testkit::needs_osslsigncode! {
+    #[test]
+    fn truncated_signed_pe_is_an_error_at_every_length() {
+        let f = fixture();
+        let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
+        for cut in 2..signed.len() {
+            assert!(
+                extract_signer(&signed[..cut]).is_err(),
+                "cut at {cut} of {}",
+                signed.len()
+            );
+        }
     }
 }
 
@@ -389,97 +337,95 @@ fn corrupt_headers_and_tables_are_errors() {
     ));
 }
 
-#[test]
-fn damaged_signatures_never_panic() {
-    if !have_osslsigncode("damaged_signatures_never_panic") {
-        return;
-    }
-    let f = fixture();
-    let once = sign(f.dir.path(), &build_pe(true), &f.first, false);
-    let twice = sign(f.dir.path(), &once, &f.second, true);
-    let (at, len) = table_of(&twice, true);
+testkit::needs_osslsigncode! {
+    #[test]
+    fn damaged_signatures_never_panic() {
+        let f = fixture();
+        let once = sign(f.dir.path(), &build_pe(true), &f.first, false);
+        let twice = sign(f.dir.path(), &once, &f.second, true);
+        let (at, len) = table_of(&twice, true);
 
-    // Every byte of the table inverted in turn: an error or a (partial) answer, no panic.
-    let mut errors = 0;
-    for i in at..at + len {
-        let mut damaged = twice.clone();
-        damaged[i] ^= 0xff;
-        errors += usize::from(extract_signer(&damaged).is_err());
-    }
-    // Bytes inside keys, signature values and digests decode fine when damaged; structure
-    // bytes must not.
-    assert!(
-        errors > len / 4,
-        "only {errors} of {len} damaged bytes were noticed"
-    );
-
-    // Random damage anywhere, and random bytes behind an MZ header.
-    let mut rng = rand::rng();
-    for _ in 0..300 {
-        let mut damaged = twice.clone();
-        for _ in 0..rng.random_range(1..8) {
-            let i = rng.random_range(0..damaged.len());
-            damaged[i] = rng.random();
+        // Every byte of the table inverted in turn: an error or a (partial) answer, no panic.
+        let mut errors = 0;
+        for i in at..at + len {
+            let mut damaged = twice.clone();
+            damaged[i] ^= 0xff;
+            errors += usize::from(extract_signer(&damaged).is_err());
         }
-        let _ = extract_signer(&damaged);
+        // Bytes inside keys, signature values and digests decode fine when damaged; structure
+        // bytes must not.
+        assert!(
+            errors > len / 4,
+            "only {errors} of {len} damaged bytes were noticed"
+        );
 
-        let mut noise = vec![0u8; rng.random_range(2..600)];
-        rng.fill_bytes(&mut noise);
-        noise[..2].copy_from_slice(b"MZ");
-        let _ = extract_signer(&noise);
+        // Random damage anywhere, and random bytes behind an MZ header.
+        let mut rng = rand::rng();
+        for _ in 0..300 {
+            let mut damaged = twice.clone();
+            for _ in 0..rng.random_range(1..8) {
+                let i = rng.random_range(0..damaged.len());
+                damaged[i] = rng.random();
+            }
+            let _ = extract_signer(&damaged);
+
+            let mut noise = vec![0u8; rng.random_range(2..600)];
+            rng.fill_bytes(&mut noise);
+            noise[..2].copy_from_slice(b"MZ");
+            let _ = extract_signer(&noise);
+        }
     }
 }
 
-#[tokio::test]
-async fn download_reads_the_signer_of_a_served_pe() {
-    if !have_osslsigncode("download_reads_the_signer_of_a_served_pe") {
-        return;
+testkit::needs_osslsigncode! {
+    #[tokio::test]
+    async fn download_reads_the_signer_of_a_served_pe() {
+        let f = fixture();
+        let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
+        let mut corrupt = signed.clone();
+        let (at, _) = table_of(&corrupt, true);
+        corrupt[at + 8] = 0x04; // the PKCS#7 SEQUENCE is no longer one
+
+        let (good, bad) = (signed.clone(), corrupt.clone());
+        let app = Router::new()
+            .route("/signed.exe", get(move || async move { good }))
+            .route("/corrupt.exe", get(move || async move { bad }));
+        let base = format!("http://{}", crate::common::serve(app).await);
+        let client = crate::common::client();
+
+        let got = download_and_hash(
+            &client,
+            &format!("{base}/signed.exe"),
+            &crate::common::limits(),
+            &model::SystemClock,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            got.digests.sha256,
+            hex::encode(sha2::Sha256::digest(&signed))
+        );
+        assert_eq!(got.size_bytes, signed.len() as u64);
+        assert_eq!(got.pe_signer, Some(f.first.expected.clone()));
+        assert_eq!(got.pe_signer_error, None);
+
+        // A broken signature still yields the hashes, with the reason the signer is missing.
+        let got = download_and_hash(
+            &client,
+            &format!("{base}/corrupt.exe"),
+            &crate::common::limits(),
+            &model::SystemClock,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            got.digests.sha256,
+            hex::encode(sha2::Sha256::digest(&corrupt))
+        );
+        assert_eq!(got.pe_signer, None);
+        assert!(matches!(
+            got.pe_signer_error,
+            Some(AuthenticodeError::MalformedSignature(_))
+        ));
     }
-    let f = fixture();
-    let signed = sign(f.dir.path(), &build_pe(true), &f.first, false);
-    let mut corrupt = signed.clone();
-    let (at, _) = table_of(&corrupt, true);
-    corrupt[at + 8] = 0x04; // the PKCS#7 SEQUENCE is no longer one
-
-    let (good, bad) = (signed.clone(), corrupt.clone());
-    let app = Router::new()
-        .route("/signed.exe", get(move || async move { good }))
-        .route("/corrupt.exe", get(move || async move { bad }));
-    let base = format!("http://{}", crate::common::serve(app).await);
-    let client = crate::common::client();
-
-    let got = download_and_hash(
-        &client,
-        &format!("{base}/signed.exe"),
-        &crate::common::limits(),
-        &model::SystemClock,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        got.digests.sha256,
-        hex::encode(sha2::Sha256::digest(&signed))
-    );
-    assert_eq!(got.size_bytes, signed.len() as u64);
-    assert_eq!(got.pe_signer, Some(f.first.expected.clone()));
-    assert_eq!(got.pe_signer_error, None);
-
-    // A broken signature still yields the hashes, with the reason the signer is missing.
-    let got = download_and_hash(
-        &client,
-        &format!("{base}/corrupt.exe"),
-        &crate::common::limits(),
-        &model::SystemClock,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        got.digests.sha256,
-        hex::encode(sha2::Sha256::digest(&corrupt))
-    );
-    assert_eq!(got.pe_signer, None);
-    assert!(matches!(
-        got.pe_signer_error,
-        Some(AuthenticodeError::MalformedSignature(_))
-    ));
 }
