@@ -83,7 +83,8 @@ const TMP_PREFIX: &str = ".tmp-vendor-";
 const GEN_PREFIX: &str = "vendor-";
 const GEN_SUFFIX: &str = ".gen";
 
-fn table_of(algo: HashAlgo) -> usize {
+/// The digest table (and any per-kind slot) of `algo`: SHA-256, SHA-1, MD5.
+pub(crate) fn table_of(algo: HashAlgo) -> usize {
     match algo {
         HashAlgo::Sha256 => 0,
         HashAlgo::Sha1 => 1,

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
 use store::Store;
 
-use crate::generation::{self, Generation};
+use crate::generation::{self, Generation, table_of};
 
 /// Records read per page of the scan.
 const SCAN_PAGE: u32 = 5000;
@@ -326,7 +326,7 @@ impl State {
                 Some(Answer::Base(e)) => self.base.rank(*e).0,
                 Some(Answer::Record(r)) => r.current,
             };
-            delta[kind_slot(key.0)].push((key.1, current));
+            delta[table_of(key.0)].push((key.1, current));
         }
         for hashes in &mut delta {
             hashes.sort_unstable();
@@ -386,14 +386,6 @@ impl State {
     }
 }
 
-fn kind_slot(algo: HashAlgo) -> usize {
-    match algo {
-        HashAlgo::Sha256 => 0,
-        HashAlgo::Sha1 => 1,
-        HashAlgo::Md5 => 2,
-    }
-}
-
 /// The digests of the current, verified records as the index held them at one records
 /// epoch: the base generation and, for the hashes the delta answers, whether a current
 /// record names them. Its memory is the delta's hashes (33 bytes each); the base is the
@@ -418,7 +410,7 @@ impl CurrentDigests {
     /// digest.
     pub fn for_each(&self, algo: HashAlgo, mut each: impl FnMut(&[u8])) {
         let len = algo.hex_len() / 2;
-        let mut delta = self.delta[kind_slot(algo)]
+        let mut delta = self.delta[table_of(algo)]
             .iter()
             .map(|(d, current)| (&d[..len], *current))
             .peekable();
