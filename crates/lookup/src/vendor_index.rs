@@ -405,34 +405,40 @@ impl CurrentDigests {
     }
 
     /// Calls `each` with every distinct digest of `algo` that a current, verified record
-    /// names, in ascending byte order: the base's table and the delta's hashes walked
-    /// together, the delta's answer taking the place of the base's. Holds nothing per
-    /// digest.
-    pub fn for_each(&self, algo: HashAlgo, mut each: impl FnMut(&[u8])) {
+    /// names, in ascending byte order (see [`CurrentDigests::iter`]).
+    pub fn for_each(&self, algo: HashAlgo, each: impl FnMut(&[u8])) {
+        self.iter(algo).for_each(each);
+    }
+
+    /// Every distinct digest of `algo` that a current, verified record names, in ascending
+    /// byte order: the base's table and the delta's hashes walked together, the delta's
+    /// answer taking the place of the base's. Holds nothing per digest.
+    pub fn iter(&self, algo: HashAlgo) -> impl Iterator<Item = &[u8]> + '_ {
         let len = algo.hex_len() / 2;
         let mut delta = self.delta[table_of(algo)]
             .iter()
-            .map(|(d, current)| (&d[..len], *current))
+            .map(move |(d, current)| (&d[..len], *current))
             .peekable();
-        for (key, current) in self.base.distinct_digests(algo) {
-            while let Some((d, current)) = delta.next_if(|(d, _)| *d < key) {
+        let mut base = self.base.distinct_digests(algo).peekable();
+        std::iter::from_fn(move || {
+            loop {
+                // The smaller of the two walks' next digests; on a tie the delta answers.
+                let (digest, current) = match (base.peek(), delta.peek()) {
+                    (None, None) => return None,
+                    (Some(_), None) => base.next()?,
+                    (None, Some(_)) => delta.next()?,
+                    (Some((b, _)), Some((d, _))) if d < b => delta.next()?,
+                    (Some((b, _)), Some((d, _))) if d == b => {
+                        base.next();
+                        delta.next()?
+                    }
+                    (Some(_), Some(_)) => base.next()?,
+                };
                 if current {
-                    each(d);
+                    return Some(digest);
                 }
             }
-            let current = match delta.next_if(|(d, _)| *d == key) {
-                Some((_, answered)) => answered,
-                None => current,
-            };
-            if current {
-                each(key);
-            }
-        }
-        for (d, current) in delta {
-            if current {
-                each(d);
-            }
-        }
+        })
     }
 }
 

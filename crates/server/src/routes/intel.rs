@@ -18,6 +18,7 @@ use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{JsonBody, QueryParams, parse_limit, parse_offset};
 use crate::routing::{Api, RouteRule};
 use crate::services::export::{self as service, ExportParams, parse_opt};
+use crate::services::warninglist::{self, MispWarninglist};
 
 /// The intel routes and who may call them.
 pub(crate) fn routes(api: Api) -> Api {
@@ -264,64 +265,15 @@ pub async fn export(
         .into_response())
 }
 
-/// A MISP warninglist (the format of MISP/misp-warninglists `lists/*/list.json`).
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct MispWarninglist {
-    pub name: &'static str,
-    /// The UTC day it was made, as YYYYMMDD (MISP compares versions as integers).
-    pub version: u32,
-    pub description: &'static str,
-    /// Always `string`: exact matches.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub matching_attributes: [&'static str; 6],
-    /// Lowercase hex digests, sorted, distinct.
-    pub list: Vec<String>,
-}
-
 /// Every hash (SHA-256, SHA-1, MD5) of every current, verified vendor release as a MISP
 /// warninglist, so MISP flags attributes that name known-good vendor files.
 #[utoipa::path(get, path = "/api/v1/intel/export/misp-warninglist", tag = "intel",
     security(("api_key" = [])),
     responses((status = 200, body = MispWarninglist), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody)))]
-pub(crate) async fn misp_warninglist(
-    State(state): State<AppState>,
-) -> ApiResult<Json<MispWarninglist>> {
-    let records = state.store.current_records(None).await?;
-    let mut list: Vec<String> = records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .flat_map(|r| {
-            let r = &r.record;
-            std::iter::once(r.hash_sha256.clone())
-                .chain(r.hash_sha1.clone())
-                .chain(r.hash_md5.clone())
-        })
-        .collect();
-    list.sort_unstable();
-    list.dedup();
-    let today = state.clock.now().date_naive();
-    let version = today
-        .format("%Y%m%d")
-        .to_string()
-        .parse()
-        .map_err(|_| Error::internal("a date that is not a number"))?;
-    Ok(Json(MispWarninglist {
-        name: "knowngood: current vendor releases",
-        version,
-        description: "Hashes of the current releases of software vendors, as published by the vendors and verified by knowngood.",
-        kind: "string",
-        matching_attributes: [
-            "md5",
-            "sha1",
-            "sha256",
-            "filename|md5",
-            "filename|sha1",
-            "filename|sha256",
-        ],
-        list,
-    }))
+pub(crate) async fn misp_warninglist(State(state): State<AppState>) -> ApiResult<Response> {
+    let body = warninglist::misp_warninglist(&state).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -8,3 +8,4 @@ pub mod export;
 pub mod packages;
 pub mod revocations;
 pub mod sessions;
+pub mod warninglist;

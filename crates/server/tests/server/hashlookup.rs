@@ -18,6 +18,7 @@ testkit::backend_tests!(
     path_key_shares_the_lookup_limit with two_per_minute,
     prefix_is_configurable with circl_prefix,
     misp_warninglist_lists_current_vendor_hashes,
+    misp_warninglist_streams_a_long_list_in_order,
 );
 
 fn two_per_minute(settings: &mut Settings) {
@@ -385,4 +386,46 @@ async fn misp_warninglist_lists_current_vendor_hashes(app: TestApp) {
         .get_with("/api/v1/intel/export/misp-warninglist", &free)
         .await;
     assert_eq!(r.status, 403);
+}
+
+/// A list longer than one streamed piece comes out whole: every digest once, sorted, the
+/// superseded builds' left out.
+async fn misp_warninglist_streams_a_long_list_in_order(app: TestApp) {
+    use model::{Clock as _, Platform};
+    use testkit::fixtures::rec;
+    let key = app.analyst().await;
+    let releases = |version: &str, seed: u64| {
+        (0..800)
+            .map(|i| {
+                let name = format!("tool-{i:03}.exe");
+                rec(
+                    "Acme",
+                    &name,
+                    version,
+                    Platform::Windows,
+                    Arch::Amd64,
+                    seed + i,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    app.store
+        .record_many(releases("1.0", 10_000), app.clock.now())
+        .await
+        .unwrap();
+    app.clock.advance(chrono::Duration::minutes(1));
+    app.store
+        .record_many(releases("2.0", 20_000), app.clock.now())
+        .await
+        .unwrap();
+    let r = app
+        .get_with("/api/v1/intel/export/misp-warninglist", &key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.len() > 100_000, "{} bytes", r.text.len());
+    let mut expected: Vec<String> = (20_000..20_800)
+        .flat_map(|seed| [hex_of(seed, 64), hex_of(seed, 40), hex_of(seed, 32)])
+        .collect();
+    expected.sort();
+    assert_eq!(r.json()["list"], json!(expected));
 }
