@@ -40,7 +40,7 @@ pub use error::{StoreError, unavailable_errors};
 pub use health::{HealthStore, PoolStats, VendorHealth};
 pub use lease::{JobLease, LeaseStore};
 pub use records::{
-    ExportCursor, ExportQuery, FeedPosition, HistoryQuery, MAX_NAME_SUGGESTIONS,
+    CurrentSearch, ExportCursor, ExportQuery, FeedPosition, HistoryQuery, MAX_NAME_SUGGESTIONS,
     MIN_NAME_PREFIX_CHARS, RecordOutcome, RecordStats, RecordStore, RecordsListener,
 };
 

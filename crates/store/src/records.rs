@@ -51,6 +51,16 @@ pub struct FeedPosition {
     pub id: String,
 }
 
+/// A search of the current records (the console's feed search): records whose executable
+/// name starts with `name_prefix` (case-insensitively, [`model::name_key`]) or whose vendor is
+/// one of `vendors`; with neither, every current record. Only `platform`'s when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CurrentSearch {
+    pub name_prefix: Option<String>,
+    pub vendors: Vec<String>,
+    pub platform: Option<String>,
+}
+
 /// Keyset position of an export stream: the last row sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportCursor {
@@ -106,6 +116,11 @@ pub trait RecordStore: Send + Sync {
         after: Option<&FeedPosition>,
         limit: u32,
     ) -> Result<Vec<HashRecord>>;
+
+    /// At most `limit` current records matching `search`, in the public feed's order. Each
+    /// part of the search reads only what its index yields (the feed's order, the name key,
+    /// a vendor's current records), up to `limit` rows, whatever the number of records.
+    async fn search_current(&self, search: &CurrentSearch, limit: u32) -> Result<Vec<HashRecord>>;
 
     /// Records with any of the hashes (SHA-256, SHA-1 or MD5 by length); superseded
     /// records only when asked.
@@ -311,6 +326,44 @@ fn export_page_sql(query: &ExportQuery, after: bool) -> (String, Vec<String>) {
          ORDER BY valid_from, id LIMIT ${n}"
     );
     (sql, binds)
+}
+
+/// The statements of a [`CurrentSearch`] (each the `WHERE` and order after the columns) and
+/// their text binds; the limit is bound after them. Each is ordered as its index is, so a
+/// scan stops at the limit.
+fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
+    let mut parts: Vec<(&str, Option<String>, &str)> = Vec::new();
+    if search.name_prefix.is_none() && search.vendors.is_empty() {
+        parts.push(("", None, "executable_name, platform, arch, id"));
+    }
+    if let Some(prefix) = &search.name_prefix {
+        let key = model::name_key(prefix);
+        let pattern = key
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        parts.push((
+            " AND name_key LIKE $1 ESCAPE '\\'",
+            Some(format!("{pattern}%")),
+            "name_key",
+        ));
+    }
+    for vendor in &search.vendors {
+        parts.push((" AND vendor = $1", Some(vendor.clone()), "family"));
+    }
+    parts
+        .into_iter()
+        .map(|(condition, text, order)| {
+            let mut binds: Vec<String> = text.into_iter().collect();
+            let mut sql = format!("WHERE status = 'current'{condition}");
+            if let Some(platform) = &search.platform {
+                binds.push(platform.clone());
+                sql.push_str(&format!(" AND platform = ${}", binds.len()));
+            }
+            sql.push_str(&format!(" ORDER BY {order} LIMIT ${}", binds.len() + 1));
+            (sql, binds)
+        })
+        .collect()
 }
 
 /// The `LIKE` pattern and limit of a name-prefix search, or `None` when it matches nothing.
@@ -651,6 +704,41 @@ macro_rules! records_backend {
                 }
                 .map_err(db_error)?;
                 self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn search_current(
+                &self,
+                search: &CurrentSearch,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let mut found = Vec::new();
+                for (rest, binds) in current_search_sql(search) {
+                    let sql = select_records(&rest);
+                    let mut q = sqlx::query(AssertSqlSafe(sql.as_str()));
+                    for text in &binds {
+                        q = q.bind(text);
+                    }
+                    let rows = q
+                        .bind(i64::from(limit))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db_error)?;
+                    found.extend(self.records_from_rows(rows)?);
+                }
+                let feed_order = |r: &HashRecord| {
+                    let n = &r.record;
+                    (
+                        n.executable_name.clone(),
+                        n.platform.as_str(),
+                        n.arch.as_str(),
+                        r.id.clone(),
+                    )
+                };
+                found.sort_by_cached_key(feed_order);
+                found.dedup_by(|a, b| a.id == b.id);
+                found.truncate(limit as usize);
+                Ok(found)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

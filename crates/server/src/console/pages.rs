@@ -349,21 +349,27 @@ async fn dashboard(
         .map(|s| s.trim().to_lowercase())
         .unwrap_or_default();
     let platform = q.get("platform").cloned().unwrap_or_default();
-    let records = match state.store.current_records(None).await {
+    let health = state.store.vendor_health().await.unwrap_or_default();
+    let query = store::CurrentSearch {
+        name_prefix: (!search.is_empty()).then(|| search.clone()),
+        vendors: health
+            .iter()
+            .filter(|h| !search.is_empty() && h.vendor.to_lowercase().contains(&search))
+            .map(|h| h.vendor.clone())
+            .collect(),
+        platform: (!platform.is_empty()).then(|| platform.clone()),
+    };
+    // One more than is shown, to know whether there are more.
+    let found = match state.store.search_current(&query, FEED_SHOWN + 1).await {
         Ok(r) => r,
         Err(e) => return refused(&state, &ctx, &e),
     };
-    let matching: Vec<_> = records
-        .iter()
-        .filter(|r| r.integrity_ok)
-        .filter(|r| {
-            search.is_empty()
-                || r.record.executable_name.to_lowercase().contains(&search)
-                || r.record.vendor.to_lowercase().contains(&search)
-        })
-        .filter(|r| platform.is_empty() || r.record.platform.as_str() == platform)
-        .collect();
-    let health = state.store.vendor_health().await.unwrap_or_default();
+    let total = if query == store::CurrentSearch::default() {
+        state.store.stats().await.ok().map(|s| s.total_records)
+    } else {
+        None
+    };
+    let matching: Vec<_> = found.iter().filter(|r| r.integrity_ok).collect();
     let root = match state.store.recent_roots(1).await {
         Ok(roots) => roots.into_iter().next(),
         Err(_) => None,
@@ -373,6 +379,7 @@ async fn dashboard(
             q.get("q").map(String::as_str).unwrap_or_default(),
             &platform,
             &matching,
+            total,
         ))
         (health_section(&health))
         (root_section(root.as_ref()))
@@ -380,8 +387,20 @@ async fn dashboard(
     page(&state, &ctx, StatusCode::OK, "Dashboard", body)
 }
 
-/// Today's feed: the search form and the current records that match it (200 at most).
-fn feed_section(search_text: &str, platform: &str, matching: &[&HashRecord]) -> Markup {
+/// Current records the dashboard lists at most.
+const FEED_SHOWN: u32 = 200;
+
+/// Today's feed: the search form and the current records that match it (200 at most, of
+/// up to 201 read: the 201st says there are more). `total`: every current record's count,
+/// when nothing narrows the list.
+fn feed_section(
+    search_text: &str,
+    platform: &str,
+    matching: &[&HashRecord],
+    total: Option<u64>,
+) -> Markup {
+    let shown = matching.len().min(FEED_SHOWN as usize);
+    let more = matching.len() > shown;
     html! {
         section aria-labelledby="feed" {
             h2 id="feed" { "Today's feed" }
@@ -401,9 +420,13 @@ fn feed_section(search_text: &str, platform: &str, matching: &[&HashRecord]) -> 
                 button type="submit" { "Filter" }
             }
             p {
-                (matching.len().min(200)) " of " (matching.len()) " current records"
-                @if matching.len() > 200 { " (first 200 shown)" }
-                "."
+                @match (total, more) {
+                    (Some(total), _) => { (shown) " of " (total) " current records." }
+                    (None, false) => { (shown) " of " (shown) " current records." }
+                    (None, true) => {
+                        "The first " (shown) " of more than " (shown) " matching current records."
+                    }
+                }
             }
             div class="scroll" {
                 table {
@@ -413,7 +436,7 @@ fn feed_section(search_text: &str, platform: &str, matching: &[&HashRecord]) -> 
                         th scope="col" { "SHA-256" }
                     } }
                     tbody {
-                        @for r in matching.iter().take(200) {
+                        @for r in matching.iter().take(shown) {
                             tr {
                                 td { (r.record.executable_name) }
                                 td { (r.record.version) }

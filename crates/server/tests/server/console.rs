@@ -24,6 +24,7 @@ testkit::backend_tests!(
     lookup_answers_dropped_files_by_name_and_marks_bad_lines,
     history_without_a_match_suggests_names_by_prefix,
     console_authorization_matrix,
+    dashboard_search_reads_names_by_prefix_and_vendors_and_caps_the_list,
 );
 
 fn client() -> reqwest::Client {
@@ -1551,4 +1552,62 @@ async fn history_without_a_match_suggests_names_by_prefix(app: TestApp) {
     let (_, _, html) = b.get("/console/history?executable=p").await;
     assert!(html.contains("0 versions of p."), "{html}");
     assert!(!html.contains("data-suggestions"), "{html}");
+}
+
+/// The public dashboard lists at most 200 current records, read by index whatever their
+/// number: names starting with the search, records of vendors whose name contains it.
+async fn dashboard_search_reads_names_by_prefix_and_vendors_and_caps_the_list(app: TestApp) {
+    use model::{Arch, Platform};
+    use testkit::fixtures::{putty, rec};
+    let tools = (0..205)
+        .map(|i| {
+            let name = format!("tool-{i:03}.exe");
+            rec(
+                "Acme Tools",
+                &name,
+                "1.0",
+                Platform::Windows,
+                Arch::Amd64,
+                1000 + i,
+            )
+        })
+        .collect();
+    app.store.record_many(tools, app.clock.now()).await.unwrap();
+    app.record(putty("0.82", Arch::Amd64, 1)).await;
+    let page = |query: &'static str| {
+        let app = &app;
+        async move {
+            let r = reqwest::get(format!("{}/console/{query}", app.base))
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        }
+    };
+    let listed = |html: &str| html.matches("<td class=\"hash\">").count();
+    // Nothing asked: the first 200 in name order, of every current record.
+    let html = page("").await;
+    assert!(html.contains("200 of 206 current records."), "{html}");
+    assert_eq!(listed(&html), 200);
+    assert!(html.contains("putty.exe") && html.contains("tool-198.exe"));
+    assert!(!html.contains("tool-199.exe"), "{html}");
+    // A name prefix, any case.
+    let html = page("?q=PUT").await;
+    assert!(html.contains("1 of 1 current records."), "{html}");
+    assert!(html.contains("putty.exe"));
+    let html = page("?q=tool-01").await;
+    assert!(html.contains("10 of 10 current records."), "{html}");
+    // A part of a vendor's name: its records, at most 200 of them.
+    let html = page("?q=tools").await;
+    assert!(
+        html.contains("The first 200 of more than 200 matching current records."),
+        "{html}"
+    );
+    assert_eq!(listed(&html), 200);
+    // A platform narrows either.
+    let html = page("?q=put&platform=linux").await;
+    assert!(html.contains("0 of 0 current records."), "{html}");
+    // A search with LIKE's wildcards matches them as text.
+    let html = page("?q=tool_0%25").await;
+    assert!(html.contains("0 of 0 current records."), "{html}");
 }
