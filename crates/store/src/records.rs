@@ -133,8 +133,8 @@ pub trait RecordStore: Send + Sync {
     /// Every version of the executable's family, newest first.
     async fn history(&self, query: &HistoryQuery) -> Result<Page<HashRecord>>;
 
-    /// How many records an export would return.
-    async fn export_count(&self, query: &ExportQuery) -> Result<u64>;
+    /// How many records an export would return, counting no further than `at_most`.
+    async fn export_count(&self, query: &ExportQuery, at_most: u64) -> Result<u64>;
 
     /// One page of an export in (valid_from, id) order, after the cursor.
     async fn export_page(
@@ -301,10 +301,15 @@ fn export_filter(query: &ExportQuery) -> (String, Vec<String>) {
     (sql, binds)
 }
 
+/// The count of an export up to a bound: the bound is bound after the text binds, so a
+/// count reads at most that many index entries whatever the number of records.
 fn export_count_sql(query: &ExportQuery) -> (String, Vec<String>) {
     let (filter, binds) = export_filter(query);
+    let limit = 3 + binds.len();
     (
-        format!("SELECT COUNT(*) FROM hash_records WHERE {filter}"),
+        format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM hash_records WHERE {filter} LIMIT ${limit}) AS t"
+        ),
         binds,
     )
 }
@@ -836,7 +841,7 @@ macro_rules! records_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn export_count(&self, query: &ExportQuery) -> Result<u64> {
+            async fn export_count(&self, query: &ExportQuery, at_most: u64) -> Result<u64> {
                 let (sql, binds) = export_count_sql(query);
                 let (from, to) = export_bounds(query);
                 let mut q = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
@@ -845,7 +850,12 @@ macro_rules! records_backend {
                 for b in &binds {
                     q = q.bind(b);
                 }
-                let n = q.fetch_one(&self.pool).await.map_err(db_error)?;
+                let at_most = i64::try_from(at_most).unwrap_or(i64::MAX);
+                let n = q
+                    .bind(at_most)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
                 Ok(count(n))
             }
 

@@ -409,7 +409,7 @@ async fn invalid_records_are_rejected_and_change_nothing(db: Db) {
     assert_eq!(all.items[0].status, RecordStatus::Current);
     assert_eq!(all.items[0].valid_until, None);
     let everything = s
-        .export_count(&export_query("2000-01-01", "2100-01-01"))
+        .export_count(&export_query("2000-01-01", "2100-01-01"), u64::MAX)
         .await
         .unwrap();
     assert_eq!(everything, 1);
@@ -454,7 +454,7 @@ async fn deceptive_names_and_plain_http_are_rejected_whole_batch(db: Db) {
         );
     }
     assert_eq!(
-        s.export_count(&export_query("2000-01-01", "2100-01-01"))
+        s.export_count(&export_query("2000-01-01", "2100-01-01"), u64::MAX)
             .await
             .unwrap(),
         0
@@ -995,7 +995,11 @@ async fn names_match_by_unicode_case_folding(db: Db) {
             assert_eq!(history.items[0].record.executable_name, wanted);
             let mut q = q.clone();
             q.executable = Some((*name).to_string());
-            assert_eq!(s.export_count(&q).await.unwrap(), 1, "export by {name:?}");
+            assert_eq!(
+                s.export_count(&q, u64::MAX).await.unwrap(),
+                1,
+                "export by {name:?}"
+            );
             assert_eq!(
                 export_all(s, &q, 10).await[0].record.executable_name,
                 wanted
@@ -1084,7 +1088,9 @@ async fn export_day_bounds_are_inclusive(db: Db) {
         }
     }
     let q = export_query("2025-03-10", "2025-03-12");
-    assert_eq!(s.export_count(&q).await.unwrap(), 3);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 3);
+    // Counting stops at the bound asked for.
+    assert_eq!(s.export_count(&q, 2).await.unwrap(), 2);
     let got = export_all(s, &q, 100).await;
     assert_eq!(
         ids(&got),
@@ -1093,12 +1099,12 @@ async fn export_day_bounds_are_inclusive(db: Db) {
 
     // A single day covers the whole of it.
     let q = export_query("2025-03-12", "2025-03-12");
-    assert_eq!(s.export_count(&q).await.unwrap(), 1);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 1);
     let q = export_query("2025-03-13", "2025-03-13");
-    assert_eq!(s.export_count(&q).await.unwrap(), 1);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 1);
     assert_eq!(export_all(s, &q, 10).await.len(), 1);
     let q = export_query("2025-03-14", "2025-03-20");
-    assert_eq!(s.export_count(&q).await.unwrap(), 0);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 0);
     assert!(export_all(s, &q, 10).await.is_empty());
 }
 
@@ -1141,7 +1147,10 @@ async fn export_keyset_paging_returns_every_row_once(db: Db) {
     let expected: Vec<&str> = expected.iter().map(|(_, id)| id.as_str()).collect();
 
     let q = export_query("2025-03-10", "2025-03-12");
-    assert_eq!(s.export_count(&q).await.unwrap(), expected.len() as u64);
+    assert_eq!(
+        s.export_count(&q, u64::MAX).await.unwrap(),
+        expected.len() as u64
+    );
     for limit in [1, 2, 3, 4, 100] {
         let got = export_all(s, &q, limit).await;
         assert_eq!(ids(&got), expected, "page size {limit}");
@@ -1174,23 +1183,23 @@ async fn export_filters(db: Db) {
     insert(s, go("1.23.5", 5), now + chrono::Duration::hours(1)).await;
 
     let mut q = export_query("2025-03-10", "2025-03-10");
-    assert_eq!(s.export_count(&q).await.unwrap(), 5);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 5);
     q.executable = Some("PUTTY.EXE".into());
-    assert_eq!(s.export_count(&q).await.unwrap(), 3);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 3);
     q.arch = Some(Arch::Amd64);
-    assert_eq!(s.export_count(&q).await.unwrap(), 2);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 2);
     let got = export_all(s, &q, 1).await;
     assert_eq!(versions(&got), vec!["0.80", "0.81"]);
     q.executable = Some("go1.23.4.windows-amd64.msi".into());
     q.arch = None;
     q.platform = Some(Platform::Windows);
-    assert_eq!(s.export_count(&q).await.unwrap(), 2);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 2);
     assert_eq!(
         versions(&export_all(s, &q, 10).await),
         vec!["1.23.4", "1.23.5"]
     );
     q.platform = Some(Platform::Darwin);
-    assert_eq!(s.export_count(&q).await.unwrap(), 0);
+    assert_eq!(s.export_count(&q, u64::MAX).await.unwrap(), 0);
     assert!(export_all(s, &q, 10).await.is_empty());
 }
 
