@@ -40,8 +40,9 @@ pub use error::{StoreError, unavailable_errors};
 pub use health::{HealthStore, PoolStats, VendorHealth};
 pub use lease::{JobLease, LeaseStore};
 pub use records::{
-    CurrentSearch, ExportCursor, ExportQuery, FeedPosition, HistoryQuery, MAX_NAME_SUGGESTIONS,
-    MIN_NAME_PREFIX_CHARS, RecordOutcome, RecordStats, RecordStore, RecordsListener,
+    AddedPosition, CurrentSearch, ExportCursor, ExportQuery, FeedPosition, HistoryQuery,
+    MAX_NAME_SUGGESTIONS, MIN_NAME_PREFIX_CHARS, RecordOutcome, RecordStats, RecordStore,
+    RecordsListener,
 };
 
 pub type Result<T, E = model::Error> = std::result::Result<T, E>;

@@ -61,6 +61,14 @@ pub struct CurrentSearch {
     pub platform: Option<String>,
 }
 
+/// Keyset position in the order records were added (`added_at`, id): the last record of
+/// the previous page. Dates added are distinct per record; the id only breaks ties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedPosition {
+    pub added_at: DateTime<Utc>,
+    pub id: String,
+}
+
 /// Keyset position of an export stream: the last row sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportCursor {
@@ -121,6 +129,26 @@ pub trait RecordStore: Send + Sync {
     /// part of the search reads only what its index yields (the feed's order, the name key,
     /// a vendor's current records), up to `limit` rows, whatever the number of records.
     async fn search_current(&self, search: &CurrentSearch, limit: u32) -> Result<Vec<HashRecord>>;
+
+    /// At most `limit` current records in the order they were added (`added_at`, id),
+    /// oldest first, those after `after`: the TAXII collection's pages.
+    async fn current_records_added_after(
+        &self,
+        after: Option<&AddedPosition>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
+
+    /// At most `limit` current records newest added first, those before `before`: the
+    /// pull feeds' windows.
+    async fn current_records_added_before(
+        &self,
+        before: Option<&AddedPosition>,
+        limit: u32,
+    ) -> Result<Vec<HashRecord>>;
+
+    /// The current records of the families `(vendor, family)`: every platform and arch of
+    /// a release, found through the one-current index.
+    async fn current_in_families(&self, families: &[(String, String)]) -> Result<Vec<HashRecord>>;
 
     /// Records with any of the hashes (SHA-256, SHA-1 or MD5 by length); superseded
     /// records only when asked.
@@ -195,6 +223,12 @@ const FEED_FIRST: &str =
 const FEED_AFTER: &str = "WHERE status = 'current' \
      AND (executable_name, platform, arch, id) > ($1, $2, $3, $4) \
      ORDER BY executable_name, platform, arch, id LIMIT $5";
+const ADDED_FIRST: &str = "WHERE status = 'current' ORDER BY added_at, id LIMIT $1";
+const ADDED_AFTER: &str = "WHERE status = 'current' AND (added_at, id) > ($1, $2) \
+     ORDER BY added_at, id LIMIT $3";
+const NEWEST_FIRST: &str = "WHERE status = 'current' ORDER BY added_at DESC, id DESC LIMIT $1";
+const NEWEST_BEFORE: &str = "WHERE status = 'current' AND (added_at, id) < ($1, $2) \
+     ORDER BY added_at DESC, id DESC LIMIT $3";
 const RECORDS_AFTER: &str = "WHERE id > $1 ORDER BY id LIMIT $2";
 const CURRENT_WITH_SHA256: &str = "WHERE hash_sha256 = $1 AND status = 'current'";
 const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
@@ -202,6 +236,17 @@ const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
 const NAMES_WITH_PREFIX: &str = "SELECT MIN(executable_name) FROM hash_records \
      WHERE name_key LIKE $1 ESCAPE '\\' \
      GROUP BY name_key ORDER BY name_key LIMIT $2";
+
+/// Current records of `n` families: `$1, $2` the first vendor and family, and so on.
+fn families_sql(n: usize) -> String {
+    let alternatives = (0..n)
+        .map(|i| format!("(vendor = ${} AND family = ${})", 2 * i + 1, 2 * i + 2))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    select_records(&format!(
+        "WHERE status = 'current' AND ({alternatives}) ORDER BY added_at, id"
+    ))
+}
 
 /// Records written by a transaction of a later epoch, with that epoch: `$1` the epoch,
 /// `$2` the last id of the previous page (when `after`), `$3` the limit.
@@ -743,6 +788,75 @@ macro_rules! records_backend {
                 found.sort_by_cached_key(feed_order);
                 found.dedup_by(|a, b| a.id == b.id);
                 found.truncate(limit as usize);
+                Ok(found)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_records_added_after(
+                &self,
+                after: Option<&AddedPosition>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = match after {
+                    None => {
+                        sqlx::query(AssertSqlSafe(select_records(ADDED_FIRST)))
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    Some(p) => {
+                        sqlx::query(AssertSqlSafe(select_records(ADDED_AFTER)))
+                            .bind(micros(p.added_at))
+                            .bind(&p.id)
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_records_added_before(
+                &self,
+                before: Option<&AddedPosition>,
+                limit: u32,
+            ) -> Result<Vec<HashRecord>> {
+                let rows = match before {
+                    None => {
+                        sqlx::query(AssertSqlSafe(select_records(NEWEST_FIRST)))
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    Some(p) => {
+                        sqlx::query(AssertSqlSafe(select_records(NEWEST_BEFORE)))
+                            .bind(micros(p.added_at))
+                            .bind(&p.id)
+                            .bind(i64::from(limit))
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                }
+                .map_err(db_error)?;
+                self.records_from_rows(rows)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn current_in_families(
+                &self,
+                families: &[(String, String)],
+            ) -> Result<Vec<HashRecord>> {
+                let mut found = Vec::new();
+                for chunk in families.chunks(FIND_CHUNK / 2) {
+                    let mut q = sqlx::query(AssertSqlSafe(families_sql(chunk.len())));
+                    for (vendor, family) in chunk {
+                        q = q.bind(vendor).bind(family);
+                    }
+                    let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
+                    found.extend(self.records_from_rows(rows)?);
+                }
                 Ok(found)
             }
 
