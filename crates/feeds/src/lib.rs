@@ -37,11 +37,54 @@ pub const TITLE: &str = "knowngood: current vendor releases";
 pub const DESCRIPTION: &str = "Hashes of current vendor releases, sourced from the vendors' own \
      manifests or computed from downloads over HTTPS; one entry per tracked file.";
 
-/// The records a feed presents: verified ones only, in the order they were added.
+/// How many records a JSON Feed, RSS or STIX bundle document holds at most: the newest
+/// ones; each document links to the next older window.
+pub const WINDOW: usize = 1000;
+
+/// The records a feed presents: verified ones only, newest added first.
 pub fn feed_records(records: &[HashRecord]) -> Vec<&HashRecord> {
     let mut verified: Vec<&HashRecord> = records.iter().filter(|r| r.integrity_ok).collect();
-    verified.sort_by(|a, b| (a.added_at, &a.id).cmp(&(b.added_at, &b.id)));
+    verified.sort_by(|a, b| (b.added_at, &b.id).cmp(&(a.added_at, &a.id)));
     verified
+}
+
+/// Where an older window of a feed starts: strictly before the record added at
+/// `added_at` with id `id` (the last record of the previous window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Before {
+    pub added_at: DateTime<Utc>,
+    pub id: String,
+}
+
+impl Before {
+    /// The opaque `before` query value.
+    pub fn encode(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            "{}:{}",
+            self.added_at.timestamp_micros(),
+            self.id
+        ))
+    }
+
+    /// A `before` value this service gave, or `None`.
+    pub fn decode(text: &str) -> Option<Self> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text.trim())
+            .ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (micros, id) = text.split_once(':')?;
+        Some(Self {
+            added_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+            id: id.to_string(),
+        })
+    }
+
+    /// The address of the window this starts, on the feed at `path`.
+    pub fn url(&self, publisher: &Publisher, path: &str) -> String {
+        publisher.url(&format!("{path}?before={}", self.encode()))
+    }
 }
 
 /// When the records of a feed last changed: the newest `added_at` (a record leaves the

@@ -163,7 +163,7 @@ impl StixObject {
 }
 
 /// The objects every feed starts with: the producer and the marking.
-fn preamble() -> Vec<StixObject> {
+pub fn preamble() -> Vec<StixObject> {
     let at = origin();
     let identity = json!({
         "type": "identity",
@@ -203,7 +203,7 @@ fn preamble() -> Vec<StixObject> {
 
 /// The objects of one record, in the order their dates added follow:
 /// indicator, file, software, indicator -> file, file -> software.
-fn record_objects(r: &HashRecord) -> Vec<StixObject> {
+pub fn record_objects(r: &HashRecord) -> Vec<StixObject> {
     let n = &r.record;
     // `created` and `modified` have milliseconds; the version TAXII shows is the same instant.
     let created = chrono::SubsecRound::trunc_subsecs(r.added_at, 3);

@@ -1,14 +1,14 @@
 //! TAXII 2.1 (<https://docs.oasis-open.org/cti/taxii/v2.1/os/taxii-v2.1-os.html>), read
-//! only: the resources of discovery, the API root and the collection, and an [`Index`] of
-//! the collection's objects ordered by date added, which answers object, manifest and
-//! version queries with their filters and paging.
+//! only: the resources of discovery, the API root and the collection, and a
+//! [`PageBuilder`] that makes one page of object, manifest and version answers (filters
+//! and paging) from the collection's objects offered in date-added order, so the caller
+//! reads only the records a page needs.
 //!
 //! Paging is by date added, which is distinct per object and increases as records are
 //! added: `next` is an opaque cursor naming the last object returned, so a page never
 //! repeats or skips an object while others are added, and `added_after` (strictly after)
 //! with the `X-TAXII-Date-Added-Last` of a response resumes exactly where it ended.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
@@ -294,86 +294,98 @@ impl Query {
 
 /// One page of a listing.
 #[derive(Debug)]
-pub struct Page<'a> {
-    pub objects: Vec<&'a StixObject>,
+pub struct Page {
+    pub objects: Vec<StixObject>,
     pub more: bool,
     pub next: Option<String>,
     /// `X-TAXII-Date-Added-First` and `-Last`: of the objects listed, or, when none is,
-    /// the query's own `added_after` (so a client resuming from it stays where it is).
+    /// the query's own `added_after` (so a client resuming from it stays where it is), or
+    /// on an empty page cut short, the last date added examined.
     pub date_added_first: Option<String>,
     pub date_added_last: Option<String>,
 }
 
-/// A collection's objects, ordered by date added.
-#[derive(Debug, Default)]
-pub struct Index {
+/// Builds one page from the collection's objects, offered in date-added order starting
+/// anywhere at or before [`PageBuilder::records_from`]: objects at or before the query's
+/// bound, or not matching its filters (or `only_id`), are passed over.
+#[derive(Debug)]
+pub struct PageBuilder<'q> {
+    query: &'q Query,
+    only_id: Option<&'q str>,
+    bound: Option<DateTime<Utc>>,
     objects: Vec<StixObject>,
-    by_id: HashMap<String, usize>,
+    /// Date added of the last object offered past the bound.
+    examined: Option<DateTime<Utc>>,
 }
 
-impl Index {
-    pub fn new(mut objects: Vec<StixObject>) -> Self {
-        objects.sort_by(|a, b| (a.date_added, &a.id).cmp(&(b.date_added, &b.id)));
-        let by_id = objects
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (o.id.clone(), i))
-            .collect();
-        Self { objects, by_id }
+impl<'q> PageBuilder<'q> {
+    pub fn new(query: &'q Query, only_id: Option<&'q str>) -> Self {
+        Self {
+            query,
+            only_id,
+            bound: query.lower_bound(),
+            objects: Vec::new(),
+            examined: None,
+        }
     }
 
-    /// Every object, in date-added order.
-    pub fn objects(&self) -> &[StixObject] {
-        &self.objects
+    /// The earliest date added a record may have and still have an object on this page:
+    /// a record's objects are added at its `added_at` + 0 to 4 µs. `None`: from the start.
+    pub fn records_from(&self) -> Option<DateTime<Utc>> {
+        self.bound
+            .map(|b| b - chrono::Duration::microseconds(RECORD_OBJECT_SPAN - 1))
     }
 
-    pub fn len(&self) -> usize {
-        self.objects.len()
+    /// Offers the next object in date-added order.
+    pub fn offer(&mut self, object: StixObject) {
+        if self.is_full() || self.bound.is_some_and(|b| object.date_added <= b) {
+            return;
+        }
+        self.examined = Some(object.date_added);
+        if self.only_id.is_none_or(|id| id == object.id) && self.query.matches(&object) {
+            self.objects.push(object);
+        }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+    /// Whether the page has its objects and knows there are more.
+    pub fn is_full(&self) -> bool {
+        self.objects.len() > self.query.limit
     }
 
-    pub fn get(&self, id: &str) -> Option<&StixObject> {
-        self.by_id.get(id).map(|&i| &self.objects[i])
-    }
-
-    /// The page `query` asks for, over every object or only the object `only_id`.
-    pub fn page(&self, query: &Query, only_id: Option<&str>) -> Page<'_> {
-        let candidates: &[StixObject] = match only_id {
-            Some(id) => match self.by_id.get(id) {
-                Some(&i) => &self.objects[i..=i],
-                None => &[],
-            },
-            None => &self.objects,
-        };
-        let start = match query.lower_bound() {
-            Some(bound) => candidates.partition_point(|o| o.date_added <= bound),
-            None => 0,
-        };
-        let mut matching = candidates[start..].iter().filter(|o| query.matches(o));
-        let objects: Vec<&StixObject> = matching.by_ref().take(query.limit).collect();
-        let more = objects.len() == query.limit && matching.next().is_some();
-        let last = objects.last().map(|o| o.date_added);
-        let (date_added_first, date_added_last) = match (objects.first(), last) {
+    /// The page. `cut_short`: the caller stopped offering before the end of the collection
+    /// (it examined as many records as one answer may), so there may be more even when the
+    /// page is not full; `next` then resumes after the last object examined.
+    pub fn finish(mut self, cut_short: bool) -> Page {
+        let full = self.is_full();
+        self.objects.truncate(self.query.limit);
+        let more = full || (cut_short && self.examined.is_some());
+        let last_listed = self.objects.last().map(|o| o.date_added);
+        let resume = if full { last_listed } else { self.examined };
+        let (date_added_first, date_added_last) = match (self.objects.first(), last_listed) {
             (Some(first), Some(last)) => (Some(micros(first.date_added)), Some(micros(last))),
+            _ if more => {
+                let examined = self.examined.map(micros);
+                (examined.clone(), examined)
+            }
             _ => {
-                let echo = query.added_after.map(micros);
+                let echo = self.query.added_after.map(micros);
                 (echo.clone(), echo)
             }
         };
         Page {
             more,
-            next: if more { last.map(cursor) } else { None },
-            objects,
+            next: if more { resume.map(cursor) } else { None },
+            objects: self.objects,
             date_added_first,
             date_added_last,
         }
     }
 }
 
-impl Page<'_> {
+/// How many microseconds a record's objects span from its `added_at` ([`crate::stix`]).
+const RECORD_OBJECT_SPAN: i64 = 5;
+
+impl Page {
     /// The envelope resource.
     pub fn envelope(&self) -> Vec<u8> {
         let mut out = String::from("{\"more\":");
@@ -439,14 +451,23 @@ impl Page<'_> {
 mod tests {
     use super::*;
     use crate::fixtures::record;
-    use crate::stix::objects;
+    use crate::stix::{StixObject, objects};
 
-    fn index(n: u32) -> Index {
+    fn collection(n: u32) -> Vec<StixObject> {
         let records: Vec<_> = (0..n)
             .map(|i| record(&format!("r{i}"), &format!("tool{i}.exe"), "1.0", i))
             .collect();
         let refs: Vec<_> = records.iter().collect();
-        Index::new(objects(&refs))
+        objects(&refs)
+    }
+
+    /// The page `query` gives when every object is offered.
+    fn page_of(objects: &[StixObject], query: &Query) -> Page {
+        let mut builder = PageBuilder::new(query, None);
+        for o in objects {
+            builder.offer(o.clone());
+        }
+        builder.finish(false)
     }
 
     #[test]
@@ -463,7 +484,7 @@ mod tests {
 
     #[test]
     fn paging_by_cursor_lists_each_object_once() {
-        let index = index(7);
+        let collection = collection(7);
         let mut raw = RawQuery {
             limit: Some("4".into()),
             ..RawQuery::default()
@@ -471,30 +492,30 @@ mod tests {
         let mut seen = Vec::new();
         loop {
             let query = Query::parse(&raw).unwrap();
-            let page = index.page(&query, None);
+            let page = page_of(&collection, &query);
             seen.extend(page.objects.iter().map(|o| o.id.clone()));
             if !page.more {
                 break;
             }
             raw.next = page.next.clone();
         }
-        assert_eq!(seen.len(), index.len());
+        assert_eq!(seen.len(), collection.len());
         let distinct: std::collections::HashSet<_> = seen.iter().collect();
         assert_eq!(distinct.len(), seen.len());
     }
 
     #[test]
     fn added_after_is_strict_and_filters_combine() {
-        let index = index(3);
-        let all = index.page(&Query::parse(&RawQuery::default()).unwrap(), None);
-        let third = all.objects[2];
+        let collection = collection(3);
+        let all = page_of(&collection, &Query::parse(&RawQuery::default()).unwrap());
+        let third = &all.objects[2];
         let after = Query::parse(&RawQuery {
             added_after: Some(micros(third.date_added)),
             match_type: Some("indicator,file".into()),
             ..RawQuery::default()
         })
         .unwrap();
-        let page = index.page(&after, None);
+        let page = page_of(&collection, &after);
         assert!(page.objects.iter().all(|o| o.date_added > third.date_added));
         assert!(
             page.objects
@@ -502,17 +523,16 @@ mod tests {
                 .all(|o| o.kind == "indicator" || o.kind == "file")
         );
         assert_eq!(
-            index
-                .page(
-                    &Query::parse(&RawQuery {
-                        match_spec_version: Some("2.0".into()),
-                        ..RawQuery::default()
-                    })
-                    .unwrap(),
-                    None
-                )
-                .objects
-                .len(),
+            page_of(
+                &collection,
+                &Query::parse(&RawQuery {
+                    match_spec_version: Some("2.0".into()),
+                    ..RawQuery::default()
+                })
+                .unwrap(),
+            )
+            .objects
+            .len(),
             0
         );
         assert!(
@@ -536,5 +556,61 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn records_from_reaches_back_to_the_record_of_the_bound() {
+        let collection = collection(2);
+        // Resuming after the second record's file: its software and relationships remain.
+        let file = &collection[3];
+        let query = Query::parse(&RawQuery {
+            added_after: Some(micros(file.date_added)),
+            ..RawQuery::default()
+        })
+        .unwrap();
+        let builder = PageBuilder::new(&query, None);
+        assert_eq!(
+            builder.records_from(),
+            Some(file.date_added - chrono::Duration::microseconds(4))
+        );
+        let rest = page_of(&collection, &query);
+        let kinds: Vec<&str> = rest.objects.iter().map(|o| o.kind).collect();
+        assert_eq!(kinds[0], "software");
+        assert!(!rest.more);
+    }
+
+    #[test]
+    fn a_page_cut_short_resumes_after_what_was_examined() {
+        let collection = collection(2);
+        let query = Query::parse(&RawQuery {
+            match_type: Some("software".into()),
+            limit: Some("5".into()),
+            ..RawQuery::default()
+        })
+        .unwrap();
+        let mut builder = PageBuilder::new(&query, None);
+        // The caller stops after the first record (its examination budget is spent).
+        for o in &collection[..7] {
+            builder.offer(o.clone());
+        }
+        let first = builder.finish(true);
+        assert!(first.more);
+        assert_eq!(first.objects.len(), 1);
+        let resumed = Query::parse(&RawQuery {
+            next: first.next.clone(),
+            ..query_raw("software")
+        })
+        .unwrap();
+        let second = page_of(&collection, &resumed);
+        assert_eq!(second.objects.len(), 1);
+        assert_ne!(second.objects[0].id, first.objects[0].id);
+        assert!(!second.more);
+    }
+
+    fn query_raw(kind: &str) -> RawQuery {
+        RawQuery {
+            match_type: Some(kind.into()),
+            ..RawQuery::default()
+        }
     }
 }

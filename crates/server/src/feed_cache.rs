@@ -1,8 +1,10 @@
 //! The public feeds' caches: the hash-of-day pages and the pull feeds' documents (JSON
-//! Feed, RSS, STIX, and the TAXII index built beside them), kept at most the cache TTL,
-//! never across a UTC day and never past a change to the records; and how a cached
-//! document is served (`ETag`, `Last-Modified`, 304 to a conditional request). The routes
-//! that serve them (`routes::public`, `routes::feeds`, `routes::taxii`) only read from here.
+//! Feed, RSS, STIX bundle) of the newest [`feeds::WINDOW`] records, kept at most the cache
+//! TTL, never across a UTC day and never past a change to the records; and how a feed
+//! document is served (`ETag`, `Last-Modified`, 304 to a conditional request). Older
+//! windows (`?before=`) are built per request from one window of records. The routes that
+//! serve them (`routes::public`, `routes::feeds`) only read from here; TAXII reads the
+//! store a page at a time (`services::taxii`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -12,9 +14,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use feeds::Publisher;
-use feeds::taxii::Index;
+use feeds::{Before, Publisher};
 use model::HashRecord;
+use store::AddedPosition;
 
 use crate::AppState;
 use crate::error::ApiResult;
@@ -37,7 +39,7 @@ pub(crate) struct CachedFeed {
 pub struct FeedCache {
     ttl: Duration,
     entries: Mutex<CachedFeeds>,
-    /// The pull feeds (`routes::feeds`, `routes::taxii`): one set, for every record.
+    /// The pull feeds' newest window (`routes::feeds`).
     documents: Mutex<Option<Arc<FeedDocuments>>>,
 }
 
@@ -146,19 +148,22 @@ pub(crate) struct CachedBody {
     pub last_modified: DateTime<Utc>,
 }
 
-/// The feeds of one state of the records, each built on first use.
+/// The feeds of one window of the records in one state of them, each built on first use.
 pub(crate) struct FeedDocuments {
     pub(crate) generated_at: DateTime<Utc>,
     /// The records epoch these were built from.
     pub(crate) epoch: u64,
+    /// At most [`feeds::WINDOW`] current records, newest added first.
     records: Vec<HashRecord>,
-    publisher: Publisher,
+    /// Where the next older window starts, when there is one.
+    pub(crate) next: Option<Before>,
+    /// Whom the documents name, and the base of their links.
+    pub(crate) publisher: Publisher,
     /// Entity tags and dates of the documents served before these, by kind.
     previous: Vec<(Kind, String, DateTime<Utc>)>,
     json: OnceLock<CachedBody>,
     rss: OnceLock<CachedBody>,
     stix: OnceLock<CachedBody>,
-    index: OnceLock<Index>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +176,7 @@ enum Kind {
 impl FeedDocuments {
     fn new(
         records: Vec<HashRecord>,
+        next: Option<Before>,
         publisher: Publisher,
         generated_at: DateTime<Utc>,
         epoch: u64,
@@ -194,12 +200,12 @@ impl FeedDocuments {
             generated_at,
             epoch,
             records,
+            next,
             publisher,
             previous,
             json: OnceLock::new(),
             rss: OnceLock::new(),
             stix: OnceLock::new(),
-            index: OnceLock::new(),
         }
     }
 
@@ -225,7 +231,11 @@ impl FeedDocuments {
         self.json.get_or_init(|| {
             self.body(
                 Kind::Json,
-                feeds::json_feed::document(&self.feed_records(), &self.publisher),
+                feeds::json_feed::document(
+                    &self.feed_records(),
+                    &self.publisher,
+                    self.next.as_ref(),
+                ),
             )
         })
     }
@@ -234,36 +244,68 @@ impl FeedDocuments {
         self.rss.get_or_init(|| {
             self.body(
                 Kind::Rss,
-                feeds::rss::document(&self.feed_records(), &self.publisher),
+                feeds::rss::document(&self.feed_records(), &self.publisher, self.next.as_ref()),
             )
         })
     }
 
+    /// The bundle of the window's records, in the order they were added; an observable
+    /// several of them share appears once, with the first.
     pub(crate) fn stix(&self) -> &CachedBody {
-        self.stix
-            .get_or_init(|| self.body(Kind::Stix, feeds::stix::bundle(self.index().objects())))
-    }
-
-    /// The STIX objects in TAXII's order (date added).
-    pub(crate) fn index(&self) -> &Index {
-        self.index
-            .get_or_init(|| Index::new(feeds::stix::objects(&self.feed_records())))
+        self.stix.get_or_init(|| {
+            let mut oldest_first = self.feed_records();
+            oldest_first.reverse();
+            self.body(
+                Kind::Stix,
+                feeds::stix::bundle(&feeds::stix::objects(&oldest_first)),
+            )
+        })
     }
 }
 
-/// The documents for the records as they are now: cached, or built from the current
-/// records (one read of the store).
-pub(crate) async fn documents(state: &AppState) -> ApiResult<Arc<FeedDocuments>> {
+/// The documents of the newest window of records (`before: None`), cached, or of the
+/// window of records added before `before`, built for this request; one read of at most a
+/// window of records from the store.
+pub(crate) async fn documents(
+    state: &AppState,
+    before: Option<&Before>,
+) -> ApiResult<Arc<FeedDocuments>> {
     let now = state.clock.now();
     let epoch = state.store.records_epoch();
-    if let Some(docs) = state.feed_cache.documents(now, epoch) {
+    if before.is_none()
+        && let Some(docs) = state.feed_cache.documents(now, epoch)
+    {
         return Ok(docs);
     }
-    let records = state.store.current_records(None).await?;
+    let position = before.map(|b| AddedPosition {
+        added_at: b.added_at,
+        id: b.id.clone(),
+    });
+    // One record more than the window tells whether an older window exists.
+    let mut records = state
+        .store
+        .current_records_added_before(position.as_ref(), feeds::WINDOW as u32 + 1)
+        .await?;
+    let next = if records.len() > feeds::WINDOW {
+        records.truncate(feeds::WINDOW);
+        records.last().map(|r| Before {
+            added_at: r.added_at,
+            id: r.id.clone(),
+        })
+    } else {
+        None
+    };
+    let publisher = Publisher::new(&state.settings.public_base_url);
+    if before.is_some() {
+        return Ok(Arc::new(FeedDocuments::new(
+            records, next, publisher, now, epoch, None,
+        )));
+    }
     let previous = state.feed_cache.previous_documents();
     let docs = Arc::new(FeedDocuments::new(
         records,
-        Publisher::new(&state.settings.public_base_url),
+        next,
+        publisher,
         now,
         epoch,
         previous.as_deref(),

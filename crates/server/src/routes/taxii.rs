@@ -3,17 +3,19 @@
 //! `added_after`, `limit`, `next`), manifest, object versions, and status (404: nothing is
 //! ever written). Every answer is `application/taxii+json;version=2.1`, every error a TAXII
 //! error body; a request whose `Accept` does not admit that type is answered 406. The
-//! objects come from the feeds' cached documents (`routes::feeds`).
+//! objects are read from the store a page at a time (`services::taxii`).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use feeds::taxii::{self, Page, Query, RawQuery, TaxiiError};
+use feeds::taxii::{self, Page, PageBuilder, Query, RawQuery, TaxiiError};
 use serde::Deserialize;
 use utoipa_axum::routes;
 
 use crate::AppState;
+use crate::error::ApiError;
 use crate::extract::QueryParams;
+use crate::services;
 use crate::routing::{Api, RouteRule};
 
 pub(crate) fn routes(api: Api) -> Api {
@@ -65,7 +67,7 @@ fn negotiate(headers: &HeaderMap) -> Result<(), TaxiiError> {
 }
 
 /// A page with its `X-TAXII-Date-Added-First` and `-Last` headers.
-fn paged(page: &Page<'_>, body: Vec<u8>) -> Response {
+fn paged(page: &Page, body: Vec<u8>) -> Response {
     let mut response = answer(StatusCode::OK, body);
     for (name, value) in [
         (HEADER_FIRST, &page.date_added_first),
@@ -195,23 +197,28 @@ async fn list(
         Ok(query) => query,
         Err(e) => return error(e),
     };
-    let docs = match crate::feed_cache::documents(state).await {
-        Ok(docs) => docs,
-        Err(e) => return e.into_response(),
+    let store = state.store.as_ref();
+    let found = match &listing {
+        Listing::Objects | Listing::Manifest => services::taxii::page(store, &query).await,
+        Listing::Object(id) | Listing::Versions(id) => match services::taxii::object(store, id).await {
+            Ok(Some(object)) => {
+                // The one object, subject to the query's bound and filters like any other.
+                let mut builder = PageBuilder::new(&query, Some(id));
+                builder.offer(object);
+                Ok(builder.finish(false))
+            }
+            Ok(None) => {
+                return error(TaxiiError::not_found(format!(
+                    "no object {id:?} in this collection"
+                )));
+            }
+            Err(e) => Err(e),
+        },
     };
-    let index = docs.index();
-    if let Listing::Object(id) | Listing::Versions(id) = &listing
-        && index.get(id).is_none()
-    {
-        return error(TaxiiError::not_found(format!(
-            "no object {id:?} in this collection"
-        )));
-    }
-    let only = match &listing {
-        Listing::Objects | Listing::Manifest => None,
-        Listing::Object(id) | Listing::Versions(id) => Some(id.as_str()),
+    let page = match found {
+        Ok(page) => page,
+        Err(e) => return ApiError::from(e).into_response(),
     };
-    let page = index.page(&query, only);
     let body = match listing {
         Listing::Objects | Listing::Object(_) => page.envelope(),
         Listing::Manifest => page.manifest(),

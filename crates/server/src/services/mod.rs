@@ -8,4 +8,5 @@ pub mod export;
 pub mod packages;
 pub mod revocations;
 pub mod sessions;
+pub mod taxii;
 pub mod warninglist;
