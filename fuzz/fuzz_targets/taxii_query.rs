@@ -1,12 +1,14 @@
 //! The query string of the TAXII 2.1 listing routes (`added_after`, `limit`, `next`,
 //! `match[...]`): decoded as a URL query, checked by `Query::parse`, then applied to a
-//! small collection (filters, cursor, page, envelope and manifest).
+//! small collection offered to a `PageBuilder` (filters, cursor, page, envelope and
+//! manifest).
 #![no_main]
 
 use std::sync::OnceLock;
 
 use chrono::{TimeZone, Utc};
-use feeds::taxii::{Index, Query, RawQuery};
+use feeds::stix::StixObject;
+use feeds::taxii::{Page, PageBuilder, Query, RawQuery};
 use libfuzzer_sys::fuzz_target;
 use model::{Arch, HashRecord, NewRecord, Platform, RecordStatus};
 
@@ -44,13 +46,22 @@ fn record(n: u32) -> HashRecord {
     }
 }
 
-fn index() -> &'static Index {
-    static INDEX: OnceLock<Index> = OnceLock::new();
-    INDEX.get_or_init(|| {
+fn collection() -> &'static [StixObject] {
+    static COLLECTION: OnceLock<Vec<StixObject>> = OnceLock::new();
+    COLLECTION.get_or_init(|| {
         let records: Vec<HashRecord> = (0..5).map(record).collect();
         let refs: Vec<&HashRecord> = records.iter().collect();
-        Index::new(feeds::stix::objects(&refs))
+        feeds::stix::objects(&refs)
     })
+}
+
+/// The page of `query` over the whole collection (or the one object `only_id`).
+fn page(query: &Query, only_id: Option<&str>) -> Page {
+    let mut builder = PageBuilder::new(query, only_id);
+    for object in collection() {
+        builder.offer(object.clone());
+    }
+    builder.finish(false)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -69,24 +80,24 @@ fuzz_target!(|data: &[u8]| {
         *slot = Some(value.into_owned());
     }
     let Ok(query) = Query::parse(&raw) else { return };
-    let index = index();
-    let page = index.page(&query, None);
-    assert!(page.objects.len() <= index.len());
-    let _ = page.envelope();
-    let _ = page.manifest();
+    let first_page = page(&query, None);
+    assert!(first_page.objects.len() <= collection().len());
+    let _ = first_page.envelope();
+    let _ = first_page.manifest();
     // The `next` cursor a page gives is accepted back, and resumes strictly later.
-    if let Some(next) = &page.next {
+    if let Some(next) = &first_page.next {
         let again = RawQuery {
             next: Some(next.clone()),
             ..raw.clone()
         };
         let query = Query::parse(&again).expect("a cursor this server gave parses");
-        let following = index.page(&query, None);
-        if let (Some(last), Some(first)) = (page.objects.last(), following.objects.first()) {
+        let following = page(&query, None);
+        if let (Some(last), Some(first)) = (first_page.objects.last(), following.objects.first())
+        {
             assert!(first.date_added > last.date_added);
         }
     }
-    if let Some(first) = index.objects().first() {
-        let _ = index.page(&query, Some(first.id.as_str())).versions();
+    if let Some(first) = collection().first() {
+        let _ = page(&query, Some(first.id.as_str())).versions();
     }
 });

@@ -10,7 +10,9 @@ use model::TenantKind;
 use model::{
     Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier,
 };
-use store::{ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store};
+use store::{
+    AddedPosition, ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store,
+};
 use testkit::{Db, go, hex_of, putty, rec, t};
 
 const SECRET: &[u8] = testkit::RECORD_SECRET;
@@ -48,6 +50,7 @@ testkit::backend_tests!(
     revocations_set_cert_revoked_at_and_filter_literally,
     records_epoch_moves_with_writes_and_reaches_other_stores,
     records_after_pages_through_every_record,
+    current_records_page_by_date_added_both_ways,
     records_changed_after_an_epoch_are_the_rows_written_since,
     older_version_never_supersedes_newer,
     a_past_version_starts_at_its_release_date,
@@ -2126,6 +2129,91 @@ async fn records_after_pages_through_every_record(db: Db) {
     let page = other.records_after(None, 10).await.expect("records_after");
     assert_eq!(page.len(), 4);
     assert!(page.iter().all(|r| !r.integrity_ok));
+}
+
+/// Current records in date-added order, oldest first after a position and newest first
+/// before one: superseded records are left out, every current one is read once, and
+/// records added between pages come after the oldest-first walk's position.
+async fn current_records_page_by_date_added_both_ways(db: Db) {
+    let s = &*db.store;
+    let at = t("2025-02-01T00:00:00Z");
+    insert(s, go("1.21.0", 10), at).await;
+    s.record_many(
+        vec![
+            go("1.22.0", 11),
+            putty("0.81", Arch::Amd64, 20),
+            putty("0.81", Arch::Arm64, 21),
+        ],
+        at,
+    )
+    .await
+    .expect("batch");
+    let position = |r: &HashRecord| AddedPosition {
+        added_at: r.added_at,
+        id: r.id.clone(),
+    };
+
+    let mut oldest_first = Vec::new();
+    let mut after: Option<AddedPosition> = None;
+    loop {
+        let page = s
+            .current_records_added_after(after.as_ref(), 2)
+            .await
+            .expect("oldest first");
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = Some(position(last));
+        oldest_first.extend(page);
+        if oldest_first.len() == 2 {
+            // A record added between pages is read after those already read.
+            insert(s, putty("0.81", Arch::X86, 22), at).await;
+        }
+    }
+    assert_eq!(oldest_first.len(), 4, "three current records and the new one");
+    assert!(oldest_first.iter().all(|r| r.status == RecordStatus::Current));
+    assert!(
+        oldest_first
+            .windows(2)
+            .all(|w| w[0].added_at < w[1].added_at)
+    );
+    assert_eq!(oldest_first[3].record.arch, Arch::X86);
+    assert_eq!(
+        oldest_first[..3]
+            .iter()
+            .filter(|r| r.record.vendor == "PuTTY")
+            .count(),
+        2,
+        "the batch's records, in whatever order it added them"
+    );
+
+    let mut newest_first = Vec::new();
+    let mut before: Option<AddedPosition> = None;
+    loop {
+        let page = s
+            .current_records_added_before(before.as_ref(), 3)
+            .await
+            .expect("newest first");
+        let Some(last) = page.last() else { break };
+        before = Some(position(last));
+        newest_first.extend(page);
+    }
+    newest_first.reverse();
+    assert_eq!(ids(&newest_first), ids(&oldest_first));
+
+    // The current records of a release's family: every arch, none of another family.
+    let family = oldest_first[3].family.clone();
+    let release = s
+        .current_in_families(&[("PuTTY".to_string(), family)])
+        .await
+        .expect("families");
+    assert_eq!(release.len(), 3);
+    assert!(release.iter().all(|r| r.record.vendor == "PuTTY"));
+    assert!(
+        s.current_in_families(&[])
+            .await
+            .expect("no families")
+            .is_empty()
+    );
 }
 
 /// `added_at`: distinct per record, increasing in commit order, at least the step apart,
