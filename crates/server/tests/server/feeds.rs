@@ -16,6 +16,8 @@ testkit::backend_tests!(
     taxii_discovery_negotiation_and_errors with public_base,
     taxii_paging_is_exact_while_records_are_added,
     taxii_filters_manifest_and_versions,
+    taxii_pages_many_records_each_object_once_in_order,
+    feeds_hold_the_newest_records_and_link_to_older_ones,
 );
 
 const TAXII: &str = "application/taxii+json;version=2.1";
@@ -322,10 +324,15 @@ async fn taxii_discovery_negotiation_and_errors(app: TestApp) {
 
 /// Every object of a collection listing, following `next`.
 async fn walk(app: &TestApp, id: &str, query: &str) -> Vec<Value> {
+    walk_by(app, id, 4, query).await
+}
+
+/// Every object of a collection listing, `limit` at a time, following `next`.
+async fn walk_by(app: &TestApp, id: &str, limit: usize, query: &str) -> Vec<Value> {
     let mut objects = Vec::new();
     let mut next: Option<String> = None;
     loop {
-        let mut path = format!("{}/objects/?limit=4{query}", collection_path(id));
+        let mut path = format!("{}/objects/?limit={limit}{query}", collection_path(id));
         if let Some(next) = &next {
             path.push_str(&format!("&next={next}"));
         }
@@ -463,4 +470,175 @@ async fn taxii_filters_manifest_and_versions(app: TestApp) {
     let versions = taxii(&app, &format!("{base}/objects/{one_id}/versions/")).await;
     assert_eq!(versions.json()["versions"].as_array().unwrap().len(), 1);
     assert!(!versions.header("x-taxii-date-added-last").is_empty());
+}
+
+/// Every manifest entry of the collection, `limit` at a time, following `next`; `between`
+/// runs after the first page.
+async fn manifest_walk<F: std::future::Future<Output = ()>>(
+    app: &TestApp,
+    id: &str,
+    limit: usize,
+    between: impl FnOnce() -> F,
+) -> Vec<Value> {
+    let mut entries = Vec::new();
+    let mut next: Option<String> = None;
+    let mut between = Some(between);
+    loop {
+        let mut path = format!("{}/manifest/?limit={limit}", collection_path(id));
+        if let Some(next) = &next {
+            path.push_str(&format!("&next={next}"));
+        }
+        let page = taxii(app, &path).await;
+        assert_eq!(page.status, 200, "{}", page.text);
+        let body = page.json();
+        let listed = body["objects"].as_array().cloned().unwrap_or_default();
+        assert!(listed.len() <= limit);
+        entries.extend(listed);
+        if let Some(between) = between.take() {
+            between().await;
+        }
+        if body["more"] != true {
+            return entries;
+        }
+        next = Some(body["next"].as_str().unwrap().to_string());
+    }
+}
+
+async fn taxii_pages_many_records_each_object_once_in_order(app: TestApp) {
+    // More records than the server reads from the store at a time, and a release built
+    // for several arches whose records are far apart in date added.
+    let now = app.clock.now();
+    let batch = |from: u64, n: u64| {
+        (from..from + n)
+            .map(|i| pypi(&format!("pkg{i}"), "1.0", i))
+            .collect::<Vec<_>>()
+    };
+    app.store.record_many(batch(0, 250), now).await.unwrap();
+    app.record(putty("0.81", Arch::Amd64, 1001)).await;
+    app.store.record_many(batch(250, 200), now).await.unwrap();
+    app.record(putty("0.81", Arch::Arm64, 1002)).await;
+    let id = collection_id(&app).await;
+
+    let entries = manifest_walk(&app, &id, 97, || async {
+        // Records arrive while the client pages.
+        app.store.record_many(batch(450, 30), now).await.unwrap();
+        app.record(putty("0.81", Arch::X86, 1003)).await;
+    })
+    .await;
+
+    let ids: Vec<&str> = entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let distinct: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len(), "no object twice");
+    let added: Vec<&str> = entries
+        .iter()
+        .map(|e| e["date_added"].as_str().unwrap())
+        .collect();
+    assert!(
+        added.windows(2).all(|w| w[0] < w[1]),
+        "oldest added first, across pages"
+    );
+    // The producer and the marking; five objects per package; the first PuTTY record's
+    // five, and four for each other arch (the release's software is listed once).
+    assert_eq!(ids.len(), 2 + 5 * 480 + 5 + 4 + 4);
+    let software = ids.iter().filter(|i| i.starts_with("software--")).count();
+    assert_eq!(software, 480 + 1);
+
+    // The objects themselves, by cursor, are the manifest's, in the same order.
+    let objects = walk_by(&app, &id, 500, "").await;
+    let object_ids: Vec<&str> = objects.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(object_ids, ids);
+    // A shared object is found by id too, with the record that named it first.
+    let putty_software = objects
+        .iter()
+        .find(|o| o["type"] == "software" && o["vendor"] == "PuTTY")
+        .unwrap();
+    let one = taxii(
+        &app,
+        &format!(
+            "{}/objects/{}/",
+            collection_path(&id),
+            putty_software["id"].as_str().unwrap()
+        ),
+    )
+    .await;
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert_eq!(one.json()["objects"][0], *putty_software);
+}
+
+async fn feeds_hold_the_newest_records_and_link_to_older_ones(app: TestApp) {
+    let records = (0..1003)
+        .map(|i| pypi(&format!("pkg{i}"), "1.0", i))
+        .collect::<Vec<_>>();
+    app.store
+        .record_many(records, app.clock.now())
+        .await
+        .unwrap();
+    let newest = app.record(pypi("newest", "1.0", 5000)).await;
+    // The path and query of a link this server gave.
+    let local = |url: &str| url[url.find("/public/").unwrap()..].to_string();
+
+    let json = get(&app, "/public/feed.json", &[]).await;
+    let feed = json.json();
+    let items = feed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1000, "the newest thousand");
+    assert_eq!(items[0]["id"], newest.as_str(), "newest first");
+    let next_url = feed["next_url"].as_str().unwrap();
+    assert!(next_url.contains("/public/feed.json?before="), "{next_url}");
+    let older = get(&app, &local(next_url), &[]).await;
+    assert_eq!(older.status, 200, "{}", older.text);
+    let older_feed = older.json();
+    let older_items = older_feed["items"].as_array().unwrap();
+    assert_eq!(older_items.len(), 4);
+    assert!(older_feed.get("next_url").is_none(), "the oldest window");
+    let all: BTreeSet<&str> = items
+        .iter()
+        .chain(older_items)
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(all.len(), 1004, "every record in one window or the other");
+    // An older window is a document like the first: tagged, and 304 when unchanged.
+    let tag = older.header("etag");
+    assert_eq!(
+        get(&app, &local(next_url), &[("If-None-Match", &tag)])
+            .await
+            .status,
+        304
+    );
+
+    let rss = get(&app, "/public/feed.rss", &[]).await;
+    assert_eq!(rss.text.matches("<item>").count(), 1000);
+    let rss_next = rss
+        .text
+        .split("<atom:link ")
+        .find(|l| l.contains("rel=\"next\""))
+        .and_then(|l| l.split("href=\"").nth(1))
+        .and_then(|l| l.split('"').next())
+        .unwrap()
+        .replace("&amp;", "&");
+    let older_rss = get(&app, &local(&rss_next), &[]).await;
+    assert_eq!(older_rss.text.matches("<item>").count(), 4);
+    assert!(!older_rss.text.contains("rel=\"next\""));
+
+    let stix = get(&app, "/public/feed/stix", &[]).await;
+    let indicators = |bundle: &Value| {
+        bundle["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["type"] == "indicator")
+            .count()
+    };
+    assert_eq!(indicators(&stix.json()), 1000);
+    let link = stix.header("link");
+    let stix_next = link
+        .strip_prefix('<')
+        .and_then(|l| l.split_once(">; rel=\"next\""))
+        .map(|(url, _)| url.to_string())
+        .unwrap_or_else(|| panic!("{link}"));
+    let older_stix = get(&app, &local(&stix_next), &[]).await;
+    assert_eq!(indicators(&older_stix.json()), 4);
+    assert!(older_stix.header("link").is_empty());
+
+    let bad = get(&app, "/public/feed.json?before=nonsense", &[]).await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
 }
