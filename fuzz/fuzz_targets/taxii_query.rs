@@ -79,7 +79,9 @@ fuzz_target!(|data: &[u8]| {
         };
         *slot = Some(value.into_owned());
     }
-    let Ok(query) = Query::parse(&raw) else { return };
+    let Ok(query) = Query::parse(&raw) else {
+        return;
+    };
     let first_page = page(&query, None);
     assert!(first_page.objects.len() <= collection().len());
     let _ = first_page.envelope();
@@ -92,8 +94,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let query = Query::parse(&again).expect("a cursor this server gave parses");
         let following = page(&query, None);
-        if let (Some(last), Some(first)) = (first_page.objects.last(), following.objects.first())
-        {
+        if let (Some(last), Some(first)) = (first_page.objects.last(), following.objects.first()) {
             assert!(first.date_added > last.date_added);
         }
     }

@@ -77,8 +77,8 @@ mod tests {
     #[test]
     fn items_have_stable_guids_and_escaped_text() {
         let r = record("r1", "a&b<c>.exe", "1.0", 5);
-        let doc =
-            String::from_utf8(document(&[&r], &Publisher::new("https://kg.example"), None)).unwrap();
+        let doc = String::from_utf8(document(&[&r], &Publisher::new("https://kg.example"), None))
+            .unwrap();
         assert!(doc.contains("<guid isPermaLink=\"false\">knowngood-record-r1</guid>"));
         assert!(doc.contains("a&amp;b&lt;c&gt;.exe"));
         assert!(doc.contains("<pubDate>Sun, 01 Mar 2026 12:00:05 GMT</pubDate>"));
@@ -114,7 +114,10 @@ mod tests {
         assert_eq!(links[1].rel, "next");
         assert_eq!(
             links[1].href,
-            format!("https://kg.example/public/feed.rss?before={}", next.encode())
+            format!(
+                "https://kg.example/public/feed.rss?before={}",
+                next.encode()
+            )
         );
         assert_eq!(channel.items.len(), 2);
         for (item, r) in channel.items.iter().zip([&b, &a]) {

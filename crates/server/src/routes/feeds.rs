@@ -39,9 +39,8 @@ impl FeedWindow {
         self.before
             .as_deref()
             .map(|text| {
-                Before::decode(text).ok_or_else(|| {
-                    Error::bad_request("before is not a position this server gave")
-                })
+                Before::decode(text)
+                    .ok_or_else(|| Error::bad_request("before is not a position this server gave"))
             })
             .transpose()
     }

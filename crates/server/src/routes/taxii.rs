@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::QueryParams;
-use crate::services;
 use crate::routing::{Api, RouteRule};
+use crate::services;
 
 pub(crate) fn routes(api: Api) -> Api {
     api.route(routes!(discovery), RouteRule::public())
@@ -200,20 +200,22 @@ async fn list(
     let store = state.store.as_ref();
     let found = match &listing {
         Listing::Objects | Listing::Manifest => services::taxii::page(store, &query).await,
-        Listing::Object(id) | Listing::Versions(id) => match services::taxii::object(store, id).await {
-            Ok(Some(object)) => {
-                // The one object, subject to the query's bound and filters like any other.
-                let mut builder = PageBuilder::new(&query, Some(id));
-                builder.offer(object);
-                Ok(builder.finish(false))
+        Listing::Object(id) | Listing::Versions(id) => {
+            match services::taxii::object(store, id).await {
+                Ok(Some(object)) => {
+                    // The one object, subject to the query's bound and filters like any other.
+                    let mut builder = PageBuilder::new(&query, Some(id));
+                    builder.offer(object);
+                    Ok(builder.finish(false))
+                }
+                Ok(None) => {
+                    return error(TaxiiError::not_found(format!(
+                        "no object {id:?} in this collection"
+                    )));
+                }
+                Err(e) => Err(e),
             }
-            Ok(None) => {
-                return error(TaxiiError::not_found(format!(
-                    "no object {id:?} in this collection"
-                )));
-            }
-            Err(e) => Err(e),
-        },
+        }
     };
     let page = match found {
         Ok(page) => page,

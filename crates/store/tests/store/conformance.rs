@@ -2169,8 +2169,16 @@ async fn current_records_page_by_date_added_both_ways(db: Db) {
             insert(s, putty("0.81", Arch::X86, 22), at).await;
         }
     }
-    assert_eq!(oldest_first.len(), 4, "three current records and the new one");
-    assert!(oldest_first.iter().all(|r| r.status == RecordStatus::Current));
+    assert_eq!(
+        oldest_first.len(),
+        4,
+        "three current records and the new one"
+    );
+    assert!(
+        oldest_first
+            .iter()
+            .all(|r| r.status == RecordStatus::Current)
+    );
     assert!(
         oldest_first
             .windows(2)
