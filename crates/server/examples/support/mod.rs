@@ -94,6 +94,7 @@ pub mod counting {
     }
 }
 
+#[allow(dead_code)] // not every benchmark measures latency
 pub struct Summary {
     #[allow(dead_code)] // not every benchmark prints these
     pub count: usize,
@@ -105,6 +106,7 @@ pub struct Summary {
 }
 
 /// Median (mean of the middle two for an even count) and nearest-rank p90/p99.
+#[allow(dead_code)] // not every benchmark measures latency
 pub fn summarize(mut samples: Vec<Duration>) -> Summary {
     samples.sort_unstable();
     let count = samples.len();
@@ -126,6 +128,7 @@ pub fn summarize(mut samples: Vec<Duration>) -> Summary {
 }
 
 /// Microseconds, right-aligned for tables.
+#[allow(dead_code)] // not every benchmark measures latency
 pub fn us(d: Duration) -> String {
     format!("{:>7.1} µs", d.as_secs_f64() * 1e6)
 }
