@@ -3,8 +3,10 @@
 //! Loads N current vendor records into a SQLite store (a release built for two arches per
 //! family, so observables are shared), starts the real server on 127.0.0.1:0 and sends one
 //! `GET /taxii2/knowngood/collections/<id>/objects/?limit=100` and one
-//! `GET /public/feed.json` (each to a cold cache) and reports, per request, the peak of live
-//! heap bytes while it ran and the growth of the process's anonymous resident memory.
+//! `GET /public/feed.json` (each to a cold cache), then a listing whose filter matches
+//! nothing (`match[id]` of no object: an answer that examines as many records as one may),
+//! and reports, per request, the peak of live heap bytes while it ran and the growth of the
+//! process's anonymous resident memory.
 //!
 //! ```text
 //! cargo run --release -p server --example bench_feeds_memory -- \
@@ -112,7 +114,9 @@ async fn main() -> Result<(), BoxError> {
         let mut from = 0;
         while from < args.records {
             let to = (from + BATCH).min(args.records);
-            store.record_many((from..to).map(record).collect(), at).await?;
+            store
+                .record_many((from..to).map(record).collect(), at)
+                .await?;
             from = to;
         }
         std::fs::write(&marker, args.records.to_string())?;
@@ -140,7 +144,10 @@ async fn main() -> Result<(), BoxError> {
         "{:<72} {:>8} {:>14} {:>16}",
         "request", "status", "peak heap MiB", "RssAnon +MiB"
     );
-    for path in [taxii.as_str(), "/public/feed.json"] {
+    let unmatched = format!(
+        "/taxii2/knowngood/collections/{collection}/objects/?match[id]=indicator--00000000-0000-4000-8000-000000000000"
+    );
+    for path in [taxii.as_str(), "/public/feed.json", unmatched.as_str()] {
         let rss_before = rss_anon_kib();
         support::counting::reset_peak();
         let live_before = support::counting::live();
