@@ -59,7 +59,11 @@ fn record(i: u64) -> NewRecord {
         executable_name: format!("tool{family}.exe"),
         version: "1.0.0".into(),
         platform: Platform::Windows,
-        arch: if i.is_multiple_of(2) { Arch::Amd64 } else { Arch::Arm64 },
+        arch: if i.is_multiple_of(2) {
+            Arch::Amd64
+        } else {
+            Arch::Arm64
+        },
         hash_sha256: hex(i * 3 + 1, 64),
         hash_sha1: Some(hex(i * 3 + 2, 40)),
         hash_md5: Some(hex(i * 3 + 3, 32)),
