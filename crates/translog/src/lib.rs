@@ -45,6 +45,11 @@
 //!   *not* append-only extensions of each other; the days are linked by
 //!   the signed hash chain below instead.
 //!
+//! * Chunks ([`chunk`]): the aligned runs of [`chunk::CHUNK_LEAVES`] leaves (and the
+//!   last, shorter one) are nodes of the tree, and the tree above them is the same shape
+//!   over the chunk roots, so a server proves a leaf from its chunk's leaves and the chunk
+//!   roots alone. This changes nothing a verifier sees.
+//!
 //! Node hashing equals RFC 6962's, so public RFC 6962 test vectors that
 //! start from leaf hashes (transparency-dev/merkle) apply unchanged.
 //!
@@ -114,6 +119,7 @@
 //! finally the computed root (`RootMismatch`).
 
 pub mod checkpoint;
+pub mod chunk;
 pub mod encoding;
 pub mod leaf;
 pub mod merkle;
