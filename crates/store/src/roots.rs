@@ -1,5 +1,6 @@
-//! Storage of the transparency log: signed daily roots, the leaves each covers, and every
-//! key that ever signed. Append-only: publishing a day twice returns the first root, and
+//! Storage of the transparency log: signed daily roots, the leaves each covers, the roots
+//! of each day's 256-leaf chunks (see `translog::chunk`: what lets a proof read one chunk
+//! instead of the day), and every key that ever signed. Append-only: publishing a day twice returns the first root, and
 //! the database refuses updates and deletes (triggers), so history cannot be rewritten
 //! through the service.
 
@@ -7,6 +8,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
+use translog::Hash;
+use translog::chunk::ChunkRootBuilder;
 
 use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
@@ -57,6 +60,31 @@ fn leaf_insert_sql(rows: usize) -> String {
     sql
 }
 
+/// Chunk roots per `INSERT` (3 values each).
+const CHUNK_ROWS: usize = 1000;
+
+/// Inserts chunk roots; a chunk already stored keeps its row, so storing a day's chunk
+/// roots again (two servers computing them at once) changes nothing.
+fn chunk_insert_sql(rows: usize) -> String {
+    let mut sql =
+        String::from("INSERT INTO translog_chunks (log_date, chunk_index, chunk_root) VALUES ");
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        sql.push_str(&crate::backend::placeholders(r * 3 + 1, 3));
+        sql.push(')');
+    }
+    sql.push_str(" ON CONFLICT (log_date, chunk_index) DO NOTHING");
+    sql
+}
+
+fn parse_leaf_hash(hex_text: &str) -> Result<Hash> {
+    translog::encoding::parse_hash_hex("leaf_hash", hex_text)
+        .map_err(|_| crate::backend::corrupt("leaf_hash", hex_text))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigningKeyRecord {
     pub key_id: String,
@@ -74,8 +102,9 @@ pub trait RootStore: Send + Sync {
     async fn publish_root(&self, root: &StoredRoot, leaves: &[LeafRow]) -> Result<StoredRoot>;
     /// [`publish_root`](RootStore::publish_root) with the leaves in batches, in tree order,
     /// as the caller reads them: a day of any size is stored in bounded memory, in one
-    /// transaction with its root. The batches hold `root.entry_count` leaves in all, or
-    /// nothing is stored; an error from the stream stores nothing either.
+    /// transaction with its root and its chunk roots (computed as the leaves go by). The
+    /// batches hold `root.entry_count` leaves in all, or nothing is stored; an error from
+    /// the stream stores nothing either.
     async fn publish_root_streamed(
         &self,
         root: &StoredRoot,
@@ -88,11 +117,20 @@ pub trait RootStore: Send + Sync {
     async fn recent_roots(&self, limit: u32) -> Result<Vec<StoredRoot>>;
     /// Every root, oldest first.
     async fn all_roots(&self) -> Result<Vec<StoredRoot>>;
-    /// A day's leaves in tree order.
+    /// A day's leaves in tree order, all at once: for tests and small days only; serving
+    /// reads [`leaves_page`](RootStore::leaves_page) and the chunk roots instead.
     async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>>;
     /// At most `limit` of a day's leaves in tree order, from leaf index `from`: a walk over
     /// every page reads a day of any size in bounded memory.
     async fn leaves_page(&self, date: NaiveDate, from: u64, limit: u32) -> Result<Vec<LeafRow>>;
+    /// Tree position of the day's first leaf with this SHA-256 (64 lowercase hex).
+    async fn leaf_position(&self, date: NaiveDate, sha256: &str) -> Result<Option<u64>>;
+    /// The roots of a day's chunks (`translog::chunk`) in order: empty for a day published
+    /// before chunk roots were stored, until [`store_chunk_roots`](RootStore::store_chunk_roots).
+    async fn chunk_roots(&self, date: NaiveDate) -> Result<Vec<Hash>>;
+    /// Stores a published day's chunk roots (computed from its stored leaves), in one
+    /// transaction; chunks already stored keep their rows.
+    async fn store_chunk_roots(&self, date: NaiveDate, roots: &[Hash]) -> Result<()>;
     async fn register_log_key(
         &self,
         key_id: &str,
@@ -127,6 +165,10 @@ const LEAVES: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, p
 const LEAVES_PAGE: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, \
      arch FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 ORDER BY leaf_index \
      LIMIT $3";
+const LEAF_POSITION: &str = "SELECT leaf_index FROM translog_leaves \
+     WHERE log_date = $1 AND hash_sha256 = $2 ORDER BY leaf_index LIMIT 1";
+const CHUNK_ROOTS: &str =
+    "SELECT chunk_root FROM translog_chunks WHERE log_date = $1 ORDER BY chunk_index";
 const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
      VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING";
 const LOG_KEYS: &str = "SELECT k.key_id, k.public_key, MIN(r.log_date) AS first_date, \
@@ -178,7 +220,32 @@ fn check_leaf_count(root: &StoredRoot, given: i64) -> Result<()> {
 }
 
 macro_rules! translog_backend {
-    ($store:ident, $row:ty) => {
+    ($store:ident, $row:ty, $db:ty) => {
+        impl $store {
+            /// Inserts `roots` as the day's chunks `first..` in the transaction `tx`, at
+            /// most [`CHUNK_ROWS`] a statement.
+            async fn insert_chunk_roots(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                date: NaiveDate,
+                first: u64,
+                roots: &[Hash],
+            ) -> Result<()> {
+                for (n, batch) in roots.chunks(CHUNK_ROWS).enumerate() {
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(chunk_insert_sql(batch.len())));
+                    let mut index = first + (n * CHUNK_ROWS) as u64;
+                    for root in batch {
+                        q = q
+                            .bind(date)
+                            .bind(i64::try_from(index).unwrap_or(i64::MAX))
+                            .bind(translog::encoding::hash_to_hex(root));
+                        index += 1;
+                    }
+                    q.execute(&mut **tx).await.map_err(db_error)?;
+                }
+                Ok(())
+            }
+        }
+
         #[async_trait]
         impl RootStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -215,11 +282,15 @@ macro_rules! translog_backend {
                     .rows_affected();
                 if inserted == 1 {
                     let mut index: i64 = 0;
+                    let mut chunks = ChunkRootBuilder::new();
+                    let mut chunk_roots: Vec<Hash> = Vec::new();
+                    let mut chunks_stored: u64 = 0;
                     while let Some(batch) = leaves.next().await {
                         for rows in batch?.chunks(LEAF_ROWS) {
                             let sql = leaf_insert_sql(rows.len());
                             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                             for leaf in rows {
+                                chunk_roots.extend(chunks.push(&parse_leaf_hash(&leaf.leaf_hash)?));
                                 q = q
                                     .bind(root.log_date)
                                     .bind(index)
@@ -232,9 +303,23 @@ macro_rules! translog_backend {
                                 index += 1;
                             }
                             q.execute(&mut *tx).await.map_err(db_error)?;
+                            if chunk_roots.len() >= CHUNK_ROWS {
+                                Self::insert_chunk_roots(
+                                    &mut tx,
+                                    root.log_date,
+                                    chunks_stored,
+                                    &chunk_roots,
+                                )
+                                .await?;
+                                chunks_stored += chunk_roots.len() as u64;
+                                chunk_roots.clear();
+                            }
                         }
                     }
                     check_leaf_count(root, index)?;
+                    chunk_roots.extend(chunks.finish());
+                    Self::insert_chunk_roots(&mut tx, root.log_date, chunks_stored, &chunk_roots)
+                        .await?;
                 }
                 tx.commit().await.map_err(db_error)?;
                 self.root(root.log_date)
@@ -309,6 +394,40 @@ macro_rules! translog_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
+            async fn leaf_position(&self, date: NaiveDate, sha256: &str) -> Result<Option<u64>> {
+                let row: Option<$row> = sqlx::query(LEAF_POSITION)
+                    .bind(date)
+                    .bind(sha256)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.map(|r| r.int("leaf_index").map(count)).transpose()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn chunk_roots(&self, date: NaiveDate) -> Result<Vec<Hash>> {
+                let rows: Vec<$row> = sqlx::query(CHUNK_ROOTS)
+                    .bind(date)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter()
+                    .map(|r| {
+                        let hex_text = r.text_ref("chunk_root")?;
+                        translog::encoding::parse_hash_hex("chunk_root", hex_text)
+                            .map_err(|_| crate::backend::corrupt("chunk_root", hex_text))
+                    })
+                    .collect()
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn store_chunk_roots(&self, date: NaiveDate, roots: &[Hash]) -> Result<()> {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                Self::insert_chunk_roots(&mut tx, date, 0, roots).await?;
+                tx.commit().await.map_err(db_error)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn register_log_key(
                 &self,
                 key_id: &str,
@@ -337,5 +456,5 @@ macro_rules! translog_backend {
     };
 }
 
-translog_backend!(SqliteStore, SqliteRow);
-translog_backend!(PgStore, PgRow);
+translog_backend!(SqliteStore, SqliteRow, sqlx::Sqlite);
+translog_backend!(PgStore, PgRow, sqlx::Postgres);

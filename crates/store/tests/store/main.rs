@@ -1,5 +1,5 @@
-//! The store's integration tests, one binary: the conformance suite on both backends, and
-//! durability of SQLite under SIGKILL.
+//! The store's integration tests, one binary: the conformance suite on both backends, the
+//! transparency log's chunk roots, and durability of SQLite under SIGKILL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
@@ -8,3 +8,4 @@ mod coverage_queue;
 mod kill;
 mod migration;
 mod schema;
+mod translog_chunks;
