@@ -16,7 +16,9 @@ use chrono::NaiveDate;
 use model::{Error, HashAlgo, HashValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use store::roots::{LeafRow, StoredRoot};
+use store::roots::StoredRoot;
+use tokio::sync::OnceCell;
+use translog::chunk::{self, CHUNK_LEAVES, ChunkRootBuilder, ChunkedTree};
 use translog::encoding::hash_to_hex;
 use translog::{Hash, MerkleTree, Record, SignedRoot};
 use utoipa::ToSchema;
@@ -41,19 +43,19 @@ pub(crate) fn routes(api: Api) -> Api {
 pub const CHECKPOINT_ORIGIN: &str = "knowngood/daily-roots";
 const RECENT_ROOTS: u32 = 30;
 
-/// Trees (with their stored roots) of recently asked published days, so a proof costs a
-/// lookup, not a rebuild or a database read.
+/// The trees (with their stored roots) of recently asked published days, each loaded once
+/// however many proofs ask for it at the same time.
 #[derive(Default)]
-pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<DayTree>>>);
+pub struct TreeCache(Mutex<HashMap<NaiveDate, Arc<OnceCell<Arc<DayTree>>>>>);
 
+/// What a day's proofs need in memory: its stored root and the levels of its tree above
+/// the 256-leaf chunks (`translog::chunk`), about 64 bytes per 256 leaves; never the
+/// leaves, which each proof reads one chunk of from the store.
 pub(crate) struct DayTree {
-    /// The day's stored root, read with its leaves (a published day never changes: the
-    /// tables are append-only).
+    /// The day's stored root, read when the day was loaded (a published day never changes:
+    /// the tables are append-only).
     root: StoredRoot,
-    tree: MerkleTree,
-    leaves: Vec<LeafRow>,
-    /// First position in tree order of each SHA-256, so finding a leaf is a lookup.
-    by_sha256: HashMap<String, usize>,
+    tree: ChunkedTree,
     /// The last signature check of the day's root: (message, signature, key) and its
     /// outcome. Verifying Ed25519 costs more than the rest of a proof; the check is redone
     /// whenever any input differs (e.g. the key that `signer_of` resolves).
@@ -81,40 +83,89 @@ impl DayTree {
         *memo = Some((message, signed.signature, key_bytes, ok));
         ok
     }
+
+    /// Loads a published day: its root and chunk roots, and the size of its tree (the
+    /// chunks before the last are full, the last one is read). A day published before
+    /// chunk roots were stored has them computed from its leaves, a page at a time, and
+    /// stored, once.
+    async fn load(state: &AppState, date: NaiveDate) -> Result<Self, Error> {
+        let root = stored_root(state, date).await?;
+        let stored = state.store.chunk_roots(date).await?;
+        let tree = match stored.len().checked_sub(1) {
+            Some(last) => {
+                let start = chunk::chunk_start(last as u64);
+                let last_leaves = state
+                    .store
+                    .leaves_page(date, start, CHUNK_LEAVES as u32)
+                    .await?
+                    .len();
+                ChunkedTree::new(start + last_leaves as u64, stored).ok()
+            }
+            None => None,
+        };
+        let tree = match tree {
+            Some(tree) => tree,
+            None => {
+                let (size, computed) = chunk_roots_from_leaves(state, date).await?;
+                if state.store.chunk_roots(date).await?.is_empty() {
+                    state.store.store_chunk_roots(date, &computed).await?;
+                } else {
+                    tracing::warn!(%date, "stored chunk roots do not match the stored leaves; using roots computed from the leaves");
+                }
+                ChunkedTree::new(size, computed).map_err(|e| {
+                    Error::internal_caused("chunk roots computed from the leaves", e)
+                })?
+            }
+        };
+        Ok(Self {
+            root,
+            tree,
+            signature_checked: Mutex::new(None),
+        })
+    }
+}
+
+/// Leaves read at a time when computing a day's chunk roots.
+const CHUNK_PAGE: u32 = 64 * CHUNK_LEAVES as u32;
+
+/// A day's size and chunk roots computed from its stored leaves, in bounded memory.
+async fn chunk_roots_from_leaves(
+    state: &AppState,
+    date: NaiveDate,
+) -> Result<(u64, Vec<Hash>), Error> {
+    let mut builder = ChunkRootBuilder::new();
+    let mut roots = Vec::new();
+    let mut size = 0u64;
+    loop {
+        let page = state.store.leaves_page(date, size, CHUNK_PAGE).await?;
+        for leaf in &page {
+            roots.extend(builder.push(&parse_hash(&leaf.leaf_hash)?));
+        }
+        size += page.len() as u64;
+        if page.len() < CHUNK_PAGE as usize {
+            break;
+        }
+    }
+    roots.extend(builder.finish());
+    Ok((size, roots))
 }
 
 impl TreeCache {
     const MAX_DAYS: usize = 8;
 
     async fn get(&self, state: &AppState, date: NaiveDate) -> Result<Arc<DayTree>, Error> {
-        if let Some(t) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&date) {
-            return Ok(t.clone());
-        }
-        // Not cached unless published: a day asked before its root exists stays a 404
-        // only until it is published.
-        let root = stored_root(state, date).await?;
-        let leaves = state.store.leaves(date).await?;
-        let hashes = leaves
-            .iter()
-            .map(|l| parse_hash(&l.leaf_hash))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut by_sha256 = HashMap::with_capacity(leaves.len());
-        for (i, l) in leaves.iter().enumerate() {
-            by_sha256.entry(l.hash_sha256.clone()).or_insert(i);
-        }
-        let day = Arc::new(DayTree {
-            root,
-            tree: MerkleTree::from_ordered_leaves(hashes),
-            leaves,
-            by_sha256,
-            signature_checked: Mutex::new(None),
-        });
-        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= Self::MAX_DAYS {
-            cache.clear();
-        }
-        cache.insert(date, day.clone());
-        Ok(day)
+        let cell = {
+            let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= Self::MAX_DAYS && !cache.contains_key(&date) {
+                cache.clear();
+            }
+            Arc::clone(cache.entry(date).or_default())
+        };
+        // A failed load (e.g. a day asked before its root exists) leaves the cell empty:
+        // the next request tries again.
+        cell.get_or_try_init(|| async { DayTree::load(state, date).await.map(Arc::new) })
+            .await
+            .cloned()
     }
 }
 
@@ -422,17 +473,39 @@ pub async fn proof(
     let sha256 = HashValue::parse_as(&sha256, HashAlgo::Sha256)?;
     let day = state.trees.get(&state, date).await?;
     let root = &day.root;
-    let Some(&index) = day.by_sha256.get(sha256.as_str()) else {
-        return Err(not_in_tree(&state, &sha256, root).await?);
+    let size = day.tree.len();
+    let index = match state.store.leaf_position(date, sha256.as_str()).await? {
+        Some(index) if index < size => index,
+        _ => return Err(not_in_tree(&state, &sha256, root).await?),
     };
-    let leaf = &day.leaves[index];
-    let leaf_hash = day.tree.leaves()[index];
+    // One range read: the leaf's chunk, whose leaves give the lower part of the path.
+    let chunk = chunk::chunk_of(index);
+    let start = chunk::chunk_start(chunk);
+    let rows = state
+        .store
+        .leaves_page(date, start, chunk::chunk_len(size, chunk) as u32)
+        .await?;
+    let hashes = rows
+        .iter()
+        .map(|l| parse_hash(&l.leaf_hash))
+        .collect::<Result<Vec<_>, _>>()?;
+    let offset = (index - start) as usize;
+    let (Some(leaf), Some(leaf_hash)) = (
+        rows.get(offset)
+            .filter(|l| l.hash_sha256 == sha256.as_str()),
+        hashes.get(offset).copied(),
+    ) else {
+        return Err(Error::internal(format!("the stored leaves of {date} have gaps")).into());
+    };
     let path = day
         .tree
-        .inclusion_proof(index)
+        .inclusion_proof(index, &hashes)
+        .map_err(|e| Error::internal_caused("proof failed", e))?;
+    // The root of the tree the stored leaves make: this chunk recomputed from its leaves,
+    // under the stored roots of the others.
+    let tree_root = translog::merkle::root_from_inclusion_proof(&leaf_hash, index, size, &path)
         .map_err(|e| Error::internal_caused("proof failed", e))?;
     let stored_root_hash = parse_hash(&root.merkle_root)?;
-    let size = day.tree.len() as u64;
     // The record served must be the one the tree holds: its leaf is recomputed from the
     // stored fields, so a field changed behind the service's back does not verify.
     let record_leaf = Record {
@@ -445,14 +518,7 @@ pub async fn proof(
     .leaf_hash()
     .ok();
     let verified = record_leaf.is_some_and(|record_leaf| {
-        translog::merkle::verify_inclusion(
-            &record_leaf,
-            index as u64,
-            size,
-            &path,
-            &day.tree.root(),
-        )
-        .is_ok()
+        translog::merkle::verify_inclusion(&record_leaf, index, size, &path, &tree_root).is_ok()
     });
     let signature_ok = SignedRoot::from_encoded(
         &root.log_date.to_string(),
@@ -467,7 +533,7 @@ pub async fn proof(
     Ok(Json(ProofJson {
         log_date: date.to_string(),
         sha256: sha256.to_string(),
-        leaf_index: index as u64,
+        leaf_index: index,
         leaf_hash: hash_to_hex(&leaf_hash),
         tree_size: size,
         audit_path: path.iter().map(hash_to_hex).collect(),
@@ -481,7 +547,7 @@ pub async fn proof(
         },
         verified,
         root_matches: verified
-            && day.tree.root() == stored_root_hash
+            && tree_root == stored_root_hash
             && size == root.entry_count
             && signature_ok,
     }))

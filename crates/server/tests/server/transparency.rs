@@ -1,7 +1,9 @@
 //! The transparency log end to end, on each storage backend: daily roots published over
 //! three days of ingestion, the public routes, inclusion proofs checked with the
 //! independent verifier of the `translog` crate, the append-only tables, tampering behind
-//! the service's back, the root log's checkpoint and consistency proofs, and key rotation.
+//! the service's back, the root log's checkpoint and consistency proofs, key rotation, and
+//! proofs in days of several 256-leaf chunks (including days published before chunk roots
+//! were stored).
 //!
 //! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as
 //! `sqlite::<name>` and `postgres::<name>` (the latter ignored unless
@@ -39,6 +41,8 @@ testkit::backend_tests!(
     forged_day_is_caught,
     checkpoint_and_consistency,
     key_rotation_keeps_old_days_verifiable,
+    proofs_straddling_chunk_boundaries,
+    days_published_before_chunk_roots_get_them,
 );
 
 /// The seed of the key the harness gives the server (`testkit::app_state`).
@@ -1191,4 +1195,146 @@ async fn key_rotation_keeps_old_days_verifiable(app: TestApp) {
     let cp = translog::open_checkpoint(&note, CHECKPOINT_ORIGIN, &b).expect("key B");
     assert_eq!(cp.tree_size, 2);
     assert!(translog::open_checkpoint(&note, CHECKPOINT_ORIGIN, &a).is_err());
+}
+
+// ---------------------------------------------------------------------------------------
+// Days of several chunks
+// ---------------------------------------------------------------------------------------
+
+const CHUNK: usize = translog::chunk::CHUNK_LEAVES;
+
+/// `n` distinct files, each the one current record of its own executable.
+fn bulk(first: u64, n: u64) -> Vec<NewRecord> {
+    (first..first + n)
+        .map(|i| {
+            rec(
+                "Bulk",
+                &format!("tool-{i}.exe"),
+                "1.0",
+                Platform::Windows,
+                Arch::Amd64,
+                10_000 + i,
+            )
+        })
+        .collect()
+}
+
+/// The leaves of `records` in tree order (sorted by leaf hash).
+fn tree_order(records: &[NewRecord]) -> Vec<Leaf> {
+    let mut leaves: Vec<Leaf> = records.iter().map(Leaf::of).collect();
+    leaves.sort_by_key(Leaf::hash);
+    leaves.dedup();
+    leaves
+}
+
+/// Records `records` and publishes `date` over them.
+async fn publish_records(app: &TestApp, date: &str, records: Vec<NewRecord>) -> StoredRoot {
+    app.clock.set(t(&format!("{date}T08:00:00Z")));
+    app.store
+        .record_many(records, app.clock.now())
+        .await
+        .expect("record");
+    publish(app, d(date)).await
+}
+
+/// The leaves on both sides of every chunk boundary, and the first and last, are proved
+/// at their positions in `leaves` (the day's whole tree) and verify against the signed
+/// root with the independent verifier.
+async fn check_chunk_boundary_proofs(app: &TestApp, date: NaiveDate, leaves: &[Leaf]) {
+    let key = vk(&KEY_A);
+    let root = day_doc(app, date).await;
+    let n = leaves.len();
+    let tree = MerkleTree::from_ordered_leaves(leaves.iter().map(Leaf::hash).collect());
+    assert_eq!(s(&root, "merkle_root"), hash_to_hex(&tree.root()));
+    let mut picks = BTreeSet::from([0, n / 2, n - 1]);
+    for boundary in (CHUNK..n).step_by(CHUNK) {
+        picks.extend([boundary - 1, boundary, (boundary + 1).min(n - 1)]);
+    }
+    for i in picks {
+        let proof = proof_doc(app, date, &leaves[i].sha).await;
+        assert_eq!(u(&proof, "leaf_index"), i as u64, "{date} leaf {i}");
+        assert_eq!(u(&proof, "tree_size"), n as u64, "{date} leaf {i}");
+        assert_eq!(proof["verified"], true, "{proof}");
+        assert_eq!(proof["root_matches"], true, "{proof}");
+        let path: Vec<String> = tree
+            .inclusion_proof(i)
+            .unwrap()
+            .iter()
+            .map(hash_to_hex)
+            .collect();
+        assert_eq!(
+            proof["audit_path"],
+            serde_json::json!(path),
+            "{date} leaf {i}"
+        );
+        assert_eq!(
+            verify_proof(&key, &root, &proof),
+            Ok(leaves[i].hash()),
+            "{date} leaf {i}"
+        );
+    }
+}
+
+async fn proofs_straddling_chunk_boundaries(app: TestApp) {
+    // A day one leaf past a chunk, then a day of two full chunks and three leaves.
+    let first = bulk(0, CHUNK as u64 + 1);
+    let root = publish_records(&app, D1, first.clone()).await;
+    assert_eq!(root.entry_count, CHUNK as u64 + 1);
+    let second = bulk(CHUNK as u64 + 1, CHUNK as u64 + 2);
+    let root = publish_records(&app, D2, second.clone()).await;
+    assert_eq!(root.entry_count, 2 * CHUNK as u64 + 3);
+
+    let day1 = tree_order(&first);
+    let day2 = tree_order(&[first, second].concat());
+    // Publishing stored each day's chunk roots.
+    for (date, leaves) in [(D1, &day1), (D2, &day2)] {
+        let hashes: Vec<Hash> = leaves.iter().map(Leaf::hash).collect();
+        assert_eq!(
+            app.store.chunk_roots(d(date)).await.unwrap(),
+            translog::chunk::chunk_roots(&hashes),
+            "{date}"
+        );
+    }
+    check_chunk_boundary_proofs(&app, d(D1), &day1).await;
+    check_chunk_boundary_proofs(&app, d(D2), &day2).await;
+    // A file of neither day is still a 404.
+    app.get(&format!(
+        "/public/transparency/{D2}/proof?sha256={}",
+        hex_of(999_999, 64)
+    ))
+    .await
+    .assert_error(404, "not found");
+}
+
+async fn days_published_before_chunk_roots_get_them(app: TestApp) {
+    let records = bulk(0, 2 * CHUNK as u64 + 3);
+    publish_records(&app, D1, records.clone()).await;
+    let leaves = tree_order(&records);
+    let hashes: Vec<Hash> = leaves.iter().map(Leaf::hash).collect();
+    let want = translog::chunk::chunk_roots(&hashes);
+    assert_eq!(app.store.chunk_roots(d(D1)).await.unwrap(), want);
+
+    // The chunk roots are append-only like the rest of the log...
+    let delete = format!("DELETE FROM translog_chunks WHERE log_date = '{D1}'");
+    for sql in [
+        delete.clone(),
+        format!("UPDATE translog_chunks SET chunk_root = '{ZEROS}'"),
+    ] {
+        let err = raw(&app, &sql)
+            .await
+            .expect_err(&format!("{sql} must be refused"));
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    // ...so a day published before they were stored is made by removing the guard.
+    let drop = match app.backend {
+        Backend::Sqlite => "DROP TRIGGER translog_chunks_no_delete",
+        Backend::Postgres => "DROP TRIGGER translog_chunks_no_change ON translog_chunks",
+    };
+    raw_ok(&app, drop).await;
+    assert_eq!(raw_ok(&app, &delete).await, want.len() as u64);
+    assert!(app.store.chunk_roots(d(D1)).await.unwrap().is_empty());
+
+    // Its proofs are the same, and the first one stored the day's chunk roots.
+    check_chunk_boundary_proofs(&app, d(D1), &leaves).await;
+    assert_eq!(app.store.chunk_roots(d(D1)).await.unwrap(), want);
 }
