@@ -4,7 +4,9 @@
 //! over them, starts the real server on 127.0.0.1:0 and alternates, sequentially over one
 //! keep-alive connection, `GET /healthz` and
 //! `GET /public/transparency/{today}/proof?sha256=<random member>`. Reports the medians and
-//! the ratio proof/healthz; the goal is at most 2.0.
+//! the ratio proof/healthz; the goal is at most 2.0. Also reports what the proofs cost in
+//! memory: the process's resident set (`VmRSS`) and its live heap before the first proof
+//! and after the last, and the heap's peak in between (the server runs in this process).
 //!
 //! ```text
 //! cargo run --release -p server --example bench_proof -- [--records N] [--requests M]
@@ -13,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
 mod support;
-use support::{splitmix, summarize, us};
+use support::{counting, splitmix, summarize, us};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,6 +110,24 @@ impl Rng {
         self.0 = splitmix(self.0);
         self.0 % n
     }
+}
+
+/// The process's resident set size in bytes (`VmRSS` of `/proc/self/status`; 0 where that
+/// file does not exist).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// Times one GET; the body is returned for checks made outside the timed span.
@@ -205,7 +225,11 @@ async fn main() -> Result<(), BoxError> {
     let mut rng = Rng(splitmix(now.timestamp_micros() as u64));
     let warmup = (args.requests / 5).max(100);
 
-    // The first proof builds the day's tree.
+    // Memory from here on is what serving proofs costs (the first one loads the day).
+    counting::start();
+    let heap_before = counting::live();
+    counting::reset_peak();
+    let rss_before = resident_bytes();
     let first = Instant::now();
     let sha = sha256_of(rng.below(args.records));
     let (_, body) = timed_get(&client, &proof_url(&sha)).await?;
@@ -230,6 +254,9 @@ async fn main() -> Result<(), BoxError> {
         check_proof(&body, &sha, root.entry_count)?;
     }
     let wall = started.elapsed();
+    let rss_after = resident_bytes();
+    let heap_after = counting::live();
+    let heap_peak = counting::peak();
 
     // Diagnostics, after the measured run: `GET /public/transparency/{today}` (the same
     // date check and root read, no tree) alternated with /healthz, and the one database
@@ -266,8 +293,16 @@ async fn main() -> Result<(), BoxError> {
         root.entry_count
     );
     println!(
-        "first proof (builds the day's tree): {:.1} ms",
+        "first proof (loads the day): {:.1} ms",
         first.as_secs_f64() * 1e3
+    );
+    println!(
+        "memory over the proofs: resident {} -> {} (+{}); live heap +{}, peak +{}",
+        mib(rss_before),
+        mib(rss_after),
+        mib(rss_after.saturating_sub(rss_before)),
+        mib(heap_after.saturating_sub(heap_before) as u64),
+        mib(heap_peak.saturating_sub(heap_before) as u64),
     );
     println!(
         "requests: {} of each, alternating, after {warmup} warm-up pairs ({:.1} s)",
