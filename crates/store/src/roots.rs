@@ -165,8 +165,11 @@ const LEAVES: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, p
 const LEAVES_PAGE: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, \
      arch FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 ORDER BY leaf_index \
      LIMIT $3";
-const LEAF_POSITION: &str = "SELECT leaf_index FROM translog_leaves \
-     WHERE log_date = $1 AND hash_sha256 = $2 ORDER BY leaf_index LIMIT 1";
+/// Every leaf of a file on a day (a handful at most), found through `translog_leaves_sha256`.
+/// No `ORDER BY leaf_index LIMIT 1`: with it SQLite walks the day's primary key in order
+/// instead, reading the whole day to find one leaf; the first is picked by the caller.
+const LEAF_POSITIONS: &str =
+    "SELECT leaf_index FROM translog_leaves WHERE log_date = $1 AND hash_sha256 = $2";
 const CHUNK_ROOTS: &str =
     "SELECT chunk_root FROM translog_chunks WHERE log_date = $1 ORDER BY chunk_index";
 const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
@@ -395,13 +398,18 @@ macro_rules! translog_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaf_position(&self, date: NaiveDate, sha256: &str) -> Result<Option<u64>> {
-                let row: Option<$row> = sqlx::query(LEAF_POSITION)
+                let rows: Vec<$row> = sqlx::query(LEAF_POSITIONS)
                     .bind(date)
                     .bind(sha256)
-                    .fetch_optional(&self.pool)
+                    .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
-                row.map(|r| r.int("leaf_index").map(count)).transpose()
+                let mut first: Option<u64> = None;
+                for row in &rows {
+                    let index = count(row.int("leaf_index")?);
+                    first = Some(first.map_or(index, |f| f.min(index)));
+                }
+                Ok(first)
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
