@@ -123,8 +123,11 @@ pub trait RootStore: Send + Sync {
     /// At most `limit` of a day's leaves in tree order, from leaf index `from`: a walk over
     /// every page reads a day of any size in bounded memory.
     async fn leaves_page(&self, date: NaiveDate, from: u64, limit: u32) -> Result<Vec<LeafRow>>;
-    /// Tree position of the day's first leaf with this SHA-256 (64 lowercase hex).
-    async fn leaf_position(&self, date: NaiveDate, sha256: &str) -> Result<Option<u64>>;
+    /// The day's first leaf with this SHA-256 (64 lowercase hex): its tree position and row.
+    async fn leaf_of(&self, date: NaiveDate, sha256: &str) -> Result<Option<(u64, LeafRow)>>;
+    /// The leaf hashes of positions `from` to `from + count` (fewer at the day's end), in
+    /// tree order: a chunk's hashes in one row, for a proof.
+    async fn leaf_hashes(&self, date: NaiveDate, from: u64, count: u32) -> Result<Vec<Hash>>;
     /// The roots of a day's chunks (`translog::chunk`) in order: empty for a day published
     /// before chunk roots were stored, until [`store_chunk_roots`](RootStore::store_chunk_roots).
     async fn chunk_roots(&self, date: NaiveDate) -> Result<Vec<Hash>>;
@@ -168,8 +171,13 @@ const LEAVES_PAGE: &str = "SELECT leaf_hash, executable_name, hash_sha256, versi
 /// Every leaf of a file on a day (a handful at most), found through `translog_leaves_sha256`.
 /// No `ORDER BY leaf_index LIMIT 1`: with it SQLite walks the day's primary key in order
 /// instead, reading the whole day to find one leaf; the first is picked by the caller.
-const LEAF_POSITIONS: &str =
-    "SELECT leaf_index FROM translog_leaves WHERE log_date = $1 AND hash_sha256 = $2";
+const LEAVES_OF_FILE: &str = "SELECT leaf_index, leaf_hash, executable_name, hash_sha256, \
+     version, platform, arch FROM translog_leaves WHERE log_date = $1 AND hash_sha256 = $2";
+/// A range of leaf hashes joined in one text (64 hex digits each), so the range costs one
+/// row rather than one per leaf (SQLite 3.44 and PostgreSQL both have `string_agg` with an
+/// order).
+const LEAF_HASHES: &str = "SELECT string_agg(leaf_hash, '' ORDER BY leaf_index) AS hashes \
+     FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 AND leaf_index < $3";
 const CHUNK_ROOTS: &str =
     "SELECT chunk_root FROM translog_chunks WHERE log_date = $1 ORDER BY chunk_index";
 const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
@@ -397,19 +405,56 @@ macro_rules! translog_backend {
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
-            async fn leaf_position(&self, date: NaiveDate, sha256: &str) -> Result<Option<u64>> {
-                let rows: Vec<$row> = sqlx::query(LEAF_POSITIONS)
+            async fn leaf_of(
+                &self,
+                date: NaiveDate,
+                sha256: &str,
+            ) -> Result<Option<(u64, LeafRow)>> {
+                let rows: Vec<$row> = sqlx::query(LEAVES_OF_FILE)
                     .bind(date)
                     .bind(sha256)
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
-                let mut first: Option<u64> = None;
+                let mut first: Option<(u64, LeafRow)> = None;
                 for row in &rows {
                     let index = count(row.int("leaf_index")?);
-                    first = Some(first.map_or(index, |f| f.min(index)));
+                    if first.as_ref().is_none_or(|(f, _)| index < *f) {
+                        first = Some((index, leaf_from_row(row)?));
+                    }
                 }
                 Ok(first)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn leaf_hashes(
+                &self,
+                date: NaiveDate,
+                from: u64,
+                count: u32,
+            ) -> Result<Vec<Hash>> {
+                let from = i64::try_from(from).unwrap_or(i64::MAX);
+                let row: $row = sqlx::query(LEAF_HASHES)
+                    .bind(date)
+                    .bind(from)
+                    .bind(from.saturating_add(i64::from(count)))
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let joined = row.opt_text("hashes")?.unwrap_or_default();
+                if joined.len() % 64 != 0 || !joined.is_ascii() {
+                    return Err(model::Error::internal(format!(
+                        "the stored leaf hashes of {date} from {from} are not valid"
+                    )));
+                }
+                (0..joined.len())
+                    .step_by(64)
+                    .map(|at| {
+                        let hex_text = &joined[at..at + 64];
+                        translog::encoding::parse_hash_hex("leaf_hash", hex_text)
+                            .map_err(|_| crate::backend::corrupt("leaf_hash", hex_text))
+                    })
+                    .collect()
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

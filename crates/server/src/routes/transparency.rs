@@ -474,27 +474,18 @@ pub async fn proof(
     let day = state.trees.get(&state, date).await?;
     let root = &day.root;
     let size = day.tree.len();
-    let index = match state.store.leaf_position(date, sha256.as_str()).await? {
-        Some(index) if index < size => index,
+    let (index, leaf) = match state.store.leaf_of(date, sha256.as_str()).await? {
+        Some((index, leaf)) if index < size => (index, leaf),
         _ => return Err(not_in_tree(&state, &sha256, root).await?),
     };
-    // One range read: the leaf's chunk, whose leaves give the lower part of the path.
+    // One read of the leaf's chunk, whose leaf hashes give the lower part of the path.
     let chunk = chunk::chunk_of(index);
     let start = chunk::chunk_start(chunk);
-    let rows = state
+    let hashes = state
         .store
-        .leaves_page(date, start, chunk::chunk_len(size, chunk) as u32)
+        .leaf_hashes(date, start, chunk::chunk_len(size, chunk) as u32)
         .await?;
-    let hashes = rows
-        .iter()
-        .map(|l| parse_hash(&l.leaf_hash))
-        .collect::<Result<Vec<_>, _>>()?;
-    let offset = (index - start) as usize;
-    let (Some(leaf), Some(leaf_hash)) = (
-        rows.get(offset)
-            .filter(|l| l.hash_sha256 == sha256.as_str()),
-        hashes.get(offset).copied(),
-    ) else {
+    let Some(leaf_hash) = hashes.get((index - start) as usize).copied() else {
         return Err(Error::internal(format!("the stored leaves of {date} have gaps")).into());
     };
     let path = day

@@ -152,21 +152,36 @@ async fn leaf_positions_are_the_first_of_each_file(db: Db) {
             .position(|r| r.hash_sha256 == row.hash_sha256)
             .unwrap();
         assert_eq!(
-            store.leaf_position(day, &row.hash_sha256).await.unwrap(),
-            Some(first as u64),
+            store.leaf_of(day, &row.hash_sha256).await.unwrap(),
+            Some((first as u64, rows[first].clone())),
             "leaf {i}"
         );
     }
-    assert_eq!(
-        store.leaf_position(day, &hex_of(3, 64)).await.unwrap(),
-        None
-    );
+    assert_eq!(store.leaf_of(day, &hex_of(3, 64)).await.unwrap(), None);
     assert_eq!(
         store
-            .leaf_position(date("2025-03-11"), &rows[0].hash_sha256)
+            .leaf_of(date("2025-03-11"), &rows[0].hash_sha256)
             .await
             .unwrap(),
         None
+    );
+    // A range of leaf hashes, in tree order, cut at the day's end.
+    let hash = |r: &store::roots::LeafRow| {
+        translog::encoding::parse_hash_hex("leaf_hash", &r.leaf_hash).unwrap()
+    };
+    let all: Vec<_> = rows.iter().map(hash).collect();
+    assert_eq!(store.leaf_hashes(day, 0, 256).await.unwrap(), all);
+    assert_eq!(
+        store.leaf_hashes(day, 1, 2).await.unwrap(),
+        all[1..3].to_vec()
+    );
+    assert!(store.leaf_hashes(day, 5, 256).await.unwrap().is_empty());
+    assert!(
+        store
+            .leaf_hashes(date("2025-03-11"), 0, 256)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 
