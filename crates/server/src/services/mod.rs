@@ -8,5 +8,6 @@ pub mod export;
 pub mod packages;
 pub mod revocations;
 pub mod sessions;
+pub(crate) mod streamed;
 pub mod taxii;
 pub mod warninglist;

@@ -503,17 +503,17 @@ fn stream_report(
     hashes: HashAnswers,
     slot: SbomScanSlot,
 ) -> Body {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
-    tokio::task::spawn_blocking(move || {
+    super::streamed::streamed(move |out| {
+        use std::io::Write as _;
         // The scan counts against the caller until its report is written.
         let _slot = slot;
-        const PIECE: usize = 64 << 10;
-        let mut out = head;
-        out.pop(); // the head's closing brace
-        out.extend_from_slice(b",\"components\":[");
+        let mut head = head;
+        head.pop(); // the head's closing brace
+        out.write_all(&head)?;
+        out.write_all(b",\"components\":[")?;
         for (i, ((c, risk), advisories)) in rows.enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.write_all(b",")?;
             }
             let component = SbomComponentRef {
                 name: &c.name,
@@ -524,24 +524,10 @@ fn stream_report(
                 name_risk: &risk,
                 advisories: &advisories,
             };
-            if let Err(e) = serde_json::to_writer(&mut out, &component) {
-                let _ = tx.blocking_send(Err(std::io::Error::other(e)));
-                return;
-            }
-            if out.len() >= PIECE {
-                let piece = std::mem::replace(&mut out, Vec::with_capacity(PIECE + 1024));
-                if tx.blocking_send(Ok(piece)).is_err() {
-                    return; // the client went away
-                }
-            }
+            serde_json::to_writer(&mut *out, &component).map_err(std::io::Error::other)?;
         }
-        out.extend_from_slice(b"]}");
-        let _ = tx.blocking_send(Ok(out));
-    });
-    let pieces = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|piece| (piece, rx))
-    });
-    Body::from_stream(pieces)
+        out.write_all(b"]}")
+    })
 }
 
 /// [`SbomReport`] without its components, which follow it.

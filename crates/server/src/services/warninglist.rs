@@ -6,7 +6,10 @@ use axum::body::Body;
 use model::{Error, HashAlgo};
 use serde::Serialize;
 
+use std::io::Write as _;
+
 use crate::AppState;
+use crate::services::streamed::streamed;
 
 /// A MISP warninglist (the format of MISP/misp-warninglists `lists/*/list.json`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -22,9 +25,6 @@ pub(crate) struct MispWarninglist {
     /// Lowercase hex digests, sorted, distinct.
     pub list: Vec<String>,
 }
-
-/// Bytes written before they are sent.
-const PIECE: usize = 64 << 10;
 
 /// The warninglist as of the store's records now, as a streamed JSON body.
 pub async fn misp_warninglist(state: &AppState) -> Result<Body, Error> {
@@ -49,19 +49,19 @@ pub async fn misp_warninglist(state: &AppState) -> Result<Body, Error> {
         ],
         list: Vec::new(),
     };
-    let mut out = serde_json::to_vec(&head)
+    let mut head = serde_json::to_vec(&head)
         .map_err(|e| Error::internal_caused("writing the warninglist failed", e))?;
     // `…"list":[]}` loses its closing `]}`, which follow the digests.
-    out.truncate(out.len() - 2);
+    head.truncate(head.len() - 2);
     let digests = state
         .classifier
         .index()
         .current_digests(&state.store)
         .await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
-    tokio::task::spawn_blocking(move || {
+    Ok(streamed(move |out| {
         let kinds = [HashAlgo::Sha256, HashAlgo::Sha1, HashAlgo::Md5];
         let mut walks = kinds.map(|algo| digests.iter(algo).peekable());
+        out.write_all(&head)?;
         let mut first = true;
         // Each walk is in byte order, which is the order of their lowercase hex; the kinds'
         // lengths differ, so no digest is listed twice.
@@ -71,25 +71,12 @@ pub async fn misp_warninglist(state: &AppState) -> Result<Body, Error> {
             .min_by_key(|(d, _)| *d)
             .and_then(|(_, w)| w.next())
         {
-            if !first {
-                out.push(b',');
-            }
+            let separator: &[u8] = if first { b"\"" } else { b",\"" };
             first = false;
-            out.push(b'"');
-            out.extend_from_slice(hex::encode(next).as_bytes());
-            out.push(b'"');
-            if out.len() >= PIECE {
-                let piece = std::mem::replace(&mut out, Vec::with_capacity(PIECE + 256));
-                if tx.blocking_send(Ok(piece)).is_err() {
-                    return; // the client went away
-                }
-            }
+            out.write_all(separator)?;
+            out.write_all(hex::encode(next).as_bytes())?;
+            out.write_all(b"\"")?;
         }
-        out.extend_from_slice(b"]}");
-        let _ = tx.blocking_send(Ok(out));
-    });
-    let pieces = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|piece| (piece, rx))
-    });
-    Ok(Body::from_stream(pieces))
+        out.write_all(b"]}")
+    }))
 }
