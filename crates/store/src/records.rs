@@ -387,14 +387,9 @@ fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
         parts.push(("", None, "executable_name, platform, arch, id"));
     }
     if let Some(prefix) = &search.name_prefix {
-        let key = model::name_key(prefix);
-        let pattern = key
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
         parts.push((
             " AND name_key LIKE $1 ESCAPE '\\'",
-            Some(format!("{pattern}%")),
+            Some(name_key_like_prefix(prefix)),
             "name_key",
         ));
     }
@@ -418,18 +413,22 @@ fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
 
 /// The `LIKE` pattern and limit of a name-prefix search, or `None` when it matches nothing.
 fn name_prefix_search(prefix: &str, limit: u32) -> Option<(String, u32)> {
-    let key = model::name_key(prefix);
     let limit = limit.min(MAX_NAME_SUGGESTIONS);
-    if key.chars().count() < MIN_NAME_PREFIX_CHARS || limit == 0 {
+    if model::name_key(prefix).chars().count() < MIN_NAME_PREFIX_CHARS || limit == 0 {
         return None;
     }
-    let pattern = format!(
-        "{}%",
-        key.replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_")
-    );
-    Some((pattern, limit))
+    Some((name_key_like_prefix(prefix), limit))
+}
+
+/// The `LIKE … ESCAPE '\'` pattern of name keys starting with `prefix`'s key: `%`, `_` and
+/// `\` in it are plain text.
+fn name_key_like_prefix(prefix: &str) -> String {
+    let key = model::name_key(prefix);
+    let escaped = key
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    format!("{escaped}%")
 }
 
 /// Most hashes `find_by_hashes` sends in one statement (an API lookup holds at most 100).

@@ -449,11 +449,7 @@ macro_rules! translog_backend {
                 }
                 (0..joined.len())
                     .step_by(64)
-                    .map(|at| {
-                        let hex_text = &joined[at..at + 64];
-                        translog::encoding::parse_hash_hex("leaf_hash", hex_text)
-                            .map_err(|_| crate::backend::corrupt("leaf_hash", hex_text))
-                    })
+                    .map(|at| parse_leaf_hash(&joined[at..at + 64]))
                     .collect()
             }
 

@@ -96,7 +96,7 @@ impl DayTree {
                 let start = chunk::chunk_start(last as u64);
                 let last_leaves = state
                     .store
-                    .leaves_page(date, start, CHUNK_LEAVES as u32)
+                    .leaf_hashes(date, start, CHUNK_LEAVES as u32)
                     .await?
                     .len();
                 ChunkedTree::new(start + last_leaves as u64, stored).ok()
@@ -137,9 +137,9 @@ async fn chunk_roots_from_leaves(
     let mut roots = Vec::new();
     let mut size = 0u64;
     loop {
-        let page = state.store.leaves_page(date, size, CHUNK_PAGE).await?;
-        for leaf in &page {
-            roots.extend(builder.push(&parse_hash(&leaf.leaf_hash)?));
+        let page = state.store.leaf_hashes(date, size, CHUNK_PAGE).await?;
+        for leaf_hash in &page {
+            roots.extend(builder.push(leaf_hash));
         }
         size += page.len() as u64;
         if page.len() < CHUNK_PAGE as usize {
