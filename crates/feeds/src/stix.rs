@@ -110,13 +110,14 @@ fn hashes(r: &HashRecord) -> serde_json::Map<String, Value> {
     hashes
 }
 
-/// The one hash that contributes to a file's id: MD5, else SHA-1, else SHA-256.
-fn contributing_hash(r: &HashRecord) -> Value {
+/// The one hash that contributes to a file's id: MD5, else SHA-1, else SHA-256, with its
+/// STIX name; records that share it share the file observable.
+pub fn contributing_hash(r: &HashRecord) -> (&'static str, &str) {
     let n = &r.record;
     match (&n.hash_md5, &n.hash_sha1) {
-        (Some(md5), _) => json!({"MD5": md5}),
-        (None, Some(sha1)) => json!({"SHA-1": sha1}),
-        (None, None) => json!({"SHA-256": n.hash_sha256}),
+        (Some(md5), _) => ("MD5", md5),
+        (None, Some(sha1)) => ("SHA-1", sha1),
+        (None, None) => ("SHA-256", &n.hash_sha256),
     }
 }
 
@@ -232,9 +233,11 @@ pub fn record_objects(r: &HashRecord) -> Vec<StixObject> {
     {
         map.insert("valid_until".into(), millis(until).into());
     }
+    let (kind, digest) = contributing_hash(r);
+    let id_hashes = serde_json::Map::from_iter([(kind.to_owned(), Value::from(digest))]);
     let file_id = sco_id(
         "file",
-        &json!({"hashes": contributing_hash(r), "name": n.executable_name}),
+        &json!({"hashes": id_hashes, "name": n.executable_name}),
     );
     let file = json!({
         "type": "file",

@@ -126,12 +126,8 @@ async fn owners(
     let mut families = Vec::with_capacity(records.len());
     for r in records {
         let n = &r.record;
-        let contributing = n
-            .hash_md5
-            .as_deref()
-            .or(n.hash_sha1.as_deref())
-            .unwrap_or(&n.hash_sha256);
-        if let Ok(hash) = HashValue::parse(contributing) {
+        // Records sharing the file observable share its id's hash.
+        if let Ok(hash) = HashValue::parse(stix::contributing_hash(r).1) {
             hashes.push(hash);
         }
         families.push((n.vendor.clone(), r.family.clone()));
