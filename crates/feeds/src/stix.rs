@@ -202,18 +202,82 @@ pub fn preamble() -> Vec<StixObject> {
     ]
 }
 
+/// The ids of the objects one record names, computed without the objects themselves.
+pub struct RecordObjectIds {
+    pub indicator: String,
+    pub file: String,
+    pub software: String,
+    /// The relationship indicator -> file.
+    pub indicates_file: String,
+    /// The relationship file -> software.
+    pub file_of_software: String,
+}
+
+impl RecordObjectIds {
+    pub fn of(r: &HashRecord) -> Self {
+        let n = &r.record;
+        let (kind, digest) = contributing_hash(r);
+        let id_hashes = serde_json::Map::from_iter([(kind.to_owned(), Value::from(digest))]);
+        let indicator = format!("indicator--{}", own_uuid(&format!("record:{}", r.id)));
+        let file = sco_id(
+            "file",
+            &json!({"hashes": id_hashes, "name": n.executable_name}),
+        );
+        let software = sco_id(
+            "software",
+            &json!({"name": n.executable_name, "vendor": n.vendor, "version": n.version}),
+        );
+        Self {
+            indicates_file: relationship_id(&indicator, &file),
+            file_of_software: relationship_id(&file, &software),
+            indicator,
+            file,
+            software,
+        }
+    }
+
+    /// All five, in the order [`record_objects`] lists them.
+    pub fn all(&self) -> [&str; 5] {
+        [
+            &self.indicator,
+            &self.file,
+            &self.software,
+            &self.indicates_file,
+            &self.file_of_software,
+        ]
+    }
+}
+
+fn relationship_id(source: &str, target: &str) -> String {
+    format!(
+        "relationship--{}",
+        own_uuid(&format!("related-to:{source}:{target}"))
+    )
+}
+
+/// The first 8 bytes of an object id's UUID (`type--xxxxxxxx-xxxx-xxxx-…`) as a signed
+/// integer: the key the object is found by in the store; None when `id` is no STIX id.
+pub fn object_key(id: &str) -> Option<i64> {
+    let (_, uuid) = id.split_once("--")?;
+    let hex: String = uuid.chars().filter(|c| *c != '-').take(16).collect();
+    if hex.len() != 16 || uuid.len() != 36 {
+        return None;
+    }
+    u64::from_str_radix(&hex, 16).ok().map(|v| v as i64)
+}
+
 /// The objects of one record, in the order their dates added follow:
 /// indicator, file, software, indicator -> file, file -> software.
 pub fn record_objects(r: &HashRecord) -> Vec<StixObject> {
     let n = &r.record;
+    let ids = RecordObjectIds::of(r);
     // `created` and `modified` have milliseconds; the version TAXII shows is the same instant.
     let created = chrono::SubsecRound::trunc_subsecs(r.added_at, 3);
     let added = |i: i64| r.added_at + chrono::Duration::microseconds(i);
-    let indicator_id = format!("indicator--{}", own_uuid(&format!("record:{}", r.id)));
     let mut indicator = json!({
         "type": "indicator",
         "spec_version": "2.1",
-        "id": indicator_id,
+        "id": ids.indicator,
         "created_by_ref": *IDENTITY,
         "created": millis(created),
         "modified": millis(created),
@@ -233,38 +297,28 @@ pub fn record_objects(r: &HashRecord) -> Vec<StixObject> {
     {
         map.insert("valid_until".into(), millis(until).into());
     }
-    let (kind, digest) = contributing_hash(r);
-    let id_hashes = serde_json::Map::from_iter([(kind.to_owned(), Value::from(digest))]);
-    let file_id = sco_id(
-        "file",
-        &json!({"hashes": id_hashes, "name": n.executable_name}),
-    );
     let file = json!({
         "type": "file",
         "spec_version": "2.1",
-        "id": file_id,
+        "id": ids.file,
         "hashes": hashes(r),
         "name": n.executable_name,
         "object_marking_refs": [TLP_CLEAR],
     });
-    let software_id = sco_id(
-        "software",
-        &json!({"name": n.executable_name, "vendor": n.vendor, "version": n.version}),
-    );
     let software = json!({
         "type": "software",
         "spec_version": "2.1",
-        "id": software_id,
+        "id": ids.software,
         "name": n.executable_name,
         "vendor": n.vendor,
         "version": n.version,
         "object_marking_refs": [TLP_CLEAR],
     });
-    let relationship = |source: &str, target: &str, description: &str| {
+    let relationship = |id: &str, source: &str, target: &str, description: &str| {
         json!({
             "type": "relationship",
             "spec_version": "2.1",
-            "id": format!("relationship--{}", own_uuid(&format!("related-to:{source}:{target}"))),
+            "id": id,
             "created_by_ref": *IDENTITY,
             "created": millis(created),
             "modified": millis(created),
@@ -275,9 +329,18 @@ pub fn record_objects(r: &HashRecord) -> Vec<StixObject> {
             "object_marking_refs": [TLP_CLEAR],
         })
     };
-    let indicates_file = relationship(&indicator_id, &file_id, "The indicator matches this file.");
-    let file_of_software =
-        relationship(&file_id, &software_id, "The file is part of this release.");
+    let indicates_file = relationship(
+        &ids.indicates_file,
+        &ids.indicator,
+        &ids.file,
+        "The indicator matches this file.",
+    );
+    let file_of_software = relationship(
+        &ids.file_of_software,
+        &ids.file,
+        &ids.software,
+        "The file is part of this release.",
+    );
     vec![
         StixObject::new("indicator", &indicator, created, added(0)),
         StixObject::new("file", &file, added(1), added(1)),
@@ -380,5 +443,25 @@ mod tests {
         let uuid = objects[2].id.strip_prefix("indicator--").unwrap();
         assert_eq!(&uuid[14..15], "4");
         assert!(matches!(&uuid[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn object_ids_are_the_objects_ids_and_keys_read_their_uuids() {
+        let r = record("r1", "putty.exe", "0.81", 1);
+        let listed: Vec<String> = record_objects(&r).into_iter().map(|o| o.id).collect();
+        let ids = RecordObjectIds::of(&r);
+        assert_eq!(ids.all().to_vec(), listed);
+        // The key is the UUID's first 8 bytes, whatever the object's type.
+        let key = object_key(&ids.software).unwrap();
+        let uuid = ids.software.strip_prefix("software--").unwrap();
+        let expected = u64::from_str_radix(&uuid.replace('-', "")[..16], 16).unwrap();
+        assert_eq!(key, expected as i64);
+        for not_an_id in ["", "indicator--", "indicator--1234", "software", "x--zz"] {
+            assert_eq!(object_key(not_an_id), None, "{not_an_id:?}");
+        }
+        assert_eq!(
+            object_key("indicator--0123456g-89ab-4def-8123-456789abcdef"),
+            None
+        );
     }
 }

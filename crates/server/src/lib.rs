@@ -172,6 +172,8 @@ pub struct AppState {
     pub database: Arc<readiness::DatabaseCheck>,
     /// Package name analysis over the popular-name lists.
     pub packages: Arc<services::packages::PackageIntel>,
+    /// Which records name which TAXII object, for the objects by id.
+    pub taxii_objects: Arc<services::taxii::ObjectIndex>,
 }
 
 impl AppState {
@@ -225,6 +227,7 @@ impl AppState {
             draining: Arc::default(),
             database: Arc::default(),
             packages: Arc::default(),
+            taxii_objects: Arc::default(),
             settings: Arc::new(settings),
         }
     }
@@ -336,6 +339,7 @@ pub async fn maintain(state: AppState, shutdown: impl Future<Output = ()>) {
                     tracing::warn!(error = %e, "records epoch poll failed");
                 }
                 state.classifier.catch_up();
+                state.taxii_objects.follow(&state.store);
             }
             _ = reindex.tick() => state.classifier.upkeep(),
             _ = totals.tick() => {

@@ -32,6 +32,7 @@ mod records;
 pub mod revocations;
 pub mod roots;
 pub mod staff;
+pub mod stix_objects;
 pub mod users;
 
 pub use accounts::{AccountStore, KeyPrincipal, NewApiKey, Tenant};
@@ -68,6 +69,7 @@ pub trait Store:
     + coverage::CoverageStore
     + LeaseStore
     + staff::StaffStore
+    + stix_objects::StixObjectStore
     + users::UserStore
 {
     /// Distinct records whose HMAC failed verification since start.

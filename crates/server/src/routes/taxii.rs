@@ -201,7 +201,7 @@ async fn list(
     let found = match &listing {
         Listing::Objects | Listing::Manifest => services::taxii::page(store, &query).await,
         Listing::Object(id) | Listing::Versions(id) => {
-            match services::taxii::object(store, id).await {
+            match services::taxii::object(&state.store, &state.taxii_objects, id).await {
                 Ok(Some(object)) => {
                     // The one object, subject to the query's bound and filters like any other.
                     let mut builder = PageBuilder::new(&query, Some(id));
@@ -275,7 +275,8 @@ pub(crate) fn no_such_resource() -> Response {
     responses(
         (status = 200, description = "TAXII envelope", content_type = "application/taxii+json;version=2.1"),
         (status = 404, description = "Unknown collection or object (TAXII error body)"),
-        (status = 406, description = "`Accept` does not admit TAXII 2.1")))]
+        (status = 406, description = "`Accept` does not admit TAXII 2.1"),
+        (status = 503, description = "The objects are still being indexed by id after an upgrade; retry shortly")))]
 pub async fn object(
     State(state): State<AppState>,
     Path((collection_id, object_id)): Path<(String, String)>,
@@ -299,7 +300,8 @@ pub async fn object(
     responses(
         (status = 200, description = "TAXII versions resource", content_type = "application/taxii+json;version=2.1"),
         (status = 404, description = "Unknown collection or object (TAXII error body)"),
-        (status = 406, description = "`Accept` does not admit TAXII 2.1")))]
+        (status = 406, description = "`Accept` does not admit TAXII 2.1"),
+        (status = 503, description = "The objects are still being indexed by id after an upgrade; retry shortly")))]
 pub(crate) async fn object_versions(
     State(state): State<AppState>,
     Path((collection_id, object_id)): Path<(String, String)>,

@@ -7,14 +7,22 @@
 //! earliest added verified record that names it. Which records may share an object with a
 //! record is known from the record itself: the same contributing hash (the file) or the
 //! same vendor and family (the software), both found through the store's indexes.
+//!
+//! One object by id is found through a table of the store that maps each object's key to
+//! the records that name it, filled from the records' changes by [`ObjectIndex`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use feeds::stix::{self, StixObject};
+use feeds::stix::{self, RecordObjectIds, StixObject};
 use feeds::taxii::{Page, PageBuilder, Query};
-use model::{Error, HashRecord, HashValue};
+use model::{Error, HashRecord, HashValue, RecordStatus};
+use store::stix_objects::ChangePosition;
 use store::{AddedPosition, Store};
+use tokio::sync::Mutex;
 
 /// Records read from the store at a time.
 const CHUNK: u32 = 200;
@@ -47,19 +55,138 @@ pub async fn page(store: &dyn Store, query: &Query) -> Result<Page, Error> {
     Ok(builder.finish(cut_short))
 }
 
-/// The object with this id, if the collection holds it.
-pub async fn object(store: &dyn Store, id: &str) -> Result<Option<StixObject>, Error> {
+/// Most records that may name one object: the records of one release (its software and
+/// the file's relationship to it), plus any whose keys collide.
+const NAMING_AT_MOST: u32 = 1_000;
+
+/// Most changed records a lookup by id notes itself before answering. A larger backlog
+/// (the first start after an upgrade, with every record to note) is left to the
+/// background catch-up, and the lookup answers 503 until it is done.
+const LOOKUP_BUDGET: usize = 20_000;
+
+/// How long a lookup by id waits for a catch-up already running in this process.
+const WAIT_FOR_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// Changed records read at a time while noting their objects.
+const NOTE_PAGE: u32 = 1_000;
+
+/// The object with this id, if the collection holds it: found through the store's table
+/// of which records name which object ([`ObjectIndex`]), caught up first, then given by
+/// the earliest added verified current record that names it, as the listing gives it.
+pub async fn object(
+    store: &Arc<dyn Store>,
+    index: &Arc<ObjectIndex>,
+    id: &str,
+) -> Result<Option<StixObject>, Error> {
     if let Some(object) = stix::preamble().into_iter().find(|o| o.id == id) {
         return Ok(Some(object));
     }
-    // Object ids are digests of what they describe, so the record is found by reading.
-    let mut walk = Walk::from(None);
-    while let Some(objects) = walk.next_chunk(store).await? {
-        if let Some(object) = objects.into_iter().find(|o| o.id == id) {
-            return Ok(Some(object));
+    let Some(key) = stix::object_key(id) else {
+        return Ok(None);
+    };
+    if index.is_behind(store.as_ref()) {
+        let caught_up = match tokio::time::timeout(WAIT_FOR_CATCH_UP, index.noting.lock()).await {
+            Ok(_noting) => index.catch_up(store.as_ref(), Some(LOOKUP_BUDGET)).await?,
+            Err(_) => false,
+        };
+        if !caught_up {
+            index.follow(store);
+            return Err(Error::Unavailable(
+                "the collection's objects are still being indexed by id; try again shortly".into(),
+            ));
         }
     }
-    Ok(None)
+    let mut naming = store
+        .records_naming_stix_object(key, NAMING_AT_MOST)
+        .await?;
+    naming.retain(|r| r.status == RecordStatus::Current && r.integrity_ok);
+    naming.sort_by(|a, b| (a.added_at, &a.id).cmp(&(b.added_at, &b.id)));
+    Ok(naming
+        .iter()
+        .find_map(|r| stix::record_objects(r).into_iter().find(|o| o.id == id)))
+}
+
+/// Keeps the store's table of which records name which object following the records'
+/// changes: in the background after each new records epoch (and, on the first start
+/// after an upgrade, through every record), and before a lookup by id.
+#[derive(Default)]
+pub struct ObjectIndex {
+    /// Held while noting: one catch-up at a time in this process.
+    noting: Mutex<()>,
+    /// A records epoch the table is known to include (0 until the first catch-up).
+    followed: AtomicU64,
+}
+
+impl ObjectIndex {
+    fn is_behind(&self, store: &dyn Store) -> bool {
+        self.followed.load(Ordering::Acquire) < store.records_epoch()
+    }
+
+    /// Catches up in a task of its own unless the table is current or a catch-up runs.
+    pub fn follow(self: &Arc<Self>, store: &Arc<dyn Store>) {
+        if !self.is_behind(store.as_ref()) {
+            return;
+        }
+        let (index, store) = (self.clone(), store.clone());
+        tokio::spawn(async move {
+            let Ok(_noting) = index.noting.try_lock() else {
+                return;
+            };
+            if let Err(e) = index.catch_up(store.as_ref(), None).await {
+                tracing::warn!(error = %e, "TAXII object index could not follow the records");
+            }
+        });
+    }
+
+    /// Notes the objects of the records changed since the stored position, at most
+    /// `budget` records (`None`: all); true once the table includes the records epoch
+    /// this began at. Callers hold `noting`.
+    async fn catch_up(&self, store: &dyn Store, budget: Option<usize>) -> Result<bool, Error> {
+        let target = store.records_epoch();
+        if self.followed.load(Ordering::Acquire) >= target {
+            return Ok(true);
+        }
+        let mut position = store.stix_object_position().await?;
+        let mut noted = 0usize;
+        loop {
+            let changed = store
+                .records_changed_after(position.epoch, position.after_id.as_deref(), NOTE_PAGE)
+                .await?;
+            let Some((epoch, last)) = changed.last() else {
+                break;
+            };
+            let ids: Vec<(RecordObjectIds, &str)> = changed
+                .iter()
+                .map(|(_, r)| (RecordObjectIds::of(r), r.id.as_str()))
+                .collect();
+            let named: Vec<(i64, &str)> = ids
+                .iter()
+                .flat_map(|(objects, record)| {
+                    objects
+                        .all()
+                        .into_iter()
+                        .filter_map(|object| Some((stix::object_key(object)?, *record)))
+                })
+                .collect();
+            position = ChangePosition {
+                epoch: *epoch,
+                after_id: Some(last.id.clone()),
+            };
+            store.note_stix_objects(&named, &position).await?;
+            noted += changed.len();
+            if changed.len() < NOTE_PAGE as usize {
+                break;
+            }
+            if budget.is_some_and(|budget| noted >= budget) {
+                return Ok(false);
+            }
+            if noted.is_multiple_of(1_000_000) {
+                tracing::info!(records = noted, "TAXII object index: records noted so far");
+            }
+        }
+        self.followed.fetch_max(target, Ordering::AcqRel);
+        Ok(true)
+    }
 }
 
 /// A read of the collection's records in date-added order.

@@ -17,6 +17,7 @@ testkit::backend_tests!(
     taxii_paging_is_exact_while_records_are_added,
     taxii_filters_manifest_and_versions,
     taxii_pages_many_records_each_object_once_in_order,
+    taxii_objects_by_id_follow_the_records,
     feeds_hold_the_newest_records_and_link_to_older_ones,
 );
 
@@ -470,6 +471,80 @@ async fn taxii_filters_manifest_and_versions(app: TestApp) {
     let versions = taxii(&app, &format!("{base}/objects/{one_id}/versions/")).await;
     assert_eq!(versions.json()["versions"].as_array().unwrap().len(), 1);
     assert!(!versions.header("x-taxii-date-added-last").is_empty());
+}
+
+/// Every object the listing holds, fetched by its id, as the listing gives it.
+async fn assert_each_found_by_id(app: &TestApp, id: &str, objects: &[Value]) {
+    for object in objects {
+        let object_id = object["id"].as_str().unwrap();
+        let one = taxii(
+            app,
+            &format!("{}/objects/{object_id}/", collection_path(id)),
+        )
+        .await;
+        assert_eq!(one.status, 200, "{object_id}: {}", one.text);
+        assert_eq!(one.json()["objects"][0], *object, "{object_id}");
+    }
+}
+
+async fn taxii_objects_by_id_follow_the_records(app: TestApp) {
+    app.record(putty("0.81", Arch::Amd64, 1)).await;
+    app.record(putty("0.81", Arch::Arm64, 2)).await;
+    app.record(pypi("requests", "2.32.3", 3)).await;
+    let id = collection_id(&app).await;
+    let before = walk(&app, &id, "").await;
+    // The producer, the marking, five objects per record but one software for PuTTY.
+    assert_eq!(before.len(), 2 + 5 + 4 + 5);
+    assert_each_found_by_id(&app, &id, &before).await;
+
+    // A newer build supersedes the amd64 one: its indicator and relationship leave the
+    // collection and are no longer found by id; the new record's objects are.
+    app.record(putty("0.82", Arch::Amd64, 4)).await;
+    let after = walk(&app, &id, "").await;
+    let listed = |objects: &[Value]| -> BTreeSet<String> {
+        objects
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let gone: Vec<String> = listed(&before)
+        .difference(&listed(&after))
+        .cloned()
+        .collect();
+    assert!(
+        gone.iter().any(|g| g.starts_with("indicator--")),
+        "{gone:?}"
+    );
+    for object_id in &gone {
+        let one = taxii(
+            &app,
+            &format!("{}/objects/{object_id}/", collection_path(&id)),
+        )
+        .await;
+        assert_eq!(one.status, 404, "{object_id}: {}", one.text);
+        assert_eq!(one.json()["http_status"], "404");
+    }
+    assert_each_found_by_id(&app, &id, &after).await;
+
+    // An id of the right form that names nothing, and ids of no form at all.
+    for nothing in [
+        "file--0f0f0f0f-0000-5000-8000-000000000000",
+        "indicator--",
+        "not-an-id",
+    ] {
+        let one = taxii(
+            &app,
+            &format!("{}/objects/{nothing}/", collection_path(&id)),
+        )
+        .await;
+        assert_eq!(one.status, 404, "{nothing}");
+        let versions = taxii(
+            &app,
+            &format!("{}/objects/{nothing}/versions/", collection_path(&id)),
+        )
+        .await;
+        assert_eq!(versions.status, 404, "{nothing}");
+    }
 }
 
 /// Every manifest entry of the collection, `limit` at a time, following `next`; `between`

@@ -10,6 +10,7 @@ use model::TenantKind;
 use model::{
     Arch, HashRecord, HashValue, NewRecord, Platform, RecordSigner, RecordStatus, Role, Tier,
 };
+use store::stix_objects::ChangePosition;
 use store::{
     AddedPosition, ExportCursor, ExportQuery, HistoryQuery, NewApiKey, RecordOutcome, Store,
 };
@@ -64,6 +65,7 @@ testkit::backend_tests!(
     concurrent_usage_flushes_in_any_order_all_count,
     concurrent_guesses_never_exceed_the_mfa_budget,
     executable_names_by_prefix_are_folded_bounded_and_literal,
+    stix_objects_are_found_by_key_and_the_position_only_moves_on,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2508,4 +2510,79 @@ async fn executable_names_by_prefix_are_folded_bounded_and_literal(db: Db) {
         store::MAX_NAME_SUGGESTIONS as usize
     );
     assert_eq!(names("nothing", 10).await, Vec::<String>::new());
+}
+
+async fn stix_objects_are_found_by_key_and_the_position_only_moves_on(db: Db) {
+    let s = &*db.store;
+    assert_eq!(
+        s.stix_object_position().await.unwrap(),
+        ChangePosition::default()
+    );
+    let a = insert(s, go("1.21.0", 10), t("2025-02-01T00:00:00Z")).await;
+    let b = insert(s, putty("0.81", Arch::Arm64, 11), t("2025-02-01T00:00:01Z")).await;
+    let to = ChangePosition {
+        epoch: s.records_epoch(),
+        after_id: Some(b.clone()),
+    };
+    // Keys of both signs; an id that is no record id is not noted; a pair noted twice once.
+    let named = [
+        (7_i64, a.as_str()),
+        (7, b.as_str()),
+        (i64::MIN, b.as_str()),
+        (7, a.as_str()),
+    ];
+    s.note_stix_objects(&named, &to).await.unwrap();
+    s.note_stix_objects(&[(9, "not-a-record-id")], &to)
+        .await
+        .unwrap();
+    let mut found = ids(&s.records_naming_stix_object(7, 10).await.unwrap())
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    found.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(found, want);
+    assert_eq!(
+        ids(&s.records_naming_stix_object(i64::MIN, 10).await.unwrap()),
+        [b.as_str()]
+    );
+    assert_eq!(s.records_naming_stix_object(7, 1).await.unwrap().len(), 1);
+    assert!(
+        s.records_naming_stix_object(9, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        s.records_naming_stix_object(8, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.stix_object_position().await.unwrap(), to);
+
+    // Another catch-up that read less must not move the position back.
+    let behind = ChangePosition {
+        epoch: to.epoch,
+        after_id: Some(String::new()),
+    };
+    s.note_stix_objects(&[], &behind).await.unwrap();
+    s.note_stix_objects(&[], &ChangePosition::default())
+        .await
+        .unwrap();
+    assert_eq!(s.stix_object_position().await.unwrap(), to);
+    let further = ChangePosition {
+        epoch: to.epoch + 1,
+        after_id: None,
+    };
+    s.note_stix_objects(&[], &further).await.unwrap();
+    assert_eq!(s.stix_object_position().await.unwrap(), further);
+    // No id is the whole epoch: a position inside it is behind.
+    let inside = ChangePosition {
+        epoch: further.epoch,
+        after_id: Some(b.clone()),
+    };
+    s.note_stix_objects(&[], &inside).await.unwrap();
+    assert_eq!(s.stix_object_position().await.unwrap(), further);
 }
