@@ -17,12 +17,18 @@
 //!    squats from a public dataset that no rule was set from, over all rows and over the rows
 //!    whose target is a listed name (the detector knows no other). Misses with `--show`.
 //!
+//! 5. **Untouched held-out squats** (recall, measured only): `bench/untouched-squats.tsv`,
+//!    confirmed npm and PyPI squats of the Typomind paper's malicious-package archive, built
+//!    before the rules were last changed and never read while changing them; over all rows,
+//!    over the rows whose target is listed, and per technique. `--tuning` leaves this part out
+//!    (for runs made while changing rules); `--show` lists its misses too.
+//!
 //! Goals: recall >= 90 %, <= 0.3 % of real dependencies and <= 1 % of sampled names flagged.
 //! The detector runs on the shipped popular-name lists only; this program is the only
 //! reader of the evaluation files. It also prints the time to build the detector and the
 //! resident memory it adds.
 //!
-//! cargo run --release -p packages --example bench_typosquat_quality [-- --show]
+//! cargo run --release -p packages --example bench_typosquat_quality [-- --show] [--tuning]
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // benchmarks fail loudly
 
@@ -92,6 +98,7 @@ impl Judge {
 
 fn main() {
     let show = std::env::args().any(|a| a == "--show");
+    let tuning = std::env::args().any(|a| a == "--tuning");
     let before = resident_kib();
     let start = Instant::now();
     let detector = Detector::new(KnownNames::shipped());
@@ -287,5 +294,56 @@ fn main() {
         );
     }
 
+    // 5. Untouched held-out squats.
+    if tuning {
+        println!("\n5. untouched held-out squats: not measured (--tuning)");
+    } else {
+        untouched(&judge, show);
+    }
+
     println!("\ngoals {}", if met { "met" } else { "NOT met" });
+}
+
+/// Part 5: `bench/untouched-squats.tsv`, recall over all rows, over the rows whose target is
+/// listed, and per technique (the source's categories).
+fn untouched(judge: &Judge, show: bool) {
+    println!("\n5. untouched held-out squats (recall; never read while changing rules)");
+    let text = bench_file("untouched-squats.tsv");
+    // ecosystem -> (rows, caught, rows with a listed target, caught among those)
+    let mut tally: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
+    let mut by_technique: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    for f in rows(&text) {
+        let [eco, name, target, technique, ..] = f[..] else {
+            panic!("malformed untouched squat: {f:?}");
+        };
+        let e: Ecosystem = eco.parse().unwrap();
+        let listed = e
+            .normalize(target)
+            .is_ok_and(|t| judge.detector.known().rank(e, &t).is_some());
+        let (risk, said) = judge.judge(e, name);
+        let caught = risk == Risk::Typosquat;
+        let t = tally.entry(eco).or_default();
+        t[0] += 1;
+        t[1] += usize::from(caught);
+        t[2] += usize::from(listed);
+        t[3] += usize::from(caught && listed);
+        let k = by_technique.entry((eco, technique)).or_default();
+        k.0 += 1;
+        k.1 += usize::from(caught);
+        if show {
+            let mark = if caught { "ok  " } else { "MISS" };
+            let list = if listed { "" } else { ", target not listed" };
+            println!("   {mark} {eco:4} {name} (imitates {target}, {technique}{list}): {said}");
+        }
+    }
+    for (eco, [n, caught, listed, caught_listed]) in &tally {
+        println!(
+            "   {eco:4} {caught:4} of {n:4} caught  recall {:5.1} %;  target listed: {caught_listed:4} of {listed:4}  recall {:5.1} %",
+            pct(*caught, *n),
+            pct(*caught_listed, *listed)
+        );
+    }
+    for ((eco, technique), (n, caught)) in &by_technique {
+        println!("   {eco:4} {technique}: {caught} of {n}");
+    }
 }
