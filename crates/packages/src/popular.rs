@@ -250,6 +250,15 @@ impl KnownNames {
         self.lists.get(&ecosystem).map_or(&[], Vec::as_slice)
     }
 
+    /// Every listed name of the ecosystem (targets and established packages), in no order.
+    pub fn names(&self, ecosystem: Ecosystem) -> impl Iterator<Item = &str> {
+        self.ranks
+            .get(&ecosystem)
+            .into_iter()
+            .flatten()
+            .map(|(n, _)| &**n)
+    }
+
     /// How many names of the ecosystem are listed (targets and established packages).
     pub fn len(&self, ecosystem: Ecosystem) -> usize {
         self.ranks.get(&ecosystem).map_or(0, HashMap::len)

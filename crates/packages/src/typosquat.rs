@@ -129,6 +129,10 @@ struct Targets {
     go_distinctive: HashSet<String>,
     /// Go: the targets are module paths (owners publish several look-alike paths).
     is_go: bool,
+    /// npm: names are built from words many packages share (88,000 listed names), so a
+    /// changed word that no listed name uses marks a coined misspelling. PyPI's list is too
+    /// short, and its names too often one glued word (`pyldap`, `snimpy`), for that.
+    words_tell: bool,
     /// Targets after the first [`TARGET_NAMES`] (up to [`crate::popular::WIDE_TARGET_NAMES`]) by their
     /// letters in sorted order, for the swapped-neighbours check: only the separator,
     /// look-alike character, affix and swap checks compare with these.
@@ -254,6 +258,7 @@ impl std::hash::Hasher for Prehashed {
 pub struct Detector {
     known: KnownNames,
     targets: HashMap<Ecosystem, Targets>,
+    vocabulary: Vocabulary,
 }
 
 impl Detector {
@@ -262,7 +267,12 @@ impl Detector {
             .iter()
             .map(|&e| (e, Targets::build(e, &known)))
             .collect();
-        Self { known, targets }
+        let vocabulary = Vocabulary::build(&known);
+        Self {
+            known,
+            targets,
+            vocabulary,
+        }
     }
 
     pub fn known(&self) -> &KnownNames {
@@ -686,7 +696,14 @@ impl Detector {
                 let Some(d) = osa_bounded(name, target, max) else {
                     continue;
                 };
-                if d == 1 && rank > WEAK_EDIT_RANK && is_weak_edit(edit_kind(name, target)) {
+                // Past the most popular names, a weak edit imitates only when it coins a
+                // spelling no listed name uses: long-tail names one such edit from a listed
+                // one are words of their own far more often.
+                if d == 1
+                    && rank > WEAK_EDIT_RANK
+                    && is_weak_edit(edit_kind(name, target))
+                    && !(t.words_tell && self.vocabulary.coined(name, target))
+                {
                     continue;
                 }
                 // Short names are one weak edit from many others (`pako`, `mako`; `qpack`,
@@ -721,7 +738,11 @@ impl Detector {
                     } else {
                         WEAK_EDIT_RANK
                     };
-                    if rank > beyond {
+                    // A shorter name no listed name uses as a word is the longer one cut
+                    // short (`aioconsol`), not a project of its own.
+                    if rank > beyond
+                        && (numbered || !t.words_tell || !self.vocabulary.coined(name, target))
+                    {
                         continue;
                     }
                 }
@@ -754,7 +775,15 @@ impl Detector {
             distance: Some(d),
             nearest_known: Some(target.clone()),
             reason: if d == 1 {
-                format!("{} of {target}", edit_kind(name, target))
+                let kind = edit_kind(name, target);
+                let coined = t.words_tell
+                    && t.names[i].1 > WEAK_EDIT_RANK
+                    && self.vocabulary.coined(name, target);
+                if coined {
+                    format!("{kind} of {target}, into a spelling no listed npm name uses")
+                } else {
+                    format!("{kind} of {target}")
+                }
             } else {
                 format!("two edits from {target}")
             },
@@ -827,6 +856,7 @@ impl Targets {
     fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
         let mut t = Targets {
             is_go: ecosystem == Ecosystem::Go,
+            words_tell: ecosystem == Ecosystem::Npm,
             ..Targets::default()
         };
         let (mut one_edit, mut two_edits) = (Vec::new(), Vec::new());
@@ -938,6 +968,34 @@ impl Targets {
         t.one_edit = DeletionIndex::build(one_edit);
         t.two_edits = DeletionIndex::build(two_edits);
         t
+    }
+}
+
+/// Every word (see [`words`]) of every listed npm name: spellings some package uses.
+#[derive(Debug, Default)]
+struct Vocabulary(HashSet<Box<str>>);
+
+impl Vocabulary {
+    fn build(known: &KnownNames) -> Self {
+        Self(
+            known
+                .names(Ecosystem::Npm)
+                .flat_map(words)
+                .map(Box::from)
+                .collect(),
+        )
+    }
+
+    /// Whether `name` differs from `target` only in words no listed name uses: a
+    /// misspelling coined for the look-alike (`pygacme`, `js-sha7`) rather than a word of its
+    /// own that happens to be one edit away (`test-each` beside `jest-each`, `mkdirs`).
+    fn coined(&self, name: &str, target: &str) -> bool {
+        let theirs = words(target);
+        let mut changed = words(name)
+            .into_iter()
+            .filter(|w| !theirs.contains(w))
+            .peekable();
+        changed.peek().is_some() && changed.all(|w| !self.0.contains(w))
     }
 }
 
@@ -1704,6 +1762,39 @@ mod tests {
 
     fn verdict_of(d: &Detector, e: Ecosystem, name: &str) -> NameVerdict {
         d.analyse(e, name, &HashSet::new(), false).unwrap()
+    }
+
+    #[test]
+    fn npm_weak_edits_past_the_most_popular_need_a_coined_spelling() {
+        let late = ["js-sha3", "jest-each", "aioconsole", "zdaemon"];
+        let common = ["test-utils", "daemon-tools"];
+        let npm = ranked(Ecosystem::Npm, &common, WEAK_EDIT_RANK as usize, &late);
+        // A substitution into a spelling no listed name uses.
+        let v = verdict_of(&npm, Ecosystem::Npm, "js-sha7");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("js-sha3"));
+        assert!(v.reason.contains("no listed npm name uses"), "{v:?}");
+        // `test` is a word other packages use: a name of its own.
+        let v = verdict_of(&npm, Ecosystem::Npm, "test-each");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // A name cut short into no word is a look-alike; into a word, its own.
+        let v = verdict_of(&npm, Ecosystem::Npm, "aioconsol");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(
+            v.reason.contains("character omitted of aioconsole"),
+            "{v:?}"
+        );
+        assert_eq!(verdict_of(&npm, Ecosystem::Npm, "daemon").risk, Risk::Clear);
+        // PyPI names are too often one glued word for the test: unchanged there.
+        let pypi = ranked(Ecosystem::Pypi, &common, WEAK_EDIT_RANK as usize, &late);
+        assert_eq!(
+            verdict_of(&pypi, Ecosystem::Pypi, "js-sha7").risk,
+            Risk::Clear
+        );
+        assert_eq!(
+            verdict_of(&pypi, Ecosystem::Pypi, "aioconsol").risk,
+            Risk::Clear
+        );
     }
 
     #[test]
