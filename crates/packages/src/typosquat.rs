@@ -577,23 +577,34 @@ impl Detector {
                 format!("neighbouring characters swapped of {target}"),
             );
         }
-        // An affix around a misspelt name (`matplatlib-plus`).
+        // An affix around a misspelt name (`matplatlib-plus`): of the most popular names, or
+        // on npm of any target when the misspelling is coined (`ethetsjs`).
         for core in cores(ecosystem, name) {
             if core.chars().count() >= MIN_EDITED_CORE_LEN
                 && let Some(v) = self.edits(t, &core)
                 && v.distance == Some(1)
                 && let Some(target) = v.nearest_known
-                && self
+            {
+                let popular = self
                     .known
                     .rank(ecosystem, &target)
                     .is_some_and(|r| r <= WEAK_EDIT_RANK)
-                && !is_weak_edit(edit_kind(&core, &target))
-            {
+                    && !is_weak_edit(edit_kind(&core, &target));
+                let coined = t.words_tell && self.vocabulary.coined(&core, &target);
+                if !popular && !coined {
+                    continue;
+                }
                 return Some(NameVerdict {
                     name: name.to_string(),
                     risk: Risk::Typosquat,
                     distance: Some(osa(name, &target)),
-                    reason: format!("affix added to a misspelling of {target}"),
+                    reason: if popular {
+                        format!("affix added to a misspelling of {target}")
+                    } else {
+                        format!(
+                            "affix added to a misspelling of {target} ({core}, a spelling no listed npm name uses)"
+                        )
+                    },
                     nearest_known: Some(target),
                 });
             }
@@ -776,8 +787,12 @@ impl Detector {
             nearest_known: Some(target.clone()),
             reason: if d == 1 {
                 let kind = edit_kind(name, target);
+                // Said when the coined spelling is what let the edit count.
+                let cut_short = target.len() == name.len() + 1
+                    && (target.starts_with(name) || target.ends_with(name));
                 let coined = t.words_tell
                     && t.names[i].1 > WEAK_EDIT_RANK
+                    && (is_weak_edit(kind) || cut_short)
                     && self.vocabulary.coined(name, target);
                 if coined {
                     format!("{kind} of {target}, into a spelling no listed npm name uses")
@@ -1766,7 +1781,7 @@ mod tests {
 
     #[test]
     fn npm_weak_edits_past_the_most_popular_need_a_coined_spelling() {
-        let late = ["js-sha3", "jest-each", "aioconsole", "zdaemon"];
+        let late = ["js-sha3", "jest-each", "aioconsole", "zdaemon", "ethers"];
         let common = ["test-utils", "daemon-tools"];
         let npm = ranked(Ecosystem::Npm, &common, WEAK_EDIT_RANK as usize, &late);
         // A substitution into a spelling no listed name uses.
@@ -1785,6 +1800,14 @@ mod tests {
             "{v:?}"
         );
         assert_eq!(verdict_of(&npm, Ecosystem::Npm, "daemon").risk, Risk::Clear);
+        // An affix around a coined misspelling of a less popular name.
+        let v = verdict_of(&npm, Ecosystem::Npm, "ethetsjs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(
+            v.reason
+                .contains("affix added to a misspelling of ethers (ethets,"),
+            "{v:?}"
+        );
         // PyPI names are too often one glued word for the test: unchanged there.
         let pypi = ranked(Ecosystem::Pypi, &common, WEAK_EDIT_RANK as usize, &late);
         assert_eq!(
