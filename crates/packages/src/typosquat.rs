@@ -497,7 +497,16 @@ impl Detector {
         // `pyldap`), so alone they imitate only the most popular names.
         let pypi_ok = |i: &usize| ecosystem != Ecosystem::Pypi || t.names[*i].1 <= WEAK_EDIT_RANK;
 
-        if let Some(i) = other(t.squashed.get(&squash(name))).filter(pypi_ok) {
+        // npm has refused names differing from an existing one only in punctuation since
+        // 2017, so a separator variant published there is as old as its neighbour; past the
+        // first targets that neighbour has no more standing than the candidate (`ansi-up`
+        // beside `ansi_up`, both packaged by distributions).
+        let npm_ok =
+            |i: &usize| ecosystem != Ecosystem::Npm || t.names[*i].1 as usize <= TARGET_NAMES;
+        if let Some(i) = other(t.squashed.get(&squash(name)))
+            .filter(pypi_ok)
+            .filter(npm_ok)
+        {
             return verdict(
                 i,
                 format!("separator changed or removed ({})", t.names[i].0),
@@ -1818,6 +1827,16 @@ mod tests {
             verdict_of(&pypi, Ecosystem::Pypi, "aioconsol").risk,
             Risk::Clear
         );
+    }
+
+    #[test]
+    fn npm_separator_variants_past_the_targets_are_as_old_as_their_neighbour() {
+        let d = ranked(Ecosystem::Npm, &["cross-env"], TARGET_NAMES, &["ansi_up"]);
+        let v = verdict_of(&d, Ecosystem::Npm, "ansi-up");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        let v = verdict_of(&d, Ecosystem::Npm, "crossenv");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.starts_with("separator changed"), "{v:?}");
     }
 
     #[test]
