@@ -719,9 +719,11 @@ impl Detector {
                 // Past the most popular names, a weak edit imitates only when it coins a
                 // spelling no listed name uses: long-tail names one such edit from a listed
                 // one are words of their own far more often.
+                let number_changed = d == 1 && is_number_changed(name, target);
                 if d == 1
                     && rank > WEAK_EDIT_RANK
                     && is_weak_edit(edit_kind(name, target))
+                    && !number_changed
                     && !(t.words_tell && self.vocabulary.coined(name, target))
                 {
                     continue;
@@ -748,6 +750,7 @@ impl Detector {
                 // `zdaemon`, `readability` and `breadability`), and the name without a
                 // number the one its numbered successor followed (`tinycss`, `tinycss2`).
                 if d == 1
+                    && !number_changed
                     && target.len() == name.len() + 1
                     && (target.starts_with(name) || target.ends_with(name))
                 {
@@ -794,7 +797,9 @@ impl Detector {
             risk: Risk::Typosquat,
             distance: Some(d),
             nearest_known: Some(target.clone()),
-            reason: if d == 1 {
+            reason: if d == 1 && is_number_changed(name, target) {
+                format!("last word of {target} made plural or singular")
+            } else if d == 1 {
                 let kind = edit_kind(name, target);
                 // Said when the coined spelling is what let the edit count.
                 let cut_short = target.len() == name.len() + 1
@@ -1478,6 +1483,28 @@ fn osa_bounded(a: &str, b: &str, max: u32) -> Option<u32> {
     (prev[m] <= max).then_some(prev[m])
 }
 
+/// Whether `name` is `target` with the last of its several words made plural or singular
+/// by an `s` (`sphinx-rtd-themes`, `importlib-resource`): the same package by its
+/// description, not a name of its own (a one-word name is left to the other checks:
+/// `pyvers` and `pyverbs` are two projects).
+fn is_number_changed(name: &str, target: &str) -> bool {
+    let (longer, shorter) = if name.len() > target.len() {
+        (name, target)
+    } else {
+        (target, name)
+    };
+    let Some(last) = words(shorter).pop() else {
+        return false;
+    };
+    longer.len() == shorter.len() + 1
+        && longer.starts_with(shorter)
+        && longer.ends_with('s')
+        && !last.ends_with('s')
+        && last.chars().count() >= MIN_EDIT_LEN
+        && last.chars().all(|c| c.is_ascii_alphabetic())
+        && words(shorter).len() >= 2
+}
+
 /// Single edits typing errors rarely make, or long-tail names often are: a character
 /// replaced by one neither next to it on the keyboard, alike, nor a vowel for a vowel, or
 /// one added without repeating a neighbour (`awaiter`, `clifft` are words and names).
@@ -1837,6 +1864,22 @@ mod tests {
         let v = verdict_of(&d, Ecosystem::Npm, "crossenv");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         assert!(v.reason.starts_with("separator changed"), "{v:?}");
+    }
+
+    #[test]
+    fn the_last_word_made_plural_or_singular_at_any_rank() {
+        let late = ["sphinx-rtd-theme", "importlib-resources", "figlet"];
+        let d = ranked(Ecosystem::Pypi, &[], WEAK_EDIT_RANK as usize, &late);
+        let v = verdict_of(&d, Ecosystem::Pypi, "sphinx_rtd_themes");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(
+            v.reason,
+            "last word of sphinx-rtd-theme made plural or singular"
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "importlib-resource");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        // A one-word name is left to the other checks.
+        assert_eq!(verdict_of(&d, Ecosystem::Pypi, "figlets").risk, Risk::Clear);
     }
 
     #[test]
