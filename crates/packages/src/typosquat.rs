@@ -49,6 +49,8 @@ const MIN_GARBLED_LEN: usize = 7;
 /// fewer than this many listed names: an ending many names share (`tools`, `core`) says
 /// nothing about which one is meant.
 const COMMON_ENDING: usize = 20;
+/// Two vowels changed (see `vowels_changed`) only in names at least this long.
+const MIN_VOWELS_CHANGED_LEN: usize = 6;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
@@ -143,6 +145,9 @@ struct Targets {
     /// The same targets written as one word whose last four characters are no common
     /// ending, by their first two characters and last four (see `rewritten_middle`).
     by_head_tail: HashMap<String, Vec<u32>>,
+    /// Targets up to [`WEAK_EDIT_RANK`], at least [`MIN_VOWELS_CHANGED_LEN`] long, by their
+    /// letters with every vowel masked (see `vowels_changed`).
+    by_consonants: HashMap<String, Vec<u32>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -563,7 +568,9 @@ impl Detector {
             return Some(v);
         }
         if !t.is_go
-            && let Some(v) = garbled(t, name).or_else(|| rewritten_middle(t, name))
+            && let Some(v) = garbled(t, name)
+                .or_else(|| rewritten_middle(t, name))
+                .or_else(|| vowels_changed(t, name))
         {
             return Some(v);
         }
@@ -915,6 +922,12 @@ impl Targets {
             }
             if let Some(key) = words_key(name) {
                 t.words.entry(key).or_insert(i);
+            }
+            if rank <= WEAK_EDIT_RANK && len >= MIN_VOWELS_CHANGED_LEN {
+                t.by_consonants
+                    .entry(consonants(name))
+                    .or_default()
+                    .push(at);
             }
             if rank <= GARBLED_RANK && len >= MIN_GARBLED_TARGET_LEN {
                 t.by_ends.entry(ends_key(name)).or_default().push(at);
@@ -1294,6 +1307,40 @@ fn rewritten_middle(t: &Targets, name: &str) -> Option<NameVerdict> {
         }
     }
     None
+}
+
+/// A name of the most popular ones (up to [`WEAK_EDIT_RANK`]) with two of its vowels
+/// changed and nothing else (`chokader` for `chokidar`): it reads and sounds alike. One
+/// vowel changed is an edit the deletion index finds.
+fn vowels_changed(t: &Targets, name: &str) -> Option<NameVerdict> {
+    if name.chars().count() < MIN_VOWELS_CHANGED_LEN {
+        return None;
+    }
+    for &i in t.by_consonants.get(&consonants(name)).into_iter().flatten() {
+        let target = &t.names[i as usize].0;
+        let changed = name
+            .chars()
+            .zip(target.chars())
+            .filter(|(a, b)| a != b)
+            .count();
+        if changed == 2 {
+            return Some(NameVerdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(2),
+                nearest_known: Some(target.clone()),
+                reason: format!("two vowels of {target} changed"),
+            });
+        }
+    }
+    None
+}
+
+/// A name with every vowel masked: names differing only in vowels share it.
+fn consonants(name: &str) -> String {
+    name.chars()
+        .map(|c| if is_vowel(c) { '*' } else { c })
+        .collect()
 }
 
 /// The last `n` characters of a name.
@@ -1880,6 +1927,22 @@ mod tests {
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         // A one-word name is left to the other checks.
         assert_eq!(verdict_of(&d, Ecosystem::Pypi, "figlets").risk, Risk::Clear);
+    }
+
+    #[test]
+    fn two_vowels_changed_of_the_most_popular_names() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["chokidar"],
+            WEAK_EDIT_RANK as usize,
+            &["mongoose"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "chokader");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.reason, "two vowels of chokidar changed");
+        // Three vowels changed, or a less popular name: not this check's.
+        assert_eq!(verdict_of(&d, Ecosystem::Npm, "chakuder").risk, Risk::Clear);
+        assert_eq!(verdict_of(&d, Ecosystem::Npm, "mangeose").risk, Risk::Clear);
     }
 
     #[test]
