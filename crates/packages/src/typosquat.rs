@@ -152,6 +152,9 @@ struct Targets {
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
     two_edits: DeletionIndex,
+    /// One deletion of the targets written with separators, separators removed (see
+    /// `Detector::separated_edit`).
+    separated_one_edit: DeletionIndex,
 }
 
 /// Deletion keys -> indexes of the targets reaching them. A query probes it with up to a
@@ -568,6 +571,11 @@ impl Detector {
             return Some(v);
         }
         if !t.is_go
+            && let Some(v) = self.separated_edit(t, name)
+        {
+            return Some(v);
+        }
+        if !t.is_go
             && let Some(v) = garbled(t, name)
                 .or_else(|| rewritten_middle(t, name))
                 .or_else(|| vowels_changed(t, name))
@@ -624,6 +632,55 @@ impl Detector {
                     nearest_known: Some(target),
                 });
             }
+        }
+        None
+    }
+
+    /// A target written with separators, its separators changed or removed and one
+    /// character edited (`npmrunnall` for `npm-run-all`): of the first 500 names with an
+    /// edit typing makes, or on npm of any target when the result coins a spelling no
+    /// listed name uses.
+    fn separated_edit(&self, t: &Targets, name: &str) -> Option<NameVerdict> {
+        let flat = squash(name);
+        if flat.chars().count() < MIN_EDITED_CORE_LEN {
+            return None;
+        }
+        let mut candidates: Vec<usize> = Vec::new();
+        for_each_deletion(&flat, 1, |key| {
+            candidates.extend(t.separated_one_edit.get(key).iter().map(|&i| i as usize));
+        });
+        candidates.sort_unstable();
+        candidates.dedup();
+        for i in candidates {
+            let (target, rank) = (&t.names[i].0, t.names[i].1);
+            let target_flat = squash(target);
+            // Same separators: a plain edit, the edit check's.
+            if target.starts_with("@types/")
+                || name.len() - flat.len() == target.len() - target_flat.len()
+                    && osa_bounded(name, target, 1).is_some()
+                || osa_bounded(&flat, &target_flat, 1) != Some(1)
+            {
+                continue;
+            }
+            let kind = edit_kind(&flat, &target_flat);
+            let popular = rank <= WEAK_EDIT_RANK && !is_weak_edit(kind);
+            let coined = t.words_tell && self.vocabulary.coined(name, target);
+            if !popular && !coined {
+                continue;
+            }
+            return Some(NameVerdict {
+                name: name.to_string(),
+                risk: Risk::Typosquat,
+                distance: Some(osa(name, target)),
+                nearest_known: Some(target.clone()),
+                reason: if popular {
+                    format!("separators of {target} changed and {kind}")
+                } else {
+                    format!(
+                        "separators of {target} changed and {kind}, into a spelling no listed npm name uses"
+                    )
+                },
+            });
         }
         None
     }
@@ -896,6 +953,7 @@ impl Targets {
             ..Targets::default()
         };
         let (mut one_edit, mut two_edits) = (Vec::new(), Vec::new());
+        let mut separated_one_edit = Vec::new();
         let mut long_words: Vec<u32> = Vec::new();
         let mut owners: HashMap<String, HashSet<String>> = HashMap::new();
         for (i, name) in known.popular(ecosystem).iter().enumerate() {
@@ -937,6 +995,19 @@ impl Targets {
             }
             if len >= MIN_EDIT_LEN {
                 for_each_deletion(name, 1, |key| one_edit.push((key_hash(key), at)));
+            }
+            // Past the first 500 only npm's coined misspellings count (see
+            // `Detector::separated_edit`); scoped names are the scope checks'.
+            let flat = squash(name);
+            if (t.words_tell || rank <= WEAK_EDIT_RANK)
+                && !t.is_go
+                && scoped(name).is_none()
+                && flat != *name
+                && flat.chars().count() >= MIN_EDIT_LEN
+            {
+                for_each_deletion(&flat, 1, |key| {
+                    separated_one_edit.push((key_hash(key), at));
+                });
             }
             if rank <= TWO_EDIT_RANK && len + 2 >= MIN_TWO_EDIT_LEN {
                 for_each_deletion(name, 2, |key| two_edits.push((key_hash(key), at)));
@@ -1008,6 +1079,7 @@ impl Targets {
             }
         }
         t.one_edit = DeletionIndex::build(one_edit);
+        t.separated_one_edit = DeletionIndex::build(separated_one_edit);
         t.two_edits = DeletionIndex::build(two_edits);
         t
     }
@@ -1943,6 +2015,35 @@ mod tests {
         // Three vowels changed, or a less popular name: not this check's.
         assert_eq!(verdict_of(&d, Ecosystem::Npm, "chakuder").risk, Risk::Clear);
         assert_eq!(verdict_of(&d, Ecosystem::Npm, "mangeose").risk, Risk::Clear);
+    }
+
+    #[test]
+    fn separators_changed_and_one_edit() {
+        let late = ["npm-run-all", "babel-cli", "ts-jest"];
+        let common = ["tstest-helpers"];
+        let npm = ranked(Ecosystem::Npm, &common, WEAK_EDIT_RANK as usize, &late);
+        let v = verdict_of(&npm, Ecosystem::Npm, "npmrunnall");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(
+            v.reason
+                .starts_with("separators of npm-run-all changed and character repeated, into"),
+            "{v:?}"
+        );
+        let v = verdict_of(&npm, Ecosystem::Npm, "babelcl");
+        assert_eq!(v.nearest_known.as_deref(), Some("babel-cli"), "{v:?}");
+        // A word other packages use is a name of its own.
+        let v = verdict_of(&npm, Ecosystem::Npm, "tstest");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // PyPI: only the first 500 names, with an edit typing makes.
+        let pypi = ranked(Ecosystem::Pypi, &[], 2 * TWO_EDIT_RANK as usize, &late);
+        let v = verdict_of(&pypi, Ecosystem::Pypi, "npmrunnall");
+        assert_eq!(
+            v.reason,
+            "separators of npm-run-all changed and character repeated"
+        );
+        let pypi = ranked(Ecosystem::Pypi, &[], WEAK_EDIT_RANK as usize, &late);
+        let v = verdict_of(&pypi, Ecosystem::Pypi, "npmrunnall");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
     }
 
     #[test]
