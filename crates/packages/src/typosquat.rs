@@ -148,6 +148,9 @@ struct Targets {
     /// Targets up to [`WEAK_EDIT_RANK`], at least [`MIN_VOWELS_CHANGED_LEN`] long, by their
     /// letters with every vowel masked (see `vowels_changed`).
     by_consonants: HashMap<String, Vec<u32>>,
+    /// npm: unscoped targets at least [`MIN_VOWELS_CHANGED_LEN`] long by how they sound
+    /// (see [`sound`]).
+    by_sound: HashMap<String, Vec<u32>>,
     /// Deletion neighbourhoods: of every target (one deletion), and of the targets up to
     /// [`TWO_EDIT_RANK`] as long as two-edit candidates can be (two deletions).
     one_edit: DeletionIndex,
@@ -571,7 +574,9 @@ impl Detector {
             return Some(v);
         }
         if !t.is_go
-            && let Some(v) = self.separated_edit(t, name)
+            && let Some(v) = self
+                .separated_edit(t, name)
+                .or_else(|| self.sounds_alike(t, name))
         {
             return Some(v);
         }
@@ -681,6 +686,39 @@ impl Detector {
                     )
                 },
             });
+        }
+        None
+    }
+
+    /// npm: a target spelt as it sounds (`deezcord.js` for `discord.js`: `z` for `s`, `k`
+    /// for `c`, `f` for `ph`, with other vowels or letters doubled or not), two or three
+    /// edits away, into a spelling no listed npm name uses. One edit is the edit check's.
+    fn sounds_alike(&self, t: &Targets, name: &str) -> Option<NameVerdict> {
+        if !t.words_tell || name.chars().count() < MIN_VOWELS_CHANGED_LEN {
+            return None;
+        }
+        let flat = squash(name);
+        for &i in t.by_sound.get(&sound(name)).into_iter().flatten() {
+            let target = &t.names[i as usize].0;
+            let Some(d) = osa_bounded(&flat, &squash(target), 3) else {
+                continue;
+            };
+            // A consonant swapped for one that sounds alike is what makes it a homophone;
+            // other vowels alone are `vowels_changed`'s (`prouter` is no `prettier`).
+            if d >= 2
+                && sound_letters(name) != sound_letters(target)
+                && self.vocabulary.coined(name, target)
+            {
+                return Some(NameVerdict {
+                    name: name.to_string(),
+                    risk: Risk::Typosquat,
+                    distance: Some(osa(name, target)),
+                    nearest_known: Some(target.clone()),
+                    reason: format!(
+                        "{target} spelt as it sounds (s/z, c/k, f/ph), into a spelling no listed npm name uses"
+                    ),
+                });
+            }
         }
         None
     }
@@ -980,6 +1018,9 @@ impl Targets {
             }
             if let Some(key) = words_key(name) {
                 t.words.entry(key).or_insert(i);
+            }
+            if t.words_tell && scoped(name).is_none() && len >= MIN_VOWELS_CHANGED_LEN {
+                t.by_sound.entry(sound(name)).or_default().push(at);
             }
             if rank <= WEAK_EDIT_RANK && len >= MIN_VOWELS_CHANGED_LEN {
                 t.by_consonants
@@ -1406,6 +1447,36 @@ fn vowels_changed(t: &Targets, name: &str) -> Option<NameVerdict> {
         }
     }
     None
+}
+
+/// How a name sounds, roughly: separators dropped, `ph` as `f`, `z` as `s`, `k` and `q` as
+/// `c`, every run of vowels (and `y`) one `*`, doubled letters single.
+fn sound(name: &str) -> String {
+    let plain = squash(name).replace("ph", "f");
+    let mut out = String::with_capacity(plain.len());
+    for c in plain.chars() {
+        let c = match c {
+            'z' => 's',
+            'k' | 'q' => 'c',
+            c if is_vowel(c) || c == 'y' => '*',
+            c => c,
+        };
+        if !out.ends_with(c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The consonants of a name as written, doubled ones single: what [`sound`] maps.
+fn sound_letters(name: &str) -> String {
+    let mut out = String::new();
+    for c in squash(name).chars() {
+        if !is_vowel(c) && c != 'y' && !out.ends_with(c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A name with every vowel masked: names differing only in vowels share it.
@@ -2043,6 +2114,22 @@ mod tests {
         );
         let pypi = ranked(Ecosystem::Pypi, &[], WEAK_EDIT_RANK as usize, &late);
         let v = verdict_of(&pypi, Ecosystem::Pypi, "npmrunnall");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn npm_names_spelt_as_they_sound() {
+        let late = ["discord.js", "prettier"];
+        let npm = ranked(Ecosystem::Npm, &[], WEAK_EDIT_RANK as usize, &late);
+        let v = verdict_of(&npm, Ecosystem::Npm, "deezcord.js");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("discord.js"));
+        assert!(v.reason.contains("spelt as it sounds"), "{v:?}");
+        // Other vowels alone are no homophone.
+        let v = verdict_of(&npm, Ecosystem::Npm, "prouter");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        let pypi = ranked(Ecosystem::Pypi, &[], WEAK_EDIT_RANK as usize, &late);
+        let v = verdict_of(&pypi, Ecosystem::Pypi, "deezcord.js");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
     }
 
