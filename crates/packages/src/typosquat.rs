@@ -49,6 +49,8 @@ const MIN_GARBLED_LEN: usize = 7;
 /// fewer than this many listed names: an ending many names share (`tools`, `core`) says
 /// nothing about which one is meant.
 const COMMON_ENDING: usize = 20;
+/// Plural or singular words (see `number_changed`) only in names of at most this many words.
+const MAX_NUMBER_WORDS: usize = 4;
 /// Two vowels changed (see `vowels_changed`) only in names at least this long.
 const MIN_VOWELS_CHANGED_LEN: usize = 6;
 /// Names shorter than this are never compared by edit distance (too many short names are
@@ -566,7 +568,9 @@ impl Detector {
             }
         }
         if ecosystem != Ecosystem::Go
-            && let Some(v) = word_added(t, name).or_else(|| generic_words_added(t, name))
+            && let Some(v) = word_added(t, name)
+                .or_else(|| generic_words_added(t, name))
+                .or_else(|| number_changed(t, name))
         {
             return Some(v);
         }
@@ -821,11 +825,9 @@ impl Detector {
                 // Past the most popular names, a weak edit imitates only when it coins a
                 // spelling no listed name uses: long-tail names one such edit from a listed
                 // one are words of their own far more often.
-                let number_changed = d == 1 && is_number_changed(name, target);
                 if d == 1
                     && rank > WEAK_EDIT_RANK
                     && is_weak_edit(edit_kind(name, target))
-                    && !number_changed
                     && !(t.words_tell && self.vocabulary.coined(name, target))
                 {
                     continue;
@@ -852,7 +854,6 @@ impl Detector {
                 // `zdaemon`, `readability` and `breadability`), and the name without a
                 // number the one its numbered successor followed (`tinycss`, `tinycss2`).
                 if d == 1
-                    && !number_changed
                     && target.len() == name.len() + 1
                     && (target.starts_with(name) || target.ends_with(name))
                 {
@@ -899,9 +900,7 @@ impl Detector {
             risk: Risk::Typosquat,
             distance: Some(d),
             nearest_known: Some(target.clone()),
-            reason: if d == 1 && is_number_changed(name, target) {
-                format!("last word of {target} made plural or singular")
-            } else if d == 1 {
+            reason: if d == 1 {
                 let kind = edit_kind(name, target);
                 // Said when the coined spelling is what let the edit count.
                 let cut_short = target.len() == name.len() + 1
@@ -1673,26 +1672,57 @@ fn osa_bounded(a: &str, b: &str, max: u32) -> Option<u32> {
     (prev[m] <= max).then_some(prev[m])
 }
 
-/// Whether `name` is `target` with the last of its several words made plural or singular
-/// by an `s` (`sphinx-rtd-themes`, `importlib-resource`): the same package by its
-/// description, not a name of its own (a one-word name is left to the other checks:
-/// `pyvers` and `pyverbs` are two projects).
-fn is_number_changed(name: &str, target: &str) -> bool {
-    let (longer, shorter) = if name.len() > target.len() {
-        (name, target)
-    } else {
-        (target, name)
-    };
-    let Some(last) = words(shorter).pop() else {
-        return false;
-    };
-    longer.len() == shorter.len() + 1
-        && longer.starts_with(shorter)
-        && longer.ends_with('s')
-        && !last.ends_with('s')
-        && last.chars().count() >= MIN_EDIT_LEN
-        && last.chars().all(|c| c.is_ascii_alphabetic())
-        && words(shorter).len() >= 2
+/// A multi-word target with some of its words made plural or singular by an `s`
+/// (`sphinx-rtd-themes`, `importlibs-resource`): the same package by its description, not a
+/// name of its own. Words of at least [`MIN_EDIT_LEN`] letters; a one-word name is left to
+/// the other checks (`pyvers` and `pyverbs` are two projects).
+fn number_changed(t: &Targets, name: &str) -> Option<NameVerdict> {
+    let mine = words(name);
+    if mine.len() < 2 || mine.len() > MAX_NUMBER_WORDS || scoped(name).is_some() {
+        return None;
+    }
+    let toggles =
+        |w: &str| w.chars().count() >= MIN_EDIT_LEN && w.chars().all(|c| c.is_ascii_alphabetic());
+    // Every choice of words to toggle, but none.
+    for mask in 1u32..1 << mine.len() {
+        let mut variant = String::with_capacity(name.len() + mine.len());
+        let mut ok = true;
+        for (k, w) in mine.iter().enumerate() {
+            if mask & 1 << k == 0 {
+                variant.push_str(w);
+            } else if !toggles(w) {
+                ok = false;
+                break;
+            } else if let Some(singular) = w.strip_suffix('s') {
+                if singular.ends_with('s') {
+                    ok = false;
+                    break;
+                }
+                variant.push_str(singular);
+            } else {
+                variant.push_str(w);
+                variant.push('s');
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let Some(&i) = t.squashed.get(&variant) else {
+            continue;
+        };
+        let (target, rank) = (&t.names[i].0, t.names[i].1);
+        if rank as usize > TARGET_NAMES || words(target).len() != mine.len() {
+            continue;
+        }
+        return Some(NameVerdict {
+            name: name.to_string(),
+            risk: Risk::Typosquat,
+            distance: Some(osa(name, target)),
+            nearest_known: Some(target.clone()),
+            reason: format!("words of {target} made plural or singular"),
+        });
+    }
+    None
 }
 
 /// Single edits typing errors rarely make, or long-tail names often are: a character
@@ -2057,17 +2087,20 @@ mod tests {
     }
 
     #[test]
-    fn the_last_word_made_plural_or_singular_at_any_rank() {
+    fn words_made_plural_or_singular_at_any_rank() {
         let late = ["sphinx-rtd-theme", "importlib-resources", "figlet"];
         let d = ranked(Ecosystem::Pypi, &[], WEAK_EDIT_RANK as usize, &late);
         let v = verdict_of(&d, Ecosystem::Pypi, "sphinx_rtd_themes");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         assert_eq!(
             v.reason,
-            "last word of sphinx-rtd-theme made plural or singular"
+            "words of sphinx-rtd-theme made plural or singular"
         );
         let v = verdict_of(&d, Ecosystem::Pypi, "importlib-resource");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        let v = verdict_of(&d, Ecosystem::Pypi, "importlibs-resource");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("importlib-resources"));
         // A one-word name is left to the other checks.
         assert_eq!(verdict_of(&d, Ecosystem::Pypi, "figlets").risk, Risk::Clear);
     }
