@@ -671,6 +671,13 @@ impl Detector {
             {
                 continue;
             }
+            // A number after a name names a successor or a port (see `Detector::edits`).
+            if flat.len() == target_flat.len() + 1
+                && flat.starts_with(target_flat.as_str())
+                && flat.ends_with(|c: char| c.is_ascii_digit())
+            {
+                continue;
+            }
             let kind = edit_kind(&flat, &target_flat);
             let popular = rank <= WEAK_EDIT_RANK && !is_weak_edit(kind);
             let coined = t.words_tell && self.vocabulary.coined(name, target);
@@ -2135,6 +2142,23 @@ mod tests {
         );
         let v = verdict_of(&npm, Ecosystem::Npm, "babelcl");
         assert_eq!(v.nearest_known.as_deref(), Some("babel-cli"), "{v:?}");
+        // A number after the name names a successor (fillers without digits, so that `2`
+        // is no listed word).
+        let mut names: Vec<String> = (0..WEAK_EDIT_RANK)
+            .map(|i| {
+                format!("fill-{}", char::from(b'a' + (i % 26) as u8)).repeat(1 + i as usize / 26)
+            })
+            .collect();
+        names.push("babel-cli".into());
+        let lettered = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Npm,
+            header: vec![],
+            names,
+        }]));
+        let v = verdict_of(&lettered, Ecosystem::Npm, "babel-cli-2");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        let v = verdict_of(&lettered, Ecosystem::Npm, "babelclii");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         // A word other packages use is a name of its own.
         let v = verdict_of(&npm, Ecosystem::Npm, "tstest");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
