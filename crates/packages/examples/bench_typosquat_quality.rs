@@ -143,7 +143,7 @@ fn main() {
         };
         squats.insert((eco.into(), name.into()), target.into());
     }
-    println!("\n1. confirmed squats from public reports (recall: flagged typosquat)");
+    println!("\n1. confirmed squats from public reports (recall: flagged typosquat; tuned)");
     let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for ((eco, name), target) in &squats {
         let (risk, said) = judge.judge(eco.parse().unwrap(), name);
@@ -182,7 +182,7 @@ fn main() {
     }
 
     // 2. Dependencies of real projects.
-    println!("\n2. dependencies in lockfiles of well-known projects (flagged typosquat)");
+    println!("\n2. dependencies in lockfiles of well-known projects (flagged typosquat; tuned)");
     for eco in ["npm", "pypi", "go"] {
         let text = bench_file(&format!("lockfile-deps-{eco}.tsv"));
         let e: Ecosystem = eco.parse().unwrap();
@@ -205,7 +205,9 @@ fn main() {
     }
 
     // 3. Registry sample.
-    println!("\n3. seeded sample of registry names outside the shipped lists (flagged typosquat)");
+    println!(
+        "\n3. seeded sample of registry names outside the shipped lists (flagged typosquat; tuned)"
+    );
     let text = bench_file("registry-sample.tsv");
     let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     let mut examples: Vec<String> = Vec::new();
@@ -247,7 +249,7 @@ fn main() {
 
     // 3b. Established names outside the lists.
     println!(
-        "\n3b. established names outside the shipped lists, packaged by the Debian archive (flagged typosquat)"
+        "\n3b. established names outside the shipped lists, packaged by the Debian archive (flagged typosquat; tuned)"
     );
     let text = bench_file("popular-unlisted.tsv");
     let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
@@ -316,7 +318,7 @@ fn main() {
 /// Part 5: `bench/untouched-squats.tsv`, recall over all rows, over the rows whose target is
 /// listed, and per technique (the source's categories).
 fn untouched(judge: &Judge, show: bool) {
-    println!("\n5. untouched held-out squats (recall; never read while changing rules)");
+    println!("\n5. untouched held-out squats (recall; held out: never read while changing rules)");
     let text = bench_file("untouched-squats.tsv");
     // ecosystem -> (rows, caught, rows with a listed target, caught among those)
     let mut tally: BTreeMap<&str, [usize; 4]> = BTreeMap::new();

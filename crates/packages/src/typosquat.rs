@@ -8,9 +8,13 @@
 //! `0`/`o`, Unicode confusables), word reordering, npm scope confusion, added or removed
 //! affixes, Go module owner and host look-alikes, and single edits (omission, repetition,
 //! insertion, transposition, keyboard-adjacent or other substitution), plus two edits for
-//! long names of very popular packages. The rank decides how close is too close: short
-//! names and less popular targets need a closer match, which keeps legitimate neighbours of
-//! popular names from being flagged. Nothing here knows any malicious name.
+//! long names of very popular packages, separators changed together with one edit, words
+//! made plural or singular, two vowels changed, and on npm a name spelt as it sounds. The
+//! rank decides how close is too close: short names and less popular targets need a closer
+//! match, which keeps legitimate neighbours of popular names from being flagged. On npm, whose
+//! 88,000 listed names share their words, a weaker match also counts when it coins a
+//! spelling no listed name uses (`js-sha7`), and not when it lands on a word other packages
+//! use (`test-each`). Nothing here knows any malicious name.
 
 use std::collections::{HashMap, HashSet};
 
