@@ -65,6 +65,11 @@ const MIN_EDIT_LEN: usize = 4;
 const MIN_TWO_EDIT_LEN: usize = 9;
 /// Go repository names shorter than this are generic (see `Targets::go_distinctive`).
 const DISTINCTIVE_REPO_LEN: usize = 8;
+/// A distinctive Go repository published under another owner imitates modules up to this
+/// rank only: past it, a project's own fork or a module moved to a new owner
+/// (`gohugoio/httpcache`, `oapi-codegen/oapi-codegen`) is far more common than a squat.
+/// A look-alike owner or host counts at any rank.
+const OTHER_OWNER_RANK: u32 = 500;
 /// Affix removal must leave at least this much of a name.
 const MIN_CORE_LEN: usize = 2;
 /// An affix plus an edit only for cores at least this long.
@@ -1262,7 +1267,9 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<NameVerdict> {
                 || (theirs.len() >= 4 && mine.contains(&theirs))
             {
                 format!("look-alike owner of {}", t.names[i].0)
-            } else if t.go_distinctive.contains(&repo_key.to_ascii_lowercase()) {
+            } else if t.names[i].1 <= OTHER_OWNER_RANK
+                && t.go_distinctive.contains(&repo_key.to_ascii_lowercase())
+            {
                 format!(
                     "repository of {} published under another owner (a name no other popular module uses)",
                     t.names[i].0
@@ -2251,6 +2258,31 @@ mod tests {
         // Two modules of one owner are that owner's.
         let v = verdict_of(&d, Ecosystem::Go, "github.com/pkg/errorz");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn go_another_owner_only_for_the_most_popular_modules() {
+        let mut names = vec!["github.com/mitchellh/mapstructure".to_string()];
+        names.extend(
+            (names.len()..OTHER_OWNER_RANK as usize)
+                .map(|i| format!("github.com/filler/module-{i}")),
+        );
+        names.push("github.com/gregjones/httpcache".to_string());
+        let d = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Go,
+            header: vec![],
+            names,
+        }]));
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/someone/mapstructure");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("another owner"), "{}", v.reason);
+        // Past the limit, another owner's copy is a fork or a move (`gohugoio/httpcache`)...
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/gohugoio/httpcache");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // ...while a look-alike owner still imitates the module.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/gregjone/httpcache");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("look-alike owner"), "{}", v.reason);
     }
 
     #[test]
