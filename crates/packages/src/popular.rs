@@ -300,6 +300,16 @@ mod tests {
             assert!(list.names.len() > 100, "{e}");
             assert!(list.header.iter().any(|h| h.starts_with("Source:")), "{e}");
         }
+        // The Go list ranks by its `rank` column: rows without a dependents count (the
+        // second ranking's, which publishes none) keep their place.
+        let go = PopularList::parse(Ecosystem::Go, SHIPPED_GO).unwrap();
+        let rows: Vec<&str> = SHIPPED_GO
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .skip(1)
+            .map(|l| l.split('\t').next().unwrap_or_default())
+            .collect();
+        assert_eq!(go.names, rows);
         let known = KnownNames::shipped();
         assert_eq!(known.rank(Ecosystem::Pypi, "boto3"), Some(1));
         assert!(known.rank(Ecosystem::Npm, "lodash").is_some());
