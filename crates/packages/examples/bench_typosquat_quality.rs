@@ -186,9 +186,10 @@ fn main() {
     for eco in ["npm", "pypi", "go"] {
         let text = bench_file(&format!("lockfile-deps-{eco}.tsv"));
         let e: Ecosystem = eco.parse().unwrap();
-        let (mut n, mut flagged) = (0, 0);
+        let (mut n, mut flagged, mut unlisted) = (0, 0, 0);
         for f in rows(&text) {
             n += 1;
+            unlisted += usize::from(judge.detector.known().rank(e, f[0]).is_none());
             let (risk, said) = judge.judge(e, f[0]);
             if risk == Risk::Typosquat {
                 flagged += 1;
@@ -201,7 +202,12 @@ fn main() {
         }
         let r = pct(flagged, n);
         met &= r <= GOAL_DEPS;
-        println!("   {eco:4} {flagged:4} of {n:5} flagged  {r:5.2} %  (goal <= {GOAL_DEPS} %)");
+        // A listed name is never flagged: over the others, the rate the lists do not hide.
+        println!(
+            "   {eco:4} {flagged:4} of {n:5} flagged  {r:5.2} %  (goal <= {GOAL_DEPS} %); \
+             of the {unlisted} the shipped lists do not hold: {:.2} %",
+            pct(flagged, unlisted)
+        );
     }
 
     // 3. Registry sample.
@@ -211,14 +217,21 @@ fn main() {
     let text = bench_file("registry-sample.tsv");
     let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     let mut examples: Vec<String> = Vec::new();
+    let mut listed_since: BTreeMap<&str, usize> = BTreeMap::new();
     let sample_start = Instant::now();
     let mut sampled = 0usize;
     for f in rows(&text) {
-        sampled += 1;
         let [eco, name, ..] = f[..] else {
             panic!("malformed sample: {f:?}");
         };
-        let (risk, said) = judge.judge(eco.parse().unwrap(), name);
+        let e: Ecosystem = eco.parse().unwrap();
+        // Drawn from outside the lists of its day; a list that grew since may hold it.
+        if judge.detector.known().rank(e, name).is_some() {
+            *listed_since.entry(eco).or_default() += 1;
+            continue;
+        }
+        sampled += 1;
+        let (risk, said) = judge.judge(e, name);
         let t = tally.entry(eco).or_default();
         t.0 += 1;
         if risk == Risk::Typosquat {
@@ -243,7 +256,11 @@ fn main() {
     for (eco, (n, flagged)) in &tally {
         let r = pct(*flagged, *n);
         met &= r <= GOAL_SAMPLE;
-        println!("   {eco:4} {flagged:4} of {n:5} flagged  {r:5.2} %  (goal <= {GOAL_SAMPLE} %)");
+        let skipped = listed_since.get(eco).copied().unwrap_or(0);
+        println!(
+            "   {eco:4} {flagged:4} of {n:5} flagged  {r:5.2} %  (goal <= {GOAL_SAMPLE} %; \
+             {skipped} sampled names the shipped lists now hold left out)"
+        );
     }
     println!("   analysis time: {per_name:.1} µs a name (mean over the sample, one thread)");
 
