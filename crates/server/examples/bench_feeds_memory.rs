@@ -8,6 +8,12 @@
 //! and reports, per request, the peak of live heap bytes while it ran and the growth of the
 //! process's anonymous resident memory.
 //!
+//! Then one object by id (`…/objects/<indicator of the newest record>/`): the time until
+//! the server's table of which records name which object has every record (the first
+//! start after an upgrade), and the median of 20 lookups once it has, against the
+//! baseline measured in the same run: the previous way, reading the collection in
+//! date-added order, 200 records at a time, until a record names the object.
+//!
 //! ```text
 //! cargo run --release -p server --example bench_feeds_memory -- \
 //!     [--records N (200000)] [--sqlite-file PATH]
@@ -172,8 +178,85 @@ async fn main() -> Result<(), BoxError> {
             elapsed.as_secs_f64() * 1e3
         );
     }
+
+    // One object by id: the newest record's indicator, the last one a walk reaches.
+    let newest = store.current_records_added_before(None, 1).await?;
+    let wanted = feeds::stix::RecordObjectIds::of(&newest[0]).indicator;
+    let object =
+        format!("http://{addr}/taxii2/knowngood/collections/{collection}/objects/{wanted}/");
+    let started = Instant::now();
+    let mut first_status = None;
+    loop {
+        let status = client.get(&object).send().await?.status().as_u16();
+        first_status.get_or_insert(status);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "only 503 while the records are noted");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    println!(
+        "object by id: first answer {}, every record noted and the object found after {:.1} s",
+        first_status.unwrap_or_default(),
+        started.elapsed().as_secs_f64()
+    );
+    let indexed = median_ms(20, || async {
+        let response = client.get(&object).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+    })
+    .await;
+    let walked = median_ms(3, || async {
+        assert!(walk_until_named(store.as_ref(), &wanted).await.is_some());
+    })
+    .await;
+    println!(
+        "object by id: {indexed:.2} ms (median of 20) through the table; baseline, reading the collection until found: {walked:.0} ms (median of 3); baseline / table = {:.0}x",
+        walked / indexed
+    );
+
     let _ = stop.send(());
     let _ = server.await;
     store.close().await;
     Ok(())
+}
+
+/// The median time of `runs` runs of `run`, in milliseconds.
+async fn median_ms<F, Fut>(runs: usize, run: F) -> f64
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        run().await;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    times[runs / 2]
+}
+
+/// The baseline: the first object with this id in the current records' date-added order.
+async fn walk_until_named(store: &dyn store::Store, id: &str) -> Option<feeds::stix::StixObject> {
+    let mut after: Option<store::AddedPosition> = None;
+    loop {
+        let records = store
+            .current_records_added_after(after.as_ref(), 200)
+            .await
+            .unwrap();
+        let last = records.last()?;
+        after = Some(store::AddedPosition {
+            added_at: last.added_at,
+            id: last.id.clone(),
+        });
+        for record in &records {
+            if let Some(found) = feeds::stix::record_objects(record)
+                .into_iter()
+                .find(|o| o.id == id)
+            {
+                return Some(found);
+            }
+        }
+    }
 }
