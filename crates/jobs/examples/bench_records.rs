@@ -18,6 +18,8 @@
 //! 4. **disk**: the import's database, bytes a record: SQLite's file after a checkpoint and
 //!    each table and index of the records (`dbstat`); PostgreSQL's `pg_total_relation_size`
 //!    of the record tables and each index of `hash_records`.
+//!    Then the day's leaves the root stored beside it (`translog_leaves` with its index,
+//!    `translog_chunks`), bytes a leaf: every published day stores its own.
 //!
 //! No lookup index follows the writes here (the server's catches up once per transaction).
 //!
@@ -482,14 +484,65 @@ async fn main() -> Result<(), BoxError> {
         hwm as f64 / base_hwm.max(1) as f64
     );
 
-    // 4. disk: the import's database.
+    // 4. disk: the import's database, and the day's leaves the root stored in it.
     disk_usage(&import_url, args.records).await?;
+    translog_usage(&import_url, leaves).await?;
     dbs.drop_all().await?;
     Ok(())
 }
 
 /// The tables of the records: `hash_records` and what every record write keeps beside it.
 const RECORD_TABLES: [&str; 3] = ["hash_records", "record_counts", "records_unverified"];
+
+/// The tables of one published day beside its root: the leaves (and their index) and the
+/// chunk roots. Every day stores its own.
+const DAY_TABLES: [&str; 2] = ["translog_leaves", "translog_chunks"];
+
+/// Prints the bytes a leaf of the one published day takes in the database at `url`.
+async fn translog_usage(url: &str, leaves: u64) -> Result<(), BoxError> {
+    let bytes: i64 = if url.starts_with("sqlite://") {
+        let mut conn = sqlx::SqliteConnection::connect(url).await?;
+        let mut total = 0;
+        for table in DAY_TABLES {
+            let stat: Result<(Option<i64>,), _> = sqlx::query_as(
+                "SELECT SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON m.name = d.name \
+                 WHERE m.tbl_name = $1",
+            )
+            .bind(table)
+            .fetch_one(&mut conn)
+            .await;
+            match stat {
+                Ok((bytes,)) => total += bytes.unwrap_or(0),
+                Err(e) => {
+                    println!("         (no dbstat in this SQLite: {e})");
+                    return Ok(());
+                }
+            }
+        }
+        conn.close().await?;
+        total
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let mut total = 0;
+        for table in DAY_TABLES {
+            let (bytes,): (i64,) = sqlx::query_as("SELECT pg_total_relation_size($1::regclass)")
+                .bind(table)
+                .fetch_one(&mut conn)
+                .await?;
+            total += bytes;
+        }
+        conn.close().await?;
+        total
+    };
+    println!(
+        "translog: {:.0} bytes a leaf for the one published day ({} leaves, {:.1} MiB; \
+         every day stores its own leaves: a year of daily roots is 365 times this)",
+        bytes as f64 / leaves.max(1) as f64,
+        leaves,
+        bytes as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
 
 /// Prints the bytes a record of the database at `url` (written by the import) takes.
 async fn disk_usage(url: &str, records: u64) -> Result<(), BoxError> {
