@@ -219,6 +219,14 @@ async fn list(
     };
     let page = match found {
         Ok(page) => page,
+        // Objects by id while the table of which records name them is still being filled.
+        Err(model::Error::Unavailable(why)) => {
+            let mut response = error(TaxiiError::new(503, "Service unavailable", why));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return response;
+        }
         Err(e) => return ApiError::from(e).into_response(),
     };
     let body = match listing {
@@ -276,7 +284,7 @@ pub(crate) fn no_such_resource() -> Response {
         (status = 200, description = "TAXII envelope", content_type = "application/taxii+json;version=2.1"),
         (status = 404, description = "Unknown collection or object (TAXII error body)"),
         (status = 406, description = "`Accept` does not admit TAXII 2.1"),
-        (status = 503, description = "The objects are still being indexed by id after an upgrade; retry shortly")))]
+        (status = 503, description = "The objects are still being indexed by id after an upgrade (TAXII error body, `Retry-After`)")))]
 pub async fn object(
     State(state): State<AppState>,
     Path((collection_id, object_id)): Path<(String, String)>,
@@ -301,7 +309,7 @@ pub async fn object(
         (status = 200, description = "TAXII versions resource", content_type = "application/taxii+json;version=2.1"),
         (status = 404, description = "Unknown collection or object (TAXII error body)"),
         (status = 406, description = "`Accept` does not admit TAXII 2.1"),
-        (status = 503, description = "The objects are still being indexed by id after an upgrade; retry shortly")))]
+        (status = 503, description = "The objects are still being indexed by id after an upgrade (TAXII error body, `Retry-After`)")))]
 pub(crate) async fn object_versions(
     State(state): State<AppState>,
     Path((collection_id, object_id)): Path<(String, String)>,

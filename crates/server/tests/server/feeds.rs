@@ -18,6 +18,7 @@ testkit::backend_tests!(
     taxii_filters_manifest_and_versions,
     taxii_pages_many_records_each_object_once_in_order,
     taxii_objects_by_id_follow_the_records,
+    taxii_object_by_id_answers_503_until_a_large_backlog_is_noted,
     feeds_hold_the_newest_records_and_link_to_older_ones,
 );
 
@@ -545,6 +546,47 @@ async fn taxii_objects_by_id_follow_the_records(app: TestApp) {
         .await;
         assert_eq!(versions.status, 404, "{nothing}");
     }
+}
+
+/// The first start after an upgrade: every stored record's objects are still to be noted,
+/// more than a lookup notes itself, so it answers 503 while the rest is noted in the
+/// background, then finds the object.
+async fn taxii_object_by_id_answers_503_until_a_large_backlog_is_noted(app: TestApp) {
+    let records: Vec<_> = (0..20_050)
+        .map(|i| pypi(&format!("pkg{i}"), "1.0", i))
+        .collect();
+    for batch in records.chunks(5_000) {
+        app.store
+            .record_many(batch.to_vec(), app.clock.now())
+            .await
+            .unwrap();
+    }
+    let newest = app
+        .store
+        .current_records_added_before(None, 1)
+        .await
+        .unwrap();
+    let wanted = feeds::stix::RecordObjectIds::of(&newest[0]).indicator;
+    let id = collection_id(&app).await;
+    let path = format!("{}/objects/{wanted}/", collection_path(&id));
+    let first = taxii(&app, &path).await;
+    assert_eq!(first.status, 503, "{}", first.text);
+    assert_eq!(first.json()["http_status"], "503");
+    assert_eq!(first.header("retry-after"), "5");
+    let started = std::time::Instant::now();
+    let found = loop {
+        let answer = taxii(&app, &path).await;
+        if answer.status != 503 {
+            break answer;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "still 503 after two minutes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(found.status, 200, "{}", found.text);
+    assert_eq!(found.json()["objects"][0]["id"], wanted.as_str());
 }
 
 /// Every manifest entry of the collection, `limit` at a time, following `next`; `between`
