@@ -115,6 +115,17 @@ pub struct NameVerdict {
     pub reason: String,
 }
 
+/// A typosquat verdict: `name` imitates `target`, for `reason`.
+fn typosquat_of(name: &str, target: &str, reason: String) -> NameVerdict {
+    NameVerdict {
+        name: name.to_string(),
+        risk: Risk::Typosquat,
+        distance: Some(osa(name, target)),
+        nearest_known: Some(target.to_string()),
+        reason,
+    }
+}
+
 /// Per-ecosystem lookup tables over the target names.
 #[derive(Debug, Default)]
 struct Targets {
@@ -505,13 +516,7 @@ impl Detector {
         let t = self.targets.get(&ecosystem)?;
         let verdict = |idx: usize, reason: String| {
             let target = &t.names[idx].0;
-            Some(NameVerdict {
-                name: name.to_string(),
-                risk: Risk::Typosquat,
-                distance: Some(osa(name, target)),
-                nearest_known: Some(target.clone()),
-                reason,
-            })
+            Some(typosquat_of(name, target, reason))
         };
         let other = |idx: Option<&usize>| idx.copied().filter(|&i| t.names[i].0 != name);
         // PyPI: separators and the py/python affixes are how authors spell their own
@@ -636,19 +641,17 @@ impl Detector {
                 if !popular && !coined {
                     continue;
                 }
-                return Some(NameVerdict {
-                    name: name.to_string(),
-                    risk: Risk::Typosquat,
-                    distance: Some(osa(name, &target)),
-                    reason: if popular {
+                return Some(typosquat_of(
+                    name,
+                    &target,
+                    if popular {
                         format!("affix added to a misspelling of {target}")
                     } else {
                         format!(
                             "affix added to a misspelling of {target} ({core}, a spelling no listed npm name uses)"
                         )
                     },
-                    nearest_known: Some(target),
-                });
+                ));
             }
         }
         None
@@ -693,19 +696,17 @@ impl Detector {
             if !popular && !coined {
                 continue;
             }
-            return Some(NameVerdict {
-                name: name.to_string(),
-                risk: Risk::Typosquat,
-                distance: Some(osa(name, target)),
-                nearest_known: Some(target.clone()),
-                reason: if popular {
+            return Some(typosquat_of(
+                name,
+                target,
+                if popular {
                     format!("separators of {target} changed and {kind}")
                 } else {
                     format!(
                         "separators of {target} changed and {kind}, into a spelling no listed npm name uses"
                     )
                 },
-            });
+            ));
         }
         None
     }
@@ -729,15 +730,13 @@ impl Detector {
                 && sound_letters(name) != sound_letters(target)
                 && self.vocabulary.coined(name, target)
             {
-                return Some(NameVerdict {
-                    name: name.to_string(),
-                    risk: Risk::Typosquat,
-                    distance: Some(osa(name, target)),
-                    nearest_known: Some(target.clone()),
-                    reason: format!(
+                return Some(typosquat_of(
+                    name,
+                    target,
+                    format!(
                         "{target} spelt as it sounds (s/z, c/k, f/ph), into a spelling no listed npm name uses"
                     ),
-                });
+                ));
             }
         }
         None
@@ -746,13 +745,7 @@ impl Detector {
     fn npm_scope(&self, t: &Targets, name: &str) -> Option<NameVerdict> {
         let verdict = |idx: usize, reason: String| {
             let target = &t.names[idx].0;
-            Some(NameVerdict {
-                name: name.to_string(),
-                risk: Risk::Typosquat,
-                distance: Some(osa(name, target)),
-                nearest_known: Some(target.clone()),
-                reason,
-            })
+            Some(typosquat_of(name, target, reason))
         };
         if let Some((scope, bare)) = scoped(name) {
             let same_name = t.scoped_by_name.get(bare).map_or(&[][..], Vec::as_slice);
@@ -1234,13 +1227,7 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<NameVerdict> {
     let repo_key = strip_major(repo);
     let verdict = |idx: usize, reason: String| {
         let target = &t.names[idx].0;
-        Some(NameVerdict {
-            name: name.to_string(),
-            risk: Risk::Typosquat,
-            distance: Some(osa(name, target)),
-            nearest_known: Some(target.clone()),
-            reason,
-        })
+        Some(typosquat_of(name, target, reason))
     };
     // Case variants of the whole path (`Sirupsen` for `sirupsen`).
     if let Some(&i) = t
@@ -1320,13 +1307,7 @@ fn word_added(t: &Targets, name: &str) -> Option<NameVerdict> {
             continue;
         }
         let reason = format!("{target} with its language word split off and a word added in front");
-        return Some(NameVerdict {
-            name: name.to_string(),
-            risk: Risk::Typosquat,
-            distance: Some(osa(name, target)),
-            nearest_known: Some(target.clone()),
-            reason,
-        });
+        return Some(typosquat_of(name, target, reason));
     }
     None
 }
@@ -1356,16 +1337,14 @@ fn generic_words_added(t: &Targets, name: &str) -> Option<NameVerdict> {
         if rank > WEAK_EDIT_RANK || squash(target).chars().count() < MIN_EDIT_LEN {
             continue;
         }
-        return Some(NameVerdict {
-            name: name.to_string(),
-            risk: Risk::Typosquat,
-            distance: Some(osa(name, target)),
-            nearest_known: Some(target.clone()),
-            reason: format!(
+        return Some(typosquat_of(
+            name,
+            target,
+            format!(
                 "{target} with words naming a platform or release added (-{}): an unofficial variant of a very popular package",
                 added.join("-")
             ),
-        });
+        ));
     }
     None
 }
@@ -1392,15 +1371,11 @@ fn garbled(t: &Targets, name: &str) -> Option<NameVerdict> {
         if let Some(d) = osa_bounded(name_core, target, 3)
             && d == 3
         {
-            return Some(NameVerdict {
-                name: name.to_string(),
-                risk: Risk::Typosquat,
-                distance: Some(osa(name, target)),
-                nearest_known: Some(target.clone()),
-                reason: format!(
-                    "three edits from {target}, keeping its first letter and its ending"
-                ),
-            });
+            return Some(typosquat_of(
+                name,
+                target,
+                format!("three edits from {target}, keeping its first letter and its ending"),
+            ));
         }
     }
     None
@@ -1424,16 +1399,14 @@ fn rewritten_middle(t: &Targets, name: &str) -> Option<NameVerdict> {
     {
         let target = &t.names[i as usize].0;
         if len <= target.chars().count() && osa_bounded(name_core, target, 4) == Some(4) {
-            return Some(NameVerdict {
-                name: name.to_string(),
-                risk: Risk::Typosquat,
-                distance: Some(osa(name, target)),
-                nearest_known: Some(target.clone()),
-                reason: format!(
+            return Some(typosquat_of(
+                name,
+                target,
+                format!(
                     "{target} with its middle rewritten: its first two letters and its ending ({}) kept, four edits in between",
                     tail(target, 4)
                 ),
-            });
+            ));
         }
     }
     None
@@ -1732,13 +1705,11 @@ fn number_changed(t: &Targets, name: &str) -> Option<NameVerdict> {
         if rank as usize > TARGET_NAMES || words(target).len() != mine.len() {
             continue;
         }
-        return Some(NameVerdict {
-            name: name.to_string(),
-            risk: Risk::Typosquat,
-            distance: Some(osa(name, target)),
-            nearest_known: Some(target.clone()),
-            reason: format!("words of {target} made plural or singular"),
-        });
+        return Some(typosquat_of(
+            name,
+            target,
+            format!("words of {target} made plural or singular"),
+        ));
     }
     None
 }
