@@ -292,35 +292,15 @@ fn main() {
     println!(
         "\n4. formerly held-out confirmed squats (recall; tuned: rules set from these since 2026-11-27)"
     );
+    let mut recall = Recall::default();
     let text = bench_file("heldout-squats.tsv");
-    // ecosystem -> (rows, caught, rows with a listed target, caught among those)
-    let mut tally: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
     for f in rows(&text) {
         let [eco, name, target, technique, ..] = f[..] else {
             panic!("malformed held-out squat: {f:?}");
         };
-        let e: Ecosystem = eco.parse().unwrap();
-        let listed = judge.detector.known().rank(e, target).is_some();
-        let (risk, said) = judge.judge(e, name);
-        let caught = risk == Risk::Typosquat;
-        let t = tally.entry(eco).or_default();
-        t[0] += 1;
-        t[1] += usize::from(caught);
-        t[2] += usize::from(listed);
-        t[3] += usize::from(caught && listed);
-        if show {
-            let mark = if caught { "ok  " } else { "MISS" };
-            let list = if listed { "" } else { ", target not listed" };
-            println!("   {mark} {eco:4} {name} (imitates {target}, {technique}{list}): {said}");
-        }
+        recall.judge(&judge, show, [eco, name, target, technique]);
     }
-    for (eco, [n, caught, listed, caught_listed]) in &tally {
-        println!(
-            "   {eco:4} {caught:4} of {n:4} caught  recall {:5.1} %;  target listed: {caught_listed:4} of {listed:4}  recall {:5.1} %",
-            pct(*caught, *n),
-            pct(*caught_listed, *listed)
-        );
-    }
+    recall.print();
 
     // 5. Untouched held-out squats.
     if tuning {
@@ -332,45 +312,66 @@ fn main() {
     println!("\ngoals {}", if met { "met" } else { "NOT met" });
 }
 
-/// Part 5: `bench/untouched-squats.tsv`, recall over all rows, over the rows whose target is
-/// listed, and per technique (the source's categories).
-fn untouched(judge: &Judge, show: bool) {
-    println!("\n5. untouched held-out squats (recall; held out: never read while changing rules)");
-    let text = bench_file("untouched-squats.tsv");
-    // ecosystem -> (rows, caught, rows with a listed target, caught among those)
-    let mut tally: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
-    let mut by_technique: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
-    for f in rows(&text) {
-        let [eco, name, target, technique, ..] = f[..] else {
-            panic!("malformed untouched squat: {f:?}");
-        };
+/// Recall over squats whose target is known: per ecosystem, (rows, caught, rows with a
+/// listed target, caught among those).
+#[derive(Default)]
+struct Recall<'a>(BTreeMap<&'a str, [usize; 4]>);
+
+impl<'a> Recall<'a> {
+    /// Judges one `[ecosystem, name, target, technique]` row; whether it was caught.
+    fn judge(
+        &mut self,
+        judge: &Judge,
+        show: bool,
+        [eco, name, target, technique]: [&'a str; 4],
+    ) -> bool {
         let e: Ecosystem = eco.parse().unwrap();
         let listed = e
             .normalize(target)
             .is_ok_and(|t| judge.detector.known().rank(e, &t).is_some());
         let (risk, said) = judge.judge(e, name);
         let caught = risk == Risk::Typosquat;
-        let t = tally.entry(eco).or_default();
+        let t = self.0.entry(eco).or_default();
         t[0] += 1;
         t[1] += usize::from(caught);
         t[2] += usize::from(listed);
         t[3] += usize::from(caught && listed);
-        let k = by_technique.entry((eco, technique)).or_default();
-        k.0 += 1;
-        k.1 += usize::from(caught);
         if show {
             let mark = if caught { "ok  " } else { "MISS" };
             let list = if listed { "" } else { ", target not listed" };
             println!("   {mark} {eco:4} {name} (imitates {target}, {technique}{list}): {said}");
         }
+        caught
     }
-    for (eco, [n, caught, listed, caught_listed]) in &tally {
-        println!(
-            "   {eco:4} {caught:4} of {n:4} caught  recall {:5.1} %;  target listed: {caught_listed:4} of {listed:4}  recall {:5.1} %",
-            pct(*caught, *n),
-            pct(*caught_listed, *listed)
-        );
+
+    fn print(&self) {
+        for (eco, [n, caught, listed, caught_listed]) in &self.0 {
+            println!(
+                "   {eco:4} {caught:4} of {n:4} caught  recall {:5.1} %;  target listed: {caught_listed:4} of {listed:4}  recall {:5.1} %",
+                pct(*caught, *n),
+                pct(*caught_listed, *listed)
+            );
+        }
     }
+}
+
+/// Part 5: `bench/untouched-squats.tsv`, recall over all rows, over the rows whose target is
+/// listed, and per technique (the source's categories).
+fn untouched(judge: &Judge, show: bool) {
+    println!("\n5. untouched held-out squats (recall; held out: never read while changing rules)");
+    let mut recall = Recall::default();
+    let mut by_technique: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    let text = bench_file("untouched-squats.tsv");
+    for f in rows(&text) {
+        let [eco, name, target, technique, ..] = f[..] else {
+            panic!("malformed untouched squat: {f:?}");
+        };
+        let caught = recall.judge(judge, show, [eco, name, target, technique]);
+        let k = by_technique.entry((eco, technique)).or_default();
+        k.0 += 1;
+        k.1 += usize::from(caught);
+    }
+    recall.print();
     for ((eco, technique), (n, caught)) in &by_technique {
         println!("   {eco:4} {technique}: {caught} of {n}");
     }
