@@ -151,6 +151,10 @@ struct Targets {
     /// the targets, at least [`DISTINCTIVE_REPO_LEN`] long: only these are judged
     /// "published under another owner" (`errors`, `testify`, `backoff` are everyone's).
     go_distinctive: HashSet<String>,
+    /// Go: `host/owner` (lower case) of every target: an owner publishing popular modules
+    /// of its own is established, and its other modules are its own forks and
+    /// implementations (`gohugoio/httpcache`), not look-alikes under another owner.
+    go_owners: HashSet<String>,
     /// Go: the targets are module paths (owners publish several look-alike paths).
     is_go: bool,
     /// npm: names are built from words many packages share (88,000 listed names), so a
@@ -1082,11 +1086,13 @@ impl Targets {
                     t.go_by_base
                         .entry(go_major(name).0.to_string())
                         .or_insert(i);
-                    if let Some((_, owner, repo)) = go_parts(name) {
+                    if let Some((host, owner, repo)) = go_parts(name) {
                         owners
                             .entry(strip_major(repo).to_ascii_lowercase())
                             .or_default()
                             .insert(owner.to_ascii_lowercase());
+                        t.go_owners
+                            .insert(format!("{host}/{owner}").to_ascii_lowercase());
                     }
                     if let Some((_, _, repo)) = go_parts(name) {
                         t.go_by_repo
@@ -1242,11 +1248,14 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<NameVerdict> {
     if repo_key.is_empty() {
         return None;
     }
+    let established = t
+        .go_owners
+        .contains(&format!("{host}/{owner}").to_ascii_lowercase());
     for &i in t.go_by_repo.get(repo_key).map_or(&[][..], Vec::as_slice) {
         let Some((t_host, t_owner, _)) = go_parts(&t.names[i].0) else {
             continue;
         };
-        if t_host == host && t_owner != owner {
+        if t_host == host && t_owner != owner && !established {
             let (mine, theirs) = (owner.to_ascii_lowercase(), t_owner.to_ascii_lowercase());
             // Short owners are one or two edits from many others.
             let close = if theirs.len() < 6 { 1 } else { 2 };
@@ -2229,6 +2238,27 @@ mod tests {
         // Two modules of one owner are that owner's.
         let v = verdict_of(&d, Ecosystem::Go, "github.com/pkg/errorz");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn go_owners_of_popular_modules_publish_their_own() {
+        let d = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Go,
+            header: vec![],
+            names: vec![
+                "github.com/mitchellh/hashstructure".to_string(),
+                "github.com/gohugoio/hugo".to_string(),
+            ],
+        }]));
+        // The owner of a popular module: its copy of another repository is its own fork.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/gohugoio/hashstructure");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        // The same repository under an owner with nothing popular of its own still imitates.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/someone/hashstructure");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/mitchelh/hashstructure");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("look-alike owner"), "{}", v.reason);
     }
 
     #[test]
