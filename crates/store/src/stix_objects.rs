@@ -10,6 +10,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use crate::backend::placeholders;
+use crate::record_writes::anonymous_rows;
 use crate::records::RECORD_COLUMNS;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -52,15 +53,21 @@ const MOVE_POSITION: &str = "UPDATE stix_object_position SET epoch = $1, after_i
 const RECORD_KEYS: &str =
     "SELECT record_key FROM stix_object_records WHERE object_key = $1 LIMIT $2";
 
-fn note_sql(pairs: usize) -> String {
+/// The insert of the `(object_key, record_key)` rows whose placeholders `values` lists.
+fn note_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO stix_object_records (object_key, record_key) VALUES {values} \
+         ON CONFLICT DO NOTHING"
+    )
+}
+
+/// PostgreSQL's placeholders for `pairs` rows: `($1, $2), ($3, $4), …`. SQLite's are
+/// anonymous (`record_writes::anonymous_rows`): it binds numbered ones in quadratic time.
+fn numbered_pairs(pairs: usize) -> String {
     let rows: Vec<String> = (0..pairs)
         .map(|i| format!("({})", placeholders(2 * i + 1, 2)))
         .collect();
-    format!(
-        "INSERT INTO stix_object_records (object_key, record_key) VALUES {} \
-         ON CONFLICT DO NOTHING",
-        rows.join(", ")
-    )
+    rows.join(", ")
 }
 
 /// Records whose id starts with the key's 16 hex digits: `$1` those digits, `$2` the
@@ -87,7 +94,7 @@ fn key_prefix(key: i64) -> String {
 }
 
 macro_rules! stix_objects_backend {
-    ($store:ident, $row:ty) => {
+    ($store:ident, $row:ty, $pair_rows:expr) => {
         #[async_trait]
         impl StixObjectStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -115,7 +122,8 @@ macro_rules! stix_objects_backend {
                     .collect();
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 for batch in keyed.chunks(NOTE_BATCH) {
-                    let sql = note_sql(batch.len());
+                    let pair_rows: fn(usize) -> String = $pair_rows;
+                    let sql = note_sql(&pair_rows(batch.len()));
                     let mut insert = sqlx::query(AssertSqlSafe(sql));
                     for (object, record) in batch {
                         insert = insert.bind(*object).bind(*record);
@@ -163,8 +171,8 @@ macro_rules! stix_objects_backend {
     };
 }
 
-stix_objects_backend!(SqliteStore, SqliteRow);
-stix_objects_backend!(PgStore, PgRow);
+stix_objects_backend!(SqliteStore, SqliteRow, |pairs| anonymous_rows(pairs, 2));
+stix_objects_backend!(PgStore, PgRow, numbered_pairs);
 
 #[cfg(test)]
 mod tests {
