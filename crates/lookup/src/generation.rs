@@ -154,7 +154,8 @@ fn rank_bytes(current: bool, valid_from_micros: i64) -> [u8; 9] {
 }
 
 /// What identifies the store a generation was written from: the SHA-256 of its first
-/// record id (ids are random), zeros for an empty store.
+/// record id (ids are random), zeros for an empty store. Records written later may sort
+/// before that id, so a start looks for it among the store's first ids.
 pub(crate) fn fingerprint(first_id: Option<&str>) -> [u8; 32] {
     first_id.map_or([0; 32], |id| Sha256::digest(id.as_bytes()).into())
 }

@@ -46,6 +46,11 @@ use store::Store;
 
 use crate::generation::{self, Generation, table_of};
 
+/// How many of the store's first record ids (in id order) a generation's fingerprint may
+/// match at start: the first id when it was written, with up to this many written since
+/// that sort before it.
+const FINGERPRINT_WINDOW: u32 = 1_000;
+
 /// Records read per page of the scan.
 const SCAN_PAGE: u32 = 5000;
 
@@ -791,8 +796,9 @@ impl VendorIndex {
     async fn map_newest(&self, store: &Arc<dyn Store>) -> Result<Option<usize>, model::Error> {
         let started = Instant::now();
         let dir = self.dir()?;
-        let first = store.records_after(None, 1).await?;
-        let want = generation::fingerprint(first.first().map(|r| r.id.as_str()));
+        // The generation's first record id must still be among the store's first ids. A
+        // record written since may sort before it (ids are random), so the first few are read.
+        let firsts = store.records_after(None, FINGERPRINT_WINDOW).await?;
         let epoch = store.records_epoch();
         let opened = tokio::task::spawn_blocking(move || {
             if let Err(e) = generation::clean(&dir) {
@@ -806,7 +812,14 @@ impl VendorIndex {
         let Some(base) = opened else {
             return Ok(None);
         };
-        if base.fingerprint() != want || base.epoch() > epoch {
+        let ours = if firsts.is_empty() {
+            base.fingerprint() == generation::fingerprint(None)
+        } else {
+            firsts
+                .iter()
+                .any(|r| generation::fingerprint(Some(&r.id)) == base.fingerprint())
+        };
+        if !ours || base.epoch() > epoch {
             tracing::info!(
                 path = %base.path().display(),
                 "vendor generation was written from another database; writing a new one"
