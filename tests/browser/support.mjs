@@ -34,10 +34,12 @@ export function codeAt(secret, step) {
 /**
  * A code the server has not accepted yet: each step's code works once, and the server
  * takes the current step or one either side of it, so wait when the next unused step is
- * still too far ahead.
+ * still too far ahead. The step chosen stays acceptable for at least 10 more seconds, so a
+ * step boundary passing while the form is filled and sent cannot make the code stale.
  */
 export async function freshCode(secret) {
-  const step = Math.max((lastStep.get(secret) ?? 0) + 1, nowStep() - 1);
+  const stillAcceptedIn10s = Math.floor((Date.now() / 1000 + 10) / 30) - 1;
+  const step = Math.max((lastStep.get(secret) ?? 0) + 1, stillAcceptedIn10s);
   while (step > nowStep() + 1) await new Promise((r) => setTimeout(r, 500));
   lastStep.set(secret, step);
   return codeAt(secret, step);
