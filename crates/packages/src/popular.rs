@@ -23,6 +23,9 @@ use crate::names::Ecosystem;
 pub const SHIPPED_PYPI: &str = include_str!("../data/pypi-popular.tsv");
 pub const SHIPPED_NPM: &str = include_str!("../data/npm-popular.tsv");
 pub const SHIPPED_GO: &str = include_str!("../data/go-popular.tsv");
+/// The owners of the most-starred Go repositories: established publishers, whether or not
+/// their modules are dependencies anyone ranks (most are applications).
+pub const SHIPPED_GO_OWNERS: &str = include_str!("../data/go-established-owners.tsv");
 
 /// The most names a list keeps (the most popular ones).
 pub const MAX_NAMES: usize = 150_000;
@@ -197,6 +200,17 @@ impl PopularList {
     }
 }
 
+/// `github.com/<owner>` (lower case) of every shipped established Go publisher.
+pub fn established_go_owners() -> impl Iterator<Item = String> {
+    SHIPPED_GO_OWNERS
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .skip(1) // the column header
+        .filter_map(|line| line.split('\t').next())
+        .filter(|owner| !owner.is_empty())
+        .map(|owner| format!("github.com/{}", owner.to_ascii_lowercase()))
+}
+
 /// Every known name of the ecosystems: popular names with their rank, and names tracked by
 /// the service (known, without a rank).
 #[derive(Debug, Clone, Default)]
@@ -284,6 +298,18 @@ impl KnownNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shipped_go_owners_are_read_with_their_source() {
+        assert!(SHIPPED_GO_OWNERS.starts_with("# "), "a source header");
+        let owners: Vec<String> = established_go_owners().collect();
+        assert!(owners.len() >= 90, "{}", owners.len());
+        assert!(owners.contains(&"github.com/gohugoio".to_string()));
+        assert!(
+            !owners.iter().any(|o| o == "github.com/owner"),
+            "the header is no owner"
+        );
+    }
 
     #[test]
     fn shipped_lists_parse_with_their_source() {

@@ -22,7 +22,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 use crate::names::{Ecosystem, NameError};
-use crate::popular::{KnownNames, TARGET_NAMES};
+use crate::popular::{KnownNames, TARGET_NAMES, established_go_owners};
 
 /// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
 /// to this rank. Longer names and the look-alike checks compare with every listed name.
@@ -151,9 +151,10 @@ struct Targets {
     /// the targets, at least [`DISTINCTIVE_REPO_LEN`] long: only these are judged
     /// "published under another owner" (`errors`, `testify`, `backoff` are everyone's).
     go_distinctive: HashSet<String>,
-    /// Go: `host/owner` (lower case) of every target: an owner publishing popular modules
-    /// of its own is established, and its other modules are its own forks and
-    /// implementations (`gohugoio/httpcache`), not look-alikes under another owner.
+    /// Go: `host/owner` (lower case) of every target and of the shipped established
+    /// publishers (owners of the most-starred Go repositories): an established owner's
+    /// other modules are its own forks and implementations (`gohugoio/httpcache`), not
+    /// look-alikes under another owner.
     go_owners: HashSet<String>,
     /// Go: the targets are module paths (owners publish several look-alike paths).
     is_go: bool,
@@ -1103,6 +1104,9 @@ impl Targets {
                 }
                 Ecosystem::Pypi => {}
             }
+        }
+        if t.is_go {
+            t.go_owners.extend(established_go_owners());
         }
         t.go_distinctive = owners
             .into_iter()
@@ -2238,6 +2242,20 @@ mod tests {
         // Two modules of one owner are that owner's.
         let v = verdict_of(&d, Ecosystem::Go, "github.com/pkg/errorz");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn go_owners_of_the_most_starred_repositories_publish_their_own() {
+        let d = Detector::new(KnownNames::from_lists([PopularList {
+            ecosystem: Ecosystem::Go,
+            header: vec![],
+            names: vec!["github.com/gregjones/httpcache".to_string()],
+        }]));
+        // Hugo's owner lists no module, but its application is among the most starred.
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/gohugoio/httpcache");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+        let v = verdict_of(&d, Ecosystem::Go, "github.com/gohugoi0/httpcache");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
     }
 
     #[test]
