@@ -117,7 +117,8 @@ pub async fn publish_day(
         )));
     }
     // Two passes over the day's leaves, sorted on disk in runs: the first computes the root,
-    // the second stores the leaves with it. Memory stays bounded whatever the number.
+    // the second hands them to the store, which merges them with the previous published
+    // day's and writes what changed. Memory stays bounded whatever the number.
     let runs = sorted_runs(store).await?;
     let (root, entry_count) = {
         let runs = runs.try_clone()?;

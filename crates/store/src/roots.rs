@@ -1,15 +1,21 @@
 //! Storage of the transparency log: signed daily roots, the leaves each covers, the roots
 //! of each day's 256-leaf chunks (see `translog::chunk`: what lets a proof read one chunk
-//! instead of the day), and every key that ever signed. Append-only: publishing a day twice returns the first root, and
-//! the database refuses updates and deletes (triggers), so history cannot be rewritten
-//! through the service.
+//! instead of the day), and every key that ever signed. Append-only: publishing a day twice
+//! returns the first root, and the database refuses updates and deletes (triggers), so
+//! history cannot be rewritten through the service.
+//!
+//! A leaf is stored once for each time it entered the published set (`translog_entries`),
+//! with the last published day it was in once it leaves (`translog_exits`); a day's tree is
+//! the entries alive on it, in leaf-hash order. Publishing writes the day's changes, the
+//! first leaf hash of each of its chunks (`translog_chunk_starts`) and its chunk roots; a
+//! read of a day's positions starts at a chunk start.
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use translog::Hash;
-use translog::chunk::ChunkRootBuilder;
+use translog::chunk::{self, ChunkRootBuilder};
 
 use crate::backend::Columns;
 use crate::{PgStore, Result, SqliteStore, db_error};
@@ -41,43 +47,46 @@ pub struct LeafRow {
 /// A day's leaves in tree order, a batch at a time.
 pub type LeafBatches = futures::stream::BoxStream<'static, Result<Vec<LeafRow>>>;
 
-/// Leaves per `INSERT` (8 values each).
-const LEAF_ROWS: usize = 1000;
+/// Rows per multi-row `INSERT`.
+const INSERT_ROWS: usize = 1000;
 
-fn leaf_insert_sql(rows: usize) -> String {
-    let mut sql = String::from(
-        "INSERT INTO translog_leaves (log_date, leaf_index, leaf_hash, executable_name, \
-         hash_sha256, version, platform, arch) VALUES ",
-    );
-    for r in 0..rows {
-        if r > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        sql.push_str(&crate::backend::placeholders(r * 8 + 1, 8));
-        sql.push(')');
-    }
-    sql
+/// PostgreSQL's placeholders for `rows` rows of `columns` values: `($1, $2), ($3, $4), …`.
+/// SQLite's are anonymous (`record_writes::anonymous_rows`): it binds numbered ones in
+/// quadratic time.
+fn numbered_rows(rows: usize, columns: usize) -> String {
+    let rows: Vec<String> = (0..rows)
+        .map(|r| {
+            format!(
+                "({})",
+                crate::backend::placeholders(r * columns + 1, columns)
+            )
+        })
+        .collect();
+    rows.join(", ")
 }
-
-/// Chunk roots per `INSERT` (3 values each).
-const CHUNK_ROWS: usize = 1000;
 
 /// Inserts chunk roots; a chunk already stored keeps its row, so storing a day's chunk
 /// roots again (two servers computing them at once) changes nothing.
-fn chunk_insert_sql(rows: usize) -> String {
-    let mut sql =
-        String::from("INSERT INTO translog_chunks (log_date, chunk_index, chunk_root) VALUES ");
-    for r in 0..rows {
-        if r > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        sql.push_str(&crate::backend::placeholders(r * 3 + 1, 3));
-        sql.push(')');
-    }
-    sql.push_str(" ON CONFLICT (log_date, chunk_index) DO NOTHING");
-    sql
+fn chunk_insert_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO translog_chunks (log_date, chunk_index, chunk_root) VALUES {values} \
+         ON CONFLICT (log_date, chunk_index) DO NOTHING"
+    )
+}
+
+fn entry_insert_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO translog_entries (leaf_hash, entered, executable_name, hash_sha256, \
+         version, platform, arch) VALUES {values}"
+    )
+}
+
+fn exit_insert_sql(values: &str) -> String {
+    format!("INSERT INTO translog_exits (leaf_hash, entered, last_day) VALUES {values}")
+}
+
+fn chunk_start_insert_sql(values: &str) -> String {
+    format!("INSERT INTO translog_chunk_starts (log_date, chunk_index, leaf_hash) VALUES {values}")
 }
 
 fn parse_leaf_hash(hex_text: &str) -> Result<Hash> {
@@ -97,12 +106,14 @@ pub struct SigningKeyRecord {
 
 #[async_trait]
 pub trait RootStore: Send + Sync {
-    /// Stores a day's root with its leaves (in tree order) unless the day is already
-    /// published; returns the root that is stored for that day either way.
+    /// Stores a day's root with its leaves (in tree order: strictly increasing leaf hashes)
+    /// unless the day is already published; returns the root that is stored for that day
+    /// either way.
     async fn publish_root(&self, root: &StoredRoot, leaves: &[LeafRow]) -> Result<StoredRoot>;
     /// [`publish_root`](RootStore::publish_root) with the leaves in batches, in tree order,
     /// as the caller reads them: a day of any size is stored in bounded memory, in one
-    /// transaction with its root and its chunk roots (computed as the leaves go by). The
+    /// transaction with its root and its chunk roots (computed as the leaves go by). Only
+    /// what changed since the previous published day is written, and a row per 256 leaves. The
     /// batches hold `root.entry_count` leaves in all, or nothing is stored; an error from
     /// the stream stores nothing either.
     async fn publish_root_streamed(
@@ -124,6 +135,7 @@ pub trait RootStore: Send + Sync {
     /// every page reads a day of any size in bounded memory.
     async fn leaves_page(&self, date: NaiveDate, from: u64, limit: u32) -> Result<Vec<LeafRow>>;
     /// The day's first leaf with this SHA-256 (64 lowercase hex): its tree position and row.
+    /// Reads the file's entries, its chunk's start, and the entries of the chunk up to it.
     async fn leaf_of(&self, date: NaiveDate, sha256: &str) -> Result<Option<(u64, LeafRow)>>;
     /// The leaf hashes of positions `from` to `from + count` (fewer at the day's end), in
     /// tree order: a chunk's hashes in one row, for a proof.
@@ -163,21 +175,73 @@ const ALL_ROOTS: &str = "ORDER BY log_date";
 const INSERT_ROOT: &str = "INSERT INTO translog_roots (log_date, merkle_root, entry_count, \
      prev_root, signature, key_id, published_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
      ON CONFLICT (log_date) DO NOTHING";
-const LEAVES: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, arch \
-     FROM translog_leaves WHERE log_date = $1 ORDER BY leaf_index";
-const LEAVES_PAGE: &str = "SELECT leaf_hash, executable_name, hash_sha256, version, platform, \
-     arch FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 ORDER BY leaf_index \
-     LIMIT $3";
-/// Every leaf of a file on a day (a handful at most), found through `translog_leaves_sha256`.
-/// No `ORDER BY leaf_index LIMIT 1`: with it SQLite walks the day's primary key in order
-/// instead, reading the whole day to find one leaf; the first is picked by the caller.
-const LEAVES_OF_FILE: &str = "SELECT leaf_index, leaf_hash, executable_name, hash_sha256, \
-     version, platform, arch FROM translog_leaves WHERE log_date = $1 AND hash_sha256 = $2";
-/// A range of leaf hashes joined in one text (64 hex digits each), so the range costs one
-/// row rather than one per leaf (SQLite 3.44 and PostgreSQL both have `string_agg` with an
-/// order).
-const LEAF_HASHES: &str = "SELECT string_agg(leaf_hash, '' ORDER BY leaf_index) AS hashes \
-     FROM translog_leaves WHERE log_date = $1 AND leaf_index >= $2 AND leaf_index < $3";
+/// The condition that entry `e` is in the tree of day `$1` (a published day): it entered
+/// then or before, and has not left before it.
+macro_rules! alive_on_day {
+    () => {
+        "e.entered <= $1 AND NOT EXISTS (SELECT 1 FROM translog_exits x \
+         WHERE x.leaf_hash = e.leaf_hash AND x.entered = e.entered AND x.last_day < $1)"
+    };
+}
+const LEAF_COLUMNS: &str = "e.leaf_hash, e.executable_name, e.hash_sha256, e.version, \
+     e.platform, e.arch";
+/// Every leaf of a published day in tree order.
+const LEAVES: &str = concat!(
+    "SELECT e.leaf_hash, e.executable_name, e.hash_sha256, e.version, e.platform, e.arch \
+     FROM translog_entries e WHERE EXISTS (SELECT 1 FROM translog_roots r \
+     WHERE r.log_date = $1) AND ",
+    alive_on_day!(),
+    " ORDER BY e.leaf_hash"
+);
+/// The first leaf hash of a day's chunk `$2`.
+const CHUNK_START: &str =
+    "SELECT leaf_hash FROM translog_chunk_starts WHERE log_date = $1 AND chunk_index = $2";
+/// The chunk of a day whose first leaf is the greatest at or below the leaf hash `$2`.
+const CHUNK_AT_OR_BELOW: &str = "SELECT chunk_index, leaf_hash FROM translog_chunk_starts \
+     WHERE log_date = $1 AND leaf_hash <= $2 ORDER BY leaf_hash DESC LIMIT 1";
+/// `$3` of a day's leaves from the leaf hash `$2` on, after skipping `$4` of them: the walk
+/// reads the entries in leaf-hash order (primary key) and skips those not in the day.
+fn leaves_from_sql() -> String {
+    format!(
+        "SELECT {LEAF_COLUMNS} FROM translog_entries e WHERE e.leaf_hash >= $2 AND {} \
+         ORDER BY e.leaf_hash LIMIT $3 OFFSET $4",
+        alive_on_day!()
+    )
+}
+/// [`leaves_from_sql`]'s leaf hashes joined in one text (64 hex digits each), so a range
+/// costs one row rather than one per leaf (SQLite 3.44 and PostgreSQL both have
+/// `string_agg` with an order).
+fn leaf_hashes_from_sql() -> String {
+    format!(
+        "SELECT string_agg(leaf_hash, '' ORDER BY leaf_hash) AS hashes FROM (SELECT \
+         e.leaf_hash FROM translog_entries e WHERE e.leaf_hash >= $2 AND {} \
+         ORDER BY e.leaf_hash LIMIT $3 OFFSET $4) AS range_of_day",
+        alive_on_day!()
+    )
+}
+/// The day's leaves of a file (a handful at most), found through `translog_entries_sha256`.
+fn leaves_of_file_sql() -> String {
+    format!(
+        "SELECT {LEAF_COLUMNS} FROM translog_entries e WHERE e.hash_sha256 = $2 AND {}",
+        alive_on_day!()
+    )
+}
+/// How many of a day's leaves lie from leaf hash `$2` up to, not including, `$3`.
+fn leaves_between_sql() -> String {
+    format!(
+        "SELECT COUNT(*) AS leaves FROM translog_entries e WHERE e.leaf_hash >= $2 \
+         AND e.leaf_hash < $3 AND {}",
+        alive_on_day!()
+    )
+}
+/// Publishing: `$3` entries in day `$1`'s tree after the leaf hash `$2`, in tree order.
+fn entries_after_sql() -> String {
+    format!(
+        "SELECT e.leaf_hash, e.entered FROM translog_entries e WHERE e.leaf_hash > $2 \
+         AND {} ORDER BY e.leaf_hash LIMIT $3",
+        alive_on_day!()
+    )
+}
 const CHUNK_ROOTS: &str =
     "SELECT chunk_root FROM translog_chunks WHERE log_date = $1 ORDER BY chunk_index";
 const REGISTER_LOG_KEY: &str = "INSERT INTO translog_keys (key_id, public_key, added_at) \
@@ -230,20 +294,60 @@ fn check_leaf_count(root: &StoredRoot, given: i64) -> Result<()> {
     Ok(())
 }
 
+/// What publishing a day writes besides its root, gathered and inserted
+/// [`INSERT_ROWS`] at a time: the leaves that entered, the entries that left, the day's
+/// chunk starts and chunk roots.
+#[derive(Default)]
+struct DayWrites {
+    entered: Vec<LeafRow>,
+    /// Leaf hash and `entered` of each entry that left.
+    left: Vec<(String, NaiveDate)>,
+    /// Chunk index and first leaf hash.
+    chunk_starts: Vec<(u64, String)>,
+    chunk_roots: Vec<Hash>,
+    chunk_roots_stored: u64,
+}
+
+/// The entries in the previous published day's tree, read in tree order a page at a time
+/// while a day is published.
+struct PreviousDay {
+    day: Option<NaiveDate>,
+    page: std::collections::VecDeque<(String, NaiveDate)>,
+    after: String,
+    done: bool,
+}
+
+/// Entries of the previous day read per query while publishing.
+const PREVIOUS_PAGE: i64 = 5_000;
+
+/// Where a day's range of positions starts: chunk 0 from below every leaf hash (so a leaf
+/// sorting before the stored start of the day is still counted, and shows), any other
+/// chunk from its stored first leaf.
+fn range_floor(chunk: u64, start: String) -> String {
+    if chunk == 0 { String::new() } else { start }
+}
+
 macro_rules! translog_backend {
-    ($store:ident, $row:ty, $db:ty) => {
+    ($store:ident, $row:ty, $db:ty, $rows:expr) => {
         impl $store {
+            /// `INSERT` placeholders for `rows` rows of `columns` values.
+            fn values(rows: usize, columns: usize) -> String {
+                let values: fn(usize, usize) -> String = $rows;
+                values(rows, columns)
+            }
+
             /// Inserts `roots` as the day's chunks `first..` in the transaction `tx`, at
-            /// most [`CHUNK_ROWS`] a statement.
+            /// most [`INSERT_ROWS`] a statement.
             async fn insert_chunk_roots(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 date: NaiveDate,
                 first: u64,
                 roots: &[Hash],
             ) -> Result<()> {
-                for (n, batch) in roots.chunks(CHUNK_ROWS).enumerate() {
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(chunk_insert_sql(batch.len())));
-                    let mut index = first + (n * CHUNK_ROWS) as u64;
+                for (n, batch) in roots.chunks(INSERT_ROWS).enumerate() {
+                    let sql = chunk_insert_sql(&Self::values(batch.len(), 3));
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    let mut index = first + (n * INSERT_ROWS) as u64;
                     for root in batch {
                         q = q
                             .bind(date)
@@ -254,6 +358,117 @@ macro_rules! translog_backend {
                     q.execute(&mut **tx).await.map_err(db_error)?;
                 }
                 Ok(())
+            }
+
+            /// Inserts what `writes` gathered for `date` (everything when `all`, else only
+            /// full batches) and empties what it inserted.
+            async fn flush_day_writes(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                date: NaiveDate,
+                previous: Option<NaiveDate>,
+                writes: &mut DayWrites,
+                all: bool,
+            ) -> Result<()> {
+                if all || writes.entered.len() >= INSERT_ROWS {
+                    for batch in writes.entered.chunks(INSERT_ROWS) {
+                        let sql = entry_insert_sql(&Self::values(batch.len(), 7));
+                        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                        for leaf in batch {
+                            q = q
+                                .bind(&leaf.leaf_hash)
+                                .bind(date)
+                                .bind(&leaf.executable_name)
+                                .bind(&leaf.hash_sha256)
+                                .bind(&leaf.version)
+                                .bind(&leaf.platform)
+                                .bind(&leaf.arch);
+                        }
+                        q.execute(&mut **tx).await.map_err(db_error)?;
+                    }
+                    writes.entered.clear();
+                }
+                if all || writes.left.len() >= INSERT_ROWS {
+                    if let Some(last_day) = previous {
+                        for batch in writes.left.chunks(INSERT_ROWS) {
+                            let sql = exit_insert_sql(&Self::values(batch.len(), 3));
+                            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                            for (leaf_hash, entered) in batch {
+                                q = q.bind(leaf_hash).bind(*entered).bind(last_day);
+                            }
+                            q.execute(&mut **tx).await.map_err(db_error)?;
+                        }
+                    }
+                    writes.left.clear();
+                }
+                if all || writes.chunk_starts.len() >= INSERT_ROWS {
+                    for batch in writes.chunk_starts.chunks(INSERT_ROWS) {
+                        let sql = chunk_start_insert_sql(&Self::values(batch.len(), 3));
+                        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                        for (chunk, leaf_hash) in batch {
+                            q = q
+                                .bind(date)
+                                .bind(i64::try_from(*chunk).unwrap_or(i64::MAX))
+                                .bind(leaf_hash);
+                        }
+                        q.execute(&mut **tx).await.map_err(db_error)?;
+                    }
+                    writes.chunk_starts.clear();
+                }
+                if all || writes.chunk_roots.len() >= INSERT_ROWS {
+                    Self::insert_chunk_roots(
+                        tx,
+                        date,
+                        writes.chunk_roots_stored,
+                        &writes.chunk_roots,
+                    )
+                    .await?;
+                    writes.chunk_roots_stored += writes.chunk_roots.len() as u64;
+                    writes.chunk_roots.clear();
+                }
+                Ok(())
+            }
+
+            /// Reads the previous day's next page of entries unless one is at hand or the
+            /// day is read to its end.
+            async fn fill_previous(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                previous: &mut PreviousDay,
+            ) -> Result<()> {
+                let Some(day) = previous.day else {
+                    return Ok(());
+                };
+                if !previous.page.is_empty() || previous.done {
+                    return Ok(());
+                }
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(entries_after_sql()))
+                    .bind(day)
+                    .bind(&previous.after)
+                    .bind(PREVIOUS_PAGE)
+                    .fetch_all(&mut **tx)
+                    .await
+                    .map_err(db_error)?;
+                previous.done = rows.len() < PREVIOUS_PAGE as usize;
+                for row in &rows {
+                    previous
+                        .page
+                        .push_back((row.text("leaf_hash")?, row.date("entered")?));
+                }
+                if let Some((last, _)) = previous.page.back() {
+                    previous.after.clone_from(last);
+                }
+                Ok(())
+            }
+
+            /// The first leaf hash of a day's chunk, or None past the day's end or for a
+            /// day not published.
+            async fn chunk_start(&self, date: NaiveDate, chunk: u64) -> Result<Option<String>> {
+                let row: Option<$row> = sqlx::query(CHUNK_START)
+                    .bind(date)
+                    .bind(i64::try_from(chunk).unwrap_or(i64::MAX))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                row.map(|r| r.text("leaf_hash")).transpose()
             }
         }
 
@@ -271,6 +486,10 @@ macro_rules! translog_backend {
                     .await
             }
 
+            /// Merges the day's leaves with the previous published day's entries, both in
+            /// tree order: a leaf not there enters, an entry not here leaves (its exit
+            /// names the previous day). Writes: the day's changes, and per 256 leaves a
+            /// chunk start and a chunk root.
             #[tracing::instrument(level = "debug", skip_all)]
             async fn publish_root_streamed(
                 &self,
@@ -278,9 +497,10 @@ macro_rules! translog_backend {
                 mut leaves: LeafBatches,
             ) -> Result<StoredRoot> {
                 use futures::StreamExt as _;
+                let date = root.log_date;
                 let mut tx = self.pool.begin().await.map_err(db_error)?;
                 let inserted = sqlx::query(INSERT_ROOT)
-                    .bind(root.log_date)
+                    .bind(date)
                     .bind(&root.merkle_root)
                     .bind(i64::try_from(root.entry_count).unwrap_or(i64::MAX))
                     .bind(&root.prev_root)
@@ -292,48 +512,75 @@ macro_rules! translog_backend {
                     .map_err(db_error)?
                     .rows_affected();
                 if inserted == 1 {
-                    let mut index: i64 = 0;
+                    let previous_row: Option<$row> =
+                        sqlx::query(sqlx::AssertSqlSafe(select_roots(ROOT_BEFORE)))
+                            .bind(date)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                    let previous_day = previous_row.map(|r| r.date("log_date")).transpose()?;
+                    let mut previous = PreviousDay {
+                        day: previous_day,
+                        page: Default::default(),
+                        after: String::new(),
+                        done: false,
+                    };
+                    let mut writes = DayWrites::default();
                     let mut chunks = ChunkRootBuilder::new();
-                    let mut chunk_roots: Vec<Hash> = Vec::new();
-                    let mut chunks_stored: u64 = 0;
+                    let mut index: u64 = 0;
+                    let mut last: Option<Hash> = None;
                     while let Some(batch) = leaves.next().await {
-                        for rows in batch?.chunks(LEAF_ROWS) {
-                            let sql = leaf_insert_sql(rows.len());
-                            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                            for leaf in rows {
-                                chunk_roots.extend(chunks.push(&parse_leaf_hash(&leaf.leaf_hash)?));
-                                q = q
-                                    .bind(root.log_date)
-                                    .bind(index)
-                                    .bind(&leaf.leaf_hash)
-                                    .bind(&leaf.executable_name)
-                                    .bind(&leaf.hash_sha256)
-                                    .bind(&leaf.version)
-                                    .bind(&leaf.platform)
-                                    .bind(&leaf.arch);
-                                index += 1;
+                        for mut leaf in batch? {
+                            let hash = parse_leaf_hash(&leaf.leaf_hash)?;
+                            if last.is_some_and(|l| l >= hash) {
+                                return Err(model::Error::internal(format!(
+                                    "the leaves of {date} are not in tree order at {index}"
+                                )));
                             }
-                            q.execute(&mut *tx).await.map_err(db_error)?;
-                            if chunk_roots.len() >= CHUNK_ROWS {
-                                Self::insert_chunk_roots(
-                                    &mut tx,
-                                    root.log_date,
-                                    chunks_stored,
-                                    &chunk_roots,
-                                )
+                            last = Some(hash);
+                            leaf.leaf_hash = translog::encoding::hash_to_hex(&hash);
+                            writes.chunk_roots.extend(chunks.push(&hash));
+                            if chunk::chunk_start(chunk::chunk_of(index)) == index {
+                                writes
+                                    .chunk_starts
+                                    .push((chunk::chunk_of(index), leaf.leaf_hash.clone()));
+                            }
+                            index += 1;
+                            let stays = loop {
+                                Self::fill_previous(&mut tx, &mut previous).await?;
+                                match previous.page.front() {
+                                    Some((h, _)) if *h < leaf.leaf_hash => {
+                                        writes.left.extend(previous.page.pop_front());
+                                    }
+                                    Some((h, _)) if *h == leaf.leaf_hash => {
+                                        previous.page.pop_front();
+                                        break true;
+                                    }
+                                    _ => break false,
+                                }
+                            };
+                            if !stays {
+                                writes.entered.push(leaf);
+                            }
+                            Self::flush_day_writes(&mut tx, date, previous_day, &mut writes, false)
                                 .await?;
-                                chunks_stored += chunk_roots.len() as u64;
-                                chunk_roots.clear();
-                            }
                         }
                     }
-                    check_leaf_count(root, index)?;
-                    chunk_roots.extend(chunks.finish());
-                    Self::insert_chunk_roots(&mut tx, root.log_date, chunks_stored, &chunk_roots)
-                        .await?;
+                    check_leaf_count(root, i64::try_from(index).unwrap_or(i64::MAX))?;
+                    loop {
+                        Self::fill_previous(&mut tx, &mut previous).await?;
+                        if previous.page.is_empty() {
+                            break;
+                        }
+                        writes.left.extend(previous.page.drain(..));
+                        Self::flush_day_writes(&mut tx, date, previous_day, &mut writes, false)
+                            .await?;
+                    }
+                    writes.chunk_roots.extend(chunks.finish());
+                    Self::flush_day_writes(&mut tx, date, previous_day, &mut writes, true).await?;
                 }
                 tx.commit().await.map_err(db_error)?;
-                self.root(root.log_date)
+                self.root(date)
                     .await?
                     .ok_or_else(|| model::Error::internal("published root vanished"))
             }
@@ -387,6 +634,10 @@ macro_rules! translog_backend {
                 rows.iter().map(leaf_from_row).collect()
             }
 
+            /// Reads the chunk start of `from`, then the entries from there in leaf-hash
+            /// order, skipping the `from % 256` leaves before `from`: the rows read are the
+            /// page, at most 255 leaves more, and the entries not in the day (left before it
+            /// or entered after it) that sort among them.
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaves_page(
                 &self,
@@ -394,38 +645,73 @@ macro_rules! translog_backend {
                 from: u64,
                 limit: u32,
             ) -> Result<Vec<LeafRow>> {
-                let rows: Vec<$row> = sqlx::query(LEAVES_PAGE)
+                let chunk = chunk::chunk_of(from);
+                let Some(start) = self.chunk_start(date, chunk).await? else {
+                    return Ok(Vec::new());
+                };
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(leaves_from_sql()))
                     .bind(date)
-                    .bind(i64::try_from(from).unwrap_or(i64::MAX))
+                    .bind(range_floor(chunk, start))
                     .bind(i64::from(limit))
+                    .bind(i64::try_from(from - chunk::chunk_start(chunk)).unwrap_or(0))
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
                 rows.iter().map(leaf_from_row).collect()
             }
 
+            /// The file's entries in the day (index `translog_entries_sha256`), then the
+            /// first one's chunk (the greatest chunk start at or below its leaf hash), then
+            /// a count of the day's leaves from that start to it: at most 255 of them, and
+            /// the entries not in the day that sort among them.
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaf_of(
                 &self,
                 date: NaiveDate,
                 sha256: &str,
             ) -> Result<Option<(u64, LeafRow)>> {
-                let rows: Vec<$row> = sqlx::query(LEAVES_OF_FILE)
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(leaves_of_file_sql()))
                     .bind(date)
                     .bind(sha256)
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
-                let mut first: Option<(u64, LeafRow)> = None;
+                let mut first: Option<LeafRow> = None;
                 for row in &rows {
-                    let index = count(row.int("leaf_index")?);
-                    if first.as_ref().is_none_or(|(f, _)| index < *f) {
-                        first = Some((index, leaf_from_row(row)?));
+                    let leaf = leaf_from_row(row)?;
+                    if first.as_ref().is_none_or(|f| leaf.leaf_hash < f.leaf_hash) {
+                        first = Some(leaf);
                     }
                 }
-                Ok(first)
+                let Some(leaf) = first else {
+                    return Ok(None);
+                };
+                let chunk_row: Option<$row> = sqlx::query(CHUNK_AT_OR_BELOW)
+                    .bind(date)
+                    .bind(&leaf.leaf_hash)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let (chunk, start) = match chunk_row {
+                    Some(row) => (count(row.int("chunk_index")?), row.text("leaf_hash")?),
+                    // Below the day's first chunk start: chunk 0, if the day has one.
+                    None => match self.chunk_start(date, 0).await? {
+                        Some(start) => (0, start),
+                        None => return Ok(None),
+                    },
+                };
+                let before: $row = sqlx::query(sqlx::AssertSqlSafe(leaves_between_sql()))
+                    .bind(date)
+                    .bind(range_floor(chunk, start))
+                    .bind(&leaf.leaf_hash)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                let index = chunk::chunk_start(chunk) + count(before.int("leaves")?);
+                Ok(Some((index, leaf)))
             }
 
+            /// Read as [`leaves_page`](RootStore::leaves_page) reads, the hashes only.
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaf_hashes(
                 &self,
@@ -433,11 +719,15 @@ macro_rules! translog_backend {
                 from: u64,
                 count: u32,
             ) -> Result<Vec<Hash>> {
-                let from = i64::try_from(from).unwrap_or(i64::MAX);
-                let row: $row = sqlx::query(LEAF_HASHES)
+                let chunk = chunk::chunk_of(from);
+                let Some(start) = self.chunk_start(date, chunk).await? else {
+                    return Ok(Vec::new());
+                };
+                let row: $row = sqlx::query(sqlx::AssertSqlSafe(leaf_hashes_from_sql()))
                     .bind(date)
-                    .bind(from)
-                    .bind(from.saturating_add(i64::from(count)))
+                    .bind(range_floor(chunk, start))
+                    .bind(i64::from(count))
+                    .bind(i64::try_from(from - chunk::chunk_start(chunk)).unwrap_or(0))
                     .fetch_one(&self.pool)
                     .await
                     .map_err(db_error)?;
@@ -505,5 +795,10 @@ macro_rules! translog_backend {
     };
 }
 
-translog_backend!(SqliteStore, SqliteRow, sqlx::Sqlite);
-translog_backend!(PgStore, PgRow, sqlx::Postgres);
+translog_backend!(
+    SqliteStore,
+    SqliteRow,
+    sqlx::Sqlite,
+    crate::record_writes::anonymous_rows
+);
+translog_backend!(PgStore, PgRow, sqlx::Postgres, numbered_rows);

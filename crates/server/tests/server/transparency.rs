@@ -1,9 +1,9 @@
 //! The transparency log end to end, on each storage backend: daily roots published over
 //! three days of ingestion, the public routes, inclusion proofs checked with the
 //! independent verifier of the `translog` crate, the append-only tables, tampering behind
-//! the service's back, the root log's checkpoint and consistency proofs, key rotation, and
-//! proofs in days of several 256-leaf chunks (including days published before chunk roots
-//! were stored).
+//! the service's back (a leaf's stored entry, a removed exit, a moved chunk start), the
+//! root log's checkpoint and consistency proofs, key rotation, and proofs in days of
+//! several 256-leaf chunks (including days published before chunk roots were stored).
 //!
 //! Each test is an `async fn(TestApp)`; `testkit::backend_tests!` instantiates it as
 //! `sqlite::<name>` and `postgres::<name>` (the latter ignored unless
@@ -38,6 +38,8 @@ testkit::backend_tests!(
     translog_tables_are_append_only,
     tampered_leaf_fields_are_caught,
     replaced_leaf_and_rewritten_root_are_caught,
+    removed_exit_is_caught,
+    moved_chunk_start_is_caught,
     forged_day_is_caught,
     checkpoint_and_consistency,
     key_rotation_keeps_old_days_verifiable,
@@ -372,11 +374,16 @@ async fn drop_guards(app: &TestApp) {
     let sql = match app.backend {
         Backend::Sqlite => {
             "DROP TRIGGER translog_roots_no_update; DROP TRIGGER translog_roots_no_delete; \
-             DROP TRIGGER translog_leaves_no_update; DROP TRIGGER translog_leaves_no_delete;"
+             DROP TRIGGER translog_entries_no_update; DROP TRIGGER translog_entries_no_delete; \
+             DROP TRIGGER translog_exits_no_update; DROP TRIGGER translog_exits_no_delete; \
+             DROP TRIGGER translog_chunk_starts_no_update; \
+             DROP TRIGGER translog_chunk_starts_no_delete;"
         }
         Backend::Postgres => {
             "DROP TRIGGER translog_roots_no_change ON translog_roots; \
-             DROP TRIGGER translog_leaves_no_change ON translog_leaves;"
+             DROP TRIGGER translog_entries_no_change ON translog_entries; \
+             DROP TRIGGER translog_exits_no_change ON translog_exits; \
+             DROP TRIGGER translog_chunk_starts_no_change ON translog_chunk_starts;"
         }
     };
     raw_ok(app, sql).await;
@@ -735,11 +742,31 @@ async fn translog_tables_are_append_only(app: TestApp) {
         "UPDATE translog_roots SET entry_count = entry_count + 1".to_string(),
         format!("DELETE FROM translog_roots WHERE log_date = '{D3}'"),
         "DELETE FROM translog_roots".to_string(),
-        format!("UPDATE translog_leaves SET version = '6.6.6' WHERE log_date = '{D1}'"),
-        format!("UPDATE translog_leaves SET leaf_hash = '{ZEROS}'"),
-        format!("DELETE FROM translog_leaves WHERE log_date = '{D1}'"),
-        "DELETE FROM translog_leaves".to_string(),
-    ] {
+        format!("UPDATE translog_entries SET version = '6.6.6' WHERE entered = '{D1}'"),
+        format!("UPDATE translog_entries SET leaf_hash = '{ZEROS}'"),
+        format!("DELETE FROM translog_entries WHERE entered = '{D1}'"),
+        "DELETE FROM translog_entries".to_string(),
+        format!("UPDATE translog_exits SET last_day = '{D3}'"),
+        "DELETE FROM translog_exits".to_string(),
+        format!("UPDATE translog_chunk_starts SET leaf_hash = '{ZEROS}'"),
+        format!("DELETE FROM translog_chunk_starts WHERE log_date = '{D1}'"),
+    ]
+    .into_iter()
+    .chain(
+        (app.backend == Backend::Postgres)
+            .then(|| {
+                [
+                    "translog_roots",
+                    "translog_entries",
+                    "translog_exits",
+                    "translog_chunk_starts",
+                    "translog_chunks",
+                ]
+                .map(|table| format!("TRUNCATE {table} CASCADE"))
+            })
+            .into_iter()
+            .flatten(),
+    ) {
         let err = raw(&app, &sql)
             .await
             .expect_err(&format!("{sql} must be refused"));
@@ -778,14 +805,14 @@ async fn tampered_leaf_fields_are_caught(app: TestApp) {
     let days = three_days(&app).await;
     let key = vk(&KEY_A);
     drop_guards(&app).await;
-    // Day 2's Go 1.23.5 becomes "1.23.6" in the stored leaf; its leaf hash column is left
-    // alone, so the stored tree still folds to the signed root.
+    // Go 1.23.5, which entered on day 2, becomes "1.23.6" in the stored leaf; its leaf
+    // hash column is left alone, so the stored tree still folds to the signed root.
     let target = sha(go_1235());
     let n = raw_ok(
         &app,
         &format!(
-            "UPDATE translog_leaves SET version = '1.23.6' \
-             WHERE log_date = '{D2}' AND hash_sha256 = '{target}'"
+            "UPDATE translog_entries SET version = '1.23.6' \
+             WHERE entered = '{D2}' AND hash_sha256 = '{target}'"
         ),
     )
     .await;
@@ -812,7 +839,8 @@ async fn replaced_leaf_and_rewritten_root_are_caught(app: TestApp) {
     let key = vk(&KEY_A);
     drop_guards(&app).await;
 
-    // Day 3: requests 2.32.0 is replaced by a consistent forged leaf (fields and hash).
+    // Day 3: requests 2.32.0 (which entered then) is replaced by a consistent forged leaf
+    // (fields and hash).
     let evil = Leaf {
         name: "requests (pypi)".into(),
         sha: hex_of(666, 64),
@@ -823,8 +851,8 @@ async fn replaced_leaf_and_rewritten_root_are_caught(app: TestApp) {
     let n = raw_ok(
         &app,
         &format!(
-            "UPDATE translog_leaves SET hash_sha256 = '{}', leaf_hash = '{}' \
-             WHERE log_date = '{D3}' AND hash_sha256 = '{}'",
+            "UPDATE translog_entries SET hash_sha256 = '{}', leaf_hash = '{}' \
+             WHERE entered = '{D3}' AND hash_sha256 = '{}'",
             evil.sha,
             hash_to_hex(&evil.hash()),
             sha(requests())
@@ -885,6 +913,73 @@ async fn replaced_leaf_and_rewritten_root_are_caught(app: TestApp) {
     verify_proof(&key, &day_doc(&app, days[1].date).await, &proof).expect("day 2");
 }
 
+async fn removed_exit_is_caught(app: TestApp) {
+    let days = three_days(&app).await;
+    let key = vk(&KEY_A);
+    drop_guards(&app).await;
+    // Go 1.23.4 left after day 1; without its exit it is back in days 2 and 3.
+    let n = raw_ok(
+        &app,
+        &format!(
+            "DELETE FROM translog_exits WHERE last_day = '{D1}' AND leaf_hash = '{}'",
+            hash_to_hex(&Leaf::of(&go_1234()).hash())
+        ),
+    )
+    .await;
+    assert_eq!(n, 1);
+    for day in &days[1..] {
+        let root = day_doc(&app, day.date).await;
+        for file in [sha(go_1234()), sha(go_1235())] {
+            let proof = proof_doc(&app, day.date, &file).await;
+            assert_eq!(proof["root_matches"], false, "{proof}");
+            assert_eq!(u(&proof, "tree_size"), day.leaves.len() as u64 + 1);
+            assert_eq!(
+                verify_proof(&key, &root, &proof),
+                Err(VerifyError::TreeSizeMismatch {
+                    signed: day.leaves.len() as u64,
+                    response: day.leaves.len() as u64 + 1,
+                })
+            );
+        }
+    }
+    // Day 1 untouched.
+    let proof = proof_doc(&app, days[0].date, &sha(go_1234())).await;
+    assert_eq!(proof["root_matches"], true);
+    verify_proof(&key, &day_doc(&app, days[0].date).await, &proof).expect("day 1");
+}
+
+async fn moved_chunk_start_is_caught(app: TestApp) {
+    let records = bulk(0, 2 * CHUNK as u64 + 3);
+    publish_records(&app, D1, records.clone()).await;
+    let leaves = tree_order(&records);
+    let key = vk(&KEY_A);
+    drop_guards(&app).await;
+    // The second chunk now starts one leaf later: its first leaf counts in the first chunk.
+    let n = raw_ok(
+        &app,
+        &format!(
+            "UPDATE translog_chunk_starts SET leaf_hash = '{}' \
+             WHERE log_date = '{D1}' AND chunk_index = 1",
+            hash_to_hex(&leaves[CHUNK + 1].hash())
+        ),
+    )
+    .await;
+    assert_eq!(n, 1);
+    let root = day_doc(&app, d(D1)).await;
+    for i in [CHUNK, CHUNK + 1, CHUNK + 2] {
+        let proof = proof_doc(&app, d(D1), &leaves[i].sha).await;
+        assert_eq!(proof["root_matches"], false, "leaf {i}: {proof}");
+        assert!(verify_proof(&key, &root, &proof).is_err(), "leaf {i}");
+    }
+    // The chunks it did not move still prove what was signed.
+    for i in [0, 2 * CHUNK + 1] {
+        let proof = proof_doc(&app, d(D1), &leaves[i].sha).await;
+        assert_eq!(proof["root_matches"], true, "leaf {i}: {proof}");
+        assert_eq!(u(&proof, "leaf_index"), i as u64);
+        verify_proof(&key, &root, &proof).expect("unmoved chunk");
+    }
+}
+
 async fn forged_day_is_caught(app: TestApp) {
     let days = three_days(&app).await;
     let key = vk(&KEY_A);
@@ -893,8 +988,9 @@ async fn forged_day_is_caught(app: TestApp) {
         .expect("checkpoint");
     assert_eq!(witnessed.tree_size, 3);
 
-    // An intruder inserts a day before the first one, with one leaf of their choice, signed
-    // with their own key but labelled with the service's key id.
+    // An intruder inserts a day before the first one, with one leaf of their choice (an
+    // entry that leaves after that day, and the day's one chunk), signed with their own key
+    // but labelled with the service's key id.
     let evil = Leaf {
         name: "putty.exe".into(),
         sha: hex_of(667, 64),
@@ -914,16 +1010,20 @@ async fn forged_day_is_caught(app: TestApp) {
         "INSERT INTO translog_roots (log_date, merkle_root, entry_count, prev_root, signature, \
          key_id, published_at) VALUES ('{date}', '{}', 1, '{ZEROS}', '{}', '{}', \
          '2025-03-09T08:00:00+00:00'); \
-         INSERT INTO translog_leaves (log_date, leaf_index, leaf_hash, executable_name, \
-         hash_sha256, version, platform, arch) VALUES ('{date}', 0, '{}', '{}', '{}', '{}', \
-         'windows', 'amd64');",
+         INSERT INTO translog_entries (leaf_hash, entered, executable_name, hash_sha256, \
+         version, platform, arch) VALUES ('{leaf}', '{date}', '{}', '{}', '{}', 'windows', \
+         'amd64'); \
+         INSERT INTO translog_exits (leaf_hash, entered, last_day) \
+         VALUES ('{leaf}', '{date}', '{date}'); \
+         INSERT INTO translog_chunk_starts (log_date, chunk_index, leaf_hash) \
+         VALUES ('{date}', 0, '{leaf}');",
         forged.merkle_root_hex(),
         forged.signature_base64(),
         key_id(&key),
-        hash_to_hex(&evil.hash()),
         evil.name,
         evil.sha,
         evil.version,
+        leaf = hash_to_hex(&evil.hash()),
     );
     raw_ok(&app, &sql).await;
 

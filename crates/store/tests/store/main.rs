@@ -1,5 +1,5 @@
 //! The store's integration tests, one binary: the conformance suite on both backends, the
-//! transparency log's chunk roots, and durability of SQLite under SIGKILL.
+//! transparency log's chunk roots and stored-once leaves, and durability of SQLite under SIGKILL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benchmarks fail loudly
 
@@ -9,3 +9,4 @@ mod kill;
 mod migration;
 mod schema;
 mod translog_chunks;
+mod translog_entries;

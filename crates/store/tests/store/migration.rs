@@ -12,7 +12,7 @@ const BEFORE_0021: &str = include_str!("fixtures/records_before_0021.sql");
 testkit::backend_tests!(records_written_before_0021_survive_it);
 
 /// Runs `sql` (several statements) on a raw connection.
-async fn raw(backend: Backend, url: &str, sql: &str) {
+pub(crate) async fn raw(backend: Backend, url: &str, sql: &str) {
     use sqlx::Connection as _;
     let sql = sqlx::AssertSqlSafe(sql.to_string());
     match backend {
@@ -31,7 +31,7 @@ async fn raw(backend: Backend, url: &str, sql: &str) {
 
 /// Applies the backend's migrations numbered below `version`, as the store of that time did
 /// on open, noting each in `schema_migrations`.
-async fn migrate_below(backend: Backend, url: &str, version: i64) {
+pub(crate) async fn migrate_below(backend: Backend, url: &str, version: i64) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("migrations")
         .join(backend.name());

@@ -16,7 +16,7 @@ testkit::backend_tests!(
     a_malformed_leaf_hash_stores_nothing,
 );
 
-fn date(s: &str) -> NaiveDate {
+pub(crate) fn date(s: &str) -> NaiveDate {
     s.parse().unwrap()
 }
 
@@ -50,14 +50,14 @@ fn leaves(files: impl IntoIterator<Item = u64>) -> Vec<LeafRow> {
     rows
 }
 
-fn hashes(rows: &[LeafRow]) -> Vec<Hash> {
+pub(crate) fn hashes(rows: &[LeafRow]) -> Vec<Hash> {
     rows.iter()
         .map(|r| translog::encoding::parse_hash_hex("leaf", &r.leaf_hash).unwrap())
         .collect()
 }
 
 /// A root row for `day` over `rows` (its fields are not checked by the store).
-fn root(day: &str, rows: &[LeafRow]) -> StoredRoot {
+pub(crate) fn root(day: &str, rows: &[LeafRow]) -> StoredRoot {
     StoredRoot {
         log_date: date(day),
         merkle_root: hash_to_hex(&translog::merkle_root(&hashes(rows))),

@@ -1,0 +1,331 @@
+//! The transparency log's leaves stored once, on both backends: days whose leaves enter,
+//! leave and come back read back exactly as their sorted lists (leaves, pages, positions,
+//! chunk hashes and roots), a day that changed nothing writes no entry or exit, and days
+//! written before migration 0025 (one row per leaf per day) read back the same after it.
+
+use std::collections::BTreeSet;
+
+use chrono::NaiveDate;
+use model::RecordSigner;
+use store::Store;
+use store::roots::{LeafRow, StoredRoot};
+use testkit::{Db, hex_of};
+use translog::chunk::{CHUNK_LEAVES, ChunkedTree, chunk_roots};
+use translog::encoding::hash_to_hex;
+use translog::{MerkleTree, Record};
+
+use crate::migration::{migrate_below, raw};
+use crate::translog_chunks::{date, hashes, root};
+
+testkit::backend_tests!(
+    leaves_enter_leave_and_come_back,
+    days_written_before_0025_read_the_same_after_it,
+);
+
+/// The leaf of file `file`: its own executable, one version and platform.
+fn leaf(file: u64) -> LeafRow {
+    let (name, sha) = (format!("tool-{file}.exe"), hex_of(file, 64));
+    let hash = Record {
+        executable_name: &name,
+        hash_sha256: &sha,
+        version: "1.0",
+        platform: "windows",
+        arch: "amd64",
+    }
+    .leaf_hash()
+    .unwrap();
+    LeafRow {
+        leaf_hash: hash_to_hex(&hash),
+        executable_name: name,
+        hash_sha256: sha,
+        version: "1.0".into(),
+        platform: "windows".into(),
+        arch: "amd64".into(),
+    }
+}
+
+/// The tree of a day over `files`: their leaves sorted by leaf hash.
+fn tree(files: &BTreeSet<u64>) -> Vec<LeafRow> {
+    let mut rows: Vec<LeafRow> = files.iter().map(|f| leaf(*f)).collect();
+    rows.sort_by(|a, b| a.leaf_hash.cmp(&b.leaf_hash));
+    rows
+}
+
+async fn rows_of(db: &Db, url: &str, table: &str) -> i64 {
+    testkit::db::scalar(db.backend, url, &format!("SELECT COUNT(*) FROM {table}")).await
+}
+
+/// Every read of `day` agrees with `want`, the day's sorted leaves: all of them, pages
+/// from and across chunk boundaries, every chunk's hashes, positions by SHA-256 (with the
+/// proofs they give), and the chunk roots (unless `chunk_roots_stored` is false: none).
+async fn check_day(store: &dyn Store, day: NaiveDate, want: &[LeafRow], chunk_roots_stored: bool) {
+    let n = want.len();
+    assert_eq!(store.leaves(day).await.unwrap(), want, "{day}: leaves");
+    let mut pages = vec![
+        (0, 5_000),
+        (0, 1),
+        (1, 3),
+        (n.saturating_sub(1), 10),
+        (n, 10),
+    ];
+    for boundary in (CHUNK_LEAVES..n).step_by(CHUNK_LEAVES) {
+        pages.extend([(boundary - 1, 2), (boundary, 300), (boundary + 7, 256)]);
+    }
+    for (from, limit) in pages {
+        let page = store
+            .leaves_page(day, from as u64, limit as u32)
+            .await
+            .unwrap();
+        assert_eq!(
+            page,
+            want[from.min(n)..(from + limit).min(n)],
+            "{day}: page {from}+{limit}"
+        );
+    }
+    let all = hashes(want);
+    for start in (0..n).step_by(CHUNK_LEAVES) {
+        let got = store
+            .leaf_hashes(day, start as u64, CHUNK_LEAVES as u32)
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            all[start..(start + CHUNK_LEAVES).min(n)],
+            "{day}: chunk at {start}"
+        );
+    }
+    let roots = chunk_roots(&all);
+    if chunk_roots_stored {
+        assert_eq!(
+            store.chunk_roots(day).await.unwrap(),
+            roots,
+            "{day}: chunk roots"
+        );
+    } else {
+        assert!(store.chunk_roots(day).await.unwrap().is_empty(), "{day}");
+    }
+    let chunked = ChunkedTree::new(n as u64, roots).unwrap();
+    let whole = MerkleTree::from_ordered_leaves(all.clone());
+    let mut picks: BTreeSet<usize> = (0..n).step_by(13).collect();
+    for boundary in (CHUNK_LEAVES..n).step_by(CHUNK_LEAVES) {
+        picks.extend([boundary - 1, boundary]);
+    }
+    if n > 0 {
+        picks.insert(n - 1);
+    }
+    for i in picks {
+        let (index, row) = store
+            .leaf_of(day, &want[i].hash_sha256)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{day}: leaf {i} not found"));
+        assert_eq!((index, &row), (i as u64, &want[i]), "{day}: leaf {i}");
+        let start = translog::chunk::chunk_start(translog::chunk::chunk_of(index));
+        let chunk = store
+            .leaf_hashes(day, start, CHUNK_LEAVES as u32)
+            .await
+            .unwrap();
+        assert_eq!(
+            chunked.inclusion_proof(index, &chunk).unwrap(),
+            whole.inclusion_proof(i).unwrap(),
+            "{day}: proof of leaf {i}"
+        );
+    }
+}
+
+async fn publish(store: &dyn Store, day: &str, rows: &[LeafRow]) -> StoredRoot {
+    store.publish_root(&root(day, rows), rows).await.unwrap()
+}
+
+async fn leaves_enter_leave_and_come_back(db: Db) {
+    let store = db.store.as_ref();
+    let day1: BTreeSet<u64> = (0..600).collect();
+    // Two days later (none published between): 11 files leave, 50 enter.
+    let mut day2 = day1.clone();
+    day2.retain(|f| !(10..20).contains(f) && *f != 300);
+    day2.extend(1000..1050);
+    // Six come back, five of the new ones leave.
+    let mut day3 = day2.clone();
+    day3.extend((10..15).chain([300]));
+    day3.retain(|f| !(1000..1005).contains(f));
+    // Nothing changes.
+    let day4 = day3.clone();
+    let plan = [
+        ("2025-03-10", &day1, 600, 0),
+        ("2025-03-12", &day2, 650, 11),
+        ("2025-03-13", &day3, 656, 16),
+        ("2025-03-14", &day4, 656, 16),
+    ];
+    for (day, files, entries, exits) in plan {
+        publish(store, day, &tree(files)).await;
+        assert_eq!(
+            rows_of(&db, &db.url, "translog_entries").await,
+            entries,
+            "{day}"
+        );
+        assert_eq!(
+            rows_of(&db, &db.url, "translog_exits").await,
+            exits,
+            "{day}"
+        );
+        check_day(store, date(day), &tree(files), true).await;
+    }
+    // Later days change nothing of the earlier ones.
+    for (day, files, _, _) in plan {
+        check_day(store, date(day), &tree(files), true).await;
+    }
+    // A file absent from a day has no position in it, nor does a day never published.
+    assert_eq!(
+        store
+            .leaf_of(date("2025-03-12"), &hex_of(300, 64))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .leaf_of(date("2025-03-11"), &hex_of(1, 64))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store.leaves(date("2025-03-11")).await.unwrap().is_empty());
+    assert!(
+        store
+            .leaves_page(date("2025-03-15"), 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Publishing a day again writes nothing.
+    publish(store, "2025-03-14", &tree(&day1)).await;
+    assert_eq!(rows_of(&db, &db.url, "translog_entries").await, 656);
+    check_day(store, date("2025-03-14"), &tree(&day4), true).await;
+    // Leaves out of tree order are refused, and store nothing.
+    let mut unsorted = tree(&day4);
+    unsorted.swap(3, 4);
+    assert!(
+        store
+            .publish_root(&root("2025-03-15", &unsorted), &unsorted)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.root(date("2025-03-15")).await.unwrap(), None);
+    // An empty day: every leaf leaves; they come back the day after as new entries.
+    publish(store, "2025-03-15", &[]).await;
+    check_day(store, date("2025-03-15"), &[], true).await;
+    assert_eq!(day4.len(), 640);
+    assert_eq!(rows_of(&db, &db.url, "translog_exits").await, 16 + 640);
+    publish(store, "2025-03-16", &tree(&day1)).await;
+    assert_eq!(rows_of(&db, &db.url, "translog_entries").await, 656 + 600);
+    check_day(store, date("2025-03-16"), &tree(&day1), true).await;
+    check_day(store, date("2025-03-14"), &tree(&day4), true).await;
+}
+
+/// A published day as the store wrote it before migration 0025: its root row, a row per
+/// leaf, and its chunk roots unless `with_chunks` is false.
+fn old_day_sql(day: &str, rows: &[LeafRow], with_chunks: bool) -> String {
+    let r = root(day, rows);
+    let mut sql = format!(
+        "INSERT INTO translog_roots (log_date, merkle_root, entry_count, prev_root, \
+         signature, key_id, published_at) VALUES ('{day}', '{}', {}, '{}', '{}', '{}', \
+         '{day}T08:00:00+00:00');\n",
+        r.merkle_root, r.entry_count, r.prev_root, r.signature, r.key_id
+    );
+    for (i, l) in rows.iter().enumerate() {
+        sql.push_str(&format!(
+            "INSERT INTO translog_leaves (log_date, leaf_index, leaf_hash, executable_name, \
+             hash_sha256, version, platform, arch) VALUES ('{day}', {i}, '{}', '{}', '{}', \
+             '{}', '{}', '{}');\n",
+            l.leaf_hash, l.executable_name, l.hash_sha256, l.version, l.platform, l.arch
+        ));
+    }
+    if with_chunks {
+        for (i, c) in chunk_roots(&hashes(rows)).iter().enumerate() {
+            sql.push_str(&format!(
+                "INSERT INTO translog_chunks (log_date, chunk_index, chunk_root) \
+                 VALUES ('{day}', {i}, '{}');\n",
+                hash_to_hex(c)
+            ));
+        }
+    }
+    sql
+}
+
+async fn days_written_before_0025_read_the_same_after_it(db: Db) {
+    let url = db.scratch.new_url().await;
+    migrate_below(db.backend, &url, 25).await;
+    let day1: BTreeSet<u64> = (0..300).collect();
+    // A day skipped, then file 5 leaves and ten enter; file 5 comes back and file 7
+    // leaves; then a day of the same leaves, published without chunk roots.
+    let mut day2 = day1.clone();
+    day2.remove(&5);
+    day2.extend(400..410);
+    let mut day3 = day2.clone();
+    day3.insert(5);
+    day3.remove(&7);
+    let day4 = day3.clone();
+    let plan = [
+        ("2025-03-10", &day1, true),
+        ("2025-03-12", &day2, true),
+        ("2025-03-13", &day3, true),
+        ("2025-03-14", &day4, false),
+    ];
+    let mut sql = String::new();
+    for (day, files, with_chunks) in plan {
+        sql.push_str(&old_day_sql(day, &tree(files), with_chunks));
+    }
+    raw(db.backend, &url, &sql).await;
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open migrates");
+
+    // Entries: the 300 first leaves, the ten of day 2, file 5 again. Exits: file 5 after
+    // day 1, file 7 after day 2.
+    assert_eq!(rows_of(&db, &url, "translog_entries").await, 311);
+    assert_eq!(rows_of(&db, &url, "translog_exits").await, 2);
+    let exits = testkit::db::scalar(
+        db.backend,
+        &url,
+        &format!(
+            "SELECT COUNT(*) FROM translog_exits WHERE (leaf_hash = '{}' AND last_day = \
+             '2025-03-10') OR (leaf_hash = '{}' AND last_day = '2025-03-12')",
+            leaf(5).leaf_hash,
+            leaf(7).leaf_hash
+        ),
+    )
+    .await;
+    assert_eq!(exits, 2);
+    for (day, files, with_chunks) in plan {
+        check_day(store.as_ref(), date(day), &tree(files), with_chunks).await;
+    }
+    // The old leaves are gone with their table; the new tables are append-only.
+    for sql in [
+        "DELETE FROM translog_entries",
+        "DELETE FROM translog_exits",
+        "UPDATE translog_chunk_starts SET leaf_hash = ''",
+    ] {
+        let err = testkit::db::exec(db.backend, &url, sql, &[])
+            .await
+            .expect_err(sql);
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    assert!(
+        testkit::db::exec(
+            db.backend,
+            &url,
+            "SELECT COUNT(*) FROM translog_leaves",
+            &[]
+        )
+        .await
+        .is_err()
+    );
+    // The next day is published over the migrated entries: file 7 comes back.
+    let mut day5 = day4.clone();
+    day5.insert(7);
+    publish(store.as_ref(), "2025-03-15", &tree(&day5)).await;
+    assert_eq!(rows_of(&db, &url, "translog_entries").await, 312);
+    check_day(store.as_ref(), date("2025-03-15"), &tree(&day5), true).await;
+    check_day(store.as_ref(), date("2025-03-13"), &tree(&day3), true).await;
+    store.close().await;
+}
