@@ -108,7 +108,7 @@ pub struct SigningKeyRecord {
 pub trait RootStore: Send + Sync {
     /// Stores a day's root with its leaves (in tree order: strictly increasing leaf hashes)
     /// unless the day is already published; returns the root that is stored for that day
-    /// either way.
+    /// either way. A day before a published one is refused.
     async fn publish_root(&self, root: &StoredRoot, leaves: &[LeafRow]) -> Result<StoredRoot>;
     /// [`publish_root`](RootStore::publish_root) with the leaves in batches, in tree order,
     /// as the caller reads them: a day of any size is stored in bounded memory, in one
@@ -169,6 +169,7 @@ fn select_roots(rest: &str) -> String {
 
 const ROOT_OF_DAY: &str = "WHERE log_date = $1";
 const ROOT_BEFORE: &str = "WHERE log_date < $1 ORDER BY log_date DESC LIMIT 1";
+const ROOT_AFTER: &str = "WHERE log_date > $1 LIMIT 1";
 const RECENT_ROOTS: &str = "ORDER BY log_date DESC LIMIT $1";
 const ALL_ROOTS: &str = "ORDER BY log_date";
 /// A day has one root: publishing it again inserts nothing.
@@ -186,13 +187,13 @@ macro_rules! alive_on_day {
 const LEAF_COLUMNS: &str = "e.leaf_hash, e.executable_name, e.hash_sha256, e.version, \
      e.platform, e.arch";
 /// Every leaf of a published day in tree order.
-const LEAVES: &str = concat!(
-    "SELECT e.leaf_hash, e.executable_name, e.hash_sha256, e.version, e.platform, e.arch \
-     FROM translog_entries e WHERE EXISTS (SELECT 1 FROM translog_roots r \
-     WHERE r.log_date = $1) AND ",
-    alive_on_day!(),
-    " ORDER BY e.leaf_hash"
-);
+fn leaves_sql() -> String {
+    format!(
+        "SELECT {LEAF_COLUMNS} FROM translog_entries e WHERE EXISTS (SELECT 1 FROM \
+         translog_roots r WHERE r.log_date = $1) AND {} ORDER BY e.leaf_hash",
+        alive_on_day!()
+    )
+}
 /// The first leaf hash of a day's chunk `$2`.
 const CHUNK_START: &str =
     "SELECT leaf_hash FROM translog_chunk_starts WHERE log_date = $1 AND chunk_index = $2";
@@ -512,6 +513,20 @@ macro_rules! translog_backend {
                     .map_err(db_error)?
                     .rows_affected();
                 if inserted == 1 {
+                    // A later day's tree holds every entry that entered before it and has
+                    // no exit: a day slipped in before it would change that tree.
+                    let later: Option<$row> =
+                        sqlx::query(sqlx::AssertSqlSafe(select_roots(ROOT_AFTER)))
+                            .bind(date)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                    if let Some(later) = later {
+                        return Err(model::Error::bad_request(format!(
+                            "{} is already published; {date} can no longer be",
+                            later.date("log_date")?
+                        )));
+                    }
                     let previous_row: Option<$row> =
                         sqlx::query(sqlx::AssertSqlSafe(select_roots(ROOT_BEFORE)))
                             .bind(date)
@@ -626,7 +641,7 @@ macro_rules! translog_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaves(&self, date: NaiveDate) -> Result<Vec<LeafRow>> {
-                let rows: Vec<$row> = sqlx::query(LEAVES)
+                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(leaves_sql()))
                     .bind(date)
                     .fetch_all(&self.pool)
                     .await

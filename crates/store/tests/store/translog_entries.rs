@@ -211,6 +211,14 @@ async fn leaves_enter_leave_and_come_back(db: Db) {
             .is_err()
     );
     assert_eq!(store.root(date("2025-03-15")).await.unwrap(), None);
+    // A day before a published one would change the later day's tree: refused.
+    assert!(
+        store
+            .publish_root(&root("2025-03-11", &tree(&day1)), &tree(&day1))
+            .await
+            .is_err()
+    );
+    check_day(store, date("2025-03-12"), &tree(&day2), true).await;
     // An empty day: every leaf leaves; they come back the day after as new entries.
     publish(store, "2025-03-15", &[]).await;
     check_day(store, date("2025-03-15"), &[], true).await;
