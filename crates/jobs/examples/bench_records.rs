@@ -18,8 +18,11 @@
 //! 4. **disk**: the import's database, bytes a record: SQLite's file after a checkpoint and
 //!    each table and index of the records (`dbstat`); PostgreSQL's `pg_total_relation_size`
 //!    of the record tables and each index of `hash_records`.
-//!    Then the day's leaves the root stored beside it (`translog_leaves` with its index,
-//!    `translog_chunks`), bytes a leaf: every published day stores its own.
+//!    Then the transparency log, bytes a leaf: the leaves, stored once (`translog_entries`
+//!    with its index, `translog_exits`), and what the day stores of its own
+//!    (`translog_chunk_starts`, `translog_chunks`). Then a second day: a few percent of the
+//!    files get a newer version, the day is published (its time), and the bytes it adds to
+//!    every translog table, a leaf.
 //!
 //! No lookup index follows the writes here (the server's catches up once per transaction).
 //!
@@ -289,16 +292,22 @@ fn vm_hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// The child process of the root phase: `--root-child streamed|in-memory URL`. Prints
-/// `leaves secs vmhwm_kib root`.
+/// The second published day of the translog phase.
+fn next_day() -> DateTime<Utc> {
+    now() + chrono::Duration::days(1)
+}
+
+/// The child process of the root phase: `--root-child streamed|next-day|in-memory URL`.
+/// Prints `leaves secs vmhwm_kib root`.
 async fn root_child(how: &str, url: &str) -> Result<(), BoxError> {
     let store = open(url).await?;
     let key = jobs::LogKey::new(&[7u8; 32]);
     let started = Instant::now();
     let (leaves, root) = match how {
-        "streamed" => {
+        "streamed" | "next-day" => {
+            let at = if how == "next-day" { next_day() } else { now() };
             let stored =
-                jobs::publish::publish_day(store.as_ref(), &key, now(), now().date_naive()).await?;
+                jobs::publish::publish_day(store.as_ref(), &key, at, at.date_naive()).await?;
             (stored.entry_count, stored.merkle_root)
         }
         _ => {
@@ -484,9 +493,43 @@ async fn main() -> Result<(), BoxError> {
         hwm as f64 / base_hwm.max(1) as f64
     );
 
-    // 4. disk: the import's database, and the day's leaves the root stored in it.
+    // 4. disk: the import's database, and what the root stored in it.
     disk_usage(&import_url, args.records).await?;
-    translog_usage(&import_url, leaves).await?;
+    let Some(day1) = translog_bytes(&import_url).await? else {
+        dbs.drop_all().await?;
+        return Ok(());
+    };
+    let per_leaf = |bytes: i64| bytes as f64 / leaves.max(1) as f64;
+    println!(
+        "translog: {leaves} leaves stored once (entries and exits): {:.0} bytes a leaf \
+         ({:.1} MiB); the day's chunk starts and chunk roots: {:.1} bytes a leaf",
+        per_leaf(day1.once),
+        day1.once as f64 / (1 << 20) as f64,
+        per_leaf(day1.day)
+    );
+    // A second day: every 33rd file gets a newer version, which supersedes its current one.
+    let files = args.records.div_ceil(args.versions);
+    let changes: Vec<NewRecord> = (0..files)
+        .step_by(33)
+        .map(|f| record(1, f, args.versions))
+        .collect();
+    let changed = changes.len();
+    let store = open(&import_url).await?;
+    store.record_many(changes, next_day()).await?;
+    store.close().await;
+    let (leaves2, secs2, _, _) = run_root_child("next-day", &import_url)?;
+    let day2 = translog_bytes(&import_url)
+        .await?
+        .ok_or("dbstat went away")?;
+    println!(
+        "          a second day, {changed} files changed ({:.1}% of the leaves): \
+         {leaves2} leaves published in {secs2:.1} s, adding {:.1} bytes a leaf \
+         (entries and exits {:.1}, chunk starts and roots {:.1})",
+        100.0 * changed as f64 / leaves.max(1) as f64,
+        per_leaf(day2.once + day2.day - day1.once - day1.day),
+        per_leaf(day2.once - day1.once),
+        per_leaf(day2.day - day1.day)
+    );
     dbs.drop_all().await?;
     Ok(())
 }
@@ -494,54 +537,66 @@ async fn main() -> Result<(), BoxError> {
 /// The tables of the records: `hash_records` and what every record write keeps beside it.
 const RECORD_TABLES: [&str; 3] = ["hash_records", "record_counts", "records_unverified"];
 
-/// The tables of one published day beside its root: the leaves (and their index) and the
-/// chunk roots. Every day stores its own.
-const DAY_TABLES: [&str; 2] = ["translog_leaves", "translog_chunks"];
+/// The tables of the transparency log's leaves, each stored once.
+const LEAF_TABLES: [&str; 2] = ["translog_entries", "translog_exits"];
+/// The tables of what each published day stores of its own beside its root.
+const DAY_TABLES: [&str; 2] = ["translog_chunk_starts", "translog_chunks"];
 
-/// Prints the bytes a leaf of the one published day takes in the database at `url`.
-async fn translog_usage(url: &str, leaves: u64) -> Result<(), BoxError> {
-    let bytes: i64 = if url.starts_with("sqlite://") {
+/// Bytes of the transparency log's tables, with their indexes.
+struct TranslogBytes {
+    /// [`LEAF_TABLES`].
+    once: i64,
+    /// [`DAY_TABLES`].
+    day: i64,
+}
+
+/// The bytes of the translog tables in the database at `url`; None (after saying why)
+/// when this SQLite has no `dbstat`.
+async fn translog_bytes(url: &str) -> Result<Option<TranslogBytes>, BoxError> {
+    let mut sizes = Vec::new();
+    if url.starts_with("sqlite://") {
         let mut conn = sqlx::SqliteConnection::connect(url).await?;
-        let mut total = 0;
-        for table in DAY_TABLES {
-            let stat: Result<(Option<i64>,), _> = sqlx::query_as(
-                "SELECT SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON m.name = d.name \
-                 WHERE m.tbl_name = $1",
-            )
-            .bind(table)
-            .fetch_one(&mut conn)
-            .await;
-            match stat {
-                Ok((bytes,)) => total += bytes.unwrap_or(0),
-                Err(e) => {
-                    println!("         (no dbstat in this SQLite: {e})");
-                    return Ok(());
-                }
-            }
-        }
-        conn.close().await?;
-        total
-    } else {
-        let mut conn = sqlx::PgConnection::connect(url).await?;
-        let mut total = 0;
-        for table in DAY_TABLES {
-            let (bytes,): (i64,) = sqlx::query_as("SELECT pg_total_relation_size($1::regclass)")
+        for tables in [LEAF_TABLES, DAY_TABLES] {
+            let mut total = 0;
+            for table in tables {
+                let stat: Result<(Option<i64>,), _> = sqlx::query_as(
+                    "SELECT SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m \
+                     ON m.name = d.name WHERE m.tbl_name = $1",
+                )
                 .bind(table)
                 .fetch_one(&mut conn)
-                .await?;
-            total += bytes;
+                .await;
+                match stat {
+                    Ok((bytes,)) => total += bytes.unwrap_or(0),
+                    Err(e) => {
+                        println!("         (no dbstat in this SQLite: {e})");
+                        return Ok(None);
+                    }
+                }
+            }
+            sizes.push(total);
         }
         conn.close().await?;
-        total
-    };
-    println!(
-        "translog: {:.0} bytes a leaf for the one published day ({} leaves, {:.1} MiB; \
-         every day stores its own leaves: a year of daily roots is 365 times this)",
-        bytes as f64 / leaves.max(1) as f64,
-        leaves,
-        bytes as f64 / (1 << 20) as f64
-    );
-    Ok(())
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        for tables in [LEAF_TABLES, DAY_TABLES] {
+            let mut total = 0;
+            for table in tables {
+                let (bytes,): (i64,) =
+                    sqlx::query_as("SELECT pg_total_relation_size($1::regclass)")
+                        .bind(table)
+                        .fetch_one(&mut conn)
+                        .await?;
+                total += bytes;
+            }
+            sizes.push(total);
+        }
+        conn.close().await?;
+    }
+    Ok(Some(TranslogBytes {
+        once: sizes[0],
+        day: sizes[1],
+    }))
 }
 
 /// Prints the bytes a record of the database at `url` (written by the import) takes.
