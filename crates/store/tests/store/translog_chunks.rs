@@ -20,32 +20,31 @@ pub(crate) fn date(s: &str) -> NaiveDate {
     s.parse().unwrap()
 }
 
+/// The leaf of `tool-{n}.exe` with the SHA-256 `hex_of(file)`, one version and platform.
+pub(crate) fn leaf(n: u64, file: u64) -> LeafRow {
+    let (name, sha) = (format!("tool-{n}.exe"), hex_of(file, 64));
+    let hash = Record {
+        executable_name: &name,
+        hash_sha256: &sha,
+        version: "1.0",
+        platform: "windows",
+        arch: "amd64",
+    }
+    .leaf_hash()
+    .unwrap();
+    LeafRow {
+        leaf_hash: hash_to_hex(&hash),
+        executable_name: name,
+        hash_sha256: sha,
+        version: "1.0".into(),
+        platform: "windows".into(),
+        arch: "amd64".into(),
+    }
+}
+
 /// `n` leaves in tree order; leaf `i`'s file is `hex_of(files[i])`.
 fn leaves(files: impl IntoIterator<Item = u64>) -> Vec<LeafRow> {
-    let mut rows: Vec<LeafRow> = files
-        .into_iter()
-        .enumerate()
-        .map(|(i, file)| {
-            let (name, sha) = (format!("tool-{i}.exe"), hex_of(file, 64));
-            let leaf = Record {
-                executable_name: &name,
-                hash_sha256: &sha,
-                version: "1.0",
-                platform: "windows",
-                arch: "amd64",
-            }
-            .leaf_hash()
-            .unwrap();
-            LeafRow {
-                leaf_hash: hash_to_hex(&leaf),
-                executable_name: name,
-                hash_sha256: sha,
-                version: "1.0".into(),
-                platform: "windows".into(),
-                arch: "amd64".into(),
-            }
-        })
-        .collect();
+    let mut rows: Vec<LeafRow> = (0..).zip(files).map(|(i, file)| leaf(i, file)).collect();
     rows.sort_by(|a, b| a.leaf_hash.cmp(&b.leaf_hash));
     rows
 }

@@ -12,7 +12,7 @@ use store::roots::{LeafRow, StoredRoot};
 use testkit::{Db, hex_of};
 use translog::chunk::{CHUNK_LEAVES, ChunkedTree, chunk_roots};
 use translog::encoding::hash_to_hex;
-use translog::{MerkleTree, Record};
+use translog::MerkleTree;
 
 use crate::migration::{migrate_below, raw};
 use crate::translog_chunks::{date, hashes, root};
@@ -24,24 +24,7 @@ testkit::backend_tests!(
 
 /// The leaf of file `file`: its own executable, one version and platform.
 fn leaf(file: u64) -> LeafRow {
-    let (name, sha) = (format!("tool-{file}.exe"), hex_of(file, 64));
-    let hash = Record {
-        executable_name: &name,
-        hash_sha256: &sha,
-        version: "1.0",
-        platform: "windows",
-        arch: "amd64",
-    }
-    .leaf_hash()
-    .unwrap();
-    LeafRow {
-        leaf_hash: hash_to_hex(&hash),
-        executable_name: name,
-        hash_sha256: sha,
-        version: "1.0".into(),
-        platform: "windows".into(),
-        arch: "amd64".into(),
-    }
+    crate::translog_chunks::leaf(file, file)
 }
 
 /// The tree of a day over `files`: their leaves sorted by leaf hash.
