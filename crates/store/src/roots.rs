@@ -197,41 +197,58 @@ fn leaves_sql() -> String {
 /// The first leaf hash of a day's chunk `$2`.
 const CHUNK_START: &str =
     "SELECT leaf_hash FROM translog_chunk_starts WHERE log_date = $1 AND chunk_index = $2";
-/// The chunk of a day whose first leaf is the greatest at or below the leaf hash `$2`.
-const CHUNK_AT_OR_BELOW: &str = "SELECT chunk_index, leaf_hash FROM translog_chunk_starts \
-     WHERE log_date = $1 AND leaf_hash <= $2 ORDER BY leaf_hash DESC LIMIT 1";
-/// `$3` of a day's leaves from the leaf hash `$2` on, after skipping `$4` of them: the walk
-/// reads the entries in leaf-hash order (primary key) and skips those not in the day.
-fn leaves_from_sql() -> String {
-    format!(
-        "SELECT {LEAF_COLUMNS} FROM translog_entries e WHERE e.leaf_hash >= $2 AND {} \
-         ORDER BY e.leaf_hash LIMIT $3 OFFSET $4",
-        alive_on_day!()
-    )
+/// Where day `$1`'s chunk `$2` starts reading: below every leaf hash for chunk 0 (so an
+/// entry sorting before the day's first leaf is still read, and shows), else at the chunk's
+/// first leaf; NULL, so nothing is read, when the day has no such chunk. A scalar
+/// subquery, so a range costs one statement.
+macro_rules! chunk_floor {
+    () => {
+        "(SELECT CASE WHEN s.chunk_index = 0 THEN '' ELSE s.leaf_hash END \
+         FROM translog_chunk_starts s WHERE s.log_date = $1 AND s.chunk_index = $2)"
+    };
 }
-/// [`leaves_from_sql`]'s leaf hashes joined in one text (64 hex digits each), so a range
-/// costs one row rather than one per leaf (SQLite 3.44 and PostgreSQL both have
-/// `string_agg` with an order).
-fn leaf_hashes_from_sql() -> String {
-    format!(
-        "SELECT string_agg(leaf_hash, '' ORDER BY leaf_hash) AS hashes FROM (SELECT \
-         e.leaf_hash FROM translog_entries e WHERE e.leaf_hash >= $2 AND {} \
-         ORDER BY e.leaf_hash LIMIT $3 OFFSET $4) AS range_of_day",
-        alive_on_day!()
-    )
-}
+/// `$3` of a day's leaves from the start of chunk `$2`, after skipping `$4` of them: the
+/// walk reads the entries in leaf-hash order (primary key) and skips those not in the day.
+const LEAVES_FROM: &str = concat!(
+    "SELECT e.leaf_hash, e.executable_name, e.hash_sha256, e.version, e.platform, e.arch \
+     FROM translog_entries e WHERE e.leaf_hash >= ",
+    chunk_floor!(),
+    " AND ",
+    alive_on_day!(),
+    " ORDER BY e.leaf_hash LIMIT $3 OFFSET $4"
+);
+/// [`LEAVES_FROM`]'s leaf hashes joined in one text (64 hex digits each), so a range costs
+/// one row rather than one per leaf (SQLite 3.44 and PostgreSQL both have `string_agg`
+/// with an order).
+const LEAF_HASHES_FROM: &str = concat!(
+    "SELECT string_agg(leaf_hash, '' ORDER BY leaf_hash) AS hashes FROM (SELECT \
+     e.leaf_hash FROM translog_entries e WHERE e.leaf_hash >= ",
+    chunk_floor!(),
+    " AND ",
+    alive_on_day!(),
+    " ORDER BY e.leaf_hash LIMIT $3 OFFSET $4) AS range_of_day"
+);
+/// The position of leaf hash `$2` in day `$1`'s tree, in one statement: its chunk (the
+/// greatest chunk start at or below it) and how many of the day's leaves lie from that
+/// chunk's floor (see [`chunk_floor`]) up to it. No row when the hash sorts below every
+/// chunk start of the day.
+const LEAF_POSITION: &str = concat!(
+    "SELECT s.chunk_index, (SELECT COUNT(*) FROM translog_entries e \
+     WHERE e.leaf_hash >= CASE WHEN s.chunk_index = 0 THEN '' ELSE s.leaf_hash END \
+     AND e.leaf_hash < $2 AND ",
+    alive_on_day!(),
+    ") AS leaves FROM translog_chunk_starts s WHERE s.log_date = $1 AND s.leaf_hash <= $2 \
+     ORDER BY s.leaf_hash DESC LIMIT 1"
+);
+/// How many of day `$1`'s leaves sort below leaf hash `$2`.
+const LEAVES_BELOW: &str = concat!(
+    "SELECT COUNT(*) AS leaves FROM translog_entries e WHERE e.leaf_hash < $2 AND ",
+    alive_on_day!()
+);
 /// The day's leaves of a file (a handful at most), found through `translog_entries_sha256`.
 fn leaves_of_file_sql() -> String {
     format!(
         "SELECT {LEAF_COLUMNS} FROM translog_entries e WHERE e.hash_sha256 = $2 AND {}",
-        alive_on_day!()
-    )
-}
-/// How many of a day's leaves lie from leaf hash `$2` up to, not including, `$3`.
-fn leaves_between_sql() -> String {
-    format!(
-        "SELECT COUNT(*) AS leaves FROM translog_entries e WHERE e.leaf_hash >= $2 \
-         AND e.leaf_hash < $3 AND {}",
         alive_on_day!()
     )
 }
@@ -320,13 +337,6 @@ struct PreviousDay {
 
 /// Entries of the previous day read per query while publishing.
 const PREVIOUS_PAGE: i64 = 5_000;
-
-/// Where a day's range of positions starts: chunk 0 from below every leaf hash (so a leaf
-/// sorting before the stored start of the day is still counted, and shows), any other
-/// chunk from its stored first leaf.
-fn range_floor(chunk: u64, start: String) -> String {
-    if chunk == 0 { String::new() } else { start }
-}
 
 macro_rules! translog_backend {
     ($store:ident, $row:ty, $db:ty, $rows:expr) => {
@@ -649,7 +659,7 @@ macro_rules! translog_backend {
                 rows.iter().map(leaf_from_row).collect()
             }
 
-            /// Reads the chunk start of `from`, then the entries from there in leaf-hash
+            /// One statement: the entries from the start of `from`'s chunk in leaf-hash
             /// order, skipping the `from % 256` leaves before `from`: the rows read are the
             /// page, at most 255 leaves more, and the entries not in the day (left before it
             /// or entered after it) that sort among them.
@@ -661,12 +671,9 @@ macro_rules! translog_backend {
                 limit: u32,
             ) -> Result<Vec<LeafRow>> {
                 let chunk = chunk::chunk_of(from);
-                let Some(start) = self.chunk_start(date, chunk).await? else {
-                    return Ok(Vec::new());
-                };
-                let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(leaves_from_sql()))
+                let rows: Vec<$row> = sqlx::query(LEAVES_FROM)
                     .bind(date)
-                    .bind(range_floor(chunk, start))
+                    .bind(i64::try_from(chunk).unwrap_or(i64::MAX))
                     .bind(i64::from(limit))
                     .bind(i64::try_from(from - chunk::chunk_start(chunk)).unwrap_or(0))
                     .fetch_all(&self.pool)
@@ -675,10 +682,10 @@ macro_rules! translog_backend {
                 rows.iter().map(leaf_from_row).collect()
             }
 
-            /// The file's entries in the day (index `translog_entries_sha256`), then the
-            /// first one's chunk (the greatest chunk start at or below its leaf hash), then
-            /// a count of the day's leaves from that start to it: at most 255 of them, and
-            /// the entries not in the day that sort among them.
+            /// The file's entries in the day (index `translog_entries_sha256`), then in one
+            /// statement the first one's chunk (the greatest chunk start at or below its
+            /// leaf hash) and a count of the day's leaves from that start to it: at most
+            /// 255 of them, and the entries not in the day that sort among them.
             #[tracing::instrument(level = "debug", skip_all)]
             async fn leaf_of(
                 &self,
@@ -701,29 +708,28 @@ macro_rules! translog_backend {
                 let Some(leaf) = first else {
                     return Ok(None);
                 };
-                let chunk_row: Option<$row> = sqlx::query(CHUNK_AT_OR_BELOW)
+                let position: Option<$row> = sqlx::query(LEAF_POSITION)
                     .bind(date)
                     .bind(&leaf.leaf_hash)
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(db_error)?;
-                let (chunk, start) = match chunk_row {
-                    Some(row) => (count(row.int("chunk_index")?), row.text("leaf_hash")?),
-                    // Below the day's first chunk start: chunk 0, if the day has one.
-                    None => match self.chunk_start(date, 0).await? {
-                        Some(start) => (0, start),
-                        None => return Ok(None),
-                    },
+                let (chunk, before) = match position {
+                    Some(row) => (count(row.int("chunk_index")?), count(row.int("leaves")?)),
+                    // Below the day's first chunk start (only an entry the service did not
+                    // write sorts there): chunk 0, if the day has one.
+                    None if self.chunk_start(date, 0).await?.is_some() => {
+                        let row: $row = sqlx::query(LEAVES_BELOW)
+                            .bind(date)
+                            .bind(&leaf.leaf_hash)
+                            .fetch_one(&self.pool)
+                            .await
+                            .map_err(db_error)?;
+                        (0, count(row.int("leaves")?))
+                    }
+                    None => return Ok(None),
                 };
-                let before: $row = sqlx::query(sqlx::AssertSqlSafe(leaves_between_sql()))
-                    .bind(date)
-                    .bind(range_floor(chunk, start))
-                    .bind(&leaf.leaf_hash)
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(db_error)?;
-                let index = chunk::chunk_start(chunk) + count(before.int("leaves")?);
-                Ok(Some((index, leaf)))
+                Ok(Some((chunk::chunk_start(chunk) + before, leaf)))
             }
 
             /// Read as [`leaves_page`](RootStore::leaves_page) reads, the hashes only.
@@ -735,12 +741,9 @@ macro_rules! translog_backend {
                 count: u32,
             ) -> Result<Vec<Hash>> {
                 let chunk = chunk::chunk_of(from);
-                let Some(start) = self.chunk_start(date, chunk).await? else {
-                    return Ok(Vec::new());
-                };
-                let row: $row = sqlx::query(sqlx::AssertSqlSafe(leaf_hashes_from_sql()))
+                let row: $row = sqlx::query(LEAF_HASHES_FROM)
                     .bind(date)
-                    .bind(range_floor(chunk, start))
+                    .bind(i64::try_from(chunk).unwrap_or(i64::MAX))
                     .bind(i64::from(count))
                     .bind(i64::try_from(from - chunk::chunk_start(chunk)).unwrap_or(0))
                     .fetch_one(&self.pool)

@@ -10,15 +10,16 @@ use model::RecordSigner;
 use store::Store;
 use store::roots::{LeafRow, StoredRoot};
 use testkit::{Db, hex_of};
+use translog::MerkleTree;
 use translog::chunk::{CHUNK_LEAVES, ChunkedTree, chunk_roots};
 use translog::encoding::hash_to_hex;
-use translog::MerkleTree;
 
 use crate::migration::{migrate_below, raw};
 use crate::translog_chunks::{date, hashes, root};
 
 testkit::backend_tests!(
     leaves_enter_leave_and_come_back,
+    an_entry_forged_below_the_days_first_leaf_is_counted_in_it,
     days_written_before_0025_read_the_same_after_it,
 );
 
@@ -319,4 +320,40 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
     check_day(store.as_ref(), date("2025-03-15"), &tree(&day5), true).await;
     check_day(store.as_ref(), date("2025-03-13"), &tree(&day3), true).await;
     store.close().await;
+}
+
+/// An entry written behind the service's back that sorts below the day's first leaf (below
+/// every chunk start) is read as the day's leaf 0 and shifts the others, so a proof's tree
+/// no longer matches the signed root, rather than the entry being silently left out.
+async fn an_entry_forged_below_the_days_first_leaf_is_counted_in_it(db: Db) {
+    let store = db.store.as_ref();
+    let day = date("2025-03-10");
+    let rows = tree(&(0..300).collect());
+    publish(store, "2025-03-10", &rows).await;
+    let forged = "0".repeat(64);
+    let sha = hex_of(999_999, 64);
+    raw(
+        db.backend,
+        &db.url,
+        &format!(
+            "INSERT INTO translog_entries (leaf_hash, entered, executable_name, hash_sha256, \
+             version, platform, arch) VALUES ('{forged}', '2025-03-10', 'forged.exe', '{sha}', \
+             '1.0', 'windows', 'amd64')"
+        ),
+    )
+    .await;
+    let (index, leaf) = store.leaf_of(day, &sha).await.unwrap().unwrap();
+    assert_eq!((index, leaf.leaf_hash.as_str()), (0, forged.as_str()));
+    let (index, _) = store
+        .leaf_of(day, &rows[0].hash_sha256)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(index, 1, "the day's first leaf moved up by one");
+    let chunk = store
+        .leaf_hashes(day, 0, CHUNK_LEAVES as u32)
+        .await
+        .unwrap();
+    assert_eq!(hash_to_hex(&chunk[0]), forged);
+    assert_eq!(chunk[1..], hashes(&rows)[..CHUNK_LEAVES - 1]);
 }
