@@ -91,7 +91,11 @@ LOOKUP_KEY=$(kg admin create-account --team console-lookup --tier basic --role a
 kg admin import-records "$WORK/records.jsonl" >/dev/null
 kg translog publish >/dev/null
 
-RUST_LOG=${RUST_LOG:-info} "$BIN" serve --data-dir "$DATA" --config "$CONFIG" \
+# The vendor channels are unreachable: every outbound HTTPS request of the daily refresh
+# goes to a closed loopback port and fails at once, offline.
+CLOSED=http://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+HTTPS_PROXY=$CLOSED https_proxy=$CLOSED NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost \
+    RUST_LOG=${RUST_LOG:-info} "$BIN" serve --data-dir "$DATA" --config "$CONFIG" \
     --listen "127.0.0.1:$PORT" </dev/null >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 300); do

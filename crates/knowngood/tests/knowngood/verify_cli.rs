@@ -174,7 +174,14 @@ pub(crate) fn serve_with(data: &Path, more: &[&str]) -> Server {
         data.to_str().expect("utf-8 path"),
     ];
     args.extend_from_slice(more);
+    // The vendor channels are unreachable: every outbound HTTPS request goes to a closed
+    // loopback port, so the daily refresh of the embedded defaults fails offline.
+    let closed = format!("http://127.0.0.1:{}", free_port());
     let child = knowngood(&args)
+        .env("HTTPS_PROXY", &closed)
+        .env("https_proxy", &closed)
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
