@@ -21,9 +21,11 @@
 //!
 //! 5. **Untouched held-out squats** (recall, measured only): `bench/untouched-squats.tsv`,
 //!    confirmed npm and PyPI squats of the Typomind paper's malicious-package archive, built
-//!    before the rules were last changed and never read while changing them; over all rows,
-//!    over the rows whose target is listed, and per technique. `--tuning` leaves this part out
-//!    (for runs made while changing rules); `--show` lists its misses too.
+//!    before the rules of 2026-11-27 and its rows never read while changing them (one later
+//!    rule, an npm scoped name published without its scope, was added knowing its
+//!    per-technique counts); over all rows, over the rows whose target is listed, and per
+//!    technique. `--tuning` leaves this part out (for runs made while changing rules);
+//!    `--show` lists its misses too.
 //!
 //! Goals: recall >= 90 %, <= 0.3 % of real dependencies and <= 1 % of sampled names flagged.
 //! The detector runs on the shipped popular-name lists only; this program is the only
@@ -358,7 +360,9 @@ impl<'a> Recall<'a> {
 /// Part 5: `bench/untouched-squats.tsv`, recall over all rows, over the rows whose target is
 /// listed, and per technique (the source's categories).
 fn untouched(judge: &Judge, show: bool) {
-    println!("\n5. untouched held-out squats (recall; held out: never read while changing rules)");
+    println!(
+        "\n5. untouched held-out squats (recall; held out: rows never read while changing rules)"
+    );
     let mut recall = Recall::default();
     let mut by_technique: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
     let text = bench_file("untouched-squats.tsv");

@@ -60,6 +60,11 @@ const MIN_VOWELS_CHANGED_LEN: usize = 6;
 /// Names shorter than this are never compared by edit distance (too many short names are
 /// one edit apart).
 const MIN_EDIT_LEN: usize = 4;
+/// The shortest name part of a scoped npm name whose unscoped copy is a scope-dropping
+/// look-alike (it must also have three words): shorter ones, and names of one or two words,
+/// are everyday names unrelated packages often took first (`parser`, `preferences`,
+/// `zod-validator`, `json-reporter`).
+const MIN_SCOPE_DROPPED_LEN: usize = 8;
 /// Two edits only for names at least this long (shorter names are two edits from many:
 /// `colormap` and `colorama`, `pandas-f` and `pandas`).
 const MIN_TWO_EDIT_LEN: usize = 9;
@@ -141,6 +146,10 @@ struct Targets {
     scoped_by_name: HashMap<String, Vec<usize>>,
     /// npm: `scope` and `name` of scoped targets run together, separators removed.
     scope_folded: HashMap<String, usize>,
+    /// npm: the name part of every listed scoped name (not only the targets) outside
+    /// `@types`, of three words or more and at least [`MIN_SCOPE_DROPPED_LEN`] long ->
+    /// index of the most popular.
+    scope_dropped: HashMap<String, usize>,
     /// Go: the path after host and owner -> indexes.
     go_by_repo: HashMap<String, Vec<usize>>,
     /// Go: the path in lower case -> indexes, most popular first.
@@ -783,6 +792,18 @@ impl Detector {
             if let Some(&i) = t.scope_folded.get(&squash(name)) {
                 return verdict(i, format!("scope of {} folded into the name", t.names[i].0));
             }
+            // `core-rest-pipeline` for `@azure/core-rest-pipeline`: a scoped name published
+            // without its scope catches every install that loses the scope (a typed
+            // command, a manifest edited by hand).
+            if let Some(&i) = t.scope_dropped.get(name) {
+                return verdict(
+                    i,
+                    format!(
+                        "scope of {} dropped: an unscoped copy of an established scoped name",
+                        t.names[i].0
+                    ),
+                );
+            }
         }
         None
     }
@@ -1020,6 +1041,14 @@ impl Targets {
             }
             let len = name.chars().count();
             let at = u32::try_from(i).unwrap_or(u32::MAX);
+            if ecosystem == Ecosystem::Npm
+                && let Some((scope, bare)) = scoped(name)
+                && scope != "types"
+                && bare.chars().count() >= MIN_SCOPE_DROPPED_LEN
+                && bare.split(['-', '.', '_']).count() >= 3
+            {
+                t.scope_dropped.entry(bare.to_string()).or_insert(i);
+            }
             if i >= TARGET_NAMES {
                 if len >= MIN_EDIT_LEN {
                     t.wide_by_letters
@@ -2325,6 +2354,44 @@ mod tests {
         let v = verdict_of(&d, Ecosystem::Npm, "@typescript_eslinter/eslint");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         assert!(v.reason.contains("@typescript-eslint"), "{}", v.reason);
+    }
+
+    #[test]
+    fn npm_scoped_names_published_without_their_scope() {
+        let d = Detector::new(KnownNames::from_lists([list(
+            Ecosystem::Npm,
+            &[
+                "@azure/core-rest-pipeline",
+                "@azure-rest/ai-document-translator",
+                "@azure/core-auth",
+                "@hono/zod-validator",
+                "@capacitor/preferences",
+                "@types/node-fetch-native",
+            ],
+        )]));
+        for (name, target) in [
+            ("core-rest-pipeline", "@azure/core-rest-pipeline"),
+            (
+                "ai-document-translator",
+                "@azure-rest/ai-document-translator",
+            ),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target), "{name}: {v:?}");
+            assert!(v.reason.contains("dropped"), "{name}: {}", v.reason);
+        }
+        // Names of one or two words are everyday names many unrelated packages took first
+        // (`preferences`, `zod-validator`), and `@types/<x>` names the package `x` itself.
+        for name in [
+            "core-auth",
+            "zod-validator",
+            "preferences",
+            "node-fetch-native",
+        ] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
     }
 
     #[test]
