@@ -25,8 +25,9 @@ const MAX_PLAIN_BITS: u32 = 20;
 ///
 /// Both arrays live in anonymous memory, the offsets of a large table on a huge page of
 /// their own: they are read on every lookup, and 512 entries of 4 KiB pages would compete
-/// for the TLB with the tables'.
-pub(crate) struct Index {
+/// for the TLB with the tables'. Public for the vendor lookup index (the `lookup` crate),
+/// whose digest tables have the same bucket starts.
+pub struct Index {
     /// `u32` starts of every `2^group_bits`-th bucket, then the row count twice.
     anchors: Region,
     /// `i8` per bucket: start minus interpolation (the end needs none). Empty for a plain
@@ -47,7 +48,7 @@ struct Parts {
 impl Index {
     /// From the starts of the on-disk bucket table: `2^disk_bits + 1` values, checked to rise
     /// from 0 to the row count. Allocation failures name the generation `dir`.
-    pub(crate) fn new(dir: &Path, starts: &[u32], disk_bits: u32) -> Result<Index> {
+    pub fn new(dir: &Path, starts: &[u32], disk_bits: u32) -> Result<Index> {
         let bits = disk_bits.min(MAX_BITS);
         let parts = (1..=MAX_GROUP_BITS.min(bits))
             .rev()
@@ -101,7 +102,7 @@ impl Index {
     /// For a key whose first eight bytes read big-endian are `prefix`: its bucket's row range
     /// and where in it the key would sit if the keys were evenly spread.
     #[inline]
-    pub(crate) fn locate(&self, prefix: u64) -> Option<(usize, usize, usize)> {
+    pub fn locate(&self, prefix: u64) -> Option<(usize, usize, usize)> {
         let j = self.bucket(prefix);
         let (lo, hi) = (self.start(j)?, self.start(j + 1)?);
         let fraction = (prefix << self.bits) >> 32;
@@ -111,7 +112,7 @@ impl Index {
 
     /// Asks for the cache lines [`Index::locate`] will read.
     #[inline]
-    pub(crate) fn prefetch(&self, prefix: u64) {
+    pub fn prefetch(&self, prefix: u64) {
         let j = self.bucket(prefix);
         crate::prefetch::prefetch(self.anchors.bytes(), (j >> self.group_bits) * 4);
         crate::prefetch::prefetch(self.offsets.bytes(), j);

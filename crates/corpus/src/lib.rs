@@ -120,6 +120,7 @@ pub use format::{GenerationInfo, RdsVersion, SourceCount};
 pub use generation::{Entry, Generation, Memory, OpenOptions, Verify};
 pub use hash::{HashAlg, HashBytes};
 pub use import::{ImportOptions, import, import_with};
+pub use index::Index as BucketIndex;
 pub use progress::{NoProgress, Phase, Progress, TerminalProgress};
 pub use rds::{Layout, SetName};
 pub use sort::FixedSorter;

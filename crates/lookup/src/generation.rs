@@ -31,8 +31,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use corpus::FixedSorter;
 use corpus::prefetch::{prefetch, prefetch_range};
+use corpus::{BucketIndex, FixedSorter};
 use memmap2::Mmap;
 use model::{HashAlgo, HashRecord, HashValue, Platform, RecordStatus};
 use sha2::{Digest as _, Sha256};
@@ -720,9 +720,9 @@ pub(crate) fn remove_older(dir: &Path, keep: &Path) {
 
 struct Table {
     rows: (usize, usize),
-    /// Bucket starts, read from the file and checked at open.
-    starts: Vec<u32>,
-    bits: u32,
+    /// The bucket starts (checked at open) as the corpus keeps its own: about a byte a
+    /// bucket, so that a lookup's first read stays in the CPU cache.
+    index: BucketIndex,
     window: usize,
     key_len: usize,
     row_len: usize,
@@ -799,10 +799,11 @@ impl Generation {
                 return Err(invalid("bucket table does not cover the rows"));
             }
             let per_bucket = header.rows[t] as f64 / (1u64 << header.bits[t]) as f64;
+            let index = BucketIndex::new(path, &starts, header.bits[t])
+                .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
             tables.push(Table {
                 rows: range(s_rows(t)),
-                starts,
-                bits: header.bits[t],
+                index,
                 window: (WINDOW * per_bucket.sqrt()).ceil() as usize + 1,
                 key_len,
                 row_len: key_len + 4,
@@ -874,22 +875,11 @@ impl Generation {
         Some(u32::from_le_bytes([p[0], p[1], p[2], p[3]]))
     }
 
-    #[inline]
-    fn bucket(&self, t: usize, prefix: u64) -> usize {
-        (prefix >> (64 - self.tables[t].bits)) as usize
-    }
-
     /// The key's bucket as a row range, and where in it the key would sit if the keys
     /// were evenly spread.
     #[inline]
     fn locate(&self, t: usize, prefix: u64) -> Option<(usize, usize, usize)> {
-        let table = &self.tables[t];
-        let j = self.bucket(t, prefix);
-        let lo = *table.starts.get(j)? as usize;
-        let hi = *table.starts.get(j + 1)? as usize;
-        let fraction = (prefix << table.bits) >> 32;
-        let guess = lo + ((fraction * (hi - lo) as u64) >> 32) as usize;
-        Some((lo, hi, guess))
+        self.tables[t].index.locate(prefix)
     }
 
     #[inline]
@@ -995,7 +985,7 @@ impl Generation {
             for (i, h) in round.iter().enumerate() {
                 let t = table_of(h.algo());
                 prefixes[i] = prefix(h.digest());
-                prefetch(&self.tables[t].starts, self.bucket(t, prefixes[i]));
+                self.tables[t].index.prefetch(prefixes[i]);
             }
             let mut spans = [None; ROUND];
             for (i, h) in round.iter().enumerate() {
