@@ -1,15 +1,16 @@
 //! Vendor record generations: one immutable, memory-mapped file holding every verified
 //! record of a store scan, the base the lookup index answers from.
 //!
-//! # File format (version 1)
+//! # File format (version 2)
 //! Little-endian. A header at offset 0, then sections, each starting on a 4 KiB boundary:
 //!
 //! | section | content |
 //! |---|---|
-//! | entries | one [`ENTRY_BYTES`]-byte entry per verified record, in the scan's (id) order: SHA-256, SHA-1, MD5, flags (has SHA-1, has MD5, current, has size), platform, `valid_from` (µs), size, then `u40` offsets of the vendor, executable name, version and record id in the strings |
-//! | `<alg>` rows | SHA-256, SHA-1, MD5 tables: one row per (digest, record): the digest then the entry's `u32` index, sorted by digest and, among equal digests, best first (current before superseded, newest `valid_from`, smallest id), so a lookup takes the first row of its digest |
+//! | entries | one entry per verified record, in the scan's (id) order, each starting on an 8-byte boundary: SHA-256, SHA-1, MD5, flags (has SHA-1, has MD5, current, has size, id is hex), platform, size, `u40` offsets of the vendor and version in the strings, then the executable name (LEB128 length, UTF-8), `valid_from` (µs) and the record id (16 bytes when it is 32 lowercase hex digits, else LEB128 length and UTF-8). What a lookup reports lies in the entry's first bytes, so a hit reads one place; an entry is named by its offset / 8 |
+//! | `<alg>` rows | SHA-256, SHA-1, MD5 tables: one row per (digest, record): the digest then the entry's `u32` name, sorted by digest and, among equal digests, best first (current before superseded, newest `valid_from`, smallest id), so a lookup takes the first row of its digest |
 //! | `<alg>` buckets | `2^b + 1` `u32` row starts by the digest's top `b` bits (as the corpus's), `b` sized for 4-8 rows a bucket |
-//! | strings | LEB128 length then UTF-8 bytes; vendors and versions interned (up to a bound), names and ids as they come |
+//! | strings | LEB128 length then UTF-8 bytes: vendors and versions, interned (up to a bound) |
+//! | order | every entry's `u32` name in scan order, so that a record is found by its id |
 //!
 //! The header holds a magic, the format version, the records epoch the scan started at, a
 //! fingerprint of the store (SHA-256 of its first record id), the counts, the sections, the
@@ -40,7 +41,7 @@ use sha2::{Digest as _, Sha256};
 use crate::vendor_index::{DigestBytes, Key, VendorMatch, key_of};
 
 const MAGIC: [u8; 8] = *b"KGVNDGEN";
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// Sections start on page boundaries; the header takes the first page.
 const ALIGN: u64 = 4096;
 const HEADER_FIELDS: usize = 512;
@@ -49,18 +50,24 @@ const E_SHA1: usize = 32;
 const E_MD5: usize = 52;
 const E_FLAGS: usize = 68;
 const E_PLATFORM: usize = 69;
-const E_VALID: usize = 70;
-const E_SIZE: usize = 78;
-const E_VENDOR: usize = 86;
-const E_NAME: usize = 91;
-const E_VERSION: usize = 96;
-const E_ID: usize = 101;
-pub(crate) const ENTRY_BYTES: usize = 106;
+const E_SIZE: usize = 70;
+const E_VENDOR: usize = 78;
+const E_VERSION: usize = 83;
+/// The executable name's length, then the name, `valid_from` and the id.
+const E_NAME: usize = 88;
+/// Entries start on multiples of this; an entry's `u32` name is its offset divided by it.
+const ENTRY_ALIGN: usize = 8;
+/// The smallest entry: an empty name and id, padded.
+const MIN_ENTRY_BYTES: u64 = (E_NAME + 1 + 8 + 1).next_multiple_of(ENTRY_ALIGN) as u64;
+/// Bytes of an entry a batch lookup asks for ahead: the fixed part and a name of up to 39
+/// bytes (longer names cost one more read).
+const ENTRY_PREFETCH: usize = 128;
 
 const F_SHA1: u8 = 1;
 const F_MD5: u8 = 2;
 const F_CURRENT: u8 = 4;
 const F_SIZE: u8 = 8;
+const F_ID_HEX: u8 = 16;
 
 /// The three digest tables: key bytes. A row is the key and a `u32` entry index.
 const KEY_LEN: [usize; 3] = [32, 20, 16];
@@ -144,6 +151,15 @@ fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
+/// A record id of 32 lowercase hex digits (as the store makes them) as its 16 bytes.
+fn hex_id(id: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    (id.len() == 32
+        && !id.bytes().any(|b| b.is_ascii_uppercase())
+        && model::hash::decode_hex(id.as_bytes(), &mut out))
+    .then_some(out)
+}
+
 /// Rank bytes that sort best first: current, then the newest.
 fn rank_bytes(current: bool, valid_from_micros: i64) -> [u8; 9] {
     let mut out = [0u8; 9];
@@ -174,8 +190,8 @@ struct Header {
     rows: [u64; 3],
     distinct: [u64; 3],
     bits: [u32; 3],
-    /// (offset, length): entries, then rows and buckets of each table, then strings.
-    sections: [(u64, u64); 8],
+    /// (offset, length): entries, then rows and buckets of each table, strings, order.
+    sections: [(u64, u64); SECTIONS],
     file_len: u64,
     body_sha256: [u8; 32],
 }
@@ -185,6 +201,8 @@ const H_IDS_SORTED: u32 = 1;
 
 const S_ENTRIES: usize = 0;
 const S_STRINGS: usize = 7;
+const S_ORDER: usize = 8;
+const SECTIONS: usize = 9;
 fn s_rows(t: usize) -> usize {
     1 + 2 * t
 }
@@ -258,7 +276,7 @@ impl Header {
             h.distinct[t] = u64_at(take(8));
             h.bits[t] = u32_at(take(4));
         }
-        for s in 0..8 {
+        for s in 0..SECTIONS {
             h.sections[s] = (u64_at(take(8)), u64_at(take(8)));
         }
         h.body_sha256.copy_from_slice(take(32));
@@ -285,11 +303,19 @@ impl Header {
             }
             Ok(())
         };
-        expect(
-            S_ENTRIES,
-            self.records.checked_mul(ENTRY_BYTES as u64),
-            "entries",
-        )?;
+        // Entries vary in size: at least the smallest each, and every one named by a `u32`.
+        let entries = self.sections[S_ENTRIES].1;
+        if !entries.is_multiple_of(ENTRY_ALIGN as u64)
+            || entries > u64::from(u32::MAX) * ENTRY_ALIGN as u64
+            || self
+                .records
+                .checked_mul(MIN_ENTRY_BYTES)
+                .is_none_or(|least| entries < least)
+        {
+            return Err(invalid("entries section has the wrong size"));
+        }
+        expect(S_ENTRIES, Some(entries), "entries")?;
+        expect(S_ORDER, self.records.checked_mul(4), "order")?;
         for (t, key_len) in KEY_LEN.into_iter().enumerate() {
             if !(1..=MAX_BUCKET_BITS).contains(&self.bits[t]) || self.distinct[t] > self.rows[t] {
                 return Err(invalid("bad table shape"));
@@ -357,6 +383,9 @@ pub(crate) struct Writer {
     /// Held until the generation is renamed into place.
     _lock: File,
     entries: BufWriter<File>,
+    entries_len: u64,
+    /// Every entry's name, in scan order.
+    order: BufWriter<File>,
     strings: BufWriter<File>,
     strings_len: u64,
     interned: HashMap<Box<str>, u64>,
@@ -387,6 +416,8 @@ impl Writer {
         };
         Ok(Writer {
             entries: file("entries")?,
+            entries_len: 0,
+            order: file("order")?,
             strings: file("strings")?,
             strings_len: 0,
             interned: HashMap::new(),
@@ -437,7 +468,10 @@ impl Writer {
         if self.records == u32::MAX - 1 {
             return Err(io::Error::other("too many records for one generation"));
         }
-        let index = self.records;
+        let handle = u32::try_from(self.entries_len / ENTRY_ALIGN as u64)
+            .ok()
+            .filter(|&h| h < u32::MAX)
+            .ok_or_else(|| io::Error::other("too many records for one generation"))?;
         self.records += 1;
         if let Some(last) = &self.last_id
             && last.as_bytes() >= record.id.as_bytes()
@@ -448,7 +482,7 @@ impl Writer {
 
         let current = record.status == RecordStatus::Current;
         let valid_from = record.valid_from.timestamp_micros();
-        let mut entry = [0u8; ENTRY_BYTES];
+        let mut entry = [0u8; E_NAME];
         entry[..32].copy_from_slice(&sha256);
         let mut flags = 0u8;
         if let Some(d) = sha1 {
@@ -466,26 +500,42 @@ impl Writer {
             entry[E_SIZE..E_SIZE + 8].copy_from_slice(&size.to_le_bytes());
             flags |= F_SIZE;
         }
+        let hex_id = hex_id(&record.id);
+        if hex_id.is_some() {
+            flags |= F_ID_HEX;
+        }
         entry[E_FLAGS] = flags;
         entry[E_PLATFORM] = Platform::ALL
             .iter()
             .position(|p| *p == r.platform)
             .unwrap_or(0) as u8;
-        entry[E_VALID..E_VALID + 8].copy_from_slice(&valid_from.to_le_bytes());
         let vendor = self.interned(&r.vendor)?;
-        let name = self.string(&r.executable_name)?;
         let version = self.interned(&r.version)?;
-        let id = self.string(&record.id)?;
         put_u40(&mut entry[E_VENDOR..], vendor);
-        put_u40(&mut entry[E_NAME..], name);
         put_u40(&mut entry[E_VERSION..], version);
-        put_u40(&mut entry[E_ID..], id);
-        self.entries.write_all(&entry)?;
+        let out = &mut self.scratch;
+        out.clear();
+        out.extend_from_slice(&entry);
+        put_varint(out, r.executable_name.len() as u64);
+        out.extend_from_slice(r.executable_name.as_bytes());
+        out.extend_from_slice(&valid_from.to_le_bytes());
+        match hex_id {
+            Some(id) => out.extend_from_slice(&id),
+            None => {
+                put_varint(out, record.id.len() as u64);
+                out.extend_from_slice(record.id.as_bytes());
+            }
+        }
+        out.resize(out.len().next_multiple_of(ENTRY_ALIGN), 0);
+        self.entries.write_all(out)?;
+        self.entries_len += out.len() as u64;
+        self.order.write_all(&handle.to_le_bytes())?;
 
         let rank = rank_bytes(current, valid_from);
         let mut tail = [0u8; RANK_LEN];
         tail[..9].copy_from_slice(&rank);
-        tail[9..].copy_from_slice(&index.to_be_bytes());
+        // Entries are written in scan order: among equals the first scanned ranks first.
+        tail[9..].copy_from_slice(&handle.to_be_bytes());
         self.sha256.push(row_key(&sha256, &tail))?;
         if let Some(d) = sha1 {
             self.sha1.push(row_key(&d, &tail))?;
@@ -507,6 +557,7 @@ impl Writer {
     /// the records epoch read before the scan, `fingerprint` the store's.
     pub(crate) fn finish(mut self, epoch: u64, fingerprint: [u8; 32]) -> io::Result<PathBuf> {
         self.entries.flush()?;
+        self.order.flush()?;
         self.strings.flush()?;
         let tmp = self.work.join("generation");
         let mut out = HashingWriter {
@@ -532,6 +583,7 @@ impl Writer {
         write_table(&mut out, &mut header, 1, self.sha1)?;
         write_table(&mut out, &mut header, 2, self.md5)?;
         header.sections[S_STRINGS] = out.copy_section(&self.work.join("strings"))?;
+        header.sections[S_ORDER] = out.copy_section(&self.work.join("order"))?;
         header.file_len = out.written;
         header.body_sha256 = out.hasher.finalize().into();
         let mut file = out.out.into_inner().map_err(|e| e.into_error())?;
@@ -737,6 +789,7 @@ pub struct Generation {
     map: Mmap,
     entries: (usize, usize),
     strings: (usize, usize),
+    order: (usize, usize),
     tables: [Table; 3],
 }
 
@@ -817,6 +870,7 @@ impl Generation {
             file,
             entries: range(S_ENTRIES),
             strings: range(S_STRINGS),
+            order: range(S_ORDER),
             header,
             map,
             tables,
@@ -1006,14 +1060,15 @@ impl Generation {
                     .and_then(|row| self.pointer(t, row))
                 {
                     found[i] = e;
-                    let at = e as usize * ENTRY_BYTES;
-                    prefetch_range(entries, at, at + ENTRY_BYTES);
+                    let at = e as usize * ENTRY_ALIGN;
+                    prefetch_range(entries, at, at + ENTRY_PREFETCH);
                 }
             }
+            // Vendors and versions are interned, so mostly cached already.
             let strings = self.strings_bytes();
             for &e in found.iter().take(round.len()) {
                 if let Some(entry) = self.entry(e) {
-                    prefetch(strings, get_u40(&entry[E_NAME..]) as usize);
+                    prefetch(strings, get_u40(&entry[E_VENDOR..]) as usize);
                     prefetch(strings, get_u40(&entry[E_VERSION..]) as usize);
                 }
             }
@@ -1035,34 +1090,47 @@ impl Generation {
         &self.map[self.strings.0..self.strings.0 + self.strings.1]
     }
 
+    /// Entry `e` and whatever follows it in the section; `None` unless its fixed part and
+    /// name's length are there.
     fn entry(&self, e: u32) -> Option<&[u8]> {
-        let at = (e as usize).checked_mul(ENTRY_BYTES)?;
-        self.entries_bytes().get(at..at + ENTRY_BYTES)
+        let at = (e as usize).checked_mul(ENTRY_ALIGN)?;
+        self.entries_bytes().get(at..).filter(|b| b.len() > E_NAME)
     }
 
     /// A string of the strings section; `None` when damaged.
     fn string(&self, offset: u64) -> Option<&str> {
-        let at = self.strings_bytes().get(usize::try_from(offset).ok()?..)?;
-        let (len, used) = get_varint(at)?;
-        let bytes = at.get(used..used.checked_add(usize::try_from(len).ok()?)?)?;
-        std::str::from_utf8(bytes).ok()
+        read_str(self.strings_bytes(), usize::try_from(offset).ok()?).map(|(s, _)| s)
     }
 
-    /// The record id of entry `e`.
-    pub(crate) fn id(&self, e: u32) -> &str {
-        self.entry(e)
-            .and_then(|entry| self.string(get_u40(&entry[E_ID..])))
-            .unwrap_or("")
+    /// Entry `e`'s `valid_from` and record id, which follow its name.
+    fn tail(&self, e: u32) -> Option<(i64, RecordId<'_>)> {
+        let entry = self.entry(e)?;
+        let (_, at) = read_str(entry, E_NAME)?;
+        let valid_from = i64::from_le_bytes(entry.get(at..at + 8)?.try_into().ok()?);
+        let at = at + 8;
+        let id = if entry[E_FLAGS] & F_ID_HEX != 0 {
+            let mut hex = [0u8; 32];
+            for (pair, b) in hex.chunks_exact_mut(2).zip(entry.get(at..at + 16)?) {
+                pair[0] = HEX_DIGITS[usize::from(b >> 4)];
+                pair[1] = HEX_DIGITS[usize::from(b & 0x0f)];
+            }
+            RecordId::Hex(hex)
+        } else {
+            RecordId::Text(read_str(entry, at)?.0)
+        };
+        Some((valid_from, id))
+    }
+
+    /// The record id of entry `e` ("" when damaged).
+    pub(crate) fn id(&self, e: u32) -> RecordId<'_> {
+        self.tail(e).map_or(RecordId::Text(""), |(_, id)| id)
     }
 
     /// Current first, then the newest.
     pub(crate) fn rank(&self, e: u32) -> (bool, i64) {
-        match self.entry(e) {
-            Some(entry) => (
-                entry[E_FLAGS] & F_CURRENT != 0,
-                i64::from_le_bytes(entry[E_VALID..E_VALID + 8].try_into().unwrap_or([0; 8])),
-            ),
-            None => (false, i64::MIN),
+        match (self.entry(e), self.tail(e)) {
+            (Some(entry), Some((valid_from, _))) => (entry[E_FLAGS] & F_CURRENT != 0, valid_from),
+            _ => (false, i64::MIN),
         }
     }
 
@@ -1097,7 +1165,7 @@ impl Generation {
         let flags = entry[E_FLAGS];
         Some(VendorMatch {
             vendor: self.string(get_u40(&entry[E_VENDOR..]))?,
-            executable_name: self.string(get_u40(&entry[E_NAME..]))?,
+            executable_name: read_str(entry, E_NAME)?.0,
             version: self.string(get_u40(&entry[E_VERSION..]))?,
             platform: *Platform::ALL.get(usize::from(entry[E_PLATFORM]))?,
             current: flags & F_CURRENT != 0,
@@ -1108,6 +1176,15 @@ impl Generation {
         })
     }
 
+    /// The entry of the `i`-th record scanned.
+    fn ordered(&self, i: u32) -> Option<u32> {
+        let at = self.order.0 + i as usize * 4;
+        let b = self
+            .map
+            .get(at..(at + 4).min(self.order.0 + self.order.1))?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+
     /// The entry of record `id`: by bisection when the scan gave ids in byte order,
     /// otherwise by a linear search (only for a record that now fails its HMAC).
     pub(crate) fn entry_of_id(&self, id: &str) -> Option<u32> {
@@ -1116,16 +1193,44 @@ impl Generation {
             let (mut lo, mut hi) = (0u32, n);
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                match self.id(mid).as_bytes().cmp(id.as_bytes()) {
+                let e = self.ordered(mid)?;
+                match self.id(e).as_str().as_bytes().cmp(id.as_bytes()) {
                     std::cmp::Ordering::Less => lo = mid + 1,
                     std::cmp::Ordering::Greater => hi = mid,
-                    std::cmp::Ordering::Equal => return Some(mid),
+                    std::cmp::Ordering::Equal => return Some(e),
                 }
             }
             return None;
         }
-        (0..n).find(|&e| self.id(e) == id)
+        (0..n)
+            .filter_map(|i| self.ordered(i))
+            .find(|&e| self.id(e).as_str() == id)
     }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// A record id as an entry holds it: 32 hex digits kept as bytes, or the text.
+pub(crate) enum RecordId<'a> {
+    Hex([u8; 32]),
+    Text(&'a str),
+}
+
+impl RecordId<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            RecordId::Hex(hex) => std::str::from_utf8(hex).unwrap_or(""),
+            RecordId::Text(text) => text,
+        }
+    }
+}
+
+/// The LEB128-prefixed UTF-8 string at `bytes[at..]` and where it ends; `None` when damaged.
+fn read_str(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
+    let (len, used) = get_varint(bytes.get(at..)?)?;
+    let start = at.checked_add(used)?;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    Some((std::str::from_utf8(bytes.get(start..end)?).ok()?, end))
 }
 
 fn verify_body(file: &File, header: &Header) -> io::Result<()> {
@@ -1311,6 +1416,21 @@ mod tests {
             let naming = g.naming(&key_of(h.algo(), h.digest()));
             assert_eq!(naming.first().copied(), e);
         }
+        // Every verified record is found by its id, with its rank; the others are not.
+        for r in &records {
+            let e = g.entry_of_id(&r.id);
+            assert_eq!(e.is_some(), r.integrity_ok, "{}", r.id);
+            if let Some(e) = e {
+                assert_eq!(g.id(e).as_str(), r.id);
+                assert_eq!(
+                    g.rank(e),
+                    (
+                        r.status == RecordStatus::Current,
+                        r.valid_from.timestamp_micros()
+                    )
+                );
+            }
+        }
         let bytes = std::fs::read(&path).unwrap();
         let damaged = dir.path().join("damaged.gen");
         let mut copy = bytes.clone();
@@ -1323,6 +1443,54 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         std::fs::write(&damaged, &bytes[..100]).unwrap();
         assert!(Generation::open(&damaged, false).is_err());
+    }
+
+    /// Ids that are not 32 lowercase hex digits, out of byte order: kept as text, found
+    /// by a linear search, and the names long and short as written.
+    #[test]
+    fn text_ids_and_long_names_round_trip() {
+        let ids = ["r-2", "ABCDEF0123456789ABCDEF0123456789", "", "r-1"];
+        let records: Vec<HashRecord> = ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| {
+                let mut r = record(n as u64 + 1, hex(n as u64, 64), None, true, 1);
+                r.id = (*id).to_string();
+                r.integrity_ok = true;
+                r.record.executable_name = "long/".repeat(n * 40) + "x.bin";
+                r
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_records(dir.path(), &records, 1, 1 << 16).unwrap();
+        let g = Generation::open(&path, true).unwrap();
+        for r in &records {
+            let e = g.entry_of_id(&r.id).unwrap();
+            assert_eq!(g.id(e).as_str(), r.id);
+            let m = g.matched(e).unwrap();
+            assert_eq!(m.executable_name, r.record.executable_name);
+            assert_eq!(m.vendor, r.record.vendor);
+            assert_eq!(m.version, r.record.version);
+        }
+        assert_eq!(g.entry_of_id("r-3"), None);
+    }
+
+    /// A file of the previous format (its header otherwise whole) is refused by its version.
+    #[test]
+    fn an_older_format_is_refused() {
+        let records: Vec<HashRecord> = (1..20u64)
+            .map(|n| record(n, hex(n, 64), None, true, 1))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_records(dir.path(), &records, 1, 1 << 16).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let sum: [u8; 32] = Sha256::digest(&bytes[..HEADER_FIELDS]).into();
+        bytes[HEADER_FIELDS..HEADER_FIELDS + 32].copy_from_slice(&sum);
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Generation::open(&path, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("format version 1"), "{e}");
     }
 
     #[test]

@@ -235,6 +235,9 @@ enum Answer {
     Record(Arc<DeltaRecord>),
 }
 
+/// A record naming a hash: its rank, its id (the smaller wins a tie) and the answer it gives.
+type Candidate = ((bool, i64), Reverse<Box<str>>, Answer);
+
 /// What changed since the base was built.
 #[derive(Default)]
 struct Delta {
@@ -300,12 +303,12 @@ impl State {
     /// The best verified record naming `key`: current before superseded, then the newest,
     /// then the smallest id.
     fn best(&self, key: &Key) -> Option<Answer> {
-        let mut candidates: Vec<((bool, i64), Reverse<&str>, Answer)> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         for e in self.base.naming(key) {
             let id = self.base.id(e);
-            if !self.delta.records.contains_key(id) {
+            if !self.delta.records.contains_key(id.as_str()) {
                 let rank = self.base.rank(e);
-                candidates.push((rank, Reverse(id), Answer::Base(e)));
+                candidates.push((rank, Reverse(id.as_str().into()), Answer::Base(e)));
             }
         }
         for id in self.delta.naming.get(key).into_iter().flatten() {
@@ -313,12 +316,12 @@ impl State {
                 && r.verified
             {
                 let rank = (r.current, r.valid_from_micros);
-                candidates.push((rank, Reverse(&r.id), Answer::Record(Arc::clone(r))));
+                candidates.push((rank, Reverse(r.id.clone()), Answer::Record(Arc::clone(r))));
             }
         }
         candidates
             .into_iter()
-            .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
+            .max_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)))
             .map(|(_, _, answer)| answer)
     }
 
@@ -1116,7 +1119,12 @@ mod tests {
         );
         // Distinct: three SHA-256 and one MD5.
         assert_eq!(g.hashes(), 4);
-        assert_eq!(g.naming(&key_of(HashAlgo::Md5, &[0xe1; 16])), [2, 3, 0]);
+        let naming: Vec<String> = g
+            .naming(&key_of(HashAlgo::Md5, &[0xe1; 16]))
+            .into_iter()
+            .map(|e| g.id(e).as_str().to_string())
+            .collect();
+        assert_eq!(naming, ["r0003", "r0004", "r0001"]);
     }
 
     /// A small generator for the model test.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use chrono::{TimeZone, Utc};
 use lookup::VendorIndex;
 use model::{Arch, HashValue, NewRecord, Platform, RecordSigner};
+use sha2::{Digest as _, Sha256};
 use store::Store;
 
 const SECRET: &[u8] = b"generation tests record secret";
@@ -233,6 +234,37 @@ async fn a_crashed_merge_and_a_damaged_generation_are_passed_over() {
     assert_eq!(rebuilt.merges(), 1, "the damaged generation is refused");
     assert_eq!(
         answer(&rebuilt, &store, &digest(12000, 64))
+            .await
+            .as_deref(),
+        Some("tool12-1.0.0.exe true")
+    );
+}
+
+#[tokio::test]
+async fn a_generation_of_an_older_format_is_refused_and_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gens = tmp.path().join("gens");
+    let store = open_store(tmp.path(), SECRET).await;
+    fill(&store, 30, 1).await;
+    let index = Arc::new(VendorIndex::with_dir(&gens));
+    index.rebuild(&store).await.unwrap();
+    let (old, _, _) = index.generation().unwrap();
+    drop(index);
+
+    // The file as the previous format version labelled it, its header checksum whole.
+    let mut bytes = std::fs::read(&old).unwrap();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let sum: [u8; 32] = Sha256::digest(&bytes[..512]).into();
+    bytes[512..544].copy_from_slice(&sum);
+    std::fs::write(&old, &bytes).unwrap();
+
+    let restarted = Arc::new(VendorIndex::with_dir(&gens));
+    restarted.rebuild(&store).await.unwrap();
+    assert_eq!(restarted.merges(), 1, "the older format is refused");
+    assert_ne!(restarted.generation().unwrap().0, old);
+    assert!(!old.exists(), "the refused file is removed after the merge");
+    assert_eq!(
+        answer(&restarted, &store, &digest(12000, 64))
             .await
             .as_deref(),
         Some("tool12-1.0.0.exe true")
