@@ -7,7 +7,7 @@
 //! | section | content |
 //! |---|---|
 //! | entries | one entry per verified record, in the scan's (id) order, each starting on an 8-byte boundary: SHA-256, SHA-1, MD5, flags (has SHA-1, has MD5, current, has size, id is hex), platform, size, `u40` offsets of the vendor and version in the strings, then the executable name (LEB128 length, UTF-8), `valid_from` (µs) and the record id (16 bytes when it is 32 lowercase hex digits, else LEB128 length and UTF-8). What a lookup reports lies in the entry's first bytes, so a hit reads one place; an entry is named by its offset / 8 |
-//! | `<alg>` rows | SHA-256, SHA-1, MD5 tables: one row per (digest, record): the digest then the entry's `u32` name, sorted by digest and, among equal digests, best first (current before superseded, newest `valid_from`, smallest id), so a lookup takes the first row of its digest |
+//! | `<alg>` rows | SHA-256, SHA-1, MD5 tables: one 20-byte row per (digest, record): the digest's first 16 bytes then the entry's `u32` name, sorted by the whole digest and, among equal digests, best first (current before superseded, newest `valid_from`, smallest id), so a lookup takes the first row of its digest whose entry holds the whole digest (the first, but for a collision of 16 bytes) |
 //! | `<alg>` buckets | `2^b + 1` `u32` row starts by the digest's top `b` bits (as the corpus's), `b` sized for 4-8 rows a bucket |
 //! | strings | LEB128 length then UTF-8 bytes: vendors and versions, interned (up to a bound) |
 //! | order | every entry's `u32` name in scan order, so that a record is found by its id |
@@ -69,8 +69,14 @@ const F_CURRENT: u8 = 4;
 const F_SIZE: u8 = 8;
 const F_ID_HEX: u8 = 16;
 
-/// The three digest tables: key bytes. A row is the key and a `u32` entry index.
-const KEY_LEN: [usize; 3] = [32, 20, 16];
+/// Digest bytes of the three tables (SHA-256, SHA-1, MD5) and where entries hold them.
+const DIGEST_LEN: [usize; 3] = [32, 20, 16];
+const E_DIGEST: [usize; 3] = [0, E_SHA1, E_MD5];
+/// A row keeps a digest's first 16 bytes and the entry's `u32` name: enough to tell
+/// digests apart but for a collision, which the entry's full digest settles (a lookup reads
+/// the entry anyway). Shorter rows make a lookup's first read of rows fewer cache lines.
+const ROW_KEY: usize = 16;
+const ROW_LEN: usize = ROW_KEY + 4;
 /// Rank bytes (current flag, inverted `valid_from`) then the record's place in id order.
 const RANK_LEN: usize = 9 + 4;
 const MAX_BUCKET_BITS: u32 = 24;
@@ -316,12 +322,11 @@ impl Header {
         }
         expect(S_ENTRIES, Some(entries), "entries")?;
         expect(S_ORDER, self.records.checked_mul(4), "order")?;
-        for (t, key_len) in KEY_LEN.into_iter().enumerate() {
+        for t in 0..3 {
             if !(1..=MAX_BUCKET_BITS).contains(&self.bits[t]) || self.distinct[t] > self.rows[t] {
                 return Err(invalid("bad table shape"));
             }
-            let row_len = (key_len + 4) as u64;
-            expect(s_rows(t), self.rows[t].checked_mul(row_len), "rows")?;
+            expect(s_rows(t), self.rows[t].checked_mul(ROW_LEN as u64), "rows")?;
             expect(
                 s_buckets(t),
                 Some(((1u64 << self.bits[t]) + 1) * 4),
@@ -608,33 +613,34 @@ fn row_key<const W: usize>(digest: &[u8], tail: &[u8; RANK_LEN]) -> [u8; W] {
     rec
 }
 
-/// Streams a sorted table into the file as rows (digest, entry index), then its buckets.
+/// Streams a sorted table (by full digest, then rank) into the file as rows (the digest's
+/// first bytes, entry name), then its buckets.
 fn write_table<const W: usize>(
     out: &mut HashingWriter,
     header: &mut Header,
     t: usize,
     sorter: FixedSorter<W>,
 ) -> io::Result<()> {
-    let key_len = KEY_LEN[t];
+    let digest_len = DIGEST_LEN[t];
     let rows = sorter.len();
     let bits = bucket_bits(rows);
     let mut counts = vec![0u32; 1 << bits];
     let offset = out.written;
     let mut distinct = 0u64;
     let mut last = [0u8; 32];
-    let mut row = [0u8; 36];
+    let mut row = [0u8; ROW_LEN];
     sorter.finish(|rec| {
-        let key = &rec[..key_len];
-        if distinct == 0 || last[..key_len] != *key {
+        let digest = &rec[..digest_len];
+        if distinct == 0 || last[..digest_len] != *digest {
             distinct += 1;
-            last[..key_len].copy_from_slice(key);
+            last[..digest_len].copy_from_slice(digest);
         }
-        row[..key_len].copy_from_slice(key);
+        row[..ROW_KEY].copy_from_slice(&digest[..ROW_KEY]);
         let index = &rec[W - 4..];
         let index = u32::from_be_bytes([index[0], index[1], index[2], index[3]]);
-        row[key_len..key_len + 4].copy_from_slice(&index.to_le_bytes());
-        counts[(prefix(key) >> (64 - bits)) as usize] += 1;
-        out.write(&row[..key_len + 4])
+        row[ROW_KEY..].copy_from_slice(&index.to_le_bytes());
+        counts[(prefix(digest) >> (64 - bits)) as usize] += 1;
+        out.write(&row)
     })?;
     header.sections[s_rows(t)] = (offset, out.written - offset);
     out.pad()?;
@@ -776,8 +782,6 @@ struct Table {
     /// bucket, so that a lookup's first read stays in the CPU cache.
     index: BucketIndex,
     window: usize,
-    key_len: usize,
-    row_len: usize,
 }
 
 /// One generation, mapped read-only.
@@ -839,7 +843,7 @@ impl Generation {
             (offset as usize, len as usize)
         };
         let mut tables = Vec::with_capacity(3);
-        for (t, key_len) in KEY_LEN.into_iter().enumerate() {
+        for t in 0..3 {
             let (at, blen) = range(s_buckets(t));
             let starts: Vec<u32> = map[at..at + blen]
                 .chunks_exact(4)
@@ -858,8 +862,6 @@ impl Generation {
                 rows: range(s_rows(t)),
                 index,
                 window: (WINDOW * per_bucket.sqrt()).ceil() as usize + 1,
-                key_len,
-                row_len: key_len + 4,
             });
         }
         let tables: [Table; 3] = tables
@@ -917,16 +919,35 @@ impl Generation {
     }
 
     fn key_at(&self, t: usize, i: usize) -> Option<&[u8]> {
-        let table = &self.tables[t];
-        let at = i.checked_mul(table.row_len)?;
-        self.rows(t).get(at..at + table.key_len)
+        let at = i.checked_mul(ROW_LEN)?;
+        self.rows(t).get(at..at + ROW_KEY)
     }
 
     fn pointer(&self, t: usize, i: usize) -> Option<u32> {
-        let table = &self.tables[t];
-        let at = i.checked_mul(table.row_len)? + table.key_len;
+        let at = i.checked_mul(ROW_LEN)? + ROW_KEY;
         let p = self.rows(t).get(at..at + 4)?;
         Some(u32::from_le_bytes([p[0], p[1], p[2], p[3]]))
+    }
+
+    /// Entry `e`'s digest of table `t`'s kind, if it has one.
+    fn entry_digest(&self, t: usize, e: u32) -> Option<&[u8]> {
+        let entry = self.entry(e)?;
+        let has = [
+            true,
+            entry[E_FLAGS] & F_SHA1 != 0,
+            entry[E_FLAGS] & F_MD5 != 0,
+        ];
+        has[t].then(|| &entry[E_DIGEST[t]..E_DIGEST[t] + DIGEST_LEN[t]])
+    }
+
+    /// The first of the rows from `row` on sharing `digest`'s key whose entry holds the
+    /// whole digest: rows of one digest are together, best first.
+    fn confirm(&self, t: usize, digest: &[u8], row: usize) -> Option<u32> {
+        let key = &digest[..ROW_KEY];
+        (row..)
+            .take_while(|&i| self.key_at(t, i) == Some(key))
+            .filter_map(|i| self.pointer(t, i))
+            .find(|&e| self.entry_digest(t, e) == Some(digest))
     }
 
     /// The key's bucket as a row range, and where in it the key would sit if the keys
@@ -997,35 +1018,37 @@ impl Generation {
     /// Every entry naming the digest, best first.
     pub(crate) fn naming(&self, key: &Key) -> Vec<u32> {
         let t = table_of(key.0);
-        let digest = &key.1[..KEY_LEN[t]];
+        let digest = &key.1[..DIGEST_LEN[t]];
+        let row_key = &digest[..ROW_KEY];
         let Some(first) = self
-            .span(t, digest)
-            .and_then(|span| self.first_row(t, digest, span))
+            .span(t, row_key)
+            .and_then(|span| self.first_row(t, row_key, span))
         else {
             return Vec::new();
         };
         (first..)
-            .take_while(|&i| self.key_at(t, i) == Some(digest))
+            .take_while(|&i| self.key_at(t, i) == Some(row_key))
             .filter_map(|i| self.pointer(t, i))
+            .filter(|&e| self.entry_digest(t, e) == Some(digest))
             .collect()
     }
 
     /// Every distinct digest of `algo`'s table, in ascending byte order, each with whether
     /// its first row (its best record: current ones rank first) is a current record: the
     /// current records' digests are those marked `true`. A walk over the mapped rows that
-    /// reads one entry's flags per digest and holds nothing per digest.
+    /// reads each row's entry (for the whole digest and its flags) and holds nothing per
+    /// digest.
     pub fn distinct_digests(&self, algo: HashAlgo) -> impl Iterator<Item = (&[u8], bool)> + '_ {
         let t = table_of(algo);
-        let (key_len, row_len) = (self.tables[t].key_len, self.tables[t].row_len);
         let mut last: Option<&[u8]> = None;
-        self.rows(t).chunks_exact(row_len).filter_map(move |row| {
-            let key = &row[..key_len];
-            if last == Some(key) {
+        self.rows(t).chunks_exact(ROW_LEN).filter_map(move |row| {
+            let e = u32::from_le_bytes(row[ROW_KEY..].try_into().ok()?);
+            let digest = self.entry_digest(t, e)?;
+            if last == Some(digest) {
                 return None;
             }
-            last = Some(key);
-            let e = u32::from_le_bytes(row[key_len..row_len].try_into().ok()?);
-            Some((key, self.rank(e).0))
+            last = Some(digest);
+            Some((digest, self.rank(e).0))
         })
     }
 
@@ -1046,28 +1069,36 @@ impl Generation {
                 let t = table_of(h.algo());
                 if let Some((lo, hi, guess)) = self.locate(t, prefixes[i]) {
                     let (a, b) = self.window(t, lo, hi, guess);
-                    let row_len = self.tables[t].row_len;
-                    prefetch_range(self.rows(t), a * row_len, b * row_len);
+                    prefetch_range(self.rows(t), a * ROW_LEN, b * ROW_LEN);
                     spans[i] = Some((lo, hi, a, b));
                 }
             }
             let mut found = [u32::MAX; ROUND];
+            let mut rows = [0usize; ROUND];
             let entries = self.entries_bytes();
             for (i, h) in round.iter().enumerate() {
                 let t = table_of(h.algo());
-                if let Some(e) = spans[i]
-                    .and_then(|span| self.first_row(t, h.digest(), span))
-                    .and_then(|row| self.pointer(t, row))
+                if let Some((row, e)) = spans[i]
+                    .and_then(|span| self.first_row(t, &h.digest()[..ROW_KEY], span))
+                    .and_then(|row| Some((row, self.pointer(t, row)?)))
                 {
-                    found[i] = e;
+                    (found[i], rows[i]) = (e, row);
                     let at = e as usize * ENTRY_ALIGN;
                     prefetch_range(entries, at, at + ENTRY_PREFETCH);
                 }
             }
-            // Vendors and versions are interned, so mostly cached already.
+            // The entry confirms the whole digest; vendors and versions are interned, so
+            // mostly cached already.
             let strings = self.strings_bytes();
-            for &e in found.iter().take(round.len()) {
-                if let Some(entry) = self.entry(e) {
+            for (i, h) in round.iter().enumerate() {
+                if found[i] == u32::MAX {
+                    continue;
+                }
+                let t = table_of(h.algo());
+                if self.entry_digest(t, found[i]) != Some(h.digest()) {
+                    found[i] = self.confirm(t, h.digest(), rows[i]).unwrap_or(u32::MAX);
+                }
+                if let Some(entry) = self.entry(found[i]) {
                     prefetch(strings, get_u40(&entry[E_VENDOR..]) as usize);
                     prefetch(strings, get_u40(&entry[E_VERSION..]) as usize);
                 }

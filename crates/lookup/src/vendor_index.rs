@@ -1085,20 +1085,48 @@ mod tests {
     }
 
     #[test]
-    fn digests_sharing_their_first_eight_bytes_are_told_apart() {
-        // Same tag, so the same home slot: the second is found by probing past the first.
-        let a = format!("{}{}", "ab".repeat(8), "01".repeat(24));
-        let b = format!("{}{}", "ab".repeat(8), "02".repeat(24));
-        let c = format!("{}{}", "ab".repeat(8), "03".repeat(24));
-        let (_dir, g) = generation(&[record(1, &a, None, true, 1), record(2, &b, None, true, 1)]);
+    fn digests_sharing_their_first_sixteen_bytes_are_told_apart() {
+        // Rows keep a digest's first 16 bytes: these share their rows' keys, and the entries'
+        // whole digests tell them apart.
+        let a = format!("{}{}", "ab".repeat(16), "01".repeat(16));
+        let b = format!("{}{}", "ab".repeat(16), "02".repeat(16));
+        let c = format!("{}{}", "ab".repeat(16), "03".repeat(16));
+        let d = format!("{}{}", "ab".repeat(8), "04".repeat(24));
+        let (_dir, g) = generation(&[
+            record(1, &b, None, true, 1),
+            record(2, &a, None, true, 1),
+            record(3, &b, None, false, 2),
+            record(4, &d, None, true, 1),
+        ]);
         assert_eq!(
-            names(&g, &[&b, &c, &a]),
+            names(&g, &[&b, &c, &a, &d]),
             [
-                Some("vendor0 tool2.exe 1.2".to_string()),
-                None,
                 Some("vendor1 tool1.exe 1.1".to_string()),
+                None,
+                Some("vendor0 tool2.exe 1.2".to_string()),
+                Some("vendor0 tool4.exe 1.4".to_string()),
             ]
         );
+        let naming = |hex: &str| -> Vec<String> {
+            let h = HashValue::parse(hex).unwrap();
+            g.naming(&key_of(h.algo(), h.digest()))
+                .into_iter()
+                .map(|e| g.id(e).as_str().to_string())
+                .collect()
+        };
+        assert_eq!(naming(&b), ["r0001", "r0003"]);
+        assert_eq!(naming(&a), ["r0002"]);
+        assert!(naming(&c).is_empty());
+        let digests: Vec<(Vec<u8>, bool)> = g
+            .distinct_digests(HashAlgo::Sha256)
+            .map(|(d, current)| (d.to_vec(), current))
+            .collect();
+        let bytes = |hex: &str| HashValue::parse(hex).unwrap().digest().to_vec();
+        assert_eq!(
+            digests,
+            [(bytes(&d), true), (bytes(&a), true), (bytes(&b), true)]
+        );
+        assert_eq!(g.hashes(), 3);
     }
 
     #[test]
