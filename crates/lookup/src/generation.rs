@@ -612,9 +612,9 @@ impl Writer {
             ..Header::default()
         };
         header.sections[S_ENTRIES] = out.copy_section(&self.work.join("entries"))?;
-        write_table(&mut out, &mut header, 0, self.sha256)?;
-        write_table(&mut out, &mut header, 1, self.sha1)?;
-        write_table(&mut out, &mut header, 2, self.md5)?;
+        write_table(&mut out, &mut header, &self.work, 0, self.sha256)?;
+        write_table(&mut out, &mut header, &self.work, 1, self.sha1)?;
+        write_table(&mut out, &mut header, &self.work, 2, self.md5)?;
         header.sections[S_STRINGS] = out.copy_section(&self.work.join("strings"))?;
         header.sections[S_ORDER] = out.copy_section(&self.work.join("order"))?;
         header.file_len = out.written;
@@ -646,13 +646,19 @@ fn row_key<const W: usize>(digest: &[u8], tail: &[u8; RANK_LEN]) -> [u8; W] {
 fn write_table<const W: usize>(
     out: &mut HashingWriter,
     header: &mut Header,
+    work: &Path,
     t: usize,
     sorter: FixedSorter<W>,
 ) -> io::Result<()> {
     let digest_len = DIGEST_LEN[t];
     let rows = sorter.len();
     let bits = bucket_bits(rows);
-    let mut counts = vec![0u32; 1 << bits];
+    // Bucket starts as the sorted rows pass (their buckets only rise), to a work file: no
+    // table of them in memory while the sort merges.
+    let buckets_path = work.join(format!("buckets-{t}"));
+    let mut buckets = BufWriter::with_capacity(IO_BUF, File::create(&buckets_path)?);
+    let mut next_bucket = 0u64;
+    let mut written_rows = 0u32;
     let offset = out.written;
     let mut distinct = 0u64;
     let mut last = [0u8; 32];
@@ -667,25 +673,27 @@ fn write_table<const W: usize>(
         let index = &rec[W - 4..];
         let index = u32::from_be_bytes([index[0], index[1], index[2], index[3]]);
         row[ROW_KEY..].copy_from_slice(&index.to_le_bytes());
-        counts[(prefix(digest) >> (64 - bits)) as usize] += 1;
+        let bucket = prefix(digest) >> (64 - bits);
+        while next_bucket <= bucket {
+            buckets.write_all(&written_rows.to_le_bytes())?;
+            next_bucket += 1;
+        }
+        written_rows += 1;
         out.write(&row)
     })?;
+    while next_bucket <= 1 << bits {
+        buckets.write_all(&written_rows.to_le_bytes())?;
+        next_bucket += 1;
+    }
+    buckets.flush()?;
+    drop(buckets);
     header.sections[s_rows(t)] = (offset, out.written - offset);
     out.pad()?;
     header.rows[t] = rows;
     header.distinct[t] = distinct;
     header.bits[t] = bits;
-    let offset = out.written;
-    let mut start = 0u32;
-    let mut bytes = Vec::with_capacity((counts.len() + 1) * 4);
-    for c in counts {
-        bytes.extend_from_slice(&start.to_le_bytes());
-        start += c;
-    }
-    bytes.extend_from_slice(&start.to_le_bytes());
-    out.write(&bytes)?;
-    header.sections[s_buckets(t)] = (offset, out.written - offset);
-    out.pad()
+    header.sections[s_buckets(t)] = out.copy_section(&buckets_path)?;
+    std::fs::remove_file(&buckets_path)
 }
 
 fn decode<const N: usize>(hex: &str) -> Option<[u8; N]> {
