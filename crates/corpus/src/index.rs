@@ -1,6 +1,7 @@
 //! The in-memory index of a key table: where each key's bucket starts, compact enough to stay
 //! in the CPU cache so that a lookup's first memory access is a cache hit.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use crate::error::Result;
@@ -120,8 +121,12 @@ impl Index {
 }
 
 impl Parts {
-    /// The starts at `bits` bits: every `2^(disk_bits - bits)`-th on-disk start.
-    fn sample(starts: &[u32], disk_bits: u32, bits: u32) -> Vec<u32> {
+    /// The starts at `bits` bits: every `2^(disk_bits - bits)`-th on-disk start (all of
+    /// them, not copied, at the disk's bits).
+    fn sample(starts: &[u32], disk_bits: u32, bits: u32) -> Cow<'_, [u32]> {
+        if bits == disk_bits {
+            return Cow::Borrowed(starts);
+        }
         starts
             .iter()
             .step_by(1 << (disk_bits - bits))
@@ -158,7 +163,7 @@ impl Parts {
 
     fn plain(starts: &[u32], disk_bits: u32) -> Parts {
         let bits = disk_bits.min(MAX_PLAIN_BITS);
-        let mut anchors = Self::sample(starts, disk_bits, bits);
+        let mut anchors = Self::sample(starts, disk_bits, bits).into_owned();
         anchors.push(anchors.last().copied().unwrap_or(0));
         Parts {
             anchors,

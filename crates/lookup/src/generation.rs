@@ -881,10 +881,21 @@ impl Generation {
         let mut tables = Vec::with_capacity(3);
         for t in 0..3 {
             let (at, blen) = range(s_buckets(t));
-            let starts: Vec<u32> = map[at..at + blen]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let bytes = &map[at..at + blen];
+            // SAFETY: any four bytes are a valid `u32`; `align_to` gives only the aligned
+            // middle, and the section starts on a page boundary, so it is all of it.
+            let (head, aligned, tail) = unsafe { bytes.align_to::<u32>() };
+            let copied: Vec<u32>;
+            let starts: &[u32] =
+                if cfg!(target_endian = "little") && head.is_empty() && tail.is_empty() {
+                    aligned
+                } else {
+                    copied = bytes
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    &copied
+                };
             if starts.first() != Some(&0)
                 || starts.last().map(|&s| u64::from(s)) != Some(header.rows[t])
                 || starts.windows(2).any(|w| w[0] > w[1])
@@ -892,7 +903,7 @@ impl Generation {
                 return Err(invalid("bucket table does not cover the rows"));
             }
             let per_bucket = header.rows[t] as f64 / (1u64 << header.bits[t]) as f64;
-            let index = BucketIndex::new(path, &starts, header.bits[t])
+            let index = BucketIndex::new(path, starts, header.bits[t])
                 .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
             tables.push(Table {
                 rows: range(s_rows(t)),
