@@ -71,6 +71,8 @@ pub(crate) trait Columns {
     fn date(&self, column: &str) -> Result<NaiveDate>;
     fn opt_date(&self, column: &str) -> Result<Option<NaiveDate>>;
     fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>>;
+    fn bytes_ref(&self, column: &str) -> Result<&[u8]>;
+    fn opt_bytes_ref(&self, column: &str) -> Result<Option<&[u8]>>;
 }
 
 macro_rules! columns {
@@ -110,6 +112,12 @@ macro_rules! columns {
                 self.try_get(column).map_err(db_error)
             }
             fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn bytes_ref(&self, column: &str) -> Result<&[u8]> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn opt_bytes_ref(&self, column: &str) -> Result<Option<&[u8]>> {
                 self.try_get(column).map_err(db_error)
             }
         }

@@ -9,6 +9,10 @@
 //! the entries alive on it, in leaf-hash order. Publishing writes the day's changes, the
 //! first leaf hash of each of its chunks (`translog_chunk_starts`) and its chunk roots; a
 //! read of a day's positions starts at a chunk start.
+//!
+//! The hashes are stored as their 32 bytes (`leaf_hash`, `hash_sha256`, `chunk_root`) and
+//! read back as the lowercase hex the API speaks: bytes sort as that hex does, so the tree
+//! order is the stored order.
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
@@ -92,6 +96,35 @@ fn chunk_start_insert_sql(values: &str) -> String {
 fn parse_leaf_hash(hex_text: &str) -> Result<Hash> {
     translog::encoding::parse_hash_hex("leaf_hash", hex_text)
         .map_err(|_| crate::backend::corrupt("leaf_hash", hex_text))
+}
+
+/// The hash that `hex_text` spells in lowercase hex, the only form the bytes read back as.
+fn lowercase_hash(hex_text: &str) -> Option<Hash> {
+    translog::encoding::parse_hash_hex("hash_sha256", hex_text)
+        .ok()
+        .filter(|hash| translog::encoding::hash_to_hex(hash) == hex_text)
+}
+
+/// A leaf's SHA-256 as stored: what would not read back as given is refused.
+fn parse_sha256(hex_text: &str) -> Result<Hash> {
+    lowercase_hash(hex_text).ok_or_else(|| {
+        model::Error::internal(format!(
+            "a leaf's hash_sha256 {hex_text:?} is not 64 lowercase hex digits"
+        ))
+    })
+}
+
+/// A stored hash column: 32 bytes.
+fn hash_of(column: &str, bytes: &[u8]) -> Result<Hash> {
+    Hash::try_from(bytes).map_err(|_| crate::backend::corrupt(column, &hex::encode(bytes)))
+}
+
+/// A stored hash column as the lowercase hex the API speaks.
+fn hex_of(row: &impl Columns, column: &str) -> Result<String> {
+    Ok(translog::encoding::hash_to_hex(&hash_of(
+        column,
+        row.bytes_ref(column)?,
+    )?))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,10 +233,12 @@ const CHUNK_START: &str =
 /// Where day `$1`'s chunk `$2` starts reading: below every leaf hash for chunk 0 (so an
 /// entry sorting before the day's first leaf is still read, and shows), else at the chunk's
 /// first leaf; NULL, so nothing is read, when the day has no such chunk. A scalar
-/// subquery, so a range costs one statement.
+/// subquery, so a range costs one statement. Below every hash is the empty byte string,
+/// written `substr(hash, 1, 0)`: bytes on both backends, where a literal is not.
 macro_rules! chunk_floor {
     () => {
-        "(SELECT CASE WHEN s.chunk_index = 0 THEN '' ELSE s.leaf_hash END \
+        "(SELECT CASE WHEN s.chunk_index = 0 THEN substr(s.leaf_hash, 1, 0) \
+         ELSE s.leaf_hash END \
          FROM translog_chunk_starts s WHERE s.log_date = $1 AND s.chunk_index = $2)"
     };
 }
@@ -217,11 +252,13 @@ const LEAVES_FROM: &str = concat!(
     alive_on_day!(),
     " ORDER BY e.leaf_hash LIMIT $3 OFFSET $4"
 );
-/// [`LEAVES_FROM`]'s leaf hashes joined in one text (64 hex digits each), so a range costs
-/// one row rather than one per leaf (SQLite 3.44 and PostgreSQL both have `string_agg`
-/// with an order).
+/// [`LEAVES_FROM`]'s leaf hashes joined in one value (32 bytes each), so a range costs one
+/// row rather than one per leaf (SQLite 3.44 and PostgreSQL both have `string_agg` with an
+/// order; the empty separator is a blob's empty `substr`, so PostgreSQL joins `bytea`, and
+/// SQLite joins the bytes as they are).
 const LEAF_HASHES_FROM: &str = concat!(
-    "SELECT string_agg(leaf_hash, '' ORDER BY leaf_hash) AS hashes FROM (SELECT \
+    "SELECT string_agg(leaf_hash, substr(leaf_hash, 1, 0) ORDER BY leaf_hash) AS hashes \
+     FROM (SELECT \
      e.leaf_hash FROM translog_entries e WHERE e.leaf_hash >= ",
     chunk_floor!(),
     " AND ",
@@ -234,7 +271,8 @@ const LEAF_HASHES_FROM: &str = concat!(
 /// chunk start of the day.
 const LEAF_POSITION: &str = concat!(
     "SELECT s.chunk_index, (SELECT COUNT(*) FROM translog_entries e \
-     WHERE e.leaf_hash >= CASE WHEN s.chunk_index = 0 THEN '' ELSE s.leaf_hash END \
+     WHERE e.leaf_hash >= CASE WHEN s.chunk_index = 0 THEN substr(s.leaf_hash, 1, 0) \
+     ELSE s.leaf_hash END \
      AND e.leaf_hash < $2 AND ",
     alive_on_day!(),
     ") AS leaves FROM translog_chunk_starts s WHERE s.log_date = $1 AND s.leaf_hash <= $2 \
@@ -283,9 +321,9 @@ fn root_from_row(row: &impl Columns) -> Result<StoredRoot> {
 
 fn leaf_from_row(r: &impl Columns) -> Result<LeafRow> {
     Ok(LeafRow {
-        leaf_hash: r.text("leaf_hash")?,
+        leaf_hash: hex_of(r, "leaf_hash")?,
         executable_name: r.text("executable_name")?,
-        hash_sha256: r.text("hash_sha256")?,
+        hash_sha256: hex_of(r, "hash_sha256")?,
         version: r.text("version")?,
         platform: r.text("platform")?,
         arch: r.text("arch")?,
@@ -317,21 +355,29 @@ fn check_leaf_count(root: &StoredRoot, given: i64) -> Result<()> {
 /// chunk starts and chunk roots.
 #[derive(Default)]
 struct DayWrites {
-    entered: Vec<LeafRow>,
+    entered: Vec<Entered>,
     /// Leaf hash and `entered` of each entry that left.
-    left: Vec<(String, NaiveDate)>,
+    left: Vec<(Hash, NaiveDate)>,
     /// Chunk index and first leaf hash.
-    chunk_starts: Vec<(u64, String)>,
+    chunk_starts: Vec<(u64, Hash)>,
     chunk_roots: Vec<Hash>,
     chunk_roots_stored: u64,
+}
+
+/// A leaf that enters the day, with its hashes as stored.
+struct Entered {
+    leaf_hash: Hash,
+    hash_sha256: Hash,
+    leaf: LeafRow,
 }
 
 /// The entries in the previous published day's tree, read in tree order a page at a time
 /// while a day is published.
 struct PreviousDay {
     day: Option<NaiveDate>,
-    page: std::collections::VecDeque<(String, NaiveDate)>,
-    after: String,
+    page: std::collections::VecDeque<(Hash, NaiveDate)>,
+    /// Below every leaf hash until the first page is read.
+    after: Vec<u8>,
     done: bool,
 }
 
@@ -363,7 +409,7 @@ macro_rules! translog_backend {
                         q = q
                             .bind(date)
                             .bind(i64::try_from(index).unwrap_or(i64::MAX))
-                            .bind(translog::encoding::hash_to_hex(root));
+                            .bind(root.as_slice());
                         index += 1;
                     }
                     q.execute(&mut **tx).await.map_err(db_error)?;
@@ -384,12 +430,13 @@ macro_rules! translog_backend {
                     for batch in writes.entered.chunks(INSERT_ROWS) {
                         let sql = entry_insert_sql(&Self::values(batch.len(), 7));
                         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                        for leaf in batch {
+                        for entry in batch {
+                            let leaf = &entry.leaf;
                             q = q
-                                .bind(&leaf.leaf_hash)
+                                .bind(entry.leaf_hash.as_slice())
                                 .bind(date)
                                 .bind(&leaf.executable_name)
-                                .bind(&leaf.hash_sha256)
+                                .bind(entry.hash_sha256.as_slice())
                                 .bind(&leaf.version)
                                 .bind(&leaf.platform)
                                 .bind(&leaf.arch);
@@ -404,7 +451,7 @@ macro_rules! translog_backend {
                             let sql = exit_insert_sql(&Self::values(batch.len(), 3));
                             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                             for (leaf_hash, entered) in batch {
-                                q = q.bind(leaf_hash).bind(*entered).bind(last_day);
+                                q = q.bind(leaf_hash.as_slice()).bind(*entered).bind(last_day);
                             }
                             q.execute(&mut **tx).await.map_err(db_error)?;
                         }
@@ -419,7 +466,7 @@ macro_rules! translog_backend {
                             q = q
                                 .bind(date)
                                 .bind(i64::try_from(*chunk).unwrap_or(i64::MAX))
-                                .bind(leaf_hash);
+                                .bind(leaf_hash.as_slice());
                         }
                         q.execute(&mut **tx).await.map_err(db_error)?;
                     }
@@ -453,33 +500,35 @@ macro_rules! translog_backend {
                 }
                 let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(entries_after_sql()))
                     .bind(day)
-                    .bind(&previous.after)
+                    .bind(previous.after.as_slice())
                     .bind(PREVIOUS_PAGE)
                     .fetch_all(&mut **tx)
                     .await
                     .map_err(db_error)?;
                 previous.done = rows.len() < PREVIOUS_PAGE as usize;
                 for row in &rows {
-                    previous
-                        .page
-                        .push_back((row.text("leaf_hash")?, row.date("entered")?));
+                    previous.page.push_back((
+                        hash_of("leaf_hash", row.bytes_ref("leaf_hash")?)?,
+                        row.date("entered")?,
+                    ));
                 }
                 if let Some((last, _)) = previous.page.back() {
-                    previous.after.clone_from(last);
+                    previous.after = last.to_vec();
                 }
                 Ok(())
             }
 
             /// The first leaf hash of a day's chunk, or None past the day's end or for a
             /// day not published.
-            async fn chunk_start(&self, date: NaiveDate, chunk: u64) -> Result<Option<String>> {
+            async fn chunk_start(&self, date: NaiveDate, chunk: u64) -> Result<Option<Hash>> {
                 let row: Option<$row> = sqlx::query(CHUNK_START)
                     .bind(date)
                     .bind(i64::try_from(chunk).unwrap_or(i64::MAX))
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(db_error)?;
-                row.map(|r| r.text("leaf_hash")).transpose()
+                row.map(|r| hash_of("leaf_hash", r.bytes_ref("leaf_hash")?))
+                    .transpose()
             }
         }
 
@@ -547,7 +596,7 @@ macro_rules! translog_backend {
                     let mut previous = PreviousDay {
                         day: previous_day,
                         page: Default::default(),
-                        after: String::new(),
+                        after: Vec::new(),
                         done: false,
                     };
                     let mut writes = DayWrites::default();
@@ -555,7 +604,7 @@ macro_rules! translog_backend {
                     let mut index: u64 = 0;
                     let mut last: Option<Hash> = None;
                     while let Some(batch) = leaves.next().await {
-                        for mut leaf in batch? {
+                        for leaf in batch? {
                             let hash = parse_leaf_hash(&leaf.leaf_hash)?;
                             if last.is_some_and(|l| l >= hash) {
                                 return Err(model::Error::internal(format!(
@@ -563,21 +612,18 @@ macro_rules! translog_backend {
                                 )));
                             }
                             last = Some(hash);
-                            leaf.leaf_hash = translog::encoding::hash_to_hex(&hash);
                             writes.chunk_roots.extend(chunks.push(&hash));
                             if chunk::chunk_start(chunk::chunk_of(index)) == index {
-                                writes
-                                    .chunk_starts
-                                    .push((chunk::chunk_of(index), leaf.leaf_hash.clone()));
+                                writes.chunk_starts.push((chunk::chunk_of(index), hash));
                             }
                             index += 1;
                             let stays = loop {
                                 Self::fill_previous(&mut tx, &mut previous).await?;
                                 match previous.page.front() {
-                                    Some((h, _)) if *h < leaf.leaf_hash => {
+                                    Some((h, _)) if *h < hash => {
                                         writes.left.extend(previous.page.pop_front());
                                     }
-                                    Some((h, _)) if *h == leaf.leaf_hash => {
+                                    Some((h, _)) if *h == hash => {
                                         previous.page.pop_front();
                                         break true;
                                     }
@@ -585,7 +631,11 @@ macro_rules! translog_backend {
                                 }
                             };
                             if !stays {
-                                writes.entered.push(leaf);
+                                writes.entered.push(Entered {
+                                    leaf_hash: hash,
+                                    hash_sha256: parse_sha256(&leaf.hash_sha256)?,
+                                    leaf,
+                                });
                             }
                             Self::flush_day_writes(&mut tx, date, previous_day, &mut writes, false)
                                 .await?;
@@ -692,9 +742,13 @@ macro_rules! translog_backend {
                 date: NaiveDate,
                 sha256: &str,
             ) -> Result<Option<(u64, LeafRow)>> {
+                // Stored as bytes: what is not a SHA-256 in lowercase hex names no leaf.
+                let Some(sha256) = lowercase_hash(sha256) else {
+                    return Ok(None);
+                };
                 let rows: Vec<$row> = sqlx::query(sqlx::AssertSqlSafe(leaves_of_file_sql()))
                     .bind(date)
-                    .bind(sha256)
+                    .bind(sha256.as_slice())
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)?;
@@ -708,9 +762,10 @@ macro_rules! translog_backend {
                 let Some(leaf) = first else {
                     return Ok(None);
                 };
+                let leaf_hash = parse_leaf_hash(&leaf.leaf_hash)?;
                 let position: Option<$row> = sqlx::query(LEAF_POSITION)
                     .bind(date)
-                    .bind(&leaf.leaf_hash)
+                    .bind(leaf_hash.as_slice())
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(db_error)?;
@@ -721,7 +776,7 @@ macro_rules! translog_backend {
                     None if self.chunk_start(date, 0).await?.is_some() => {
                         let row: $row = sqlx::query(LEAVES_BELOW)
                             .bind(date)
-                            .bind(&leaf.leaf_hash)
+                            .bind(leaf_hash.as_slice())
                             .fetch_one(&self.pool)
                             .await
                             .map_err(db_error)?;
@@ -749,15 +804,16 @@ macro_rules! translog_backend {
                     .fetch_one(&self.pool)
                     .await
                     .map_err(db_error)?;
-                let joined = row.opt_text("hashes")?.unwrap_or_default();
-                if joined.len() % 64 != 0 || !joined.is_ascii() {
+                let joined: Option<&[u8]> = row.opt_bytes_ref("hashes")?;
+                let joined = joined.unwrap_or_default();
+                if joined.len() % 32 != 0 {
                     return Err(model::Error::internal(format!(
                         "the stored leaf hashes of {date} from {from} are not valid"
                     )));
                 }
-                (0..joined.len())
-                    .step_by(64)
-                    .map(|at| parse_leaf_hash(&joined[at..at + 64]))
+                joined
+                    .chunks_exact(32)
+                    .map(|hash| hash_of("leaf_hash", hash))
                     .collect()
             }
 
@@ -769,11 +825,7 @@ macro_rules! translog_backend {
                     .await
                     .map_err(db_error)?;
                 rows.iter()
-                    .map(|r| {
-                        let hex_text = r.text_ref("chunk_root")?;
-                        translog::encoding::parse_hash_hex("chunk_root", hex_text)
-                            .map_err(|_| crate::backend::corrupt("chunk_root", hex_text))
-                    })
+                    .map(|r| hash_of("chunk_root", r.bytes_ref("chunk_root")?))
                     .collect()
             }
 

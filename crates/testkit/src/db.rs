@@ -28,6 +28,14 @@ impl Backend {
             Backend::Postgres => "postgres",
         }
     }
+
+    /// An SQL literal of the bytes that `hex` (hex digits) spells, such as a stored hash.
+    pub fn bytes_literal(self, hex: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("X'{hex}'"),
+            Backend::Postgres => format!("'\\x{hex}'::bytea"),
+        }
+    }
 }
 
 /// Where one test's databases live: a temporary directory of SQLite files, or PostgreSQL

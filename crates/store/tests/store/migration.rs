@@ -32,6 +32,18 @@ pub(crate) async fn raw(backend: Backend, url: &str, sql: &str) {
 /// Applies the backend's migrations numbered below `version`, as the store of that time did
 /// on open, noting each in `schema_migrations`.
 pub(crate) async fn migrate_below(backend: Backend, url: &str, version: i64) {
+    raw(
+        backend,
+        url,
+        "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY)",
+    )
+    .await;
+    migrate_from(backend, url, 0, version).await;
+}
+
+/// Applies the backend's migrations numbered `from` to below `below` over a database
+/// [`migrate_below`] built, as the store of that time did on open.
+pub(crate) async fn migrate_from(backend: Backend, url: &str, from: i64, below: i64) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("migrations")
         .join(backend.name());
@@ -42,15 +54,9 @@ pub(crate) async fn migrate_below(backend: Backend, url: &str, version: i64) {
             let n = p.file_name()?.to_str()?.split('_').next()?.parse().ok()?;
             Some((n, p))
         })
-        .filter(|(n, _)| *n < version)
+        .filter(|(n, _)| (from..below).contains(n))
         .collect();
     files.sort();
-    raw(
-        backend,
-        url,
-        "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY)",
-    )
-    .await;
     for (n, path) in files {
         let sql = std::fs::read_to_string(&path).expect("read migration");
         raw(backend, url, &sql).await;

@@ -1,7 +1,8 @@
 //! The transparency log's leaves stored once, on both backends: days whose leaves enter,
 //! leave and come back read back exactly as their sorted lists (leaves, pages, positions,
-//! chunk hashes and roots), a day that changed nothing writes no entry or exit, and days
-//! written before migration 0025 (one row per leaf per day) read back the same after it.
+//! chunk hashes and roots), a day that changed nothing writes no entry or exit, days
+//! written before migration 0025 (one row per leaf per day) read back the same after it,
+//! and so do days stored with hex hashes (0025) once 0026 stores them as bytes.
 
 use std::collections::BTreeSet;
 
@@ -14,13 +15,14 @@ use translog::MerkleTree;
 use translog::chunk::{CHUNK_LEAVES, ChunkedTree, chunk_roots};
 use translog::encoding::hash_to_hex;
 
-use crate::migration::{migrate_below, raw};
+use crate::migration::{migrate_below, migrate_from, raw};
 use crate::translog_chunks::{date, hashes, root};
 
 testkit::backend_tests!(
     leaves_enter_leave_and_come_back,
     an_entry_forged_below_the_days_first_leaf_is_counted_in_it,
     days_written_before_0025_read_the_same_after_it,
+    days_stored_as_hex_read_the_same_as_bytes,
 );
 
 /// The leaf of file `file`: its own executable, one version and platform.
@@ -280,10 +282,10 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
         db.backend,
         &url,
         &format!(
-            "SELECT COUNT(*) FROM translog_exits WHERE (leaf_hash = '{}' AND last_day = \
-             '2025-03-10') OR (leaf_hash = '{}' AND last_day = '2025-03-12')",
-            leaf(5).leaf_hash,
-            leaf(7).leaf_hash
+            "SELECT COUNT(*) FROM translog_exits WHERE (leaf_hash = {} AND last_day = \
+             '2025-03-10') OR (leaf_hash = {} AND last_day = '2025-03-12')",
+            db.backend.bytes_literal(&leaf(5).leaf_hash),
+            db.backend.bytes_literal(&leaf(7).leaf_hash)
         ),
     )
     .await;
@@ -322,6 +324,101 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
     store.close().await;
 }
 
+/// Days stored by schema 25 (hashes as 64-character hex text, written by migration 0025
+/// from the days' leaves as the service then wrote them) read back the same once 0026
+/// stores the hashes as bytes, and the next day is published over them.
+async fn days_stored_as_hex_read_the_same_as_bytes(db: Db) {
+    let url = db.scratch.new_url().await;
+    migrate_below(db.backend, &url, 25).await;
+    // Day 2 skips a day, file 5 leaves and 300 enter (a chunk boundary moves); file 5 comes
+    // back and file 7 leaves; a day without chunk roots.
+    let day1: BTreeSet<u64> = (0..300).collect();
+    let mut day2 = day1.clone();
+    day2.remove(&5);
+    day2.extend(400..700);
+    let mut day3 = day2.clone();
+    day3.insert(5);
+    day3.remove(&7);
+    let day4 = day3.clone();
+    let plan = [
+        ("2025-03-10", &day1, true),
+        ("2025-03-12", &day2, true),
+        ("2025-03-13", &day3, true),
+        ("2025-03-14", &day4, false),
+    ];
+    let mut sql = String::new();
+    for (day, files, with_chunks) in plan {
+        sql.push_str(&old_day_sql(day, &tree(files), with_chunks));
+    }
+    raw(db.backend, &url, &sql).await;
+    migrate_from(db.backend, &url, 25, 26).await;
+    let hex_rows = [
+        ("translog_entries", "leaf_hash", 601),
+        ("translog_entries", "hash_sha256", 601),
+        ("translog_exits", "leaf_hash", 2),
+        ("translog_chunk_starts", "leaf_hash", 2 + 3 + 3 + 3),
+        ("translog_chunks", "chunk_root", 2 + 3 + 3),
+    ];
+    for (table, column, rows) in hex_rows {
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE length({column}) = 64");
+        assert_eq!(
+            testkit::db::scalar(db.backend, &url, &sql).await,
+            rows,
+            "{sql}"
+        );
+    }
+
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open migrates");
+    for (table, column, rows) in hex_rows {
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE length({column}) = 32");
+        assert_eq!(
+            testkit::db::scalar(db.backend, &url, &sql).await,
+            rows,
+            "{sql}"
+        );
+        assert_eq!(rows_of(&db, &url, table).await, rows, "{table}");
+    }
+    for (day, files, with_chunks) in plan {
+        check_day(store.as_ref(), date(day), &tree(files), with_chunks).await;
+    }
+    // The roots stored before read the same, and a day without chunk roots gets them.
+    let day4_roots = chunk_roots(&hashes(&tree(&day4)));
+    store
+        .store_chunk_roots(date("2025-03-14"), &day4_roots)
+        .await
+        .unwrap();
+    check_day(store.as_ref(), date("2025-03-14"), &tree(&day4), true).await;
+    // The tables stay append-only.
+    for sql in [
+        "DELETE FROM translog_entries",
+        "DELETE FROM translog_exits",
+        "DELETE FROM translog_chunk_starts",
+        "UPDATE translog_chunks SET chunk_root = chunk_root",
+    ] {
+        let err = testkit::db::exec(db.backend, &url, sql, &[])
+            .await
+            .expect_err(sql);
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    // The next day is published over the migrated entries: file 7 comes back, file 8
+    // leaves; exits name the previous day.
+    let mut day5 = day4.clone();
+    day5.insert(7);
+    day5.remove(&8);
+    publish(store.as_ref(), "2025-03-15", &tree(&day5)).await;
+    assert_eq!(rows_of(&db, &url, "translog_entries").await, 602);
+    let exit = format!(
+        "SELECT COUNT(*) FROM translog_exits WHERE leaf_hash = {} AND last_day = '2025-03-14'",
+        db.backend.bytes_literal(&leaf(8).leaf_hash)
+    );
+    assert_eq!(testkit::db::scalar(db.backend, &url, &exit).await, 1);
+    check_day(store.as_ref(), date("2025-03-15"), &tree(&day5), true).await;
+    check_day(store.as_ref(), date("2025-03-13"), &tree(&day3), true).await;
+    store.close().await;
+}
+
 /// An entry written behind the service's back that sorts below the day's first leaf (below
 /// every chunk start) is read as the day's leaf 0 and shifts the others, so a proof's tree
 /// no longer matches the signed root, rather than the entry being silently left out.
@@ -337,8 +434,10 @@ async fn an_entry_forged_below_the_days_first_leaf_is_counted_in_it(db: Db) {
         &db.url,
         &format!(
             "INSERT INTO translog_entries (leaf_hash, entered, executable_name, hash_sha256, \
-             version, platform, arch) VALUES ('{forged}', '2025-03-10', 'forged.exe', '{sha}', \
-             '1.0', 'windows', 'amd64')"
+             version, platform, arch) VALUES ({}, '2025-03-10', 'forged.exe', {}, \
+             '1.0', 'windows', 'amd64')",
+            db.backend.bytes_literal(&forged),
+            db.backend.bytes_literal(&sha)
         ),
     )
     .await;
