@@ -365,6 +365,11 @@ async fn raw(app: &TestApp, sql: &str) -> Result<u64, String> {
     }
 }
 
+/// The SQL literal of a stored hash (the log stores its hashes as their bytes).
+fn bytes(app: &TestApp, hex: &str) -> String {
+    app.backend.bytes_literal(hex)
+}
+
 async fn raw_ok(app: &TestApp, sql: &str) -> u64 {
     raw(app, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
@@ -737,18 +742,19 @@ async fn translog_tables_are_append_only(app: TestApp) {
     let days = three_days(&app).await;
     let before_roots = app.store.all_roots().await.unwrap();
     let before_leaves = app.store.leaves(days[0].date).await.unwrap();
+    let zeros = bytes(&app, ZEROS);
     for sql in [
         format!("UPDATE translog_roots SET merkle_root = '{ZEROS}' WHERE log_date = '{D1}'"),
         "UPDATE translog_roots SET entry_count = entry_count + 1".to_string(),
         format!("DELETE FROM translog_roots WHERE log_date = '{D3}'"),
         "DELETE FROM translog_roots".to_string(),
         format!("UPDATE translog_entries SET version = '6.6.6' WHERE entered = '{D1}'"),
-        format!("UPDATE translog_entries SET leaf_hash = '{ZEROS}'"),
+        format!("UPDATE translog_entries SET leaf_hash = {zeros}"),
         format!("DELETE FROM translog_entries WHERE entered = '{D1}'"),
         "DELETE FROM translog_entries".to_string(),
         format!("UPDATE translog_exits SET last_day = '{D3}'"),
         "DELETE FROM translog_exits".to_string(),
-        format!("UPDATE translog_chunk_starts SET leaf_hash = '{ZEROS}'"),
+        format!("UPDATE translog_chunk_starts SET leaf_hash = {zeros}"),
         format!("DELETE FROM translog_chunk_starts WHERE log_date = '{D1}'"),
     ]
     .into_iter()
@@ -812,7 +818,8 @@ async fn tampered_leaf_fields_are_caught(app: TestApp) {
         &app,
         &format!(
             "UPDATE translog_entries SET version = '1.23.6' \
-             WHERE entered = '{D2}' AND hash_sha256 = '{target}'"
+             WHERE entered = '{D2}' AND hash_sha256 = {}",
+            bytes(&app, &target)
         ),
     )
     .await;
@@ -851,11 +858,11 @@ async fn replaced_leaf_and_rewritten_root_are_caught(app: TestApp) {
     let n = raw_ok(
         &app,
         &format!(
-            "UPDATE translog_entries SET hash_sha256 = '{}', leaf_hash = '{}' \
-             WHERE entered = '{D3}' AND hash_sha256 = '{}'",
-            evil.sha,
-            hash_to_hex(&evil.hash()),
-            sha(requests())
+            "UPDATE translog_entries SET hash_sha256 = {}, leaf_hash = {} \
+             WHERE entered = '{D3}' AND hash_sha256 = {}",
+            bytes(&app, &evil.sha),
+            bytes(&app, &hash_to_hex(&evil.hash())),
+            bytes(&app, &sha(requests()))
         ),
     )
     .await;
@@ -921,8 +928,8 @@ async fn removed_exit_is_caught(app: TestApp) {
     let n = raw_ok(
         &app,
         &format!(
-            "DELETE FROM translog_exits WHERE last_day = '{D1}' AND leaf_hash = '{}'",
-            hash_to_hex(&Leaf::of(&go_1234()).hash())
+            "DELETE FROM translog_exits WHERE last_day = '{D1}' AND leaf_hash = {}",
+            bytes(&app, &hash_to_hex(&Leaf::of(&go_1234()).hash()))
         ),
     )
     .await;
@@ -958,9 +965,9 @@ async fn moved_chunk_start_is_caught(app: TestApp) {
     let n = raw_ok(
         &app,
         &format!(
-            "UPDATE translog_chunk_starts SET leaf_hash = '{}' \
+            "UPDATE translog_chunk_starts SET leaf_hash = {} \
              WHERE log_date = '{D1}' AND chunk_index = 1",
-            hash_to_hex(&leaves[CHUNK + 1].hash())
+            bytes(&app, &hash_to_hex(&leaves[CHUNK + 1].hash()))
         ),
     )
     .await;
@@ -1011,19 +1018,19 @@ async fn forged_day_is_caught(app: TestApp) {
          key_id, published_at) VALUES ('{date}', '{}', 1, '{ZEROS}', '{}', '{}', \
          '2025-03-09T08:00:00+00:00'); \
          INSERT INTO translog_entries (leaf_hash, entered, executable_name, hash_sha256, \
-         version, platform, arch) VALUES ('{leaf}', '{date}', '{}', '{}', '{}', 'windows', \
+         version, platform, arch) VALUES ({leaf}, '{date}', '{}', {}, '{}', 'windows', \
          'amd64'); \
          INSERT INTO translog_exits (leaf_hash, entered, last_day) \
-         VALUES ('{leaf}', '{date}', '{date}'); \
+         VALUES ({leaf}, '{date}', '{date}'); \
          INSERT INTO translog_chunk_starts (log_date, chunk_index, leaf_hash) \
-         VALUES ('{date}', 0, '{leaf}');",
+         VALUES ('{date}', 0, {leaf});",
         forged.merkle_root_hex(),
         forged.signature_base64(),
         key_id(&key),
         evil.name,
-        evil.sha,
+        bytes(&app, &evil.sha),
         evil.version,
-        leaf = hash_to_hex(&evil.hash()),
+        leaf = bytes(&app, &hash_to_hex(&evil.hash())),
     );
     raw_ok(&app, &sql).await;
 
@@ -1418,7 +1425,10 @@ async fn days_published_before_chunk_roots_get_them(app: TestApp) {
     let delete = format!("DELETE FROM translog_chunks WHERE log_date = '{D1}'");
     for sql in [
         delete.clone(),
-        format!("UPDATE translog_chunks SET chunk_root = '{ZEROS}'"),
+        format!(
+            "UPDATE translog_chunks SET chunk_root = {}",
+            bytes(&app, ZEROS)
+        ),
     ] {
         let err = raw(&app, &sql)
             .await
