@@ -246,30 +246,43 @@ fn old_day_sql(day: &str, rows: &[LeafRow], with_chunks: bool) -> String {
     sql
 }
 
-async fn days_written_before_0025_read_the_same_after_it(db: Db) {
-    let url = db.scratch.new_url().await;
-    migrate_below(db.backend, &url, 25).await;
+/// Four days written as the service wrote them before 0025, into the database at `url`:
+/// files 0-299; then, a calendar day skipped, file 5 leaves and `entering` enter; then
+/// file 5 comes back and file 7 leaves; then the same leaves again, published without
+/// chunk roots. Returns each day's date, files and whether its chunk roots are stored.
+async fn write_old_days(
+    db: &Db,
+    url: &str,
+    entering: std::ops::Range<u64>,
+) -> [(&'static str, BTreeSet<u64>, bool); 4] {
     let day1: BTreeSet<u64> = (0..300).collect();
-    // A day skipped, then file 5 leaves and ten enter; file 5 comes back and file 7
-    // leaves; then a day of the same leaves, published without chunk roots.
     let mut day2 = day1.clone();
     day2.remove(&5);
-    day2.extend(400..410);
+    day2.extend(entering);
     let mut day3 = day2.clone();
     day3.insert(5);
     day3.remove(&7);
     let day4 = day3.clone();
     let plan = [
-        ("2025-03-10", &day1, true),
-        ("2025-03-12", &day2, true),
-        ("2025-03-13", &day3, true),
-        ("2025-03-14", &day4, false),
+        ("2025-03-10", day1, true),
+        ("2025-03-12", day2, true),
+        ("2025-03-13", day3, true),
+        ("2025-03-14", day4, false),
     ];
     let mut sql = String::new();
-    for (day, files, with_chunks) in plan {
-        sql.push_str(&old_day_sql(day, &tree(files), with_chunks));
+    for (day, files, with_chunks) in &plan {
+        sql.push_str(&old_day_sql(day, &tree(files), *with_chunks));
     }
-    raw(db.backend, &url, &sql).await;
+    raw(db.backend, url, &sql).await;
+    plan
+}
+
+async fn days_written_before_0025_read_the_same_after_it(db: Db) {
+    let url = db.scratch.new_url().await;
+    migrate_below(db.backend, &url, 25).await;
+    // Ten files enter on day 2.
+    let plan = write_old_days(&db, &url, 400..410).await;
+    let (day3, day4) = (&plan[2].1, &plan[3].1);
     let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
         .await
         .expect("open migrates");
@@ -290,8 +303,8 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
     )
     .await;
     assert_eq!(exits, 2);
-    for (day, files, with_chunks) in plan {
-        check_day(store.as_ref(), date(day), &tree(files), with_chunks).await;
+    for (day, files, with_chunks) in &plan {
+        check_day(store.as_ref(), date(day), &tree(files), *with_chunks).await;
     }
     // The old leaves are gone with their table; the new tables are append-only.
     for sql in [
@@ -320,7 +333,7 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
     publish(store.as_ref(), "2025-03-15", &tree(&day5)).await;
     assert_eq!(rows_of(&db, &url, "translog_entries").await, 312);
     check_day(store.as_ref(), date("2025-03-15"), &tree(&day5), true).await;
-    check_day(store.as_ref(), date("2025-03-13"), &tree(&day3), true).await;
+    check_day(store.as_ref(), date("2025-03-13"), &tree(day3), true).await;
     store.close().await;
 }
 
@@ -330,27 +343,9 @@ async fn days_written_before_0025_read_the_same_after_it(db: Db) {
 async fn days_stored_as_hex_read_the_same_as_bytes(db: Db) {
     let url = db.scratch.new_url().await;
     migrate_below(db.backend, &url, 25).await;
-    // Day 2 skips a day, file 5 leaves and 300 enter (a chunk boundary moves); file 5 comes
-    // back and file 7 leaves; a day without chunk roots.
-    let day1: BTreeSet<u64> = (0..300).collect();
-    let mut day2 = day1.clone();
-    day2.remove(&5);
-    day2.extend(400..700);
-    let mut day3 = day2.clone();
-    day3.insert(5);
-    day3.remove(&7);
-    let day4 = day3.clone();
-    let plan = [
-        ("2025-03-10", &day1, true),
-        ("2025-03-12", &day2, true),
-        ("2025-03-13", &day3, true),
-        ("2025-03-14", &day4, false),
-    ];
-    let mut sql = String::new();
-    for (day, files, with_chunks) in plan {
-        sql.push_str(&old_day_sql(day, &tree(files), with_chunks));
-    }
-    raw(db.backend, &url, &sql).await;
+    // 300 files enter on day 2, so a chunk boundary moves.
+    let plan = write_old_days(&db, &url, 400..700).await;
+    let (day3, day4) = (&plan[2].1, &plan[3].1);
     migrate_from(db.backend, &url, 25, 26).await;
     let hex_rows = [
         ("translog_entries", "leaf_hash", 601),
@@ -380,16 +375,16 @@ async fn days_stored_as_hex_read_the_same_as_bytes(db: Db) {
         );
         assert_eq!(rows_of(&db, &url, table).await, rows, "{table}");
     }
-    for (day, files, with_chunks) in plan {
-        check_day(store.as_ref(), date(day), &tree(files), with_chunks).await;
+    for (day, files, with_chunks) in &plan {
+        check_day(store.as_ref(), date(day), &tree(files), *with_chunks).await;
     }
     // The roots stored before read the same, and a day without chunk roots gets them.
-    let day4_roots = chunk_roots(&hashes(&tree(&day4)));
+    let day4_roots = chunk_roots(&hashes(&tree(day4)));
     store
         .store_chunk_roots(date("2025-03-14"), &day4_roots)
         .await
         .unwrap();
-    check_day(store.as_ref(), date("2025-03-14"), &tree(&day4), true).await;
+    check_day(store.as_ref(), date("2025-03-14"), &tree(day4), true).await;
     // The tables stay append-only.
     for sql in [
         "DELETE FROM translog_entries",
@@ -415,7 +410,7 @@ async fn days_stored_as_hex_read_the_same_as_bytes(db: Db) {
     );
     assert_eq!(testkit::db::scalar(db.backend, &url, &exit).await, 1);
     check_day(store.as_ref(), date("2025-03-15"), &tree(&day5), true).await;
-    check_day(store.as_ref(), date("2025-03-13"), &tree(&day3), true).await;
+    check_day(store.as_ref(), date("2025-03-13"), &tree(day3), true).await;
     store.close().await;
 }
 
