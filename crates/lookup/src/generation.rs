@@ -163,11 +163,7 @@ fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
 
 /// A record id of 32 lowercase hex digits (as the store makes them) as its 16 bytes.
 fn hex_id(id: &str) -> Option<[u8; 16]> {
-    let mut out = [0u8; 16];
-    (id.len() == 32
-        && !id.bytes().any(|b| b.is_ascii_uppercase())
-        && model::hash::decode_hex(id.as_bytes(), &mut out))
-    .then_some(out)
+    decode::<16>(id).filter(|_| !id.bytes().any(|b| b.is_ascii_uppercase()))
 }
 
 /// Rank bytes that sort best first: current, then the newest.

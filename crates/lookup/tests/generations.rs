@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
@@ -80,6 +80,19 @@ async fn fill(store: &Arc<dyn Store>, tools: u64, versions: u64) {
             record(store, i, v).await;
         }
     }
+}
+
+/// A store of `tools` files of one version and the generation merged from it, its index
+/// dropped: (the directory of both, the generations' directory, the store, the file).
+async fn merged(tools: u64) -> (tempfile::TempDir, PathBuf, Arc<dyn Store>, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let gens = tmp.path().join("gens");
+    let store = open_store(tmp.path(), SECRET).await;
+    fill(&store, tools, 1).await;
+    let index = Arc::new(VendorIndex::with_dir(&gens));
+    index.rebuild(&store).await.unwrap();
+    let (file, _, _) = index.generation().unwrap();
+    (tmp, gens, store, file)
 }
 
 #[tokio::test]
@@ -189,14 +202,7 @@ async fn lookups_keep_answering_while_a_merge_swaps_generations() {
 
 #[tokio::test]
 async fn a_crashed_merge_and_a_damaged_generation_are_passed_over() {
-    let tmp = tempfile::tempdir().unwrap();
-    let gens = tmp.path().join("gens");
-    let store = open_store(tmp.path(), SECRET).await;
-    fill(&store, 30, 1).await;
-    let index = Arc::new(VendorIndex::with_dir(&gens));
-    index.rebuild(&store).await.unwrap();
-    let (good, _, _) = index.generation().unwrap();
-    drop(index);
+    let (_tmp, gens, store, good) = merged(30).await;
 
     // A merge killed half-way leaves its work directory; a newer file is cut short.
     let leftover = gens.join(".tmp-vendor-00000005");
@@ -242,14 +248,7 @@ async fn a_crashed_merge_and_a_damaged_generation_are_passed_over() {
 
 #[tokio::test]
 async fn a_generation_of_an_older_format_is_refused_and_replaced() {
-    let tmp = tempfile::tempdir().unwrap();
-    let gens = tmp.path().join("gens");
-    let store = open_store(tmp.path(), SECRET).await;
-    fill(&store, 30, 1).await;
-    let index = Arc::new(VendorIndex::with_dir(&gens));
-    index.rebuild(&store).await.unwrap();
-    let (old, _, _) = index.generation().unwrap();
-    drop(index);
+    let (_tmp, gens, store, old) = merged(30).await;
 
     // The file as the previous format version labelled it, its header checksum whole.
     let mut bytes = std::fs::read(&old).unwrap();
@@ -273,13 +272,7 @@ async fn a_generation_of_an_older_format_is_refused_and_replaced() {
 
 #[tokio::test]
 async fn rolling_reverification_takes_failing_records_out_of_the_answers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let gens = tmp.path().join("gens");
-    let store = open_store(tmp.path(), SECRET).await;
-    fill(&store, 10, 1).await;
-    let index = Arc::new(VendorIndex::with_dir(&gens));
-    index.rebuild(&store).await.unwrap();
-    drop(index);
+    let (tmp, gens, _store, _) = merged(10).await;
 
     // The same database read with another key: every stored HMAC now fails, as if the
     // rows had been altered behind the service's back after the generation was written.
