@@ -9,9 +9,10 @@
 //! affixes, Go module owner and host look-alikes, and single edits (omission, repetition,
 //! insertion, transposition, keyboard-adjacent or other substitution), plus two edits for
 //! long names of very popular packages, separators changed together with one edit, words
-//! made plural or singular, two vowels changed, and on npm a name spelt as it sounds. The
-//! rank decides how close is too close: short names and less popular targets need a closer
-//! match, which keeps legitimate neighbours of popular names from being flagged. On npm, whose
+//! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
+//! PyPI a long name with a letter appended or dropped at its end. The rank decides how
+//! close is too close: short names and less popular targets need a closer match, which
+//! keeps legitimate neighbours of popular names from being flagged. On npm, whose
 //! 88,000 listed names share their words, a weaker match also counts when it coins a
 //! spelling no listed name uses (`js-sha7`), and not when it lands on a word other packages
 //! use (`test-each`). Nothing here knows any malicious name.
@@ -68,6 +69,16 @@ const MIN_SCOPE_DROPPED_LEN: usize = 8;
 /// Two edits only for names at least this long (shorter names are two edits from many:
 /// `colormap` and `colorama`, `pandas-f` and `pandas`).
 const MIN_TWO_EDIT_LEN: usize = 9;
+/// PyPI: a letter appended to or dropped from the end of a listed name (see
+/// `letter_appended` and `Detector::edits`) imitates it past the most popular names only
+/// when the result is at least this long. PyPI's list has no vocabulary to tell a coined
+/// spelling from a word (its names are often one glued word), and shorter names are names
+/// of their own that way (`falconz`, `injectq`, `network` beside `networkx`).
+const MIN_END_EDIT_LEN: usize = 8;
+/// npm: a leading word at most this long (`js-`, `ng-`, `vue-`) is a namespace the rest of
+/// the name follows; its first letter replaced into a word no listed name uses imitates
+/// the name at any rank (see `Detector::edits`).
+const MAX_LEADING_WORD_LEN: usize = 3;
 /// Go repository names shorter than this are generic (see `Targets::go_distinctive`).
 const DISTINCTIVE_REPO_LEN: usize = 8;
 /// A distinctive Go repository published under another owner imitates modules up to this
@@ -167,6 +178,7 @@ struct Targets {
     go_owners: HashSet<String>,
     /// Go: the targets are module paths (owners publish several look-alike paths).
     is_go: bool,
+    is_pypi: bool,
     /// npm: names are built from words many packages share (88,000 listed names), so a
     /// changed word that no listed name uses marks a coined misspelling. PyPI's list is too
     /// short, and its names too often one glued word (`pyldap`, `snimpy`), for that.
@@ -616,6 +628,7 @@ impl Detector {
             && let Some(v) = garbled(t, name)
                 .or_else(|| rewritten_middle(t, name))
                 .or_else(|| vowels_changed(t, name))
+                .or_else(|| letter_appended(t, name))
         {
             return Some(v);
         }
@@ -808,6 +821,20 @@ impl Detector {
         None
     }
 
+    /// npm: `name` is `target` with the first letter of its short leading word (at most
+    /// [`MAX_LEADING_WORD_LEN`] long, the name having more words) replaced, into a word no
+    /// listed name uses (`zs-sha3` for `js-sha3`). The rest of the name, what identifies the
+    /// package, is kept whole. A one-word name with another first letter is a word of its
+    /// own as often as not (`qclone` beside `fclone`, `prouter` beside `trouter`).
+    fn leading_word_coined(&self, name: &str, target: &str) -> bool {
+        let theirs = words(target);
+        theirs.len() >= 2
+            && theirs[0].chars().count() <= MAX_LEADING_WORD_LEN
+            && name.chars().next() != target.chars().next()
+            && rest(name) == rest(target)
+            && self.vocabulary.coined(name, target)
+    }
+
     /// A scope of the most popular npm packages that `scope` imitates (see
     /// [`scope_distance`]).
     fn lookalike_scope(&self, scope: &str) -> Option<String> {
@@ -900,14 +927,19 @@ impl Detector {
                         WEAK_EDIT_RANK
                     };
                     // A shorter name no listed name uses as a word is the longer one cut
-                    // short (`aioconsol`), not a project of its own.
+                    // short (`aioconsol`), not a project of its own; so is, on PyPI, a
+                    // long name with its last letter dropped (see [`MIN_END_EDIT_LEN`]).
                     if rank > beyond
+                        && !pypi_cut_short(t, name, target)
                         && (numbered || !t.words_tell || !self.vocabulary.coined(name, target))
                     {
                         continue;
                     }
                 }
-                if d >= 1 && rank > prefix_rank(name, target, d) {
+                if d >= 1
+                    && rank > prefix_rank(name, target, d)
+                    && !(d == 1 && t.words_tell && self.leading_word_coined(name, target))
+                {
                     continue;
                 }
                 // Two module paths of one owner are that owner's, not a squat.
@@ -944,7 +976,17 @@ impl Detector {
                     && t.names[i].1 > WEAK_EDIT_RANK
                     && (is_weak_edit(kind) || cut_short)
                     && self.vocabulary.coined(name, target);
-                if coined {
+                let past_popular = t.names[i].1 > WEAK_EDIT_RANK;
+                if past_popular && t.words_tell && self.leading_word_coined(name, target) {
+                    format!(
+                        "first letter of {target}'s leading word {} replaced, into a spelling no listed npm name uses",
+                        words(target)[0]
+                    )
+                } else if past_popular && cut_short && pypi_cut_short(t, name, target) {
+                    format!(
+                        "last letter of {target} dropped (a name of {MIN_END_EDIT_LEN} characters or more)"
+                    )
+                } else if coined {
                     format!("{kind} of {target}, into a spelling no listed npm name uses")
                 } else {
                     format!("{kind} of {target}")
@@ -1021,6 +1063,7 @@ impl Targets {
     fn build(ecosystem: Ecosystem, known: &KnownNames) -> Self {
         let mut t = Targets {
             is_go: ecosystem == Ecosystem::Go,
+            is_pypi: ecosystem == Ecosystem::Pypi,
             words_tell: ecosystem == Ecosystem::Npm,
             ..Targets::default()
         };
@@ -1479,6 +1522,46 @@ fn vowels_changed(t: &Targets, name: &str) -> Option<NameVerdict> {
         }
     }
     None
+}
+
+/// PyPI: a listed one-word name with a letter appended (`pytorchb`, `fairseqn`), at any
+/// rank when the result is at least [`MIN_END_EDIT_LEN`] long (up to [`WEAK_EDIT_RANK`]
+/// the edit check finds it at any length). Not an `s` (a plural names a project of its
+/// own), a digit (a successor or a port) or the last letter again (a repetition, the edit
+/// check's).
+fn letter_appended(t: &Targets, name: &str) -> Option<NameVerdict> {
+    if !t.is_pypi || name.chars().count() < MIN_END_EDIT_LEN {
+        return None;
+    }
+    let mut chars = name.chars();
+    let last = chars.next_back()?;
+    let head = chars.as_str();
+    if !last.is_ascii_lowercase() || last == 's' || head.ends_with(last) || squash(head) != head {
+        return None;
+    }
+    let &i = t.squashed.get(head)?;
+    let target = &t.names[i].0;
+    if target != head {
+        return None;
+    }
+    Some(typosquat_of(
+        name,
+        target,
+        format!(
+            "{target} with a letter appended ({last}): a name of {MIN_END_EDIT_LEN} characters or more with a letter past its end"
+        ),
+    ))
+}
+
+/// PyPI: `name` is `target` (one word, no number at its end) with its last letter dropped,
+/// and at least [`MIN_END_EDIT_LEN`] long (`aioconsol` for `aioconsole`).
+fn pypi_cut_short(t: &Targets, name: &str, target: &str) -> bool {
+    t.is_pypi
+        && !target.ends_with(|c: char| c.is_ascii_digit())
+        && name.chars().count() >= MIN_END_EDIT_LEN
+        && squash(target) == target
+        && target.chars().count() == name.chars().count() + 1
+        && target.starts_with(name)
 }
 
 /// How a name sounds, roughly: separators dropped, `ph` as `f`, `z` as `s`, `k` and `q` as
@@ -2095,14 +2178,20 @@ mod tests {
                 .contains("affix added to a misspelling of ethers (ethets,"),
             "{v:?}"
         );
-        // PyPI names are too often one glued word for the test: unchanged there.
+        // PyPI names are too often one glued word for the test: unchanged there. A long
+        // name cut short is a look-alike there by its length (see `MIN_END_EDIT_LEN`).
         let pypi = ranked(Ecosystem::Pypi, &common, WEAK_EDIT_RANK as usize, &late);
         assert_eq!(
             verdict_of(&pypi, Ecosystem::Pypi, "js-sha7").risk,
             Risk::Clear
         );
+        let v = verdict_of(&pypi, Ecosystem::Pypi, "aioconsol");
+        assert!(
+            v.reason.contains("last letter of aioconsole dropped"),
+            "{v:?}"
+        );
         assert_eq!(
-            verdict_of(&pypi, Ecosystem::Pypi, "aioconsol").risk,
+            verdict_of(&pypi, Ecosystem::Pypi, "daemon").risk,
             Risk::Clear
         );
     }
@@ -2816,6 +2905,61 @@ mod tests {
         let v = verdict_of(&d, Ecosystem::Pypi, "beatifulsop4");
         assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
         assert_eq!(v.reason, "two edits from beautifulsoup4");
+    }
+
+    #[test]
+    fn pypi_a_letter_appended_to_or_dropped_from_a_long_name_at_any_rank() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests"],
+            WEAK_EDIT_RANK as usize,
+            &[
+                "pytorch",
+                "fairseq",
+                "aioconsole",
+                "falcon",
+                "inject",
+                "networkx",
+                "tinycss2",
+            ],
+        );
+        for (name, target) in [
+            ("pytorchb", "pytorch"),
+            ("fairseqn", "fairseq"),
+            ("aioconsol", "aioconsole"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target), "{name}");
+        }
+        // Shorter names are names of their own that way (a sampled registry name and a
+        // Debian-packaged one); a plural, a number or a cut-off number are not a stray key.
+        for name in [
+            "falconz", "injectq", "network", "pytorchs", "pytorch2", "tinycss",
+        ] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn npm_a_short_leading_word_with_another_first_letter_into_a_coined_word() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            WEAK_EDIT_RANK as usize,
+            &["js-sha3", "fclone", "trouter", "ns-utils"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "zs-sha3");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("js-sha3"));
+        assert!(v.reason.contains("leading word js"), "{v:?}");
+        // A word listed names use (`ns`), and one-word names with another first letter
+        // (both from the registry sample), are names of their own.
+        for name in ["ns-sha3", "qclone", "prouter"] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
     }
 
     #[test]
