@@ -157,9 +157,11 @@ struct Targets {
     scoped_by_name: HashMap<String, Vec<usize>>,
     /// npm: `scope` and `name` of scoped targets run together, separators removed.
     scope_folded: HashMap<String, usize>,
-    /// npm: the name part of every listed scoped name (not only the targets) outside
-    /// `@types`, of three words or more and at least [`MIN_SCOPE_DROPPED_LEN`] long ->
-    /// index of the most popular.
+    /// npm: the name part of every scoped name of the first
+    /// [`crate::popular::WIDE_TARGET_NAMES`] (not only the targets) outside `@types`, of
+    /// three words or more and at least [`MIN_SCOPE_DROPPED_LEN`] long -> index of the most
+    /// popular. The listed scoped names past them add no squat of the tuned sets and an
+    /// unscoped name of the registry sample (`react-native-link-preview`).
     scope_dropped: HashMap<String, usize>,
     /// Go: the path after host and owner -> indexes.
     go_by_repo: HashMap<String, Vec<usize>>,
