@@ -278,6 +278,26 @@ impl GroupCommit {
 /// one lock rather than one per family.
 pub(crate) const RECORDS_LOCK: &str = "records";
 
+/// SQLite: settings of the connection that writes a batch, set for the batch and undone
+/// after it, so the pool's idle connections do not each keep them.
+/// - A page cache of 256 MB: a batch inserts into a dozen indexes at random places, and
+///   with the default 2 MB their pages leave the cache mid-transaction, are spilled to the
+///   WAL and read back.
+/// - Temporary storage in memory: each multi-row statement inside a transaction keeps a
+///   statement journal (to undo that statement alone), otherwise a file under /var/tmp
+///   written and read back at every statement. Only for the batch, because other queries'
+///   temporary sort trees may be as large as the records.
+pub(crate) struct WriterSettings {
+    pub set: &'static str,
+    pub undo: &'static str,
+}
+
+pub(crate) const SQLITE_WRITER_SETTINGS: WriterSettings = WriterSettings {
+    set: "PRAGMA cache_size = -262144; PRAGMA temp_store = MEMORY",
+    // SQLite's defaults; lowering the cache size frees the pages above it.
+    undo: "PRAGMA cache_size = -2000; PRAGMA temp_store = DEFAULT",
+};
+
 /// The columns of a new `hash_records` row, in the order every insert names them.
 const INSERT_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
@@ -584,7 +604,10 @@ pub(crate) fn row_inserts(
 }
 
 macro_rules! record_writer {
-    ($store:ident, $db:ty, $begin:literal, $lock:expr, $update:path, $insert:path) => {
+    (
+        $store:ident, $db:ty, $begin:literal, $lock:expr, $settings:expr,
+        $update:path, $insert:path
+    ) => {
         impl $store {
             /// Records `records`, each with its own `now`, in one transaction and in order,
             /// each exactly as a `record` call of its own would; all or nothing. The
@@ -594,11 +617,36 @@ macro_rules! record_writer {
                 records: Vec<(model::NewRecord, chrono::DateTime<chrono::Utc>)>,
             ) -> crate::Result<(Vec<crate::RecordOutcome>, Option<u64>)> {
                 use crate::db_error;
+                if records.is_empty() {
+                    return Ok((Vec::new(), None));
+                }
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                let settings: Option<crate::record_writes::WriterSettings> = $settings;
+                let Some(settings) = settings else {
+                    return self.write_records_on(&mut conn, records).await;
+                };
+                sqlx::query(settings.set)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                let written = self.write_records_on(&mut conn, records).await;
+                sqlx::query(settings.undo)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                written
+            }
+
+            async fn write_records_on(
+                &self,
+                conn: &mut <$db as sqlx::Database>::Connection,
+                records: Vec<(model::NewRecord, chrono::DateTime<chrono::Utc>)>,
+            ) -> crate::Result<(Vec<crate::RecordOutcome>, Option<u64>)> {
+                use crate::db_error;
                 use crate::record_writes::{PLAN_CHUNK, apply, family_key};
                 let Some(latest_now) = records.iter().map(|(_, now)| *now).max() else {
                     return Ok((Vec::new(), None));
                 };
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
                     .await
                     .map_err(db_error)?;

@@ -1059,6 +1059,7 @@ crate::record_writes::record_writer!(
     sqlx::Sqlite,
     "BEGIN IMMEDIATE",
     None::<&'static str>,
+    Some(crate::record_writes::SQLITE_WRITER_SETTINGS),
     crate::record_writes::sqlite_update,
     crate::record_writes::sqlite_insert
 );
@@ -1067,6 +1068,7 @@ crate::record_writes::record_writer!(
     sqlx::Postgres,
     "BEGIN",
     Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+    None,
     crate::record_writes::pg_update,
     crate::record_writes::pg_insert
 );
