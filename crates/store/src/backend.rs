@@ -39,6 +39,22 @@ pub(crate) fn corrupt(column: &str, value: &str) -> model::Error {
     model::Error::internal(format!("stored {column} {value:?} is not valid"))
 }
 
+/// The lowercase hex of a digest or HMAC column, which holds the bytes.
+pub(crate) fn hex_column(row: &impl Columns, column: &str) -> Result<String> {
+    Ok(hex::encode(row.bytes_ref(column)?))
+}
+
+/// [`hex_column`] of a column that may be NULL.
+pub(crate) fn opt_hex_column(row: &impl Columns, column: &str) -> Result<Option<String>> {
+    Ok(row.opt_bytes_ref(column)?.map(hex::encode))
+}
+
+/// The bytes a digest or HMAC column holds, from the hex the service handles.
+pub(crate) fn hex_bytes(column: &str, hex: &str) -> Result<Vec<u8>> {
+    hex::decode(hex)
+        .map_err(|_| model::Error::internal(format!("{column} {hex:?} is not hexadecimal")))
+}
+
 /// Remembers which records failed HMAC verification, for the status page.
 #[derive(Default)]
 pub(crate) struct IntegrityMonitor {

@@ -318,9 +318,26 @@ pub(crate) struct RowInsert<'a> {
     pub added_at: DateTime<Utc>,
 }
 
+/// A new row's digests and HMAC as the bytes they are stored as.
+struct RowBytes {
+    sha256: Vec<u8>,
+    sha1: Option<Vec<u8>>,
+    md5: Option<Vec<u8>>,
+    hmac: Vec<u8>,
+}
+
 impl RowInsert<'_> {
-    fn hmac(&self) -> &str {
-        self.entry.hmac.as_deref().unwrap_or_default()
+    fn bytes(&self) -> crate::Result<RowBytes> {
+        use crate::backend::hex_bytes;
+        let r = &self.entry.rec.record;
+        let optional =
+            |column, hex: &Option<String>| hex.as_deref().map(|h| hex_bytes(column, h)).transpose();
+        Ok(RowBytes {
+            sha256: hex_bytes("hash_sha256", &r.hash_sha256)?,
+            sha1: optional("hash_sha1", &r.hash_sha1)?,
+            md5: optional("hash_md5", &r.hash_md5)?,
+            hmac: hex_bytes("hmac", self.entry.hmac.as_deref().unwrap_or_default())?,
+        })
     }
 
     fn name_key(&self) -> String {
@@ -383,8 +400,12 @@ pub(crate) async fn sqlite_insert(
             "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
             anonymous_rows(chunk.len(), 24)
         );
+        let bytes = chunk
+            .iter()
+            .map(RowInsert::bytes)
+            .collect::<crate::Result<Vec<_>>>()?;
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
+        for (row, b) in chunk.iter().zip(&bytes) {
             let e = row.entry;
             let r = &e.rec.record;
             q = q
@@ -395,9 +416,9 @@ pub(crate) async fn sqlite_insert(
                 .bind(r.version.as_str())
                 .bind(r.platform.as_str())
                 .bind(r.arch.as_str())
-                .bind(r.hash_sha256.as_str())
-                .bind(r.hash_sha1.as_deref())
-                .bind(r.hash_md5.as_deref())
+                .bind(b.sha256.as_slice())
+                .bind(b.sha1.as_deref())
+                .bind(b.md5.as_deref())
                 .bind(r.source_url.as_str())
                 .bind(r.download_verified)
                 .bind(r.sig_signer.as_deref())
@@ -407,7 +428,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(e.rec.status.as_str())
                 .bind(e.rec.valid_from)
                 .bind(e.rec.valid_until)
-                .bind(row.hmac())
+                .bind(b.hmac.as_slice())
                 .bind(row.name_key())
                 .bind(row.size())
                 .bind(row.added_at)
@@ -459,12 +480,16 @@ pub(crate) async fn pg_insert(
                 chunk.iter().map(|$r| $value).collect::<Vec<_>>()
             };
         }
+        let bytes = chunk
+            .iter()
+            .map(RowInsert::bytes)
+            .collect::<crate::Result<Vec<_>>>()?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO hash_records ({INSERT_COLUMNS}) SELECT *, $24::bigint FROM UNNEST(\
              $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
-             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::boolean[], \
+             $7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::text[], $12::boolean[], \
              $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], \
-             $18::timestamptz[], $19::timestamptz[], $20::text[], $21::text[], $22::bigint[], \
+             $18::timestamptz[], $19::timestamptz[], $20::bytea[], $21::text[], $22::bigint[], \
              $23::timestamptz[])"
         )))
         .bind(column!(|r| r.entry.rec.id.as_str()))
@@ -474,9 +499,14 @@ pub(crate) async fn pg_insert(
         .bind(column!(|r| r.entry.rec.record.version.as_str()))
         .bind(column!(|r| r.entry.rec.record.platform.as_str()))
         .bind(column!(|r| r.entry.rec.record.arch.as_str()))
-        .bind(column!(|r| r.entry.rec.record.hash_sha256.as_str()))
-        .bind(column!(|r| r.entry.rec.record.hash_sha1.as_deref()))
-        .bind(column!(|r| r.entry.rec.record.hash_md5.as_deref()))
+        .bind(
+            bytes
+                .iter()
+                .map(|b| b.sha256.as_slice())
+                .collect::<Vec<_>>(),
+        )
+        .bind(bytes.iter().map(|b| b.sha1.as_deref()).collect::<Vec<_>>())
+        .bind(bytes.iter().map(|b| b.md5.as_deref()).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.source_url.as_str()))
         .bind(column!(|r| r.entry.rec.record.download_verified))
         .bind(column!(|r| r.entry.rec.record.sig_signer.as_deref()))
@@ -486,7 +516,7 @@ pub(crate) async fn pg_insert(
         .bind(column!(|r| r.entry.rec.status.as_str()))
         .bind(column!(|r| r.entry.rec.valid_from))
         .bind(column!(|r| r.entry.rec.valid_until))
-        .bind(column!(|r| r.hmac()))
+        .bind(bytes.iter().map(|b| b.hmac.as_slice()).collect::<Vec<_>>())
         .bind(column!(|r| r.name_key()))
         .bind(column!(|r| r.size()))
         .bind(column!(|r| r.added_at))
@@ -510,9 +540,9 @@ pub(crate) fn families_sql(n: usize) -> String {
     )
 }
 
-/// The rows holding any of `n` SHA-256, with their id and status. The status is tested by
-/// the caller rather than in WHERE: as a condition it lets the planner walk every current
-/// row instead of probing the hash index.
+/// The rows holding any of `n` SHA-256 (bound as bytes), with their id and status. The
+/// status is tested by the caller rather than in WHERE: as a condition it lets the planner
+/// walk every current row instead of probing the hash index.
 pub(crate) fn hashes_sql(n: usize) -> String {
     format!(
         "SELECT hash_sha256, id, status FROM hash_records WHERE hash_sha256 IN ({})",
@@ -548,7 +578,7 @@ pub(crate) fn current_hash_outside(
     held: &HashSet<&str>,
 ) -> crate::Result<Option<String>> {
     if row.text("status")? == "current" && !held.contains(row.text("id")?.as_str()) {
-        return Ok(Some(row.text("hash_sha256")?));
+        return Ok(Some(crate::backend::hex_column(row, "hash_sha256")?));
     }
     Ok(None)
 }
@@ -814,9 +844,13 @@ macro_rules! record_writer {
                 let mut found = std::collections::HashSet::new();
                 for chunk in hashes.chunks(crate::record_writes::IN_LIST) {
                     let sql = crate::record_writes::hashes_sql(chunk.len());
+                    let digests = chunk
+                        .iter()
+                        .map(|h| crate::backend::hex_bytes("hash_sha256", h))
+                        .collect::<crate::Result<Vec<_>>>()?;
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for h in chunk {
-                        q = q.bind(*h);
+                    for digest in &digests {
+                        q = q.bind(digest.as_slice());
                     }
                     for row in q.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
                         found.extend(crate::record_writes::current_hash_outside(&row, &held)?);

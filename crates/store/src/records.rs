@@ -11,7 +11,9 @@ use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::backend::{Columns, IntegrityMonitor, corrupt, micros, placeholders};
+use crate::backend::{
+    Columns, IntegrityMonitor, corrupt, hex_column, micros, opt_hex_column, placeholders,
+};
 use crate::{Page, PgStore, Result, SqliteStore, db_error};
 
 /// The most names [`RecordStore::executable_names_with_prefix`] answers.
@@ -444,19 +446,20 @@ const FIND_GROUP: usize = 8;
 /// eight hashes of one kind, joined by `UNION ALL`, and its binds. The last group of each
 /// kind is padded by repeating its last value (a duplicate in an IN list changes nothing),
 /// so every group has one shape and batches of a similar mix share prepared statements.
-/// A record may come back once per group that names it; the caller de-duplicates.
-fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&str>) {
+/// A record may come back once per group that names it; the caller de-duplicates. The
+/// digests are bound as the bytes they are stored as.
+fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
     let mut selects = Vec::new();
-    let mut binds: Vec<&str> = Vec::new();
+    let mut binds: Vec<&[u8]> = Vec::new();
     for (algo, column) in [
         (HashAlgo::Sha256, "hash_sha256"),
         (HashAlgo::Sha1, "hash_sha1"),
         (HashAlgo::Md5, "hash_md5"),
     ] {
-        let values: Vec<&str> = hashes
+        let values: Vec<&[u8]> = hashes
             .iter()
             .filter(|h| h.algo() == algo)
-            .map(HashValue::as_str)
+            .map(HashValue::digest)
             .collect();
         for group in values.chunks(FIND_GROUP) {
             selects.push(format!(
@@ -511,9 +514,9 @@ fn record_from_row(
             .parse()
             .map_err(|_| corrupt("platform", &platform))?,
         arch: arch.parse().map_err(|_| corrupt("arch", &arch))?,
-        hash_sha256: row.text("hash_sha256")?,
-        hash_sha1: row.opt_text("hash_sha1")?,
-        hash_md5: row.opt_text("hash_md5")?,
+        hash_sha256: hex_column(row, "hash_sha256")?,
+        hash_sha1: opt_hex_column(row, "hash_sha1")?,
+        hash_md5: opt_hex_column(row, "hash_md5")?,
         source_url: row.text("source_url")?,
         download_verified: row.flag("download_verified")?,
         sig_signer: row.opt_text("sig_signer")?,
@@ -529,7 +532,7 @@ fn record_from_row(
     let valid_from = row.time("valid_from")?;
     // Set when the inserting transaction commits; a row read inside it has none yet.
     let added_at = row.opt_time("added_at")?;
-    let integrity_ok = signer.verify(&id, &record, &row.text("hmac")?);
+    let integrity_ok = signer.verify(&id, &record, &hex_column(row, "hmac")?);
     if !integrity_ok {
         integrity.failed(&id);
     }
@@ -585,12 +588,13 @@ impl Counts {
 
     /// Takes the flagged rows (`unverified_sql`) whose record is gone or fails its HMAC
     /// out of the counts; the ids of those failing, and the SHA-256 they were counted
-    /// under, which stay known-good only while another current record of them verifies.
+    /// under (its bytes, as stored), which stay known-good only while another current
+    /// record of them verifies.
     fn discount_flagged<R: Columns>(
         &mut self,
         flagged: &[R],
         verify: impl Fn(&R) -> Result<HashRecord>,
-    ) -> Result<(HashSet<String>, HashSet<String>)> {
+    ) -> Result<(HashSet<String>, HashSet<Vec<u8>>)> {
         let mut failed_ids = HashSet::new();
         let mut suspect_hashes = HashSet::new();
         for row in flagged {
@@ -607,7 +611,7 @@ impl Counts {
             }
             let platform = row.text("counted_platform")?;
             *self.platforms.entry(platform).or_default() -= 1;
-            suspect_hashes.insert(row.text("counted_sha256")?);
+            suspect_hashes.insert(row.bytes_ref("counted_sha256")?.to_vec());
             if deleted {
                 self.current -= 1;
                 let vendor = row.text("counted_vendor")?;
@@ -1033,7 +1037,7 @@ macro_rules! records_backend {
                 // A counted hash stays known-good while another current record of it verifies.
                 for sha256 in suspect_hashes {
                     let rows = sqlx::query(AssertSqlSafe(select_records(CURRENT_WITH_SHA256)))
-                        .bind(&sha256)
+                        .bind(sha256.as_slice())
                         .fetch_all(&self.pool)
                         .await
                         .map_err(db_error)?;

@@ -524,8 +524,11 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
     let evil = hex_of(666, 64);
     let n = app
         .exec(
-            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
-            &[&evil, &go_id],
+            &format!(
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
+                app.backend.bytes_literal(&evil)
+            ),
+            &[&go_id],
         )
         .await;
     assert_eq!(n, 1);
@@ -783,8 +786,11 @@ async fn lookup_after_any_write_answers_from_the_index_as_the_database(app: Test
         .await[0][0]
         .clone();
     app.exec(
-        "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
-        &[&hex_of(666, 64), &requests],
+        &format!(
+            "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
+            app.backend.bytes_literal(&hex_of(666, 64))
+        ),
+        &[&requests],
     )
     .await;
     app.record(pypi("requests", "2.32.4", 10)).await;

@@ -1287,8 +1287,11 @@ async fn stats_count_verified_hashes_and_real_platforms(db: Db) {
     let forged = hex_of(666, 64);
     let n = db
         .exec(
-            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
-            &[&forged, &tampered],
+            &format!(
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
+                db.backend.bytes_literal(&forged)
+            ),
+            &[&tampered],
         )
         .await;
     assert_eq!(n, 1);
@@ -1315,8 +1318,11 @@ async fn tampered_row_fails_integrity_once(db: Db) {
     let forged = hex_of(666, 64);
     let n = db
         .exec(
-            "UPDATE hash_records SET hash_sha256 = $1 WHERE id = $2",
-            &[&forged, &victim],
+            &format!(
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
+                db.backend.bytes_literal(&forged)
+            ),
+            &[&victim],
         )
         .await;
     assert_eq!(n, 1);
@@ -1357,8 +1363,11 @@ async fn tampered_row_fails_integrity_once(db: Db) {
 
     // A forged HMAC column fails too.
     db.exec(
-        "UPDATE hash_records SET hmac = $1 WHERE id = $2",
-        &[&hex_of(7, 64), &bystander],
+        &format!(
+            "UPDATE hash_records SET hmac = {} WHERE id = $1",
+            db.backend.bytes_literal(&hex_of(7, 64))
+        ),
+        &[&bystander],
     )
     .await;
     let b = s

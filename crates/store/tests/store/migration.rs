@@ -1,15 +1,20 @@
 //! Migrations over data the store wrote before them: a database of each backend migrated to
 //! 0020 and loaded with rows the store wrote then (`fixtures/records_before_0021.sql`) is
 //! opened by today's store, which migrates it and must go on reading, verifying, counting
-//! and recording as before.
+//! and recording as before. The same rows at schema 26, digests and HMACs as hex, read
+//! back the same once 0027 stores them as bytes.
 
 use model::{Arch, HashValue, RecordSigner, RecordStatus};
-use store::{HistoryQuery, RecordOutcome};
+use store::{HistoryQuery, RecordOutcome, RecordStats};
 use testkit::{Backend, Db, putty, t};
 
 const BEFORE_0021: &str = include_str!("fixtures/records_before_0021.sql");
 
-testkit::backend_tests!(records_written_before_0021_survive_it);
+testkit::backend_tests!(
+    records_written_before_0021_survive_it,
+    records_stored_as_hex_read_the_same_as_bytes,
+    a_digest_not_in_lowercase_hex_fails_0027,
+);
 
 /// Runs `sql` (several statements) on a raw connection.
 pub(crate) async fn raw(backend: Backend, url: &str, sql: &str) {
@@ -189,4 +194,224 @@ async fn records_written_before_0021_survive_it(db: Db) {
         16
     );
     again.close().await;
+}
+
+/// The fixture's rows loaded into a database at schema 26 (digests and HMACs as lowercase
+/// hex text, as the service wrote them), with the latest date added the service kept.
+async fn records_at_schema_26(db: &Db) -> String {
+    let url = db.scratch.new_url().await;
+    migrate_below(db.backend, &url, 27).await;
+    raw(db.backend, &url, BEFORE_0021).await;
+    raw(
+        db.backend,
+        &url,
+        "UPDATE records_added SET added_at = (SELECT MAX(added_at) FROM hash_records)",
+    )
+    .await;
+    url
+}
+
+/// (records, known-good hashes, vendors, platforms) of `stats`.
+fn counted(stats: &RecordStats) -> (u64, u64, u64, u64) {
+    (
+        stats.total_records,
+        stats.known_good_hashes,
+        stats.total_vendors,
+        stats.total_platforms,
+    )
+}
+
+/// The Debian record, the only linux one: changed behind the service's back at schema 26.
+const TAMPERED_AT_26: &str = "3dc80512c7118df0a0d043435156c09e";
+
+/// Records stored by schema 26 read back the same once 0027 stores their digests and
+/// HMACs as bytes: each field, each HMAC verified, found by each of its digests; a record
+/// flagged by the trigger before (its counted SHA-256 as hex) is still discounted, and the
+/// triggers made again flag changes and deletions after.
+async fn records_stored_as_hex_read_the_same_as_bytes(db: Db) {
+    let url = records_at_schema_26(&db).await;
+    let stored_sql = "SELECT id, hash_sha256, COALESCE(hash_sha1, ''), COALESCE(hash_md5, ''), \
+                      hmac FROM hash_records ORDER BY id";
+    let before = testkit::db::text_rows(db.backend, &url, stored_sql, &[]).await;
+    assert_eq!(before.len(), 15);
+    // A signed field changed behind the service's back at schema 26: the trigger notes the
+    // row with the SHA-256 it was counted under, as hex.
+    let n = testkit::db::exec(
+        db.backend,
+        &url,
+        "UPDATE hash_records SET version = '9.9' WHERE id = $1",
+        &[TAMPERED_AT_26],
+    )
+    .await
+    .expect("tamper");
+    assert_eq!(n, 1);
+    let flagged = testkit::db::text_rows(
+        db.backend,
+        &url,
+        "SELECT counted_sha256 FROM records_unverified",
+        &[],
+    )
+    .await;
+    assert_eq!(flagged.len(), 1);
+    assert_eq!(flagged[0][0].len(), 64, "{flagged:?}");
+
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open migrates");
+    // Stored as bytes of each digest's length, the HMAC's too.
+    let bytes_of = match db.backend {
+        Backend::Sqlite => "typeof({c}) = 'blob' AND length({c})",
+        Backend::Postgres => "octet_length({c})",
+    };
+    for (column, bytes, rows) in [
+        ("hash_sha256", 32, before.len()),
+        (
+            "hash_sha1",
+            20,
+            before.iter().filter(|r| !r[2].is_empty()).count(),
+        ),
+        (
+            "hash_md5",
+            16,
+            before.iter().filter(|r| !r[3].is_empty()).count(),
+        ),
+        ("hmac", 32, before.len()),
+    ] {
+        let sql = format!(
+            "SELECT COUNT(*) FROM hash_records WHERE {} = {bytes}",
+            bytes_of.replace("{c}", column)
+        );
+        assert_eq!(
+            testkit::db::scalar(db.backend, &url, &sql).await,
+            rows as i64,
+            "{sql}"
+        );
+    }
+    assert!(
+        before.iter().any(|r| r[2].is_empty()),
+        "a record without SHA-1"
+    );
+    // Each value is the bytes its hex spelled, the tampered record's HMAC too.
+    let hex_of_column = |c: &str| match db.backend {
+        Backend::Sqlite => format!("COALESCE(lower(hex({c})), '')"),
+        Backend::Postgres => format!("COALESCE(encode({c}, 'hex'), '')"),
+    };
+    let stored_hex_sql = format!(
+        "SELECT id, {}, {}, {}, {} FROM hash_records ORDER BY id",
+        hex_of_column("hash_sha256"),
+        hex_of_column("hash_sha1"),
+        hex_of_column("hash_md5"),
+        hex_of_column("hmac")
+    );
+    let after = testkit::db::text_rows(db.backend, &url, &stored_hex_sql, &[]).await;
+    assert_eq!(after, before);
+
+    let all = store.records_after(None, 1000).await.expect("records");
+    assert_eq!(all.len(), 15);
+    for (row, record) in before.iter().zip(&all) {
+        let r = &record.record;
+        assert_eq!(row[0], record.id);
+        assert_eq!(row[1], r.hash_sha256, "{}", record.id);
+        assert_eq!(
+            row[2],
+            r.hash_sha1.clone().unwrap_or_default(),
+            "{}",
+            record.id
+        );
+        assert_eq!(
+            row[3],
+            r.hash_md5.clone().unwrap_or_default(),
+            "{}",
+            record.id
+        );
+        // The HMAC read back is the one signed: it verifies, unless the row was changed.
+        assert_eq!(
+            record.integrity_ok,
+            record.id != TAMPERED_AT_26,
+            "{}",
+            record.id
+        );
+        if record.integrity_ok {
+            assert_eq!(
+                RecordSigner::new(testkit::RECORD_SECRET).sign(&record.id, r),
+                row[4],
+                "{}",
+                record.id
+            );
+        }
+        // Found by each of its digests.
+        let digests = [
+            Some(&r.hash_sha256),
+            r.hash_sha1.as_ref(),
+            r.hash_md5.as_ref(),
+        ];
+        for digest in digests.into_iter().flatten() {
+            let found = store
+                .find_by_hashes(&[HashValue::parse(digest).unwrap()], true)
+                .await
+                .expect("find");
+            assert!(
+                found.iter().any(|f| f.id == record.id),
+                "{digest}: {found:?}"
+            );
+        }
+    }
+    // The tampered record is no known-good hash and linux no platform: the SHA-256 it
+    // was counted under, converted, is looked up again.
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(counted(&stats), (8, 6, 6, 2));
+
+    // The triggers made again on the new table: a signed field changed, then a record
+    // deleted, behind the service's back.
+    let tool = all
+        .iter()
+        .find(|r| r.record.version == "3.2")
+        .expect("signed record");
+    for sql in [
+        "UPDATE hash_records SET source_url = 'https://example.com/x' WHERE id = $1",
+        "DELETE FROM hash_records WHERE id = $1",
+    ] {
+        let n = testkit::db::exec(db.backend, &url, sql, &[&tool.id])
+            .await
+            .expect(sql);
+        assert_eq!(n, 1, "{sql}");
+    }
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(counted(&stats), (7, 5, 5, 2));
+    store.close().await;
+}
+
+/// A digest or HMAC that is not lowercase hex of its length fails 0027, which leaves the
+/// database at schema 26 with the value as it was, rather than storing something else.
+async fn a_digest_not_in_lowercase_hex_fails_0027(db: Db) {
+    let signed = "4066b1343505d1030f8711bc3f8d3d7a";
+    for (column, value) in [
+        ("hash_md5", "not hex, though 32 characters.."),
+        ("hash_sha1", "43E7028BF2E3B5529DD4DF947BD7AD262C093FCB"),
+        ("hmac", "abc"),
+        ("hash_sha256", "00"),
+    ] {
+        let url = records_at_schema_26(&db).await;
+        let sql = format!("UPDATE hash_records SET {column} = $1 WHERE id = $2");
+        testkit::db::exec(db.backend, &url, &sql, &[value, signed])
+            .await
+            .expect("write the bad value");
+        let refused = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET)).await;
+        assert!(refused.is_err(), "{column} {value:?} was migrated");
+        let version = testkit::db::scalar(
+            db.backend,
+            &url,
+            "SELECT MAX(version) FROM schema_migrations",
+        )
+        .await;
+        assert_eq!(version, 26, "{column}");
+        let kept = testkit::db::text_rows(
+            db.backend,
+            &url,
+            &format!("SELECT {column} FROM hash_records WHERE id = $1"),
+            &[signed],
+        )
+        .await;
+        assert_eq!(kept, [[value.to_string()]], "{column}");
+    }
 }
