@@ -352,7 +352,12 @@ macro_rules! packages_backend {
                 rows: &[AdvisoryRow],
                 now: DateTime<Utc>,
             ) -> Result<u64> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                // Reads then writes: on SQLite a deferred transaction whose snapshot another
+                // writer made stale is refused at its first write, so the lock comes first.
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
+                    .await
+                    .map_err(db_error)?;
                 let mut written = 0;
                 for a in rows {
                     let stored: Option<String> = sqlx::query_scalar(ADVISORY_MODIFIED)

@@ -26,6 +26,7 @@ testkit::backend_tests!(
     same_version_new_hash_reports_hash_changed,
     invalid_records_are_rejected_and_change_nothing,
     concurrent_versions_leave_one_current,
+    concurrent_advisory_imports_all_succeed,
     find_by_each_hash_kind,
     find_superseded_only_when_asked,
     history_by_any_filename_newest_first,
@@ -464,6 +465,33 @@ async fn deceptive_names_and_plain_http_are_rejected_whole_batch(db: Db) {
             .unwrap(),
         0
     );
+}
+
+/// Advisory imports read what is stored, then write: imports running at once (the daily
+/// refresh and `advisories import` beside a running service) each take the write lock
+/// before their first read, so none is refused for a snapshot another has made stale.
+async fn concurrent_advisory_imports_all_succeed(db: Db) {
+    let s = db.store.clone();
+    let now = t("2025-01-01T00:00:00Z");
+    let imports = (0..8).map(|i| {
+        let s = s.clone();
+        async move {
+            let row = store::packages::AdvisoryRow {
+                id: format!("GHSA-test-{i}"),
+                modified: "2025-01-01T00:00:00Z".to_string(),
+                document: format!(r#"{{"id":"GHSA-test-{i}"}}"#),
+                packages: vec![("npm".to_string(), format!("package-{i}"))],
+            };
+            s.import_advisories(&[row], now).await
+        }
+    });
+    for result in futures::future::join_all(imports).await {
+        assert_eq!(result.expect("a concurrent import failed"), 1);
+    }
+    let packages: Vec<(String, String)> = (0..8)
+        .map(|i| ("npm".to_string(), format!("package-{i}")))
+        .collect();
+    assert_eq!(s.advisories_for(&packages).await.unwrap().len(), 8);
 }
 
 async fn concurrent_versions_leave_one_current(db: Db) {
