@@ -9,9 +9,10 @@
 //! transaction, in one statement, from one read of the other current rows sharing the
 //! batch's hashes.
 //!
-//! Concurrent `record` calls (the refresh records up to 16 artifacts at once) share one
-//! transaction: each call queues its record, and whoever holds the writer lock writes
-//! everything queued, so a busy refresh commits once per group instead of once per file.
+//! Concurrent `record` and `record_many` calls (the refresh records up to 16 artifacts at
+//! once, each archive's members in one call) share one transaction: each call queues its
+//! records, and whoever holds the writer lock writes everything queued, so a busy refresh
+//! commits once per group of artifacts instead of once per file.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -249,14 +250,19 @@ pub(crate) fn distinct_delta(
     counted(&after) - counted(&before)
 }
 
-/// One queued `record` call: its record, its `now` and where its outcome goes.
+/// What a queued call gets back: one outcome a record, and the records epoch of the
+/// transaction if it wrote anything.
+pub(crate) type Written = (Vec<RecordOutcome>, Option<u64>);
+
+/// One queued `record` or `record_many` call: its records with their `now`, written all or
+/// none, and where its outcomes go. Shared, so a call whose writer was cancelled queues
+/// them again without copying.
 pub(crate) struct Pending {
-    pub record: NewRecord,
-    pub now: DateTime<Utc>,
-    pub reply: futures::channel::oneshot::Sender<crate::Result<(RecordOutcome, Option<u64>)>>,
+    pub records: std::sync::Arc<Vec<(NewRecord, DateTime<Utc>)>>,
+    pub reply: futures::channel::oneshot::Sender<crate::Result<Written>>,
 }
 
-/// The queue of `record` calls and the lock its writer holds.
+/// The queue of `record` and `record_many` calls and the lock its writer holds.
 #[derive(Default)]
 pub(crate) struct GroupCommit {
     pub queue: std::sync::Mutex<Vec<Pending>>,
@@ -733,14 +739,19 @@ macro_rules! record_writer {
                 }
             }
 
-            /// Writes a group of queued `record` calls and answers each. When the group
-            /// fails, each is written on its own, so one call's error is not another's.
+            /// Writes a group of queued calls and answers each. When the group fails, each
+            /// call is written on its own, so one call's error is not another's.
             pub(crate) async fn write_pending(&self, batch: Vec<crate::record_writes::Pending>) {
-                let records = batch.iter().map(|p| (p.record.clone(), p.now)).collect();
+                let records = batch
+                    .iter()
+                    .flat_map(|p| p.records.iter().cloned())
+                    .collect();
                 match self.write_records(records).await {
                     Ok((outcomes, epoch)) => {
-                        for (p, outcome) in batch.into_iter().zip(outcomes) {
-                            let _ = p.reply.send(Ok((outcome, epoch)));
+                        let mut outcomes = outcomes.into_iter();
+                        for p in batch {
+                            let own = outcomes.by_ref().take(p.records.len()).collect();
+                            let _ = p.reply.send(Ok((own, epoch)));
                         }
                     }
                     Err(e) if batch.len() == 1 => {
@@ -750,11 +761,8 @@ macro_rules! record_writer {
                     }
                     Err(_) => {
                         for p in batch {
-                            let one = self
-                                .write_records(vec![(p.record, p.now)])
-                                .await
-                                .map(|(mut outcomes, epoch)| (outcomes.remove(0), epoch));
-                            let _ = p.reply.send(one);
+                            let alone = self.write_records(p.records.to_vec()).await;
+                            let _ = p.reply.send(alone);
                         }
                     }
                 }

@@ -106,6 +106,8 @@ pub trait RecordStore: Send + Sync {
     /// Records a batch in one transaction, in order, each exactly as [`record`] would
     /// (a later record of a family supersedes an earlier one of the same batch). All or
     /// nothing: an invalid record or a database error records none. One outcome per record.
+    /// Concurrent calls (and `record` calls) may share a transaction, each still all or
+    /// nothing: a refresh recording many archives' members commits once for several.
     ///
     /// [`record`]: RecordStore::record
     async fn record_many(
@@ -647,23 +649,21 @@ macro_rules! records_backend {
             fn records_from_rows(&self, rows: Vec<$row>) -> Result<Vec<HashRecord>> {
                 rows.iter().map(|r| self.record_from_row(r)).collect()
             }
-        }
 
-        #[async_trait]
-        impl RecordStore for $store {
-            #[tracing::instrument(level = "debug", skip_all)]
-            async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
+            /// Queues validated records for the group commit and waits for their outcomes:
+            /// either another call's writer answers, or this call writes the queue.
+            async fn write_queued(
+                &self,
+                records: Vec<(NewRecord, DateTime<Utc>)>,
+            ) -> Result<Vec<RecordOutcome>> {
                 use futures::future::Either;
-                let record = record.validate()?;
-                let now = micros(now);
+                let records = std::sync::Arc::new(records);
                 loop {
                     let (reply, mut answer) = futures::channel::oneshot::channel();
                     self.group.push(crate::record_writes::Pending {
-                        record: record.clone(),
-                        now,
+                        records: records.clone(),
                         reply,
                     });
-                    // Either another call's writer answers, or this call writes the queue.
                     let answered = loop {
                         let mut lock = self.group.writer.lock();
                         match futures::future::select(&mut answer, &mut lock).await {
@@ -678,17 +678,31 @@ macro_rules! records_backend {
                         }
                     };
                     match answered {
-                        Ok(Ok((outcome, epoch))) => {
+                        Ok(Ok((outcomes, epoch))) => {
                             if let Some(epoch) = epoch {
                                 self.publish_records_epoch(epoch).await;
                             }
-                            return Ok(outcome);
+                            return Ok(outcomes);
                         }
                         Ok(Err(e)) => return Err(e),
                         // The writer that took it was cancelled before it committed.
                         Err(futures::channel::oneshot::Canceled) => continue,
                     }
                 }
+            }
+        }
+
+        #[async_trait]
+        impl RecordStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn record(&self, record: NewRecord, now: DateTime<Utc>) -> Result<RecordOutcome> {
+                let outcomes = self
+                    .write_queued(vec![(record.validate()?, micros(now))])
+                    .await?;
+                outcomes
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| model::Error::internal("a recorded file got no outcome"))
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -705,11 +719,7 @@ macro_rules! records_backend {
                 if records.is_empty() {
                     return Ok(Vec::new());
                 }
-                let (outcomes, epoch) = self.write_records(records).await?;
-                if let Some(epoch) = epoch {
-                    self.publish_records_epoch(epoch).await;
-                }
-                Ok(outcomes)
+                self.write_queued(records).await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]

@@ -26,6 +26,7 @@ testkit::backend_tests!(
     same_version_new_hash_reports_hash_changed,
     invalid_records_are_rejected_and_change_nothing,
     concurrent_versions_leave_one_current,
+    concurrent_batches_each_get_their_own_outcomes,
     concurrent_advisory_imports_all_succeed,
     find_by_each_hash_kind,
     find_superseded_only_when_asked,
@@ -529,6 +530,68 @@ async fn concurrent_versions_leave_one_current(db: Db) {
             "valid_until of {} matches some version's valid_from",
             r.record.version
         );
+    }
+}
+
+/// Archives recorded at once (a refresh's artifacts, each archive's files in one
+/// `record_many`) beside single `record` calls, all in the same families: each call gets
+/// the outcomes of its own records, in order, and the histories end as version order says.
+async fn concurrent_batches_each_get_their_own_outcomes(db: Db) {
+    let s = db.store.clone();
+    let base = t("2025-01-01T00:00:00Z");
+    let batches = (0..8u64).map(|i| {
+        let s = s.clone();
+        let now = base + chrono::Duration::milliseconds(i as i64);
+        let files = vec![
+            go(&format!("1.30.{i}"), 100 + i),
+            putty(&format!("0.8{i}"), Arch::Amd64, 200 + i),
+        ];
+        async move {
+            let outcomes = s.record_many(files.clone(), now).await;
+            (files, outcomes)
+        }
+    });
+    let singles = (0..4u64).map(|i| {
+        let s = s.clone();
+        let file = putty(&format!("0.7{i}"), Arch::Arm64, 300 + i);
+        async move { (file.clone(), s.record(file, base).await) }
+    });
+    let (batches, singles) = futures::future::join(
+        futures::future::join_all(batches),
+        futures::future::join_all(singles),
+    )
+    .await;
+    let mut written: Vec<(NewRecord, RecordOutcome)> = Vec::new();
+    for (files, outcomes) in batches {
+        let outcomes = outcomes.expect("concurrent record_many");
+        assert_eq!(outcomes.len(), files.len(), "one outcome a record");
+        written.extend(files.into_iter().zip(outcomes));
+    }
+    for (file, outcome) in singles {
+        written.push((file, outcome.expect("concurrent record")));
+    }
+    for (file, outcome) in &written {
+        assert!(outcome.inserted(), "{outcome:?}");
+        let stored = by_id(&*s, outcome.id(), &file.hash_sha256).await;
+        assert_eq!(
+            stored.record.version, file.version,
+            "its own record's outcome"
+        );
+    }
+    for (name, newest, arch, total) in [
+        ("go1.30.0.windows-amd64.msi", "1.30.7", Arch::Amd64, 8),
+        ("putty.exe", "0.87", Arch::Amd64, 12),
+        ("putty.exe", "0.73", Arch::Arm64, 12),
+    ] {
+        let history = s.history(&history_query(name)).await.unwrap();
+        assert_eq!(history.total, total, "{name}");
+        let current: Vec<_> = history
+            .items
+            .iter()
+            .filter(|r| r.status == RecordStatus::Current)
+            .map(|r| (r.record.version.as_str(), r.record.arch))
+            .collect();
+        assert!(current.contains(&(newest, arch)), "{name}: {current:?}");
     }
 }
 
