@@ -62,6 +62,29 @@ pub trait RecordSink: Send + Sync {
     ) -> Result<RecordOutcome, model::Error> {
         self.record(r).await
     }
+    /// Records the files found in one artifact (an archive's members), in order, each as
+    /// `record` would: one result a file. A sink that can writes them together (the store
+    /// in one transaction); the default records them one by one.
+    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
+        let mut results = Vec::with_capacity(rs.len());
+        for r in rs {
+            results.push(self.record(r).await);
+        }
+        results
+    }
+    /// [`record_many`](Self::record_many) for the files of a past version whose history
+    /// starts at `released` (as [`record_released`](Self::record_released)).
+    async fn record_many_released(
+        &self,
+        rs: Vec<NewRecord>,
+        released: DateTime<Utc>,
+    ) -> Vec<Result<RecordOutcome, model::Error>> {
+        let mut results = Vec::with_capacity(rs.len());
+        for r in rs {
+            results.push(self.record_released(r, released).await);
+        }
+        results
+    }
     /// A certificate that signed the downloaded file recorded as `record_id` (primary or
     /// nested signature), kept with its CRL distribution points and issuer for the
     /// revocation checker. Sinks that don't track certificates ignore it.
@@ -304,6 +327,9 @@ struct Released<'a> {
 impl RecordSink for Released<'_> {
     async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
         self.sink.record_released(r, self.at).await
+    }
+    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
+        self.sink.record_many_released(rs, self.at).await
     }
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
         self.sink.download_audited(audit).await
@@ -656,10 +682,12 @@ async fn record_members(
         report.problem(ProblemKind::Archive, Some(&a.url), message);
     }
     let under_archive = ctx.members_under_archive(&a.url);
+    let mut files = Vec::with_capacity(scan.members.len());
+    let mut signed = Vec::with_capacity(scan.members.len());
     for member in scan.members {
         let path = member.path.trim_start_matches("./").trim_start_matches('/');
         let url = format!("{}#{}", a.url, encode_path(path));
-        let signer = member.pe_signer.as_ref();
+        let signer = member.pe_signer;
         let qualified = format!("{}/{path}", a.executable_name);
         // A name too long for a record keeps the path alone rather than lose the file.
         let name = if under_archive && qualified.len() <= model::record::MAX_NAME_BYTES {
@@ -669,23 +697,27 @@ async fn record_members(
         };
         let record = NewRecord {
             executable_name: name,
-            hash_sha256: member.digests.sha256.clone(),
-            hash_sha1: Some(member.digests.sha1.clone()),
-            hash_md5: Some(member.digests.md5.clone()),
+            hash_sha256: member.digests.sha256,
+            hash_sha1: Some(member.digests.sha1),
+            hash_md5: Some(member.digests.md5),
             size: Some(member.size),
             source_url: url.clone(),
             download_verified: true,
-            sig_signer: signer.map(|s| s.sig_signer.clone()),
-            sig_issuer: signer.map(|s| s.sig_issuer.clone()),
-            sig_serial: signer.map(|s| s.sig_serial.clone()),
-            sig_thumbprint: signer.map(|s| s.sig_thumbprint.clone()),
+            sig_signer: signer.as_ref().map(|s| s.sig_signer.clone()),
+            sig_issuer: signer.as_ref().map(|s| s.sig_issuer.clone()),
+            sig_serial: signer.as_ref().map(|s| s.sig_serial.clone()),
+            sig_thumbprint: signer.as_ref().map(|s| s.sig_thumbprint.clone()),
             ..new_record(a)
         };
-        if let Some(outcome) = store(sink, record, &url, report).await {
-            report.members += 1;
-            if let Some(primary) = signer {
-                signers_seen(sink, outcome.id(), primary, &url, report).await;
-            }
+        files.push((record, url.clone()));
+        signed.push((url, signer));
+    }
+    let outcomes = store_all(sink, files, report).await;
+    for (outcome, (url, signer)) in outcomes.into_iter().zip(signed) {
+        let Some(outcome) = outcome else { continue };
+        report.members += 1;
+        if let Some(primary) = &signer {
+            signers_seen(sink, outcome.id(), primary, &url, report).await;
         }
     }
 }
@@ -743,7 +775,7 @@ async fn rpm_files(
         let message = format!("files recorded only up to a stop: more than {max} members");
         report.problem(ProblemKind::Archive, Some(&a.url), message);
     }
-    for file in executables.into_iter().take(max) {
+    let files = executables.into_iter().take(max).map(|file| {
         let path = file.path.trim_start_matches('/');
         let url = format!("{}#{}", a.url, encode_path(path));
         let record = NewRecord {
@@ -754,10 +786,10 @@ async fn rpm_files(
             source_url: url.clone(),
             ..new_record(a)
         };
-        if store(sink, record, &url, report).await.is_some() {
-            report.members += 1;
-        }
-    }
+        (record, url)
+    });
+    let outcomes = store_all(sink, files.collect(), report).await;
+    report.members += outcomes.iter().flatten().count();
 }
 
 /// Validates and stores one record, counting the outcome.
@@ -767,29 +799,67 @@ async fn store(
     url: &str,
     report: &mut VendorReport,
 ) -> Option<RecordOutcome> {
-    let record = match record.validate() {
-        Ok(r) => r,
+    let record = validated(record, url, report)?;
+    counted(sink.record(record).await, url, report)
+}
+
+/// Validates and stores the files of one artifact (each with its URL) in one call, counting
+/// each outcome: the outcome of each file in order, `None` where it was not stored.
+async fn store_all(
+    sink: &dyn RecordSink,
+    files: Vec<(NewRecord, String)>,
+    report: &mut VendorReport,
+) -> Vec<Option<RecordOutcome>> {
+    let mut outcomes = vec![None; files.len()];
+    let mut valid = Vec::with_capacity(files.len());
+    let mut records = Vec::with_capacity(files.len());
+    for (i, (record, url)) in files.into_iter().enumerate() {
+        if let Some(record) = validated(record, &url, report) {
+            valid.push((i, url));
+            records.push(record);
+        }
+    }
+    if records.is_empty() {
+        return outcomes;
+    }
+    let results = sink.record_many(records).await;
+    for ((i, url), result) in valid.into_iter().zip(results) {
+        outcomes[i] = counted(result, &url, report);
+    }
+    outcomes
+}
+
+fn validated(record: NewRecord, url: &str, report: &mut VendorReport) -> Option<NewRecord> {
+    match record.validate() {
+        Ok(r) => Some(r),
         Err(e) => {
             report.problem(ProblemKind::InvalidArtifact, Some(url), e.to_string());
-            return None;
-        }
-    };
-    match sink.record(record).await {
-        Ok(outcome) => {
-            if outcome.inserted() {
-                report.recorded += 1;
-            } else {
-                report.unchanged += 1;
-            }
-            if outcome.hash_changed() {
-                report.hash_changed += 1;
-                tracing::warn!(%url, "recorded hash changed for a known file and version");
-            }
-            Some(outcome)
-        }
-        Err(e) => {
-            report.problem(ProblemKind::Record, Some(url), error_chain(&e));
             None
         }
     }
+}
+
+/// Counts a stored record's outcome, or its error, in the report.
+fn counted(
+    result: Result<RecordOutcome, model::Error>,
+    url: &str,
+    report: &mut VendorReport,
+) -> Option<RecordOutcome> {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            report.problem(ProblemKind::Record, Some(url), error_chain(&e));
+            return None;
+        }
+    };
+    if outcome.inserted() {
+        report.recorded += 1;
+    } else {
+        report.unchanged += 1;
+    }
+    if outcome.hash_changed() {
+        report.hash_changed += 1;
+        tracing::warn!(%url, "recorded hash changed for a known file and version");
+    }
+    Some(outcome)
 }

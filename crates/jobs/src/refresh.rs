@@ -78,40 +78,96 @@ struct StoreSink {
 }
 
 impl StoreSink {
-    /// Records `r` with `now` as the time its history entry starts.
-    async fn record_at(
+    /// Records `rs` with `now` as the time their history entries start, in one write, one
+    /// result a record: when the write fails (one family's stored history unreadable, say),
+    /// each is written on its own, so one file's error does not cost the others. A package
+    /// whose recorded hash changed raises its alert.
+    async fn record_each(
+        &self,
+        rs: Vec<NewRecord>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<Result<RecordOutcome, Error>> {
+        // Packages only (`name (ecosystem)` under their ecosystem): the Go toolchain's
+        // vendor `Go` is not the `go` module ecosystem.
+        let packages: Vec<Option<(String, String, String, String)>> = rs
+            .iter()
+            .map(|r| {
+                let ecosystem = &r.vendor;
+                let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
+                    && r.executable_name.ends_with(&format!(" ({ecosystem})"));
+                is_package.then(|| {
+                    (
+                        ecosystem.clone(),
+                        r.executable_name.clone(),
+                        r.version.clone(),
+                        r.hash_sha256.to_ascii_lowercase(),
+                    )
+                })
+            })
+            .collect();
+        {
+            let mut vendors = self
+                .record_vendors
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for r in rs.iter().filter(|r| r.vendor != self.vendor) {
+                vendors.insert(r.vendor.clone());
+            }
+        }
+        let together = match rs.len() {
+            0 | 1 => None,
+            _ => self.store.record_many(rs.clone(), now).await.ok(),
+        };
+        let mut results: Vec<Result<RecordOutcome, Error>> = match together {
+            Some(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            None => {
+                let mut each = Vec::with_capacity(rs.len());
+                for r in rs {
+                    each.push(self.store.record(r, now).await);
+                }
+                each
+            }
+        };
+        for (result, package) in results.iter_mut().zip(packages) {
+            if let (Ok(outcome), Some((ecosystem, name, version, sha256))) = (&*result, package)
+                && outcome.hash_changed()
+                && let Err(e) = self.alert(&ecosystem, &name, &version, &sha256).await
+            {
+                *result = Err(e);
+            }
+        }
+        results
+    }
+
+    async fn record_one(
         &self,
         r: NewRecord,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<RecordOutcome, Error> {
-        let (name, version, sha256) = (
-            r.executable_name.clone(),
-            r.version.clone(),
-            r.hash_sha256.to_ascii_lowercase(),
-        );
-        // Packages only (`name (ecosystem)` under their ecosystem): the Go toolchain's
-        // vendor `Go` is not the `go` module ecosystem.
-        let ecosystem = r.vendor.clone();
-        if r.vendor != self.vendor {
-            self.record_vendors
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(r.vendor.clone());
-        }
-        let is_package = PACKAGE_ECOSYSTEMS.contains(&ecosystem.as_str())
-            && name.ends_with(&format!(" ({ecosystem})"));
-        let outcome = self.store.record(r, now).await?;
-        if outcome.hash_changed() && is_package {
-            self.alert(&ecosystem, &name, &version, &sha256).await?;
-        }
-        Ok(outcome)
+        self.record_each(vec![r], now)
+            .await
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(Error::internal("a recorded file got no outcome")))
+    }
+
+    /// A past version's history starts at its release date (never in the future).
+    fn released_at(
+        &self,
+        released: chrono::DateTime<chrono::Utc>,
+    ) -> chrono::DateTime<chrono::Utc> {
+        released.min(self.clock.now())
     }
 }
 
 #[async_trait]
 impl RecordSink for StoreSink {
     async fn record(&self, r: NewRecord) -> Result<RecordOutcome, Error> {
-        self.record_at(r, self.clock.now()).await
+        self.record_one(r, self.clock.now()).await
+    }
+
+    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, Error>> {
+        self.record_each(rs, self.clock.now()).await
     }
 
     async fn recorded_with_sha1(&self, r: &NewRecord) -> Result<bool, Error> {
@@ -141,13 +197,20 @@ impl RecordSink for StoreSink {
         }))
     }
 
-    /// A past version's history starts at its release date (never in the future).
     async fn record_released(
         &self,
         r: NewRecord,
         released: chrono::DateTime<chrono::Utc>,
     ) -> Result<RecordOutcome, Error> {
-        self.record_at(r, released.min(self.clock.now())).await
+        self.record_one(r, self.released_at(released)).await
+    }
+
+    async fn record_many_released(
+        &self,
+        rs: Vec<NewRecord>,
+        released: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<Result<RecordOutcome, Error>> {
+        self.record_each(rs, self.released_at(released)).await
     }
 
     async fn signer_seen(&self, record_id: &str, signer: &ingest::SignerInfo) -> Result<(), Error> {
@@ -667,6 +730,20 @@ impl RecordSink for QueueSink {
     ) -> Result<RecordOutcome, Error> {
         self.note(&r);
         self.inner.record_released(r, released).await
+    }
+
+    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, Error>> {
+        rs.iter().for_each(|r| self.note(r));
+        self.inner.record_many(rs).await
+    }
+
+    async fn record_many_released(
+        &self,
+        rs: Vec<NewRecord>,
+        released: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<Result<RecordOutcome, Error>> {
+        rs.iter().for_each(|r| self.note(r));
+        self.inner.record_many_released(rs, released).await
     }
 
     async fn recorded_with_sha1(&self, r: &NewRecord) -> Result<bool, Error> {
