@@ -20,6 +20,7 @@ use crate::coverage_queue::{entries, options_for, queue_sbom, sha256};
 testkit::backend_tests!(
     queued_debian_versions_are_recorded_pinned,
     queued_ubuntu_versions_are_recorded_pinned,
+    an_unreadable_history_costs_only_its_own_member,
 );
 
 /// One Debian-format channel as a test serves it: the release pocket lists `older`, the
@@ -81,6 +82,13 @@ impl Distro {
 
     /// The archive, signed by a key made here, and that key's public half.
     fn site(&self) -> (Site, String) {
+        let package = |version| vec![("coreutils", version, "required", coreutils(version))];
+        self.site_with(&package(self.older), &package(self.newest))
+    }
+
+    /// The archive listing `release` in its release pocket and `updates` in its updates
+    /// pocket.
+    fn site_with(&self, release: &[apt::Package], updates: &[apt::Package]) -> (Site, String) {
         let (key, public) = archive_key();
         let site = Site::new();
         let suite = |prefix, suite| Suite {
@@ -94,20 +102,9 @@ impl Distro {
             codename: self.release,
             arches: &["amd64"],
         };
-        let package = |version| vec![("coreutils", version, "required", coreutils(version))];
-        let updates = format!("{}-updates", self.release);
-        apt::publish(
-            &site,
-            &key,
-            &suite(self.archive, self.release),
-            &package(self.older),
-        );
-        apt::publish(
-            &site,
-            &key,
-            &suite(self.archive, &updates),
-            &package(self.newest),
-        );
+        let updates_suite = format!("{}-updates", self.release);
+        apt::publish(&site, &key, &suite(self.archive, self.release), release);
+        apt::publish(&site, &key, &suite(self.archive, &updates_suite), updates);
         if self.id == "debian" {
             let security = format!("{}-security", self.release);
             apt::publish(&site, &key, &suite("/debian-security", &security), &[]);
@@ -261,4 +258,79 @@ async fn queued_versions_are_recorded_pinned(db: Db, distro: &Distro) {
         distro.holders(&db, &sha256(&ls(distro.newest))).await,
         [row(distro.vendor, distro.newest, "usr/bin/ls")]
     );
+}
+
+/// A coreutils build whose `.deb` holds three executables.
+fn coreutils_tools(version: &str) -> Vec<u8> {
+    let tools: Vec<(String, Vec<u8>)> = ["cat", "cp", "ls"]
+        .iter()
+        .map(|tool| {
+            let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+            elf.extend(format!("coreutils {version} {tool} ").repeat(500).bytes());
+            (format!("usr/bin/{tool}"), elf)
+        })
+        .collect();
+    let files: Vec<(&str, &[u8])> = tools
+        .iter()
+        .map(|(path, bytes)| (path.as_str(), bytes.as_slice()))
+        .collect();
+    deb_package("coreutils", &files)
+}
+
+/// An archive's members are written together; when that write fails because one member's
+/// stored history cannot be read, the others are still recorded and only that member is
+/// reported.
+async fn an_unreadable_history_costs_only_its_own_member(db: Db) {
+    let refresh = |version: &'static str| {
+        let store = db.store.clone();
+        async move {
+            let package = vec![("coreutils", version, "required", coreutils_tools(version))];
+            let (site, public) = DEBIAN.site_with(&package, &[]);
+            let base = site.serve().await;
+            let clock = Arc::new(FixedClock::new(t("2026-03-10T02:00:00Z")));
+            let options = DEBIAN.options(&base, &public, &["coreutils"]);
+            let reports = refresh_vendors(store, clock, &options, Some("debian"), &|_| {})
+                .await
+                .expect("refresh");
+            reports
+                .into_iter()
+                .find(|r| r.fetcher == "debian")
+                .expect("a report")
+        }
+    };
+    let first = refresh("9.7-3").await;
+    assert_eq!(first.members, 3, "{first:#?}");
+
+    // `cat`'s stored row becomes unreadable (a byte size no file has).
+    let tampered = db
+        .exec(
+            "UPDATE hash_records SET size_bytes = -1 WHERE executable_name = 'usr/bin/cat'",
+            &[],
+        )
+        .await;
+    assert_eq!(tampered, 1);
+
+    let second = refresh("9.7-4").await;
+    assert_eq!(second.members, 2, "{second:#?}");
+    let problems: Vec<_> = second
+        .problems
+        .iter()
+        .filter(|p| p.kind == model::ProblemKind::Record)
+        .collect();
+    assert_eq!(problems.len(), 1, "{second:#?}");
+    assert!(
+        problems[0]
+            .url
+            .as_deref()
+            .is_some_and(|u| u.ends_with("#usr/bin/cat")),
+        "{problems:?}"
+    );
+    for tool in ["cp", "ls"] {
+        let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+        elf.extend(format!("coreutils 9.7-4 {tool} ").repeat(500).bytes());
+        assert_eq!(
+            DEBIAN.holders(&db, &sha256(&elf)).await,
+            [row(DEBIAN.vendor, "9.7-4", &format!("usr/bin/{tool}"))]
+        );
+    }
 }
