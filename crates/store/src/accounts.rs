@@ -160,10 +160,7 @@ macro_rules! accounts_backend {
                 now: DateTime<Utc>,
             ) -> Result<()> {
                 let now = micros(now);
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                    .await
-                    .map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 if let Some(lock) = Self::WRITE_LOCK {
                     sqlx::query(lock)
                         .bind("tenants")

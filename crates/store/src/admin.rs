@@ -292,9 +292,8 @@ macro_rules! access_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn insert_key(&self, key: NewApiKey, now: DateTime<Utc>) -> Result<()> {
-                // Write first (no read-then-write upgrade on SQLite); the foreign key
-                // tells us when the team does not exist.
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                // The foreign key tells us when the team does not exist.
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let inserted = sqlx::query(INSERT_KEY)
                     .bind(&key.key_id)
                     .bind(&key.team_id)
@@ -323,7 +322,7 @@ macro_rules! access_backend {
                 label: Option<&str>,
                 role: Option<Role>,
             ) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let done = sqlx::query(UPDATE_KEY)
                     .bind(key_id)
                     .bind(label)
@@ -339,7 +338,7 @@ macro_rules! access_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn revoke_key(&self, key_id: &str, now: DateTime<Utc>) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let done = sqlx::query(REVOKE_KEY)
                     .bind(key_id)
                     .bind(now.trunc_subsecs(6))
@@ -360,7 +359,7 @@ macro_rules! access_backend {
                 now: DateTime<Utc>,
             ) -> Result<()> {
                 let now = now.trunc_subsecs(6);
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let done = sqlx::query(REVOKE_KEY)
                     .bind(old_key_id)
                     .bind(now)
@@ -391,7 +390,7 @@ macro_rules! access_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn put_grant(&self, key_id: &str, grant: &GrantRow) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 sqlx::query(PUT_GRANT)
                     .bind(key_id)
                     .bind(grant.role.as_str())
@@ -406,7 +405,7 @@ macro_rules! access_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn delete_grant(&self, key_id: &str, role: Role) -> Result<bool> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let done = sqlx::query(DELETE_GRANT)
                     .bind(key_id)
                     .bind(role.as_str())
@@ -419,7 +418,7 @@ macro_rules! access_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn set_suspended(&self, team_id: &str, suspended: bool) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let done = sqlx::query(SET_SUSPENDED)
                     .bind(team_id)
                     .bind(suspended)
@@ -479,7 +478,7 @@ macro_rules! access_backend {
                 if deltas.is_empty() {
                     return Ok(());
                 }
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 for d in usage_in_write_order(deltas) {
                     sqlx::query(ADD_USAGE)
                         .bind(&d.team_id)

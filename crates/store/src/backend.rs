@@ -190,6 +190,14 @@ macro_rules! backend {
                 }
             }
 
+            /// Begins a transaction that writes, holding the write lock from its start
+            /// (`BEGIN IMMEDIATE` on SQLite, waiting the busy timeout for another writer).
+            /// A deferred SQLite transaction that reads before it writes is refused at once
+            /// ("database is locked") when another connection commits in between.
+            pub(crate) async fn write_tx(pool: &$pool) -> Result<sqlx::Transaction<'static, $db>> {
+                pool.begin_with(Self::BEGIN).await.map_err(db_error)
+            }
+
             /// Lets the listener catch up with `epoch`, then shows it.
             pub(crate) async fn publish_records_epoch(&self, epoch: u64) {
                 let listener = self
@@ -210,12 +218,8 @@ macro_rules! backend {
                     .await
                     .map_err(db_error)?;
                 for m in migrations {
-                    // `BEGIN` (BEGIN IMMEDIATE on SQLite): a deferred transaction that reads
-                    // then writes fails with SQLITE_BUSY when another process migrates too.
-                    let mut conn = pool.acquire().await.map_err(db_error)?;
-                    let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                        .await
-                        .map_err(db_error)?;
+                    // Another process may be migrating too.
+                    let mut tx = Self::write_tx(pool).await?;
                     let done = sqlx::query(MIGRATION_DONE)
                         .bind(m.version)
                         .fetch_optional(&mut *tx)
@@ -279,10 +283,7 @@ macro_rules! backend {
                     if rows.is_empty() {
                         return Ok(());
                     }
-                    let mut conn = pool.acquire().await.map_err(db_error)?;
-                    let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                        .await
-                        .map_err(db_error)?;
+                    let mut tx = Self::write_tx(pool).await?;
                     for row in &rows {
                         let id = row.text("id")?;
                         let name = row.text("executable_name")?;
@@ -347,13 +348,13 @@ backend!(PgStore, sqlx::Postgres, PgPool, "postgres");
 // advisory lock; without it two concurrent writers both see "no current record" / "no
 // platform tenant" and either hit the unique index or create two platform tenants.
 impl SqliteStore {
-    /// How a transaction that reads then writes begins.
+    /// How a transaction that writes begins (see `write_tx`).
     pub(crate) const BEGIN: &'static str = "BEGIN IMMEDIATE";
     pub(crate) const WRITE_LOCK: Option<&'static str> = None;
 }
 
 impl PgStore {
-    /// How a transaction that reads then writes begins.
+    /// How a transaction that writes begins (see `write_tx`).
     pub(crate) const BEGIN: &'static str = "BEGIN";
     pub(crate) const WRITE_LOCK: Option<&'static str> =
         Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))");

@@ -193,7 +193,7 @@ macro_rules! coverage_backend {
                 now: DateTime<Utc>,
             ) -> Result<Vec<Option<CoverageState>>> {
                 let now = now.trunc_subsecs(6);
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let mut before = Vec::with_capacity(items.len());
                 for item in items {
                     let state: Option<String> = sqlx::query_scalar(ENTRY_STATE)

@@ -352,12 +352,7 @@ macro_rules! packages_backend {
                 rows: &[AdvisoryRow],
                 now: DateTime<Utc>,
             ) -> Result<u64> {
-                // Reads then writes: on SQLite a deferred transaction whose snapshot another
-                // writer made stale is refused at its first write, so the lock comes first.
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                    .await
-                    .map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let mut written = 0;
                 for a in rows {
                     let stored: Option<String> = sqlx::query_scalar(ADVISORY_MODIFIED)

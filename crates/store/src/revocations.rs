@@ -369,10 +369,7 @@ macro_rules! revocation_backend {
             async fn revoke(&self, r: &Revocation, now: DateTime<Utc>) -> Result<bool> {
                 let thumbprint = r.thumbprint.to_ascii_lowercase();
                 let revoked_at = micros(r.revoked_at);
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                    .await
-                    .map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let current: Option<$row> = sqlx::query(REVOCATION_IN_FORCE)
                     .bind(&thumbprint)
                     .fetch_optional(&mut *tx)
@@ -411,7 +408,6 @@ macro_rules! revocation_backend {
                 }
                 let epoch = Self::refresh_revoked_at(&mut tx, &thumbprint).await?;
                 tx.commit().await.map_err(db_error)?;
-                drop(conn);
                 if let Some(epoch) = epoch {
                     self.publish_records_epoch(epoch).await;
                 }
@@ -421,10 +417,7 @@ macro_rules! revocation_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn release(&self, thumbprint: &str, now: DateTime<Utc>) -> Result<bool> {
                 let thumbprint = thumbprint.to_ascii_lowercase();
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
-                    .await
-                    .map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let released = sqlx::query(RELEASE)
                     .bind(micros(now))
                     .bind(&thumbprint)
@@ -437,7 +430,6 @@ macro_rules! revocation_backend {
                 }
                 let epoch = Self::refresh_revoked_at(&mut tx, &thumbprint).await?;
                 tx.commit().await.map_err(db_error)?;
-                drop(conn);
                 if let Some(epoch) = epoch {
                     self.publish_records_epoch(epoch).await;
                 }

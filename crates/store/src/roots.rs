@@ -558,7 +558,7 @@ macro_rules! translog_backend {
             ) -> Result<StoredRoot> {
                 use futures::StreamExt as _;
                 let date = root.log_date;
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let inserted = sqlx::query(INSERT_ROOT)
                     .bind(date)
                     .bind(&root.merkle_root)
@@ -831,7 +831,7 @@ macro_rules! translog_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn store_chunk_roots(&self, date: NaiveDate, roots: &[Hash]) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 Self::insert_chunk_roots(&mut tx, date, 0, roots).await?;
                 tx.commit().await.map_err(db_error)
             }

@@ -167,7 +167,7 @@ macro_rules! staff_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn put_platform_settings(&self, s: &StoredSettings) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 sqlx::query(PUT_PLATFORM_SETTINGS)
                     .bind(&s.document)
                     .bind(s.updated_at.trunc_subsecs(6))

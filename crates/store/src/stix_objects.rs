@@ -120,7 +120,7 @@ macro_rules! stix_objects_backend {
                     .iter()
                     .filter_map(|(object, id)| Some((*object, record_key(id)?)))
                     .collect();
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 for batch in keyed.chunks(NOTE_BATCH) {
                     let pair_rows: fn(usize) -> String = $pair_rows;
                     let sql = note_sql(&pair_rows(batch.len()));

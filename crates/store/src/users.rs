@@ -526,7 +526,7 @@ macro_rules! users_backend {
                 now: DateTime<Utc>,
             ) -> Result<Option<(User, Membership)>> {
                 let now = now.trunc_subsecs(6);
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 let claimed: Option<$row> = sqlx::query(CLAIM_INVITE)
                     .bind(code_hash)
                     .bind(now)
@@ -708,7 +708,7 @@ macro_rules! users_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn replace_recovery_codes(&self, subject: &str, hashes: &[String]) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 sqlx::query(DELETE_RECOVERY_CODES)
                     .bind(subject)
                     .execute(&mut *tx)
@@ -867,7 +867,7 @@ macro_rules! users_backend {
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn move_second_factors(&self, from: &str, to: &str) -> Result<()> {
-                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                let mut tx = Self::write_tx(&self.pool).await?;
                 for table in MOVE_SECOND_FACTORS {
                     sqlx::query(table)
                         .bind(from)

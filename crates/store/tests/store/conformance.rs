@@ -68,6 +68,11 @@ testkit::backend_tests!(
     concurrent_guesses_never_exceed_the_mfa_budget,
     executable_names_by_prefix_are_folded_bounded_and_literal,
     stix_objects_are_found_by_key_and_the_position_only_moves_on,
+    concurrent_coverage_requests_beside_a_writer_all_succeed,
+    concurrent_key_and_settings_changes_beside_a_writer_all_succeed,
+    concurrent_invites_and_second_factors_beside_a_writer_all_succeed,
+    concurrent_stix_notes_beside_a_writer_all_succeed,
+    concurrent_root_publications_beside_a_writer_all_succeed,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2685,4 +2690,317 @@ async fn stix_objects_are_found_by_key_and_the_position_only_moves_on(db: Db) {
     };
     s.note_stix_objects(&[], &inside).await.unwrap();
     assert_eq!(s.stix_object_position().await.unwrap(), further);
+}
+
+// ---------------------------------------------------------------------------------------
+// Writes beside another writer: the running service records vendor files every few
+// seconds, and a transaction that read before that commit must still write after it.
+// ---------------------------------------------------------------------------------------
+
+/// Runs `calls` all at once while another writer keeps recording new versions of a vendor
+/// file (at least one), as discovery does in the running service; their results.
+async fn beside_a_writer<F: std::future::Future>(
+    s: &std::sync::Arc<dyn Store>,
+    calls: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    let calls = async {
+        let results = futures::future::join_all(calls).await;
+        done.store(true, Ordering::Release);
+        results
+    };
+    let recorded = |s: std::sync::Arc<dyn Store>| async move {
+        let history = s.history(&history_query("writer.exe")).await;
+        history.expect("history").total
+    };
+    let before = recorded(s.clone()).await;
+    let writer = async {
+        let mut n = before;
+        while n == before || !done.load(Ordering::Acquire) {
+            let r = rec(
+                "Writer Corp",
+                "writer.exe",
+                &format!("1.{n}.0"),
+                Platform::Windows,
+                Arch::Amd64,
+                90_000 + n,
+            );
+            let now = t("2025-01-01T00:00:00Z") + chrono::Duration::seconds(n as i64);
+            s.record(r, now).await.expect("the other writer failed");
+            n += 1;
+            // A pause between writes, as between a vendor's files: SQLite's busy wait is
+            // not fair, and a writer that never pauses starves whoever waits behind it.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        n
+    };
+    let (results, written) = tokio::join!(calls, writer);
+    assert_eq!(
+        recorded(s.clone()).await,
+        written,
+        "every version the writer recorded"
+    );
+    results
+}
+
+/// Coverage requests read each version's state, then queue it: eight requesters at once,
+/// five requests each naming a version of their own and one they all share, beside
+/// another writer. None is refused; the shared version is new to exactly one request.
+async fn concurrent_coverage_requests_beside_a_writer_all_succeed(db: Db) {
+    use store::coverage::CoverageItem;
+    let s = db.store.clone();
+    let now = t("2025-03-10T08:00:00Z");
+    let item = |name: String| CoverageItem {
+        ecosystem: "pypi".into(),
+        name,
+        version: "1.0.0".into(),
+    };
+    let requesters = (0..8).map(|i| {
+        let s = s.clone();
+        async move {
+            let mut answers = Vec::new();
+            for round in 0..5 {
+                let items = [item(format!("own-{i}-{round}")), item("shared".into())];
+                answers.push(s.queue_coverage(&items, now).await);
+            }
+            answers
+        }
+    });
+    let mut new_shared = 0;
+    for answer in beside_a_writer(&s, requesters).await.into_iter().flatten() {
+        let before = answer.expect("a coverage request was refused");
+        assert_eq!(before[0], None, "a version of its own was new");
+        new_shared += usize::from(before[1].is_none());
+    }
+    assert_eq!(new_shared, 1);
+    assert_eq!(s.queued_coverage("pypi", 100).await.unwrap().len(), 41);
+}
+
+/// Administrators changing keys, grants, suspension and platform settings at once while
+/// usage is flushed, beside another writer: every change lands and each moves the
+/// access epoch once.
+async fn concurrent_key_and_settings_changes_beside_a_writer_all_succeed(db: Db) {
+    use store::admin::{GrantRow, UsageDelta};
+    use store::staff::StoredSettings;
+    let s = db.store.clone();
+    let now = t("2025-01-01T00:00:00Z");
+    s.create_tenant_with_key(
+        "acme",
+        TenantKind::Customer,
+        Tier::Teams,
+        key("acme", 0, Role::AccountAdmin),
+        now,
+    )
+    .await
+    .unwrap();
+    let epoch = s.auth_epoch().await.unwrap();
+    let grant = |role| GrantRow {
+        role,
+        expires_at: None,
+        granted_by: "kid_acme_0".into(),
+        granted_at: now,
+    };
+    let admins = (1..=8u64).map(|i| {
+        let (s, grant) = (s.clone(), grant);
+        async move {
+            let kid = format!("kid_acme_{i}");
+            s.insert_key(key("acme", i, Role::Analyst), now).await?;
+            s.put_grant(&kid, &grant(Role::Auditor)).await?;
+            s.put_grant(&kid, &grant(Role::ClientLiaison)).await?;
+            assert!(s.delete_grant(&kid, Role::ClientLiaison).await?);
+            s.update_key(&kid, Some(&format!("renamed {i}")), None)
+                .await?;
+            s.reissue_key(&kid, key("acme", 100 + i, Role::Analyst), now)
+                .await?;
+            s.set_suspended("acme", i % 2 == 0).await?;
+            s.put_platform_settings(&StoredSettings {
+                document: "{}".into(),
+                updated_at: now,
+                updated_by: kid,
+            })
+            .await?;
+            s.add_usage(&[UsageDelta {
+                team_id: "acme".into(),
+                day: now.date_naive(),
+                endpoint: "GET /api/v1/hashes".into(),
+                count: 1,
+            }])
+            .await?;
+            Ok::<_, model::Error>(())
+        }
+    });
+    for result in beside_a_writer(&s, admins).await {
+        result.expect("an access change was refused");
+    }
+    // Eight changes moved the epoch per administrator (the usage flush moves none).
+    assert_eq!(s.auth_epoch().await.unwrap(), epoch + 8 * 8);
+    let keys = s.list_keys(Some("acme")).await.unwrap();
+    assert_eq!(keys.len(), 17, "the first key, 8 revoked, 8 reissued");
+    for i in 1..=8u64 {
+        let old = keys.iter().find(|k| k.key_id == format!("kid_acme_{i}"));
+        let old = old.expect("the reissued key is kept");
+        assert!(old.revoked_at.is_some());
+        assert_eq!(old.label, format!("renamed {i}"));
+        let new = keys
+            .iter()
+            .find(|k| k.key_id == format!("kid_acme_{}", 100 + i));
+        let new = new.expect("the new key");
+        assert_eq!(new.revoked_at, None);
+        let roles: Vec<Role> = new.grants.iter().map(|g| g.role).collect();
+        assert_eq!(roles, [Role::Auditor], "the grants moved to the new key");
+    }
+    let settings = s.platform_settings().await.unwrap().expect("settings");
+    assert!(settings.updated_by.starts_with("kid_acme_"));
+    let usage = s
+        .usage_by_endpoint("acme", now.date_naive(), now.date_naive())
+        .await
+        .unwrap();
+    assert_eq!(usage, [("GET /api/v1/hashes".to_string(), 8)]);
+}
+
+/// Invites redeemed twice at once, recovery codes replaced and second factors moved,
+/// beside another writer: each invite makes one user, and every write lands.
+async fn concurrent_invites_and_second_factors_beside_a_writer_all_succeed(db: Db) {
+    use store::users::NewInvite;
+    let s = db.store.clone();
+    let now = t("2025-01-01T00:00:00Z");
+    s.create_tenant_with_key(
+        "acme",
+        TenantKind::Customer,
+        Tier::Teams,
+        key("acme", 0, Role::AccountAdmin),
+        now,
+    )
+    .await
+    .unwrap();
+    for i in 0..8u64 {
+        s.create_invite(&NewInvite {
+            invite_id: format!("inv-{i}"),
+            code_hash: hex_of(3000 + i, 64),
+            team_id: "acme".into(),
+            role: Role::Analyst,
+            display_name: format!("User {i}"),
+            contact: format!("user{i}@acme.example"),
+            created_by: "kid_acme_0".into(),
+            created_at: now,
+            expires_at: now + chrono::Duration::days(7),
+        })
+        .await
+        .unwrap();
+    }
+    let redeems = (0..16u64).map(|n| {
+        let s = s.clone();
+        async move {
+            let code = hex_of(3000 + n / 2, 64);
+            s.redeem_invite(&code, &format!("user-{n}"), now).await
+        }
+    });
+    let mut users = Vec::new();
+    for (n, redeemed) in (0..).zip(beside_a_writer(&s, redeems).await) {
+        let redeemed = redeemed.expect("a redemption was refused");
+        if let Some((user, membership)) = redeemed {
+            assert_eq!(user.display_name, format!("User {}", n / 2));
+            assert_eq!(
+                (membership.team_id.as_str(), membership.role),
+                ("acme", Role::Analyst)
+            );
+            users.push(user.user_id);
+        }
+    }
+    assert_eq!(users.len(), 8, "each invite makes one user");
+
+    let factors = users.iter().map(|user| {
+        let s = s.clone();
+        async move {
+            let (from, to) = (format!("key:{user}"), format!("user:{user}"));
+            let codes: Vec<String> = (0..3).map(|c| format!("{user}-code-{c}")).collect();
+            s.replace_recovery_codes(&from, &codes).await?;
+            s.replace_recovery_codes(&from, &codes).await?;
+            s.move_second_factors(&from, &to).await
+        }
+    });
+    for moved in beside_a_writer(&s, factors).await {
+        moved.expect("a second-factor change was refused");
+    }
+    for user in &users {
+        let left = |subject: String| {
+            let s = s.clone();
+            async move { s.recovery_codes_left(&subject).await.unwrap() }
+        };
+        assert_eq!(left(format!("key:{user}")).await, 0);
+        assert_eq!(left(format!("user:{user}")).await, 3);
+    }
+}
+
+/// Catch-ups noting which records name which STIX objects, all at once beside another
+/// writer: every pair is noted and the position is the furthest one.
+async fn concurrent_stix_notes_beside_a_writer_all_succeed(db: Db) {
+    let s = db.store.clone();
+    let id = insert(&*s, go("1.21.0", 10), t("2025-02-01T00:00:00Z")).await;
+    let notes = (1..=8i64).map(|object| {
+        let (s, id) = (s.clone(), id.clone());
+        async move {
+            let to = ChangePosition {
+                epoch: object as u64,
+                after_id: None,
+            };
+            s.note_stix_objects(&[(object, id.as_str())], &to).await
+        }
+    });
+    for noted in beside_a_writer(&s, notes).await {
+        noted.expect("a note was refused");
+    }
+    for object in 1..=8 {
+        let found = s.records_naming_stix_object(object, 10).await.unwrap();
+        assert_eq!(ids(&found), [id.as_str()]);
+    }
+    assert_eq!(
+        s.stix_object_position().await.unwrap(),
+        ChangePosition {
+            epoch: 8,
+            after_id: None
+        }
+    );
+}
+
+/// Replicas publishing the same day's root at once, then filling its chunk roots, day
+/// after day beside another writer: none is refused, all see the one root stored.
+async fn concurrent_root_publications_beside_a_writer_all_succeed(db: Db) {
+    use crate::translog_chunks::{date, hashes, leaf, root};
+    let s = db.store.clone();
+    for (n, day) in ["2025-03-10", "2025-03-11", "2025-03-12"]
+        .into_iter()
+        .enumerate()
+    {
+        // A leaf leaves each day, two enter.
+        let mut rows: Vec<_> = (n as u64..n as u64 + 5 + n as u64)
+            .map(|i| leaf(i, i))
+            .collect();
+        rows.sort_by(|a, b| a.leaf_hash.cmp(&b.leaf_hash));
+        let want = root(day, &rows);
+        let publications = (0..4).map(|_| {
+            let (s, want, rows) = (s.clone(), want.clone(), rows.clone());
+            async move { s.publish_root(&want, &rows).await }
+        });
+        for published in beside_a_writer(&s, publications).await {
+            assert_eq!(published.expect("a publication was refused"), want);
+        }
+        let chunks = s.chunk_roots(date(day)).await.unwrap();
+        assert_eq!(chunks, translog::chunk::chunk_roots(&hashes(&rows)));
+        let fills = (0..4).map(|_| {
+            let s = s.clone();
+            async move { s.store_chunk_roots(date(day), &[[7u8; 32]]).await }
+        });
+        for filled in beside_a_writer(&s, fills).await {
+            filled.expect("filling chunk roots was refused");
+        }
+        assert_eq!(
+            s.chunk_roots(date(day)).await.unwrap(),
+            chunks,
+            "never replaced"
+        );
+        let stored = s.leaves(date(day)).await.unwrap();
+        assert_eq!(stored, rows);
+    }
 }
