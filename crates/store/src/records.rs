@@ -1082,7 +1082,7 @@ crate::record_writes::record_writer!(
     sqlx::Postgres,
     "BEGIN",
     Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
-    None,
+    Some(crate::record_writes::PG_WRITER_SETTINGS),
     crate::record_writes::pg_update,
     crate::record_writes::pg_insert
 );
