@@ -84,6 +84,9 @@ pub(crate) trait Columns {
     fn flag(&self, column: &str) -> Result<bool>;
     fn time(&self, column: &str) -> Result<DateTime<Utc>>;
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>>;
+    /// A vendor record's time ([`crate::records::RecordTime`]).
+    fn record_time(&self, column: &str) -> Result<DateTime<Utc>>;
+    fn opt_record_time(&self, column: &str) -> Result<Option<DateTime<Utc>>>;
     fn date(&self, column: &str) -> Result<NaiveDate>;
     fn opt_date(&self, column: &str) -> Result<Option<NaiveDate>>;
     fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>>;
@@ -120,6 +123,15 @@ macro_rules! columns {
             }
             fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>> {
                 self.try_get(column).map_err(db_error)
+            }
+            fn record_time(&self, column: &str) -> Result<DateTime<Utc>> {
+                let t: crate::records::RecordTime = self.try_get(column).map_err(db_error)?;
+                Ok(t.0)
+            }
+            fn opt_record_time(&self, column: &str) -> Result<Option<DateTime<Utc>>> {
+                let t: Option<crate::records::RecordTime> =
+                    self.try_get(column).map_err(db_error)?;
+                Ok(t.map(|t| t.0))
             }
             fn date(&self, column: &str) -> Result<NaiveDate> {
                 self.try_get(column).map_err(db_error)
@@ -285,13 +297,13 @@ macro_rules! backend {
                     }
                     let mut tx = Self::write_tx(pool).await?;
                     for row in &rows {
-                        let id = row.text("id")?;
+                        let id = row.bytes_ref("id")?;
                         let name = row.text("executable_name")?;
                         let version = row.text("version")?;
                         sqlx::query(FILL_NAME_KEY)
                             .bind(model::name_key(&name))
                             .bind(model::family_of(&name, &version))
-                            .bind(&id)
+                            .bind(id)
                             .execute(&mut *tx)
                             .await
                             .map_err(db_error)?;

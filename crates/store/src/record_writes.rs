@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use model::{Arch, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus};
 
 use crate::backend::Columns;
+use crate::records::RecordTime;
 use crate::{RecordOutcome, new_id};
 
 /// Rows per multi-row `INSERT` (24 values a row: within both backends' bind limits).
@@ -334,8 +335,9 @@ pub(crate) struct RowInsert<'a> {
     pub added_at: DateTime<Utc>,
 }
 
-/// A new row's digests and HMAC as the bytes they are stored as.
+/// A new row's id, digests and HMAC as the bytes they are stored as.
 struct RowBytes {
+    id: Vec<u8>,
     sha256: Vec<u8>,
     sha1: Option<Vec<u8>>,
     md5: Option<Vec<u8>>,
@@ -349,6 +351,7 @@ impl RowInsert<'_> {
         let optional =
             |column, hex: &Option<String>| hex.as_deref().map(|h| hex_bytes(column, h)).transpose();
         Ok(RowBytes {
+            id: crate::records::id_bytes(&self.entry.rec.id)?,
             sha256: hex_bytes("hash_sha256", &r.hash_sha256)?,
             sha1: optional("hash_sha1", &r.hash_sha1)?,
             md5: optional("hash_md5", &r.hash_md5)?,
@@ -392,13 +395,17 @@ pub(crate) async fn sqlite_update(
              WHERE hash_records.id = v.column1",
             anonymous_rows(chunk.len(), 4)
         );
+        let ids = chunk
+            .iter()
+            .map(|r| crate::records::id_bytes(r.id))
+            .collect::<crate::Result<Vec<_>>>()?;
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(epoch);
-        for r in chunk {
+        for (r, id) in chunk.iter().zip(&ids) {
             q = q
-                .bind(r.id)
+                .bind(id.as_slice())
                 .bind(r.status)
-                .bind(r.valid_from)
-                .bind(r.valid_until);
+                .bind(RecordTime(r.valid_from))
+                .bind(RecordTime::opt(r.valid_until));
         }
         q.execute(&mut *conn).await.map_err(crate::db_error)?;
     }
@@ -425,7 +432,7 @@ pub(crate) async fn sqlite_insert(
             let e = row.entry;
             let r = &e.rec.record;
             q = q
-                .bind(e.rec.id.as_str())
+                .bind(b.id.as_slice())
                 .bind(r.vendor.as_str())
                 .bind(r.executable_name.as_str())
                 .bind(e.rec.family.as_str())
@@ -442,12 +449,12 @@ pub(crate) async fn sqlite_insert(
                 .bind(r.sig_serial.as_deref())
                 .bind(r.sig_thumbprint.as_deref())
                 .bind(e.rec.status.as_str())
-                .bind(e.rec.valid_from)
-                .bind(e.rec.valid_until)
+                .bind(RecordTime(e.rec.valid_from))
+                .bind(RecordTime::opt(e.rec.valid_until))
                 .bind(b.hmac.as_slice())
                 .bind(row.name_key())
                 .bind(row.size())
-                .bind(row.added_at)
+                .bind(RecordTime(row.added_at))
                 .bind(epoch);
         }
         q.execute(&mut *conn).await.map_err(crate::db_error)?;
@@ -465,14 +472,18 @@ pub(crate) async fn pg_update(
     if rows.is_empty() {
         return Ok(());
     }
+    let ids = rows
+        .iter()
+        .map(|r| crate::records::id_bytes(r.id))
+        .collect::<crate::Result<Vec<_>>>()?;
     sqlx::query(
         "UPDATE hash_records SET status = v.status, valid_from = v.valid_from, \
          valid_until = v.valid_until, changed_epoch = $1 \
-         FROM UNNEST($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) \
+         FROM UNNEST($2::bytea[], $3::text[], $4::timestamptz[], $5::timestamptz[]) \
          AS v(id, status, valid_from, valid_until) WHERE hash_records.id = v.id",
     )
     .bind(epoch)
-    .bind(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+    .bind(ids)
     .bind(rows.iter().map(|r| r.status).collect::<Vec<_>>())
     .bind(rows.iter().map(|r| r.valid_from).collect::<Vec<_>>())
     .bind(rows.iter().map(|r| r.valid_until).collect::<Vec<_>>())
@@ -502,13 +513,13 @@ pub(crate) async fn pg_insert(
             .collect::<crate::Result<Vec<_>>>()?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO hash_records ({INSERT_COLUMNS}) SELECT *, $24::bigint FROM UNNEST(\
-             $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+             $1::bytea[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::text[], $12::boolean[], \
              $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], \
              $18::timestamptz[], $19::timestamptz[], $20::bytea[], $21::text[], $22::bigint[], \
              $23::timestamptz[])"
         )))
-        .bind(column!(|r| r.entry.rec.id.as_str()))
+        .bind(bytes.iter().map(|b| b.id.as_slice()).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.vendor.as_str()))
         .bind(column!(|r| r.entry.rec.record.executable_name.as_str()))
         .bind(column!(|r| r.entry.rec.family.as_str()))
@@ -593,7 +604,9 @@ pub(crate) fn current_hash_outside(
     row: &impl Columns,
     held: &HashSet<&str>,
 ) -> crate::Result<Option<String>> {
-    if row.text("status")? == "current" && !held.contains(row.text("id")?.as_str()) {
+    if row.text_ref("status")? == "current"
+        && !held.contains(crate::backend::hex_column(row, "id")?.as_str())
+    {
         return Ok(Some(crate::backend::hex_column(row, "hash_sha256")?));
     }
     Ok(None)

@@ -209,6 +209,88 @@ pub trait RecordsListener: Send + Sync {
     async fn before_epoch(&self, epoch: u64);
 }
 
+/// A vendor record's time as stored (`valid_from`, `valid_until`, `added_at`): integer
+/// microseconds since the Unix epoch on SQLite (8 bytes, where RFC 3339 text took up to 32,
+/// in the row and in every index over a time), `timestamptz` on PostgreSQL (8 bytes
+/// already). Both sort as the instants do. Times reach the store truncated to microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordTime(pub DateTime<Utc>);
+
+impl RecordTime {
+    pub(crate) fn opt(t: Option<DateTime<Utc>>) -> Option<Self> {
+        t.map(Self)
+    }
+}
+
+impl sqlx::Type<sqlx::Sqlite> for RecordTime {
+    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
+        <i64 as sqlx::Type<sqlx::Sqlite>>::type_info()
+    }
+    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
+        <i64 as sqlx::Type<sqlx::Sqlite>>::compatible(ty)
+    }
+}
+
+impl sqlx::Encode<'_, sqlx::Sqlite> for RecordTime {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::sqlite::SqliteArgumentsBuffer,
+    ) -> std::result::Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        sqlx::Encode::<sqlx::Sqlite>::encode(self.0.timestamp_micros(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for RecordTime {
+    fn decode(
+        value: sqlx::sqlite::SqliteValueRef<'r>,
+    ) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        let us = <i64 as sqlx::Decode<sqlx::Sqlite>>::decode(value)?;
+        DateTime::from_timestamp_micros(us)
+            .map(Self)
+            .ok_or_else(|| format!("{us} microseconds is no time").into())
+    }
+}
+
+impl sqlx::Type<sqlx::Postgres> for RecordTime {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <DateTime<Utc> as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+}
+
+impl sqlx::Encode<'_, sqlx::Postgres> for RecordTime {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> std::result::Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        sqlx::Encode::<sqlx::Postgres>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for RecordTime {
+    fn decode(
+        value: sqlx::postgres::PgValueRef<'r>,
+    ) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        <DateTime<Utc> as sqlx::Decode<sqlx::Postgres>>::decode(value).map(Self)
+    }
+}
+
+/// A record id as stored: its 16 bytes (ids are 32 lowercase hex digits, [`crate::new_id`]),
+/// which sort as the hex does. The empty id, which keyset walks use for "before every
+/// record", is no bytes. Anything else, such as an id in a forged cursor, is refused.
+pub(crate) fn id_bytes(id: &str) -> Result<Vec<u8>> {
+    let lower_hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if id.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !lower_hex {
+        return Err(model::Error::bad_request(format!(
+            "{} is not a record id",
+            model::error::shown(id)
+        )));
+    }
+    hex::decode(id).map_err(|_| model::Error::bad_request("not a record id"))
+}
+
 pub(crate) const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
@@ -480,7 +562,7 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
 fn collect_found<R: Columns>(
     rows: &[R],
     include_superseded: bool,
-    seen: &mut HashSet<String>,
+    seen: &mut HashSet<Vec<u8>>,
     found: &mut Vec<HashRecord>,
     verify: impl Fn(&R) -> Result<HashRecord>,
 ) -> Result<()> {
@@ -491,8 +573,7 @@ fn collect_found<R: Columns>(
         if !include_superseded && row.text_ref("status")? != "current" {
             continue;
         }
-        let id = row.text_ref("id")?;
-        if seen.insert(id.to_string()) {
+        if seen.insert(row.bytes_ref("id")?.to_vec()) {
             found.push(verify(row)?);
         }
     }
@@ -530,10 +611,10 @@ fn record_from_row(
             None => None,
         },
     };
-    let id = row.text("id")?;
-    let valid_from = row.time("valid_from")?;
+    let id = hex_column(row, "id")?;
+    let valid_from = row.record_time("valid_from")?;
     // Set when the inserting transaction commits; a row read inside it has none yet.
-    let added_at = row.opt_time("added_at")?;
+    let added_at = row.opt_record_time("added_at")?;
     let integrity_ok = signer.verify(&id, &record, &hex_column(row, "hmac")?);
     if !integrity_ok {
         integrity.failed(&id);
@@ -545,7 +626,7 @@ fn record_from_row(
         status: status.parse().map_err(|_| corrupt("status", &status))?,
         valid_from,
         added_at: added_at.unwrap_or(valid_from),
-        valid_until: row.opt_time("valid_until")?,
+        valid_until: row.opt_record_time("valid_until")?,
         cert_revoked_at: row.opt_time("cert_revoked_at")?,
         integrity_ok,
     })
@@ -609,7 +690,7 @@ impl Counts {
                 }
             }
             if !deleted {
-                failed_ids.insert(row.text("id")?);
+                failed_ids.insert(hex_column(row, "id")?);
             }
             let platform = row.text("counted_platform")?;
             *self.platforms.entry(platform).or_default() -= 1;
@@ -759,7 +840,7 @@ macro_rules! records_backend {
                             .bind(&p.executable_name)
                             .bind(&p.platform)
                             .bind(&p.arch)
-                            .bind(&p.id)
+                            .bind(id_bytes(&p.id)?)
                             .bind(i64::from(limit))
                             .fetch_all(&self.pool)
                             .await
@@ -819,8 +900,8 @@ macro_rules! records_backend {
                     }
                     Some(p) => {
                         sqlx::query(AssertSqlSafe(select_records(ADDED_AFTER)))
-                            .bind(micros(p.added_at))
-                            .bind(&p.id)
+                            .bind(RecordTime(micros(p.added_at)))
+                            .bind(id_bytes(&p.id)?)
                             .bind(i64::from(limit))
                             .fetch_all(&self.pool)
                             .await
@@ -845,8 +926,8 @@ macro_rules! records_backend {
                     }
                     Some(p) => {
                         sqlx::query(AssertSqlSafe(select_records(NEWEST_BEFORE)))
-                            .bind(micros(p.added_at))
-                            .bind(&p.id)
+                            .bind(RecordTime(micros(p.added_at)))
+                            .bind(id_bytes(&p.id)?)
                             .bind(i64::from(limit))
                             .fetch_all(&self.pool)
                             .await
@@ -908,7 +989,7 @@ macro_rules! records_backend {
                 limit: u32,
             ) -> Result<Vec<HashRecord>> {
                 let rows = sqlx::query(AssertSqlSafe(select_records(RECORDS_AFTER)))
-                    .bind(after.unwrap_or(""))
+                    .bind(id_bytes(after.unwrap_or(""))?)
                     .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await
@@ -925,7 +1006,7 @@ macro_rules! records_backend {
             ) -> Result<Vec<(u64, HashRecord)>> {
                 let rows = sqlx::query(AssertSqlSafe(changed_after_sql(after.is_some())))
                     .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
-                    .bind(after.unwrap_or(""))
+                    .bind(id_bytes(after.unwrap_or(""))?)
                     .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await
@@ -972,8 +1053,8 @@ macro_rules! records_backend {
                 let (sql, binds) = export_count_sql(query);
                 let (from, to) = export_bounds(query);
                 let mut q = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
-                    .bind(from)
-                    .bind(to);
+                    .bind(RecordTime(from))
+                    .bind(RecordTime(to));
                 for b in &binds {
                     q = q.bind(b);
                 }
@@ -995,12 +1076,14 @@ macro_rules! records_backend {
             ) -> Result<Vec<HashRecord>> {
                 let (sql, binds) = export_page_sql(query, after.is_some());
                 let (from, to) = export_bounds(query);
-                let mut q = sqlx::query(AssertSqlSafe(sql)).bind(from).bind(to);
+                let mut q = sqlx::query(AssertSqlSafe(sql))
+                    .bind(RecordTime(from))
+                    .bind(RecordTime(to));
                 for b in &binds {
                     q = q.bind(b);
                 }
                 if let Some(c) = after {
-                    q = q.bind(c.valid_from).bind(&c.id);
+                    q = q.bind(RecordTime(c.valid_from)).bind(id_bytes(&c.id)?);
                 }
                 let rows = q
                     .bind(i64::from(limit))

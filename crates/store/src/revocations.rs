@@ -317,7 +317,7 @@ macro_rules! revocation_backend {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn record_signed_by(&self, record_id: &str, thumbprint: &str) -> Result<()> {
                 sqlx::query(RECORD_SIGNED_BY)
-                    .bind(record_id)
+                    .bind(crate::records::id_bytes(record_id)?)
                     .bind(thumbprint.to_ascii_lowercase())
                     .execute(&self.pool)
                     .await

@@ -70,10 +70,10 @@ fn numbered_pairs(pairs: usize) -> String {
     rows.join(", ")
 }
 
-/// Records whose id starts with the key's 16 hex digits: `$1` those digits, `$2` the
-/// same followed by `g`, which sorts after every hex digit.
+/// Records whose id starts with the key's 8 bytes: `$1` those bytes (which sort before
+/// every id starting with them), `$2` the same followed by eight 0xff (the last such id).
 fn records_with_key_sql() -> String {
-    format!("SELECT {RECORD_COLUMNS} FROM hash_records WHERE id >= $1 AND id < $2")
+    format!("SELECT {RECORD_COLUMNS} FROM hash_records WHERE id >= $1 AND id <= $2")
 }
 
 /// The key of a record id: its first 8 bytes. Record ids are 32 lowercase hex digits
@@ -89,8 +89,9 @@ fn record_key(id: &str) -> Option<i64> {
     u64::from_str_radix(prefix, 16).ok().map(|k| k as i64)
 }
 
-fn key_prefix(key: i64) -> String {
-    format!("{:016x}", key as u64)
+/// The first 8 bytes of the ids of a key.
+fn key_prefix(key: i64) -> [u8; 8] {
+    (key as u64).to_be_bytes()
 }
 
 macro_rules! stix_objects_backend {
@@ -155,8 +156,8 @@ macro_rules! stix_objects_backend {
                 for key in keys {
                     let prefix = key_prefix(key);
                     let rows: Vec<$row> = sqlx::query(AssertSqlSafe(records_with_key_sql()))
-                        .bind(&prefix)
-                        .bind(format!("{prefix}g"))
+                        .bind(prefix.as_slice())
+                        .bind([prefix, [0xff; 8]].concat())
                         .fetch_all(&self.pool)
                         .await
                         .map_err(db_error)?;
@@ -183,12 +184,12 @@ mod tests {
         let id = "0123456789abcdef0011223344556677";
         let key = record_key(id).unwrap();
         assert_eq!(key as u64, 0x0123_4567_89ab_cdef);
-        assert_eq!(key_prefix(key), &id[..16]);
+        assert_eq!(hex::encode(key_prefix(key)), &id[..16]);
         // The top bit set makes a negative key; its prefix is still the id's.
         let high = "f123456789abcdef0011223344556677";
         let key = record_key(high).unwrap();
         assert!(key < 0);
-        assert_eq!(key_prefix(key), &high[..16]);
+        assert_eq!(hex::encode(key_prefix(key)), &high[..16]);
         for no_key in ["", "0123", "0123456789ABCDEF00", "0123456789abcdeg00"] {
             assert_eq!(record_key(no_key), None, "{no_key:?}");
         }

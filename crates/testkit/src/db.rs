@@ -36,6 +36,23 @@ impl Backend {
             Backend::Postgres => format!("'\\x{hex}'::bytea"),
         }
     }
+
+    /// An SQL expression of the bytes that the text parameter `param` (such as `$1`, bound
+    /// to hex digits) spells: a stored record id or hash found by its hex.
+    pub fn unhex(self, param: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("unhex({param})"),
+            Backend::Postgres => format!("decode({param}, 'hex')"),
+        }
+    }
+
+    /// An SQL expression of `column`'s bytes as lowercase hex, as the service shows them.
+    pub fn hex(self, column: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("lower(hex({column}))"),
+            Backend::Postgres => format!("encode({column}, 'hex')"),
+        }
+    }
 }
 
 /// Where one test's databases live: a temporary directory of SQLite files, or PostgreSQL

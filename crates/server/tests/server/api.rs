@@ -193,6 +193,8 @@ async fn hash_of_day_pages_and_streams(app: TestApp) {
         "limit=x",
         "after=%21%21",
         "after=YQ",
+        // A well-formed position whose id is no record id.
+        "after=cHV0dHkuZXhlAHdpbmRvd3MAYW1kNjQAbm90LWEtcmVjb3JkLWlk",
     ] {
         app.get(&format!("/public/hash-of-day?{query}"))
             .await
@@ -516,7 +518,10 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
     // hash of another for their own file's.
     let n = app
         .exec(
-            "UPDATE hash_records SET version = $1 WHERE id = $2",
+            &format!(
+                "UPDATE hash_records SET version = $1 WHERE id = {}",
+                app.backend.unhex("$2")
+            ),
             &["0.99", &putty_id],
         )
         .await;
@@ -525,8 +530,9 @@ async fn lookup_never_trusts_tampered_records(app: TestApp) {
     let n = app
         .exec(
             &format!(
-                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
-                app.backend.bytes_literal(&evil)
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = {}",
+                app.backend.bytes_literal(&evil),
+                app.backend.unhex("$1")
             ),
             &[&go_id],
         )
@@ -660,11 +666,20 @@ async fn lookup_index_answers_as_the_database_and_follows_writes(app: TestApp) {
     // was verified); the next full scan leaves the record out and counts it.
     index_now(&app).await;
     let putty_id = app
-        .text_rows("SELECT id FROM hash_records WHERE version = $1", &["0.83"])
+        .text_rows(
+            &format!(
+                "SELECT {} FROM hash_records WHERE version = $1",
+                app.backend.hex("id")
+            ),
+            &["0.83"],
+        )
         .await[0][0]
         .clone();
     app.exec(
-        "UPDATE hash_records SET version = $1 WHERE id = $2",
+        &format!(
+            "UPDATE hash_records SET version = $1 WHERE id = {}",
+            app.backend.unhex("$2")
+        ),
         &["0.99", &putty_id],
     )
     .await;
@@ -780,15 +795,19 @@ async fn lookup_after_any_write_answers_from_the_index_as_the_database(app: Test
     // for the hashes it was signed with.
     let requests = app
         .text_rows(
-            "SELECT id FROM hash_records WHERE version = $1",
+            &format!(
+                "SELECT {} FROM hash_records WHERE version = $1",
+                app.backend.hex("id")
+            ),
             &["2.32.3"],
         )
         .await[0][0]
         .clone();
     app.exec(
         &format!(
-            "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
-            app.backend.bytes_literal(&hex_of(666, 64))
+            "UPDATE hash_records SET hash_sha256 = {} WHERE id = {}",
+            app.backend.bytes_literal(&hex_of(666, 64)),
+            app.backend.unhex("$1")
         ),
         &[&requests],
     )
@@ -802,7 +821,10 @@ async fn lookup_after_any_write_answers_from_the_index_as_the_database(app: Test
     let other = app.replica().await;
     let tampered = other.record(putty("0.84", Arch::Amd64, 11)).await;
     app.exec(
-        "UPDATE hash_records SET version = $1 WHERE id = $2",
+        &format!(
+            "UPDATE hash_records SET version = $1 WHERE id = {}",
+            app.backend.unhex("$2")
+        ),
         &["9.99", &tampered],
     )
     .await;
@@ -1436,15 +1458,24 @@ async fn export_row_bound(app: TestApp) {
     app.clock.set(t("2025-03-01T12:00:00Z"));
     let id = app.record_now(putty("0.81", Arch::Amd64, 1)).await;
     app.clock.set(t("2025-03-10T08:00:00Z"));
+    // Copy number i's id: i as 16 bytes, big-endian.
+    let numbered_id = match app.backend {
+        testkit::Backend::Sqlite => "unhex(printf('%032x', n.i))",
+        testkit::Backend::Postgres => "decode(lpad(to_hex(n.i), 32, '0'), 'hex')",
+    };
     let copies = app
         .exec(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) \
-             INSERT INTO hash_records (id, vendor, executable_name, family, version, platform, \
-             arch, hash_sha256, hash_sha1, hash_md5, source_url, download_verified, status, \
-             valid_from, valid_until, hmac) \
-             SELECT r.id || '-' || n.i, r.vendor, 'bulk.exe', 'bulk.exe', r.version, r.platform, \
-             r.arch, r.hash_sha256, r.hash_sha1, r.hash_md5, r.source_url, r.download_verified, \
-             'superseded', r.valid_from, r.valid_from, r.hmac FROM hash_records r, n WHERE r.id = $1",
+            &format!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) \
+                 INSERT INTO hash_records (id, vendor, executable_name, family, version, \
+                 platform, arch, hash_sha256, hash_sha1, hash_md5, source_url, \
+                 download_verified, status, valid_from, valid_until, hmac) \
+                 SELECT {numbered_id}, r.vendor, 'bulk.exe', 'bulk.exe', r.version, \
+                 r.platform, r.arch, r.hash_sha256, r.hash_sha1, r.hash_md5, r.source_url, \
+                 r.download_verified, 'superseded', r.valid_from, r.valid_from, r.hmac \
+                 FROM hash_records r, n WHERE r.id = {}",
+                app.backend.unhex("$1")
+            ),
             &[&id],
         )
         .await;
@@ -1474,8 +1505,11 @@ async fn export_row_bound(app: TestApp) {
     // itself is covered above.
     assert_eq!(
         app.exec(
-            "DELETE FROM hash_records WHERE id = $1",
-            &[&format!("{id}-1")]
+            &format!(
+                "DELETE FROM hash_records WHERE id = {}",
+                app.backend.unhex("$1")
+            ),
+            &[&format!("{:032x}", 1)]
         )
         .await,
         1

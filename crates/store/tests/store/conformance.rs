@@ -1143,7 +1143,10 @@ async fn name_keys_of_existing_rows_are_backfilled(db: Db) {
     // As a row written before names had keys: no key, family lowercased only.
     let n = db
         .exec(
-            "UPDATE hash_records SET name_key = NULL, family = $1 WHERE id = $2",
+            &format!(
+                "UPDATE hash_records SET name_key = NULL, family = $1 WHERE id = {}",
+                db.backend.unhex("$2")
+            ),
             &["e\u{301}lan.exe", &id],
         )
         .await;
@@ -1384,8 +1387,9 @@ async fn stats_count_verified_hashes_and_real_platforms(db: Db) {
     let n = db
         .exec(
             &format!(
-                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
-                db.backend.bytes_literal(&forged)
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = {}",
+                db.backend.bytes_literal(&forged),
+                db.backend.unhex("$1")
             ),
             &[&tampered],
         )
@@ -1415,8 +1419,9 @@ async fn tampered_row_fails_integrity_once(db: Db) {
     let n = db
         .exec(
             &format!(
-                "UPDATE hash_records SET hash_sha256 = {} WHERE id = $1",
-                db.backend.bytes_literal(&forged)
+                "UPDATE hash_records SET hash_sha256 = {} WHERE id = {}",
+                db.backend.bytes_literal(&forged),
+                db.backend.unhex("$1")
             ),
             &[&victim],
         )
@@ -1460,8 +1465,9 @@ async fn tampered_row_fails_integrity_once(db: Db) {
     // A forged HMAC column fails too.
     db.exec(
         &format!(
-            "UPDATE hash_records SET hmac = {} WHERE id = $1",
-            db.backend.bytes_literal(&hex_of(7, 64))
+            "UPDATE hash_records SET hmac = {} WHERE id = {}",
+            db.backend.bytes_literal(&hex_of(7, 64)),
+            db.backend.unhex("$1")
         ),
         &[&bystander],
     )

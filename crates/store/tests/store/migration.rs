@@ -2,7 +2,9 @@
 //! 0020 and loaded with rows the store wrote then (`fixtures/records_before_0021.sql`) is
 //! opened by today's store, which migrates it and must go on reading, verifying, counting
 //! and recording as before. The same rows at schema 26, digests and HMACs as hex, read
-//! back the same once 0027 stores them as bytes.
+//! back the same once 0027 stores them as bytes; the same rows at schema 27, ids as hex and
+//! (on SQLite) times as RFC 3339 text, read back the same once 0028 stores ids as bytes and
+//! times as integer microseconds.
 
 use model::{Arch, HashValue, RecordSigner, RecordStatus};
 use store::{HistoryQuery, RecordOutcome, RecordStats};
@@ -14,6 +16,8 @@ testkit::backend_tests!(
     records_written_before_0021_survive_it,
     records_stored_as_hex_read_the_same_as_bytes,
     a_digest_not_in_lowercase_hex_fails_0027,
+    record_ids_and_times_read_the_same_once_compact,
+    an_id_or_time_of_another_shape_fails_0028,
 );
 
 /// Runs `sql` (several statements) on a raw connection.
@@ -296,8 +300,10 @@ async fn records_stored_as_hex_read_the_same_as_bytes(db: Db) {
         Backend::Sqlite => format!("COALESCE(lower(hex({c})), '')"),
         Backend::Postgres => format!("COALESCE(encode({c}, 'hex'), '')"),
     };
+    // (Ids are bytes too since 0028.)
     let stored_hex_sql = format!(
-        "SELECT id, {}, {}, {}, {} FROM hash_records ORDER BY id",
+        "SELECT {}, {}, {}, {}, {} FROM hash_records ORDER BY id",
+        hex_of_column("id"),
         hex_of_column("hash_sha256"),
         hex_of_column("hash_sha1"),
         hex_of_column("hash_md5"),
@@ -368,12 +374,13 @@ async fn records_stored_as_hex_read_the_same_as_bytes(db: Db) {
         .find(|r| r.record.version == "3.2")
         .expect("signed record");
     for sql in [
-        "UPDATE hash_records SET source_url = 'https://example.com/x' WHERE id = $1",
-        "DELETE FROM hash_records WHERE id = $1",
+        "UPDATE hash_records SET source_url = 'https://example.com/x' WHERE id = {id}",
+        "DELETE FROM hash_records WHERE id = {id}",
     ] {
-        let n = testkit::db::exec(db.backend, &url, sql, &[&tool.id])
+        let sql = sql.replace("{id}", &db.backend.unhex("$1"));
+        let n = testkit::db::exec(db.backend, &url, &sql, &[&tool.id])
             .await
-            .expect(sql);
+            .expect(&sql);
         assert_eq!(n, 1, "{sql}");
     }
     let stats = store.stats().await.expect("stats");
@@ -413,5 +420,211 @@ async fn a_digest_not_in_lowercase_hex_fails_0027(db: Db) {
         )
         .await;
         assert_eq!(kept, [[value.to_string()]], "{column}");
+    }
+}
+
+/// The fixture's rows at schema 27 (digests as bytes; ids as hex, times as the service
+/// wrote them), one of them also noted as signed by a certificate (`record_signatures`).
+async fn records_at_schema_27(db: &Db) -> String {
+    let url = records_at_schema_26(db).await;
+    migrate_from(db.backend, &url, 27, 28).await;
+    raw(
+        db.backend,
+        &url,
+        &format!(
+            "INSERT INTO record_signatures (record_id, thumbprint) VALUES ('{SIGNED}', 'ab12')"
+        ),
+    )
+    .await;
+    url
+}
+
+/// The signed record of the fixture.
+const SIGNED: &str = "4066b1343505d1030f8711bc3f8d3d7a";
+
+/// Records stored by schema 27 read back the same once 0028 stores their ids as 16 bytes
+/// and (on SQLite) their times as integer microseconds: every id and time, in the same
+/// orders; the ids naming records elsewhere converted alike; recording and the triggers
+/// go on.
+async fn record_ids_and_times_read_the_same_once_compact(db: Db) {
+    let url = records_at_schema_27(&db).await;
+    let times = match db.backend {
+        Backend::Sqlite => "valid_from, COALESCE(valid_until, ''), COALESCE(added_at, '')",
+        Backend::Postgres => {
+            "CAST(valid_from AS TEXT), COALESCE(CAST(valid_until AS TEXT), ''), \
+             COALESCE(CAST(added_at AS TEXT), '')"
+        }
+    };
+    let before = testkit::db::text_rows(
+        db.backend,
+        &url,
+        &format!("SELECT id, {times} FROM hash_records ORDER BY id"),
+        &[],
+    )
+    .await;
+    assert_eq!(before.len(), 15);
+    let parse = |text: &str| -> Option<chrono::DateTime<chrono::Utc>> {
+        if text.is_empty() {
+            return None;
+        }
+        let text = text.replace(' ', "T");
+        // PostgreSQL shows the offset as "+00".
+        let text = if text.ends_with("+00") {
+            format!("{text}:00")
+        } else {
+            text
+        };
+        Some(
+            chrono::DateTime::parse_from_rfc3339(&text)
+                .unwrap_or_else(|e| panic!("{text}: {e}"))
+                .to_utc(),
+        )
+    };
+    // A superseded record keeps its interval to the microsecond.
+    assert!(
+        before
+            .iter()
+            .any(|r| r[1].contains(".999999") || r[2].contains(".999999")),
+        "{before:?}"
+    );
+
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open migrates");
+    let all = store.records_after(None, 1000).await.expect("records");
+    assert_eq!(all.len(), 15);
+    for (row, record) in before.iter().zip(&all) {
+        assert_eq!(row[0], record.id);
+        assert_eq!(parse(&row[1]), Some(record.valid_from), "{}", record.id);
+        assert_eq!(parse(&row[2]), record.valid_until, "{}", record.id);
+        assert_eq!(
+            parse(&row[3]).unwrap_or(record.valid_from),
+            record.added_at,
+            "{}",
+            record.id
+        );
+        assert!(record.integrity_ok, "{}", record.id);
+    }
+    // Stored as 16 bytes (and integers), in the record and where a record is named.
+    let (id_bytes, time_check) = match db.backend {
+        Backend::Sqlite => (
+            "typeof(id) = 'blob' AND length(id) = 16",
+            "typeof(valid_from) = 'integer'",
+        ),
+        Backend::Postgres => ("octet_length(id) = 16", "valid_from IS NOT NULL"),
+    };
+    let sql = format!("SELECT COUNT(*) FROM hash_records WHERE {id_bytes} AND {time_check}");
+    assert_eq!(testkit::db::scalar(db.backend, &url, &sql).await, 15);
+    let signed = testkit::db::text_rows(
+        db.backend,
+        &url,
+        &format!(
+            "SELECT {}, thumbprint FROM record_signatures",
+            db.backend.hex("record_id")
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(signed, [[SIGNED.to_string(), "ab12".to_string()]]);
+
+    // The orders by date added, and a keyset walk by id, are as before.
+    let mut by_added = all.clone();
+    by_added.sort_by(|a, b| (a.added_at, &a.id).cmp(&(b.added_at, &b.id)));
+    let walked = store
+        .current_records_added_after(None, 100)
+        .await
+        .expect("added");
+    let current: Vec<&str> = by_added
+        .iter()
+        .filter(|r| r.status == RecordStatus::Current)
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(
+        walked.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        current
+    );
+    let second_page = store
+        .records_after(Some(&all[6].id), 100)
+        .await
+        .expect("page");
+    assert_eq!(second_page.len(), 8);
+    assert_eq!(second_page[0].id, all[7].id);
+    // A cursor holding something other than a record id is refused, not compared.
+    let forged = store.records_after(Some("not-an-id"), 10).await;
+    assert_eq!(forged.expect_err("forged").code(), "bad request");
+
+    // Recording goes on, superseding a converted record; the triggers flag a change made
+    // behind the service's back.
+    let current = all
+        .iter()
+        .find(|r| {
+            r.record.executable_name == "putty.exe"
+                && r.record.arch == Arch::Amd64
+                && r.status == RecordStatus::Current
+        })
+        .expect("current putty");
+    let outcome = store
+        .record(putty("0.82", Arch::Amd64, 5), t("2025-06-01T00:00:00Z"))
+        .await
+        .expect("record");
+    let RecordOutcome::Inserted {
+        superseded: Some(superseded),
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(superseded, current.id);
+    let before = store.stats().await.expect("stats");
+    let n = testkit::db::exec(
+        db.backend,
+        &url,
+        &format!(
+            "UPDATE hash_records SET version = '9.9' WHERE id = {}",
+            db.backend.unhex("$1")
+        ),
+        &[SIGNED],
+    )
+    .await
+    .expect("tamper");
+    assert_eq!(n, 1);
+    let after = store.stats().await.expect("stats");
+    assert_eq!(after.known_good_hashes, before.known_good_hashes - 1);
+    store.close().await;
+}
+
+/// An id that is not 32 lowercase hex digits, or (on SQLite) a time of a shape the service
+/// never wrote, fails 0028, which leaves the database at schema 27 with the value as it was.
+async fn an_id_or_time_of_another_shape_fails_0028(db: Db) {
+    let mut cases = vec![
+        ("id", "4066B1343505D1030F8711BC3F8D3D7A"),
+        ("id", "4066b1343505d1030f8711bc3f8d3d"),
+    ];
+    if db.backend == Backend::Sqlite {
+        cases.push(("valid_from", "2025-03-01 09:00:00"));
+        cases.push(("added_at", "2025-03-01T09:00:00.0001+00:00"));
+    }
+    for (column, value) in cases {
+        let url = records_at_schema_27(&db).await;
+        let sql = format!("UPDATE hash_records SET {column} = $1 WHERE id = $2");
+        testkit::db::exec(db.backend, &url, &sql, &[value, SIGNED])
+            .await
+            .expect("write the bad value");
+        let refused = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET)).await;
+        assert!(refused.is_err(), "{column} {value:?} was migrated");
+        let version = testkit::db::scalar(
+            db.backend,
+            &url,
+            "SELECT MAX(version) FROM schema_migrations",
+        )
+        .await;
+        assert_eq!(version, 27, "{column}");
+        let kept = testkit::db::scalar(
+            db.backend,
+            &url,
+            &format!("SELECT COUNT(*) FROM hash_records WHERE CAST({column} AS TEXT) = '{value}'"),
+        )
+        .await;
+        assert_eq!(kept, 1, "{column}");
     }
 }
