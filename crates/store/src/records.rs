@@ -278,17 +278,16 @@ impl<'r> sqlx::Decode<'r, sqlx::Postgres> for RecordTime {
 /// which sort as the hex does. The empty id, which keyset walks use for "before every
 /// record", is no bytes. Anything else, such as an id in a forged cursor, is refused.
 pub(crate) fn id_bytes(id: &str) -> Result<Vec<u8>> {
-    let lower_hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if id.is_empty() {
         return Ok(Vec::new());
     }
+    let not_an_id =
+        || model::Error::bad_request(format!("{} is not a record id", model::error::shown(id)));
+    let lower_hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if !lower_hex {
-        return Err(model::Error::bad_request(format!(
-            "{} is not a record id",
-            model::error::shown(id)
-        )));
+        return Err(not_an_id());
     }
-    hex::decode(id).map_err(|_| model::Error::bad_request("not a record id"))
+    hex::decode(id).map_err(|_| not_an_id())
 }
 
 pub(crate) const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
