@@ -10,7 +10,8 @@
 //! insertion, transposition, keyboard-adjacent or other substitution), plus two edits for
 //! long names of very popular packages, separators changed together with one edit, words
 //! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
-//! PyPI a long name with a letter appended or dropped at its end. The rank decides how
+//! PyPI a long name with a letter appended or dropped at its end or one of the first 3,000
+//! with a letter inserted inside. The rank decides how
 //! close is too close: short names and less popular targets need a closer match, which
 //! keeps legitimate neighbours of popular names from being flagged. On npm, whose
 //! 88,000 listed names share their words, a weaker match also counts when it coins a
@@ -75,6 +76,13 @@ const MIN_TWO_EDIT_LEN: usize = 9;
 /// spelling from a word (its names are often one glued word), and shorter names are names
 /// of their own that way (`falconz`, `injectq`, `network` beside `networkx`).
 const MIN_END_EDIT_LEN: usize = 8;
+/// PyPI: a letter inserted inside a name (neither before its first character nor after its
+/// last, nor a separator) imitates names past the most popular up to this rank, when the
+/// result is at least [`MIN_INSERTED_LEN`] long (`pygacme` for `pygame`). Past it, and at
+/// either end, long-tail names are one such letter from a listed one by chance
+/// (`pymarkdownlint` beside `pymarkdownlnt`, `pyverbs` beside `pyvers`, `udatetime`).
+const INSERTED_INSIDE_RANK: u32 = 3_000;
+const MIN_INSERTED_LEN: usize = 7;
 /// npm: a leading word at most this long (`js-`, `ng-`, `vue-`) is a namespace the rest of
 /// the name follows; its first letter replaced into a word no listed name uses imitates
 /// the name at any rank (see `Detector::edits`).
@@ -893,6 +901,7 @@ impl Detector {
                     && rank > WEAK_EDIT_RANK
                     && is_weak_edit(edit_kind(name, target))
                     && !(t.words_tell && self.vocabulary.coined(name, target))
+                    && !pypi_inserted_inside(t, name, target, rank)
                 {
                     continue;
                 }
@@ -990,6 +999,10 @@ impl Detector {
                     )
                 } else if coined {
                     format!("{kind} of {target}, into a spelling no listed npm name uses")
+                } else if past_popular && pypi_inserted_inside(t, name, target, t.names[i].1) {
+                    format!(
+                        "{kind} inside {target} (one of the first {INSERTED_INSIDE_RANK} PyPI names, the result {MIN_INSERTED_LEN} characters or more)"
+                    )
                 } else {
                     format!("{kind} of {target}")
                 }
@@ -1553,6 +1566,25 @@ fn letter_appended(t: &Targets, name: &str) -> Option<NameVerdict> {
             "{target} with a letter appended ({last}): a name of {MIN_END_EDIT_LEN} characters or more with a letter past its end"
         ),
     ))
+}
+
+/// PyPI: `name` is `target`, ranked at most [`INSERTED_INSIDE_RANK`], with one letter
+/// inserted between two of its characters, and at least [`MIN_INSERTED_LEN`] long.
+fn pypi_inserted_inside(t: &Targets, name: &str, target: &str, rank: u32) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (name.chars().collect(), target.chars().collect());
+    if !t.is_pypi
+        || rank > INSERTED_INSIDE_RANK
+        || a.len() < MIN_INSERTED_LEN
+        || a.len() != b.len() + 1
+    {
+        return false;
+    }
+    let at = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(b.len());
+    at > 0 && at < b.len() && a[at].is_ascii_alphabetic() && a[at + 1..] == b[at..]
 }
 
 /// PyPI: `name` is `target` (one word, no number at its end) with its last letter dropped,
@@ -2940,6 +2972,38 @@ mod tests {
             "falconz", "injectq", "network", "pytorchs", "pytorch2", "tinycss",
         ] {
             let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn pypi_a_letter_inserted_inside_a_name_of_the_first_3000() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests"],
+            WEAK_EDIT_RANK as usize,
+            &["pygame", "datetime", "bleak"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "PyGacme");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("pygame"));
+        assert!(v.reason.contains("inserted inside pygame"), "{v:?}");
+        // A letter in front is a project's own prefix (`udatetime`, packaged by Debian); a
+        // result under seven characters is a name of its own.
+        for name in ["udatetime", "blepak"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        // Past rank 3,000 the same insertion is a neighbour by chance (`pyverbs`, packaged
+        // by Debian, beside `pyvers`).
+        let late = ranked(
+            Ecosystem::Pypi,
+            &["requests"],
+            INSERTED_INSIDE_RANK as usize,
+            &["pygame", "pyvers"],
+        );
+        for name in ["pygacme", "pyverbs"] {
+            let v = verdict_of(&late, Ecosystem::Pypi, name);
             assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
         }
     }
