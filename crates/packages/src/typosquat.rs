@@ -11,7 +11,7 @@
 //! long names of very popular packages, separators changed together with one edit, words
 //! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
 //! PyPI a long name with a letter appended or dropped at its end or one of the first 3,000
-//! with a letter inserted inside. The rank decides how
+//! with a letter inserted inside, and a letter moved two places. The rank decides how
 //! close is too close: short names and less popular targets need a closer match, which
 //! keeps legitimate neighbours of popular names from being flagged. On npm, whose
 //! 88,000 listed names share their words, a weaker match also counts when it coins a
@@ -87,6 +87,12 @@ const MIN_INSERTED_LEN: usize = 7;
 /// the name follows; its first letter replaced into a word no listed name uses imitates
 /// the name at any rank (see `Detector::edits`).
 const MAX_LEADING_WORD_LEN: usize = 3;
+/// A letter moved two places (see `Detector::letter_moved`): of any target when the name is
+/// at least [`MIN_MOVED_LEN`] long, of the first [`WEAK_EDIT_RANK`] names when it is at least
+/// [`MIN_SHORT_MOVED_LEN`] long. Shorter ones land on names of their own (`staroid` beside
+/// `astroid`, a sampled PyPI name).
+const MIN_MOVED_LEN: usize = 8;
+const MIN_SHORT_MOVED_LEN: usize = 6;
 /// Go repository names shorter than this are generic (see `Targets::go_distinctive`).
 const DISTINCTIVE_REPO_LEN: usize = 8;
 /// A distinctive Go repository published under another owner imitates modules up to this
@@ -639,6 +645,7 @@ impl Detector {
                 .or_else(|| rewritten_middle(t, name))
                 .or_else(|| vowels_changed(t, name))
                 .or_else(|| letter_appended(t, name))
+                .or_else(|| self.letter_moved(ecosystem, name))
         {
             return Some(v);
         }
@@ -744,6 +751,56 @@ impl Detector {
                     )
                 },
             ));
+        }
+        None
+    }
+
+    /// A target with one letter moved two places, over the letter beside it (`botoceor` for
+    /// `botocore`): a finger pressing a key too late or too early, two edits the edit checks
+    /// do not reach for names this short. Of any target for names of [`MIN_MOVED_LEN`] or
+    /// more, of the first [`WEAK_EDIT_RANK`] for names of [`MIN_SHORT_MOVED_LEN`] or more.
+    fn letter_moved(&self, ecosystem: Ecosystem, name: &str) -> Option<NameVerdict> {
+        let chars: Vec<char> = name.chars().collect();
+        if chars.len() < MIN_SHORT_MOVED_LEN {
+            return None;
+        }
+        let limit = if chars.len() >= MIN_MOVED_LEN {
+            TARGET_NAMES as u32
+        } else {
+            WEAK_EDIT_RANK
+        };
+        let mut moved = String::with_capacity(name.len());
+        for from in 0..chars.len() {
+            if !chars[from].is_ascii_alphanumeric() {
+                continue;
+            }
+            for to in [from.checked_sub(2), Some(from + 2)].into_iter().flatten() {
+                if to >= chars.len() {
+                    continue;
+                }
+                let c = chars[from];
+                moved.clear();
+                for (i, &x) in chars.iter().enumerate() {
+                    match (i == from, i == to) {
+                        (true, _) => {}
+                        (false, true) if to < from => moved.extend([c, x]),
+                        (false, true) => moved.extend([x, c]),
+                        (false, false) => moved.push(x),
+                    }
+                }
+                if let Some(rank) = self.known.rank(ecosystem, &moved)
+                    && rank <= limit
+                    && moved != name
+                    && !moved.starts_with("@types/")
+                    && osa_bounded(name, &moved, 1).is_none()
+                {
+                    return Some(typosquat_of(
+                        name,
+                        &moved,
+                        format!("a letter of {moved} moved two places ({c})"),
+                    ));
+                }
+            }
         }
         None
     }
@@ -3006,6 +3063,29 @@ mod tests {
             let v = verdict_of(&late, Ecosystem::Pypi, name);
             assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
         }
+    }
+
+    #[test]
+    fn a_letter_moved_two_places() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["botocore", "pandas"],
+            WEAK_EDIT_RANK as usize,
+            &["astroid", "ruamel-yaml"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "botoceor");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("botocore"));
+        assert_eq!(v.reason, "a letter of botocore moved two places (e)");
+        // Six letters are enough for the most popular names.
+        let v = verdict_of(&d, Ecosystem::Pypi, "padnas");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        let v = verdict_of(&d, Ecosystem::Pypi, "ruamle-yaml");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        // Past them, a seven-letter name is a project of its own (`staroid`, sampled from
+        // the registry, beside `astroid`).
+        let v = verdict_of(&d, Ecosystem::Pypi, "staroid");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
     }
 
     #[test]
