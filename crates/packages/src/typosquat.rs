@@ -672,9 +672,11 @@ impl Detector {
         // on npm of any target when the misspelling is coined (`ethetsjs`).
         for core in cores(ecosystem, name) {
             if core.chars().count() >= MIN_EDITED_CORE_LEN
-                && let Some(v) = self.edits(t, &core)
-                && v.distance == Some(1)
-                && let Some(target) = v.nearest_known
+                && let Some(target) = self
+                    .edits(t, &core)
+                    .filter(|v| v.distance == Some(1))
+                    .and_then(|v| v.nearest_known)
+                    .or_else(|| self.short_core_coined(t, &core))
             {
                 let popular = self
                     .known
@@ -699,6 +701,38 @@ impl Detector {
             }
         }
         None
+    }
+
+    /// npm: the listed name a short core (under [`SHORT_NAME`] characters, what is left of
+    /// a name without its affix) is one edit from, past the first 500 names the edit check
+    /// compares short names with, when the core is a spelling no listed name uses (`ethes`
+    /// of `ethesjs` for `ethers`). A short name alone is a name of its own as often as not
+    /// (`smash`, packaged by Debian, beside `slash`); with an affix a coined core says
+    /// which package it is meant for.
+    fn short_core_coined(&self, t: &Targets, core: &str) -> Option<String> {
+        if !t.words_tell || core.chars().count() >= SHORT_NAME {
+            return None;
+        }
+        let mut best: Option<usize> = None;
+        for_each_deletion(core, 1, |key| {
+            for &i in t.one_edit.get(key) {
+                let i = i as usize;
+                let target = &t.names[i].0;
+                // A number after a name names a successor (see `Detector::edits`).
+                let numbered = core.len() == target.len() + 1
+                    && core.starts_with(target.as_str())
+                    && core.ends_with(|c: char| c.is_ascii_digit());
+                if best.is_none_or(|b| i < b)
+                    && scoped(target).is_none()
+                    && !numbered
+                    && osa_bounded(core, target, 1) == Some(1)
+                    && self.vocabulary.coined(core, target)
+                {
+                    best = Some(i);
+                }
+            }
+        });
+        best.map(|i| t.names[i].0.clone())
     }
 
     /// A target written with separators, its separators changed or removed and one
@@ -3086,6 +3120,30 @@ mod tests {
         // the registry, beside `astroid`).
         let v = verdict_of(&d, Ecosystem::Pypi, "staroid");
         assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn npm_an_affix_around_a_short_coined_misspelling_past_the_first_500() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            WEAK_EDIT_RANK as usize,
+            &["ethers", "slash", "smash-utils"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "ethesjs");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("ethers"));
+        assert!(
+            v.reason
+                .contains("ethes, a spelling no listed npm name uses"),
+            "{v:?}"
+        );
+        // A word listed names use is a name of its own with an affix too, and a short name
+        // without an affix stays clear (`smash`, packaged by Debian, beside `slash`).
+        for name in ["node-smash", "ethes", "smash"] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
     }
 
     #[test]
