@@ -11,7 +11,8 @@
 //! long names of very popular packages, separators changed together with one edit, words
 //! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
 //! PyPI a long name with a letter appended or dropped at its end or one of the first 3,000
-//! with a letter inserted inside, and a letter moved two places. The rank decides how
+//! with a letter inserted inside, a letter moved two places, and two of the most popular
+//! names run together. The rank decides how
 //! close is too close: short names and less popular targets need a closer match, which
 //! keeps legitimate neighbours of popular names from being flagged. On npm, whose
 //! 88,000 listed names share their words, a weaker match also counts when it coins a
@@ -627,6 +628,7 @@ impl Detector {
             && let Some(v) = word_added(t, name)
                 .or_else(|| generic_words_added(t, name))
                 .or_else(|| number_changed(t, name))
+                .or_else(|| self.names_glued(ecosystem, name))
         {
             return Some(v);
         }
@@ -787,6 +789,35 @@ impl Detector {
             ));
         }
         None
+    }
+
+    /// Two of the first [`WEAK_EDIT_RANK`] names written together without a separator, each
+    /// at least [`MIN_EDIT_LEN`] long (`torchtriton`, published on PyPI to take the place of
+    /// PyTorch's own nightly dependency): a name presenting itself as both packages'. Past the
+    /// first 500, legitimate projects are named that way (`psycopg2cffi`, packaged by Debian).
+    fn names_glued(&self, ecosystem: Ecosystem, name: &str) -> Option<NameVerdict> {
+        let popular = |part: &str| {
+            part.chars().count() >= MIN_EDIT_LEN
+                && self
+                    .known
+                    .rank(ecosystem, part)
+                    .is_some_and(|r| r <= WEAK_EDIT_RANK)
+        };
+        if name.starts_with('@') {
+            return None;
+        }
+        let (head, tail) = name
+            .char_indices()
+            .skip(1)
+            .map(|(at, _)| name.split_at(at))
+            .find(|(head, tail)| popular(head) && popular(tail))?;
+        Some(typosquat_of(
+            name,
+            tail,
+            format!(
+                "the popular names {head} and {tail} run together: a package presenting itself as {tail} for {head}"
+            ),
+        ))
     }
 
     /// A target with one letter moved two places, over the letter beside it (`botoceor` for
@@ -3142,6 +3173,26 @@ mod tests {
         // without an affix stays clear (`smash`, packaged by Debian, beside `slash`).
         for name in ["node-smash", "ethes", "smash"] {
             let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn two_of_the_first_500_names_run_together() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["torch", "triton", "cffi", "numpy", "io"],
+            WEAK_EDIT_RANK as usize,
+            &["psycopg2"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "torchtriton");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("triton"));
+        assert!(v.reason.contains("torch and triton run together"), "{v:?}");
+        // A name past the first 500 (`psycopg2cffi`, packaged by Debian), or a part too
+        // short to tell, is a project's own name.
+        for name in ["psycopg2cffi", "numpyio"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
             assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
         }
     }
