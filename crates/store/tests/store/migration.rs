@@ -391,7 +391,6 @@ async fn records_stored_as_hex_read_the_same_as_bytes(db: Db) {
 /// A digest or HMAC that is not lowercase hex of its length fails 0027, which leaves the
 /// database at schema 26 with the value as it was, rather than storing something else.
 async fn a_digest_not_in_lowercase_hex_fails_0027(db: Db) {
-    let signed = "4066b1343505d1030f8711bc3f8d3d7a";
     for (column, value) in [
         ("hash_md5", "not hex, though 32 characters.."),
         ("hash_sha1", "43E7028BF2E3B5529DD4DF947BD7AD262C093FCB"),
@@ -399,27 +398,7 @@ async fn a_digest_not_in_lowercase_hex_fails_0027(db: Db) {
         ("hash_sha256", "00"),
     ] {
         let url = records_at_schema_26(&db).await;
-        let sql = format!("UPDATE hash_records SET {column} = $1 WHERE id = $2");
-        testkit::db::exec(db.backend, &url, &sql, &[value, signed])
-            .await
-            .expect("write the bad value");
-        let refused = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET)).await;
-        assert!(refused.is_err(), "{column} {value:?} was migrated");
-        let version = testkit::db::scalar(
-            db.backend,
-            &url,
-            "SELECT MAX(version) FROM schema_migrations",
-        )
-        .await;
-        assert_eq!(version, 26, "{column}");
-        let kept = testkit::db::text_rows(
-            db.backend,
-            &url,
-            &format!("SELECT {column} FROM hash_records WHERE id = $1"),
-            &[signed],
-        )
-        .await;
-        assert_eq!(kept, [[value.to_string()]], "{column}");
+        refused_keeping_schema(&db, &url, column, value, 26).await;
     }
 }
 
@@ -606,25 +585,35 @@ async fn an_id_or_time_of_another_shape_fails_0028(db: Db) {
     }
     for (column, value) in cases {
         let url = records_at_schema_27(&db).await;
-        let sql = format!("UPDATE hash_records SET {column} = $1 WHERE id = $2");
-        testkit::db::exec(db.backend, &url, &sql, &[value, SIGNED])
-            .await
-            .expect("write the bad value");
-        let refused = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET)).await;
-        assert!(refused.is_err(), "{column} {value:?} was migrated");
-        let version = testkit::db::scalar(
-            db.backend,
-            &url,
-            "SELECT MAX(version) FROM schema_migrations",
-        )
-        .await;
-        assert_eq!(version, 27, "{column}");
-        let kept = testkit::db::scalar(
-            db.backend,
-            &url,
-            &format!("SELECT COUNT(*) FROM hash_records WHERE CAST({column} AS TEXT) = '{value}'"),
-        )
-        .await;
-        assert_eq!(kept, 1, "{column}");
+        refused_keeping_schema(&db, &url, column, value, 27).await;
     }
+}
+
+/// Writes `value` into `column` of the signed record of a database at schema `schema`, then
+/// asserts that opening it fails on the next migration and leaves the schema and the value
+/// as they were.
+async fn refused_keeping_schema(db: &Db, url: &str, column: &str, value: &str, schema: i64) {
+    let sql = format!("UPDATE hash_records SET {column} = $1 WHERE id = $2");
+    testkit::db::exec(db.backend, url, &sql, &[value, SIGNED])
+        .await
+        .expect("write the bad value");
+    let refused = store::open(url, RecordSigner::new(testkit::RECORD_SECRET)).await;
+    assert!(refused.is_err(), "{column} {value:?} was migrated");
+    let version = testkit::db::scalar(
+        db.backend,
+        url,
+        "SELECT MAX(version) FROM schema_migrations",
+    )
+    .await;
+    assert_eq!(version, schema, "{column}");
+    let kept = testkit::db::text_rows(
+        db.backend,
+        url,
+        &format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM hash_records WHERE CAST({column} AS TEXT) = $1"
+        ),
+        &[value],
+    )
+    .await;
+    assert_eq!(kept, [["1"]], "{column} {value:?}");
 }
