@@ -113,27 +113,7 @@ async fn records_written_before_0021_survive_it(db: Db) {
     // Recording goes on: a newer version supersedes the current one, and with a clock behind
     // the stored rows the new record is still added after every one of them.
     let latest_added = all.iter().map(|r| r.added_at).max().expect("rows");
-    let current = all
-        .iter()
-        .find(|r| {
-            r.record.executable_name == "putty.exe"
-                && r.record.arch == Arch::Amd64
-                && r.status == RecordStatus::Current
-        })
-        .expect("current putty");
-    let outcome = store
-        .record(putty("0.82", Arch::Amd64, 5), t("2025-01-01T00:00:00Z"))
-        .await
-        .expect("record");
-    let RecordOutcome::Inserted {
-        id,
-        superseded: Some(superseded),
-        ..
-    } = outcome
-    else {
-        panic!("{outcome:?}")
-    };
-    assert_eq!(superseded, current.id);
+    let id = supersede_current_putty(&*store, &all, "2025-01-01T00:00:00Z").await;
     let history = store
         .history(&HistoryQuery {
             executable: "putty.exe".into(),
@@ -534,26 +514,7 @@ async fn record_ids_and_times_read_the_same_once_compact(db: Db) {
 
     // Recording goes on, superseding a converted record; the triggers flag a change made
     // behind the service's back.
-    let current = all
-        .iter()
-        .find(|r| {
-            r.record.executable_name == "putty.exe"
-                && r.record.arch == Arch::Amd64
-                && r.status == RecordStatus::Current
-        })
-        .expect("current putty");
-    let outcome = store
-        .record(putty("0.82", Arch::Amd64, 5), t("2025-06-01T00:00:00Z"))
-        .await
-        .expect("record");
-    let RecordOutcome::Inserted {
-        superseded: Some(superseded),
-        ..
-    } = outcome
-    else {
-        panic!("{outcome:?}")
-    };
-    assert_eq!(superseded, current.id);
+    supersede_current_putty(&*store, &all, "2025-06-01T00:00:00Z").await;
     let before = store.stats().await.expect("stats");
     let n = testkit::db::exec(
         db.backend,
@@ -616,4 +577,35 @@ async fn refused_keeping_schema(db: &Db, url: &str, column: &str, value: &str, s
     )
     .await;
     assert_eq!(kept, [["1"]], "{column} {value:?}");
+}
+
+/// Records PuTTY 0.82 (amd64) at `now` and asserts that it supersedes the current amd64
+/// PuTTY among `stored`, the fixture's rows as read back; the new record's id.
+async fn supersede_current_putty(
+    store: &dyn store::Store,
+    stored: &[model::HashRecord],
+    now: &str,
+) -> String {
+    let current = stored
+        .iter()
+        .find(|r| {
+            r.record.executable_name == "putty.exe"
+                && r.record.arch == Arch::Amd64
+                && r.status == RecordStatus::Current
+        })
+        .expect("current putty");
+    let outcome = store
+        .record(putty("0.82", Arch::Amd64, 5), t(now))
+        .await
+        .expect("record");
+    let RecordOutcome::Inserted {
+        id,
+        superseded: Some(superseded),
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(superseded, current.id);
+    id
 }
