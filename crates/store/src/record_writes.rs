@@ -37,6 +37,54 @@ pub(crate) fn family_key(r: &NewRecord) -> FamilyKey {
     (r.vendor.clone(), r.family(), r.platform, r.arch)
 }
 
+/// A record of a `record_many` call, with its family and its place in the call.
+pub(crate) struct Planned {
+    pub key: FamilyKey,
+    pub index: usize,
+    pub record: NewRecord,
+    pub now: DateTime<Utc>,
+}
+
+/// The call's records in chunks of about [`PLAN_CHUNK`] to apply and flush in turn, grouped
+/// by family, each family's records in call order and never split between chunks. Records
+/// of different families do not touch each other's histories, so grouping changes no
+/// outcome, and each family's history is read from the database once a call, however far
+/// apart its records are (an import of release after release names each file once a
+/// release).
+pub(crate) fn plan_chunks(records: Vec<(NewRecord, DateTime<Utc>)>) -> Vec<Vec<Planned>> {
+    let mut planned: Vec<Planned> = records
+        .into_iter()
+        .enumerate()
+        .map(|(index, (record, now))| Planned {
+            // Computed once a record: it folds the name.
+            key: family_key(&record),
+            index,
+            record,
+            now,
+        })
+        .collect();
+    // Stable: a family's records keep their order.
+    planned.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut chunks = Vec::new();
+    let mut chunk: Vec<Planned> = Vec::new();
+    for p in planned {
+        if chunk.len() >= PLAN_CHUNK && chunk.last().is_some_and(|last| last.key != p.key) {
+            chunks.push(std::mem::take(&mut chunk));
+        }
+        chunk.push(p);
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// Outcomes tagged with their record's place in the call, back in call order.
+pub(crate) fn in_call_order(mut outcomes: Vec<(usize, RecordOutcome)>) -> Vec<RecordOutcome> {
+    outcomes.sort_unstable_by_key(|(index, _)| *index);
+    outcomes.into_iter().map(|(_, o)| o).collect()
+}
+
 /// A row of a family's history as the batch sees it.
 pub(crate) struct Entry {
     pub rec: HashRecord,
@@ -72,10 +120,11 @@ fn same_file(a: &NewRecord, b: &NewRecord) -> bool {
 /// record supersedes it (unless it is the same file, verified) and becomes current; an
 /// older one enters the history as superseded, its interval fitted between its neighbours
 /// in version order. A file already in the history (same version and hashes) changes
-/// nothing.
+/// nothing. `family` is the record's (`NewRecord::family`).
 pub(crate) fn apply(
     history: &mut Vec<Entry>,
     record: NewRecord,
+    family: String,
     now: DateTime<Utc>,
     signer: &RecordSigner,
 ) -> RecordOutcome {
@@ -169,7 +218,7 @@ pub(crate) fn apply(
     history.push(Entry {
         rec: HashRecord {
             id: id.clone(),
-            family: record.family(),
+            family,
             record,
             status,
             valid_from,
@@ -382,6 +431,20 @@ pub(crate) fn anonymous_rows(rows: usize, columns: usize) -> String {
     vec![row; rows].join(", ")
 }
 
+/// The multi-row statement `build` makes for `rows` rows. The one of [`INSERT_ROWS`] rows,
+/// most of a large batch's statements, is built once into `full`.
+fn rows_sql(
+    rows: usize,
+    full: &'static std::sync::OnceLock<String>,
+    build: impl Fn(usize) -> String,
+) -> std::borrow::Cow<'static, str> {
+    if rows == INSERT_ROWS {
+        full.get_or_init(|| build(rows)).as_str().into()
+    } else {
+        build(rows).into()
+    }
+}
+
 /// SQLite: the rows' changes in multi-row `UPDATE … FROM (VALUES …)` statements.
 pub(crate) async fn sqlite_update(
     conn: &mut sqlx::SqliteConnection,
@@ -389,12 +452,15 @@ pub(crate) async fn sqlite_update(
     epoch: i64,
 ) -> crate::Result<()> {
     for chunk in rows.chunks(INSERT_ROWS) {
-        let sql = format!(
-            "UPDATE hash_records SET status = v.column2, valid_from = v.column3, \
-             valid_until = v.column4, changed_epoch = ? FROM (VALUES {}) AS v \
-             WHERE hash_records.id = v.column1",
-            anonymous_rows(chunk.len(), 4)
-        );
+        static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let sql = rows_sql(chunk.len(), &FULL, |n| {
+            format!(
+                "UPDATE hash_records SET status = v.column2, valid_from = v.column3, \
+                 valid_until = v.column4, changed_epoch = ? FROM (VALUES {}) AS v \
+                 WHERE hash_records.id = v.column1",
+                anonymous_rows(n, 4)
+            )
+        });
         let ids = chunk
             .iter()
             .map(|r| crate::records::id_bytes(r.id))
@@ -419,10 +485,13 @@ pub(crate) async fn sqlite_insert(
     epoch: i64,
 ) -> crate::Result<()> {
     for chunk in rows.chunks(INSERT_ROWS) {
-        let sql = format!(
-            "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
-            anonymous_rows(chunk.len(), 24)
-        );
+        static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let sql = rows_sql(chunk.len(), &FULL, |n| {
+            format!(
+                "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
+                anonymous_rows(n, 24)
+            )
+        });
         let bytes = chunk
             .iter()
             .map(RowInsert::bytes)
@@ -702,7 +771,7 @@ macro_rules! record_writer {
                 records: Vec<(model::NewRecord, chrono::DateTime<chrono::Utc>)>,
             ) -> crate::Result<(Vec<crate::RecordOutcome>, Option<u64>)> {
                 use crate::db_error;
-                use crate::record_writes::{PLAN_CHUNK, apply, family_key};
+                use crate::record_writes::apply;
                 let Some(latest_now) = records.iter().map(|(_, now)| *now).max() else {
                     return Ok((Vec::new(), None));
                 };
@@ -719,18 +788,17 @@ macro_rules! record_writer {
                 let mut outcomes = Vec::with_capacity(records.len());
                 // The epoch and the next `added_at`, once something was written.
                 let mut written: Option<(u64, chrono::DateTime<chrono::Utc>)> = None;
-                let mut records = records.into_iter().peekable();
-                while records.peek().is_some() {
-                    let chunk: Vec<_> = records.by_ref().take(PLAN_CHUNK).collect();
+                for chunk in crate::record_writes::plan_chunks(records) {
                     let keys: std::collections::HashSet<_> =
-                        chunk.iter().map(|(r, _)| family_key(r)).collect();
+                        chunk.iter().map(|p| p.key.clone()).collect();
                     let mut families = self.load_families(&mut tx, &keys).await?;
                     let mut changed = false;
-                    for (record, now) in chunk {
-                        let history = families.entry(family_key(&record)).or_default();
-                        let outcome = apply(history, record, now, &self.signer);
+                    for p in chunk {
+                        let family = p.key.1.clone();
+                        let history = families.entry(p.key).or_default();
+                        let outcome = apply(history, p.record, family, p.now, &self.signer);
                         changed |= matches!(outcome, crate::RecordOutcome::Inserted { .. });
-                        outcomes.push(outcome);
+                        outcomes.push((p.index, outcome));
                     }
                     if !changed {
                         continue;
@@ -755,10 +823,10 @@ macro_rules! record_writer {
                             .await
                             .map_err(db_error)?;
                         tx.commit().await.map_err(db_error)?;
-                        Ok((outcomes, Some(epoch)))
+                        Ok((crate::record_writes::in_call_order(outcomes), Some(epoch)))
                     }
                     // Nothing to keep: the transaction rolls back when dropped.
-                    None => Ok((outcomes, None)),
+                    None => Ok((crate::record_writes::in_call_order(outcomes), None)),
                 }
             }
 

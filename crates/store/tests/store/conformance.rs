@@ -26,6 +26,7 @@ testkit::backend_tests!(
     same_version_new_hash_reports_hash_changed,
     invalid_records_are_rejected_and_change_nothing,
     concurrent_versions_leave_one_current,
+    a_large_import_of_release_after_release_keeps_each_history,
     concurrent_batches_each_get_their_own_outcomes,
     concurrent_advisory_imports_all_succeed,
     find_by_each_hash_kind,
@@ -498,6 +499,73 @@ async fn concurrent_advisory_imports_all_succeed(db: Db) {
         .map(|i| ("npm".to_string(), format!("package-{i}")))
         .collect();
     assert_eq!(s.advisories_for(&packages).await.unwrap().len(), 8);
+}
+
+/// An import larger than the store plans at once (several thousand records), as a
+/// history import sends it: every file of one release, then every file of the next. Each
+/// outcome answers its own record in call order, each newer version supersedes the one
+/// before, and a file sent again at the end is unchanged.
+async fn a_large_import_of_release_after_release_keeps_each_history(db: Db) {
+    const FILES: u64 = 4_000;
+    let file = |f: u64, release: u64| {
+        rec(
+            "Debian",
+            &format!("usr/lib/libtool{f}.so.1"),
+            &format!("1.{release}-1"),
+            Platform::Linux,
+            Arch::Amd64,
+            release * 1_000_000 + f,
+        )
+    };
+    let now = t("2025-01-01T00:00:00Z");
+    let mut records: Vec<NewRecord> = (1..=3)
+        .flat_map(|release| (0..FILES).map(move |f| file(f, release)))
+        .collect();
+    records.push(file(17, 3));
+    let outcomes = db
+        .store
+        .record_many(records, now)
+        .await
+        .expect("record_many");
+    assert_eq!(outcomes.len(), 3 * FILES as usize + 1);
+    let inserted = |i: usize| match &outcomes[i] {
+        RecordOutcome::Inserted { id, superseded, .. } => (id.clone(), superseded.clone()),
+        other => panic!("record {i}: expected Inserted, got {other:?}"),
+    };
+    for f in 0..FILES as usize {
+        let (first, none) = inserted(f);
+        assert_eq!(none, None, "file {f}: the first release supersedes nothing");
+        let (second, superseded) = inserted(FILES as usize + f);
+        assert_eq!(
+            superseded,
+            Some(first),
+            "file {f}: release 2 supersedes release 1"
+        );
+        let (_, superseded) = inserted(2 * FILES as usize + f);
+        assert_eq!(
+            superseded,
+            Some(second),
+            "file {f}: release 3 supersedes release 2"
+        );
+    }
+    let (third_of_17, _) = inserted(2 * FILES as usize + 17);
+    assert_eq!(
+        outcomes.last(),
+        Some(&RecordOutcome::Unchanged { id: third_of_17 })
+    );
+    let history = db
+        .store
+        .history(&history_query("usr/lib/libtool17.so.1"))
+        .await
+        .unwrap();
+    assert_eq!(history.total, 3);
+    let current: Vec<_> = history
+        .items
+        .iter()
+        .filter(|r| r.status == RecordStatus::Current)
+        .map(|r| r.record.version.as_str())
+        .collect();
+    assert_eq!(current, ["1.3-1"]);
 }
 
 async fn concurrent_versions_leave_one_current(db: Db) {
