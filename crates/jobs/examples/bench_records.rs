@@ -45,6 +45,10 @@ use model::{Arch, NewRecord, Platform, RecordSigner};
 use sqlx::Connection as _;
 use store::{RecordOutcome, Store};
 
+/// As in the `knowngood` binary, which `admin import-records` and the refresh run in.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The records/s goal of both write paths.
