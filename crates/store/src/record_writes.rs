@@ -25,7 +25,8 @@ use crate::{RecordOutcome, new_id};
 
 /// Rows per multi-row `INSERT` (24 values a row: within both backends' bind limits).
 pub(crate) const INSERT_ROWS: usize = 500;
-/// Records applied in memory between two flushes to the database; bounds a batch's memory.
+/// Records applied in memory between two flushes to the database, bounding a batch's
+/// memory: a chunk ends at the first family boundary past this many (see `plan_chunks`).
 pub(crate) const PLAN_CHUNK: usize = 5000;
 /// Values per `IN` list when reading histories and hashes.
 pub(crate) const IN_LIST: usize = 500;
