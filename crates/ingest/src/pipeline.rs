@@ -5,7 +5,9 @@
 //! hash the vendor did publish is checked against the result, and a mismatch rejects the
 //! artifact: the download or the channel may have been tampered with. One failing artifact
 //! never stops the others; the [`VendorReport`] counts what happened. Artifacts are fetched
-//! concurrently, at most `FetchLimits::downloads_per_host` at once from one host.
+//! concurrently, at most `FetchLimits::downloads_per_host` at once from one host; an
+//! artifact waiting for its records to be written gives up its turn, so many artifacts'
+//! records are written in one transaction while the next ones download.
 //!
 //! An artifact that is an archive (zip, tar in its usual compressions) is also read for the
 //! files inside it that a host runs or loads ([`crate::members`]): when the store does not
@@ -226,9 +228,13 @@ pub async fn ingest_vendor(
     // Oldest first: the newest version of a family is started last (the store keeps the
     // newest current whatever order records arrive in).
     artifacts.sort_by(|a, b| compare_versions(&a.version, &b.version));
-    // Artifacts are ingested concurrently, at most `downloads_per_host` at once against one
-    // host; each has its own partial report, folded in artifact order.
-    let hosts = HostLimits::new(ctx.limits.downloads_per_host);
+    // Artifacts are ingested concurrently: at most `MAX_WORKING_ARTIFACTS` at work, of those
+    // at most `downloads_per_host` against one host; each has its own partial report,
+    // folded in artifact order.
+    let turns = Turns {
+        hosts: HostLimits::new(ctx.limits.downloads_per_host),
+        working: Semaphore::new(MAX_WORKING_ARTIFACTS),
+    };
     let mut tasks: Vec<PartFuture<'_>> = Vec::with_capacity(artifacts.len());
     for artifact in &artifacts {
         let mut part = VendorReport {
@@ -236,15 +242,20 @@ pub async fn ingest_vendor(
             vendor: report.vendor.clone(),
             ..Default::default()
         };
-        let hosts = &hosts;
+        let turns = &turns;
         tasks.push(Box::pin(async move {
-            let _permit = hosts.acquire(&artifact.url).await;
-            ingest_artifact(artifact, ctx, sink, clock, &mut part).await;
+            let sink = Yielding {
+                sink,
+                turns,
+                url: &artifact.url,
+                turn: std::sync::Mutex::new(Some(turns.take(&artifact.url).await)),
+            };
+            ingest_artifact(artifact, ctx, &sink, clock, &mut part).await;
             part
         }));
     }
     let parts: Vec<VendorReport> = futures::stream::iter(tasks)
-        .buffered(MAX_CONCURRENT_ARTIFACTS)
+        .buffered(MAX_ARTIFACTS_IN_FLIGHT)
         .collect()
         .await;
     for part in parts {
@@ -257,8 +268,101 @@ pub async fn ingest_vendor(
 type PartFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = VendorReport> + Send + 'a>>;
 
-/// Artifacts of one vendor in flight at once, all hosts together.
-const MAX_CONCURRENT_ARTIFACTS: usize = 16;
+/// Artifacts of one vendor at work at once (downloading, reading an archive, asking the
+/// store what it has), all hosts together.
+const MAX_WORKING_ARTIFACTS: usize = 16;
+
+/// Artifacts of one vendor in flight at once: at work, or waiting for their records to be
+/// written. Concurrent writes share a transaction, and what a commit costs grows far more
+/// slowly than its records, so the more artifacts wait together the faster they are
+/// written; waiting holds no download and no connection.
+pub const MAX_ARTIFACTS_IN_FLIGHT: usize = 256;
+
+/// The slots an artifact works in: its host's and one of the vendor's.
+struct Turns {
+    hosts: HostLimits,
+    working: Semaphore,
+}
+
+/// An artifact's turn to work, given up while it waits for its records to be written.
+struct Turn<'a> {
+    _working: Option<tokio::sync::SemaphorePermit<'a>>,
+    _host: Option<OwnedSemaphorePermit>,
+}
+
+impl Turns {
+    /// A working slot, then a slot of `url`'s host (always in that order, so no two
+    /// artifacts each hold what the other waits for).
+    async fn take(&self, url: &str) -> Turn<'_> {
+        // The semaphores are never closed.
+        let working = self.working.acquire().await.ok();
+        Turn {
+            _working: working,
+            _host: self.hosts.acquire(url).await,
+        }
+    }
+}
+
+/// The sink an artifact records through: it gives up the artifact's turn while a write
+/// waits for its transaction and takes a turn again after, so artifacts waiting for the
+/// store never hold back the others' downloads. Reads and audits keep the turn.
+struct Yielding<'a> {
+    sink: &'a dyn RecordSink,
+    turns: &'a Turns,
+    url: &'a str,
+    turn: std::sync::Mutex<Option<Turn<'a>>>,
+}
+
+impl<'a> Yielding<'a> {
+    async fn waiting<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        drop(self.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let written = write.await;
+        let turn = self.turns.take(self.url).await;
+        *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = Some(turn);
+        written
+    }
+}
+
+#[async_trait]
+impl RecordSink for Yielding<'_> {
+    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
+        self.waiting(self.sink.record(r)).await
+    }
+    async fn record_released(
+        &self,
+        r: NewRecord,
+        released: DateTime<Utc>,
+    ) -> Result<RecordOutcome, model::Error> {
+        self.waiting(self.sink.record_released(r, released)).await
+    }
+    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
+        self.waiting(self.sink.record_many(rs)).await
+    }
+    async fn record_many_released(
+        &self,
+        rs: Vec<NewRecord>,
+        released: DateTime<Utc>,
+    ) -> Vec<Result<RecordOutcome, model::Error>> {
+        self.waiting(self.sink.record_many_released(rs, released))
+            .await
+    }
+    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
+        self.sink.download_audited(audit).await
+    }
+    async fn already_recorded(&self, record: &NewRecord) -> Result<bool, model::Error> {
+        self.sink.already_recorded(record).await
+    }
+    async fn recorded_with_sha1(&self, record: &NewRecord) -> Result<bool, model::Error> {
+        self.sink.recorded_with_sha1(record).await
+    }
+    async fn signer_seen(
+        &self,
+        record_id: &str,
+        signer: &crate::SignerInfo,
+    ) -> Result<(), model::Error> {
+        self.sink.signer_seen(record_id, signer).await
+    }
+}
 
 /// One semaphore per host (and port) an artifact is fetched from.
 struct HostLimits {

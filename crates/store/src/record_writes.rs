@@ -9,10 +9,10 @@
 //! transaction, in one statement, from one read of the other current rows sharing the
 //! batch's hashes.
 //!
-//! Concurrent `record` and `record_many` calls (the refresh records up to 16 artifacts at
-//! once, each archive's members in one call) share one transaction: each call queues its
-//! records, and whoever holds the writer lock writes everything queued, so a busy refresh
-//! commits once per group of artifacts instead of once per file.
+//! Concurrent `record` and `record_many` calls (the refresh has up to 256 artifacts waiting
+//! for their records at once, each archive's members in one call) share one transaction:
+//! each call queues its records, and whoever holds the writer lock writes everything
+//! queued, so a busy refresh commits once per group of artifacts instead of once per file.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

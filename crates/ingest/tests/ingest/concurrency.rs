@@ -119,3 +119,62 @@ async fn each_host_has_its_own_bound() {
         assert_eq!(gauge.max.load(Ordering::SeqCst), 2);
     }
 }
+
+/// A store whose writes wait for each other: each write is held until `together` writes
+/// wait at once (or 10 s pass), as a group commit holds a call until its transaction ends.
+struct GatheringSink {
+    inner: MemorySink,
+    together: usize,
+    waiting: Gauge,
+}
+
+#[async_trait]
+impl ingest::RecordSink for GatheringSink {
+    async fn record(&self, r: model::NewRecord) -> Result<model::RecordOutcome, model::Error> {
+        let now = self.waiting.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.waiting.max.fetch_max(now, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.waiting.max.load(Ordering::SeqCst) < self.together
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.waiting.now.fetch_sub(1, Ordering::SeqCst);
+        self.inner.record(r).await
+    }
+
+    async fn download_audited(&self, audit: model::DownloadAudit) -> Result<(), model::Error> {
+        self.inner.download_audited(audit).await
+    }
+}
+
+#[tokio::test]
+async fn artifacts_waiting_for_the_store_do_not_hold_back_downloads() {
+    let gauge = Arc::new(Gauge::default());
+    let base = slow_host(gauge.clone()).await;
+    let mut limits = limits();
+    limits.downloads_per_host = 4;
+    let ctx = FetchContext::new(
+        testkit::vendor::http_client(),
+        config_for("go", &base),
+        limits,
+    );
+    let files = 40;
+    let sink = GatheringSink {
+        inner: MemorySink::default(),
+        together: files,
+        waiting: Gauge::default(),
+    };
+    let fetcher = Files {
+        hosts: vec![base],
+        count: files,
+    };
+    let report = ingest_vendor(&fetcher, &ctx, &sink, &clock()).await;
+    assert_eq!(report.errors, 0, "{:#?}", report.problems);
+    assert_eq!((report.downloaded, report.recorded), (files, files));
+    // Every artifact's write waited at once, so a store could write them in one transaction,
+    // while downloads kept to the host's bound.
+    assert_eq!(sink.waiting.max.load(Ordering::SeqCst), files);
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 4);
+    assert_eq!(sink.inner.records.lock().unwrap().len(), files);
+}
