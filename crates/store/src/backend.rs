@@ -391,7 +391,12 @@ impl SqliteStore {
             // Reads map the file (the OS page cache, shared by every connection) instead
             // of copying each page with a read() into a 2 MB per-connection cache: lookups
             // probe three hash indexes at random. Capped by SQLite at its compiled maximum.
-            .pragma("mmap_size", "2147418112");
+            .pragma("mmap_size", "2147418112")
+            // A commit that leaves the WAL past this many pages copies them into the
+            // database (a checkpoint, with an fsync). A batch of records dirties pages all over
+            // a dozen indexes; past SQLite's 1,000 (4 MB) nearly every commit of a refresh
+            // paid a checkpoint, and pages written again before the next one are copied once.
+            .pragma("wal_autocheckpoint", "8192");
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A connection to a local file cannot go stale; the default ping on every
