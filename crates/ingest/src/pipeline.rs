@@ -234,6 +234,7 @@ pub async fn ingest_vendor(
     let turns = Turns {
         hosts: HostLimits::new(ctx.limits.downloads_per_host),
         working: Semaphore::new(MAX_WORKING_ARTIFACTS),
+        records_waiting: Semaphore::new(MAX_RECORDS_WAITING),
     };
     let mut tasks: Vec<PartFuture<'_>> = Vec::with_capacity(artifacts.len());
     for artifact in &artifacts {
@@ -278,10 +279,17 @@ const MAX_WORKING_ARTIFACTS: usize = 16;
 /// written; waiting holds no download and no connection.
 pub const MAX_ARTIFACTS_IN_FLIGHT: usize = 256;
 
-/// The slots an artifact works in: its host's and one of the vendor's.
+/// Records of one vendor waiting to be written at once (a few tens of MB), whatever the
+/// artifacts' sizes: 256 archives of 5,000 members each would be far more. It also bounds
+/// a transaction of the refresh.
+const MAX_RECORDS_WAITING: usize = 65_536;
+
+/// The slots an artifact works in (its host's and one of the vendor's), and the records
+/// that may wait for the store.
 struct Turns {
     hosts: HostLimits,
     working: Semaphore,
+    records_waiting: Semaphore,
 }
 
 /// An artifact's turn to work, given up while it waits for its records to be written.
@@ -314,9 +322,16 @@ struct Yielding<'a> {
 }
 
 impl<'a> Yielding<'a> {
-    async fn waiting<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+    /// Runs `write` of `records` records without the artifact's turn. Room for the records
+    /// is taken first, with the turn still held, so artifacts whose records wait for room
+    /// hold working slots: what waits in memory stays bounded.
+    async fn waiting<T>(&self, records: usize, write: impl std::future::Future<Output = T>) -> T {
+        let records = u32::try_from(records.clamp(1, MAX_RECORDS_WAITING)).unwrap_or(1);
+        // The semaphore is never closed.
+        let waiting = self.turns.records_waiting.acquire_many(records).await.ok();
         drop(self.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
         let written = write.await;
+        drop(waiting);
         let turn = self.turns.take(self.url).await;
         *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = Some(turn);
         written
@@ -326,24 +341,25 @@ impl<'a> Yielding<'a> {
 #[async_trait]
 impl RecordSink for Yielding<'_> {
     async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
-        self.waiting(self.sink.record(r)).await
+        self.waiting(1, self.sink.record(r)).await
     }
     async fn record_released(
         &self,
         r: NewRecord,
         released: DateTime<Utc>,
     ) -> Result<RecordOutcome, model::Error> {
-        self.waiting(self.sink.record_released(r, released)).await
+        self.waiting(1, self.sink.record_released(r, released))
+            .await
     }
     async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
-        self.waiting(self.sink.record_many(rs)).await
+        self.waiting(rs.len(), self.sink.record_many(rs)).await
     }
     async fn record_many_released(
         &self,
         rs: Vec<NewRecord>,
         released: DateTime<Utc>,
     ) -> Vec<Result<RecordOutcome, model::Error>> {
-        self.waiting(self.sink.record_many_released(rs, released))
+        self.waiting(rs.len(), self.sink.record_many_released(rs, released))
             .await
     }
     async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
