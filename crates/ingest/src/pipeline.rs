@@ -245,8 +245,9 @@ pub async fn ingest_vendor(
         };
         let turns = &turns;
         tasks.push(Box::pin(async move {
-            let sink = Yielding {
+            let sink = ArtifactSink {
                 sink,
+                released: ctx.released(&artifact.url),
                 turns,
                 url: &artifact.url,
                 turn: std::sync::Mutex::new(Some(turns.take(&artifact.url).await)),
@@ -311,17 +312,19 @@ impl Turns {
     }
 }
 
-/// The sink an artifact records through: it gives up the artifact's turn while a write
+/// The sink one artifact records through. A past version whose channel published its
+/// release date has its records start then. A write gives up the artifact's turn while it
 /// waits for its transaction and takes a turn again after, so artifacts waiting for the
-/// store never hold back the others' downloads. Reads and audits keep the turn.
-struct Yielding<'a> {
+/// store never hold back the others' downloads; reads and audits keep the turn.
+struct ArtifactSink<'a> {
     sink: &'a dyn RecordSink,
+    released: Option<DateTime<Utc>>,
     turns: &'a Turns,
     url: &'a str,
     turn: std::sync::Mutex<Option<Turn<'a>>>,
 }
 
-impl<'a> Yielding<'a> {
+impl ArtifactSink<'_> {
     /// Runs `write` of `records` records without the artifact's turn. Room for the records
     /// is taken first, with the turn still held, so artifacts whose records wait for room
     /// hold working slots: what waits in memory stays bounded.
@@ -339,9 +342,12 @@ impl<'a> Yielding<'a> {
 }
 
 #[async_trait]
-impl RecordSink for Yielding<'_> {
+impl RecordSink for ArtifactSink<'_> {
     async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
-        self.waiting(1, self.sink.record(r)).await
+        match self.released {
+            Some(at) => self.record_released(r, at).await,
+            None => self.waiting(1, self.sink.record(r)).await,
+        }
     }
     async fn record_released(
         &self,
@@ -352,7 +358,10 @@ impl RecordSink for Yielding<'_> {
             .await
     }
     async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
-        self.waiting(rs.len(), self.sink.record_many(rs)).await
+        match self.released {
+            Some(at) => self.record_many_released(rs, at).await,
+            None => self.waiting(rs.len(), self.sink.record_many(rs)).await,
+        }
     }
     async fn record_many_released(
         &self,
@@ -437,38 +446,6 @@ fn new_record(a: &Artifact) -> NewRecord {
     }
 }
 
-/// A sink whose records all start at a past version's release date.
-struct Released<'a> {
-    sink: &'a dyn RecordSink,
-    at: DateTime<Utc>,
-}
-
-#[async_trait]
-impl RecordSink for Released<'_> {
-    async fn record(&self, r: NewRecord) -> Result<RecordOutcome, model::Error> {
-        self.sink.record_released(r, self.at).await
-    }
-    async fn record_many(&self, rs: Vec<NewRecord>) -> Vec<Result<RecordOutcome, model::Error>> {
-        self.sink.record_many_released(rs, self.at).await
-    }
-    async fn download_audited(&self, audit: DownloadAudit) -> Result<(), model::Error> {
-        self.sink.download_audited(audit).await
-    }
-    async fn already_recorded(&self, record: &NewRecord) -> Result<bool, model::Error> {
-        self.sink.already_recorded(record).await
-    }
-    async fn recorded_with_sha1(&self, record: &NewRecord) -> Result<bool, model::Error> {
-        self.sink.recorded_with_sha1(record).await
-    }
-    async fn signer_seen(
-        &self,
-        record_id: &str,
-        signer: &crate::SignerInfo,
-    ) -> Result<(), model::Error> {
-        self.sink.signer_seen(record_id, signer).await
-    }
-}
-
 /// What the pipeline reads inside an artifact once it is downloaded, beyond its own digests.
 #[derive(Clone, Copy)]
 enum Contents {
@@ -487,14 +464,6 @@ async fn ingest_artifact(
     clock: &dyn Clock,
     report: &mut VendorReport,
 ) {
-    let released;
-    let sink: &dyn RecordSink = match ctx.released(&a.url) {
-        Some(at) => {
-            released = Released { sink, at };
-            &released
-        }
-        None => sink,
-    };
     let members = ctx.limits.members.enabled;
     let contents = if members && is_rpm(&a.url) {
         Contents::Rpm
