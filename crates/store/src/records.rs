@@ -749,6 +749,7 @@ macro_rules! records_backend {
                         match futures::future::select(&mut answer, &mut lock).await {
                             Either::Left((answered, _)) => break answered,
                             Either::Right((guard, _)) => {
+                                crate::record_writes::let_ready_tasks_run().await;
                                 let batch = self.group.take();
                                 if !batch.is_empty() {
                                     self.write_pending(batch).await;
