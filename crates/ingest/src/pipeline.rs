@@ -272,7 +272,7 @@ type PartFuture<'a> =
 
 /// Artifacts of one vendor at work at once (downloading, reading an archive, asking the
 /// store what it has), all hosts together.
-const MAX_WORKING_ARTIFACTS: usize = 16;
+pub const MAX_WORKING_ARTIFACTS: usize = 16;
 
 /// Artifacts of one vendor in flight at once: at work, or waiting for their records to be
 /// written. Concurrent writes share a transaction, and what a commit costs grows far more

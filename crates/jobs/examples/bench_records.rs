@@ -57,7 +57,7 @@ const GOAL: f64 = 20_000.0;
 /// Artifacts the ingest pipeline has waiting for their records at once.
 const REFRESH_TASKS: usize = ingest::pipeline::MAX_ARTIFACTS_IN_FLIGHT;
 /// The same before artifacts gave up their turn while waiting: the artifacts at work.
-const REFRESH_TASKS_BEFORE: usize = 16;
+const REFRESH_TASKS_BEFORE: usize = ingest::pipeline::MAX_WORKING_ARTIFACTS;
 const SECRET: &[u8] = b"bench-records-secret";
 
 struct Args {
