@@ -428,9 +428,16 @@ impl PgStore {
         let options = PgConnectOptions::from_str(url)
             .map_err(db_error)?
             .options([("jit", "off")]);
+        let port = options.get_port();
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(store_options.acquire_timeout)
+            .after_connect(move |_, _| {
+                Box::pin(async move {
+                    crate::nodelay::set_on_sockets_to(port);
+                    Ok(())
+                })
+            })
             .connect_with(options)
             .await
             .map_err(db_error)?;

@@ -26,6 +26,7 @@ mod error;
 mod health;
 mod lease;
 mod migrate;
+mod nodelay;
 pub mod packages;
 mod record_writes;
 mod records;
