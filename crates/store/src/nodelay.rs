@@ -25,15 +25,10 @@ pub(crate) fn set_on_sockets_to(port: u16) {
         else {
             continue;
         };
-        let is_socket = std::fs::read_link(entry.path())
-            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
-        if !is_socket {
-            continue;
-        }
         // SAFETY: `fd` was listed as open by this process a moment ago and the borrow ends
         // within this iteration. Should another thread close it in between, the calls below
         // fail with EBADF, or reach whatever descriptor took its number; they only read the
-        // peer address and set a TCP option, which fails on anything but a TCP socket.
+        // peer address, which fails on anything but a socket, and set a TCP option.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let to_port = rustix::net::getpeername(fd)
             .ok()
