@@ -397,6 +397,7 @@ impl SqliteStore {
             // a dozen indexes; past SQLite's 1,000 (4 MB) nearly every commit of a refresh
             // paid a checkpoint, and pages written again before the next one are copied once.
             .pragma("wal_autocheckpoint", "8192");
+        Self::switch_to_wal(&options).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A connection to a local file cannot go stale; the default ping on every
@@ -409,6 +410,29 @@ impl SqliteStore {
         Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self::new(pool, signer, epoch))
+    }
+
+    /// Puts the database file in WAL mode on one connection before the pool opens. The switch
+    /// needs an exclusive lock that SQLite's busy timeout does not wait for, so processes
+    /// opening one fresh file together (replicas, or the server and the CLI) would otherwise
+    /// fail with "database is locked". Once the file is in WAL mode, which it keeps, the
+    /// pragma each pool connection runs changes nothing and takes no such lock.
+    async fn switch_to_wal(options: &SqliteConnectOptions) -> Result<()> {
+        use sqlx::{ConnectOptions, Connection};
+        const BUSY: &str = "5";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match options.connect().await {
+                Ok(conn) => return conn.close().await.map_err(db_error),
+                Err(sqlx::Error::Database(e))
+                    if e.code().as_deref() == Some(BUSY)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(db_error(e)),
+            }
+        }
     }
 }
 
