@@ -386,7 +386,106 @@ pub(crate) const PG_WRITER_SETTINGS: WriterSettings = WriterSettings {
 const INSERT_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, name_key, size_bytes, \
-     added_at, changed_epoch";
+     added_at, source_id, changed_epoch";
+
+/// A source URL as stored: where it was fetched from, kept once in `record_sources` (an
+/// archive's URL through the `#` that names its member, else a download's URL through its
+/// last `/`), and the rest, kept in the row. A URL with neither is all rest. The two joined
+/// are the URL, which [`crate::records::RECORD_COLUMNS`] reads back.
+pub(crate) fn source_parts(url: &str) -> (&str, &str) {
+    let cut = url
+        .find('#')
+        .or_else(|| url.rfind('/'))
+        .map_or(0, |at| at + 1);
+    url.split_at(cut)
+}
+
+/// The distinct shared parts of `rows`' source URLs, sorted (so that concurrent writers add
+/// them in one order), without the empty one of a URL that has none.
+fn shared_sources<'r>(rows: &[RowInsert<'r>]) -> Vec<&'r str> {
+    let mut shared: Vec<&str> = rows
+        .iter()
+        .map(|r| source_parts(&r.entry.rec.record.source_url).0)
+        .filter(|shared| !shared.is_empty())
+        .collect();
+    shared.sort_unstable();
+    shared.dedup();
+    shared
+}
+
+/// A row's `source_id` and `source_url` columns, given the ids of the shared parts.
+fn source_columns<'r>(
+    row: &RowInsert<'r>,
+    ids: &HashMap<&str, i64>,
+) -> crate::Result<(Option<i64>, &'r str)> {
+    let (shared, rest) = source_parts(&row.entry.rec.record.source_url);
+    if shared.is_empty() {
+        return Ok((None, rest));
+    }
+    let id = ids
+        .get(shared)
+        .copied()
+        .ok_or_else(|| model::Error::internal(format!("no record_sources row for {shared:?}")))?;
+    Ok((Some(id), rest))
+}
+
+/// SQLite: the ids of `shared` in `record_sources`, adding those not there yet.
+async fn sqlite_source_ids<'s>(
+    conn: &mut sqlx::SqliteConnection,
+    shared: &[&'s str],
+) -> crate::Result<HashMap<&'s str, i64>> {
+    let mut ids = HashMap::with_capacity(shared.len());
+    for chunk in shared.chunks(INSERT_ROWS) {
+        let mut add = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING",
+            anonymous_rows(chunk.len(), 1)
+        )));
+        for url in chunk {
+            add = add.bind(*url);
+        }
+        add.execute(&mut *conn).await.map_err(crate::db_error)?;
+        let mut read = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(format!(
+            "SELECT id, url FROM record_sources WHERE url IN ({})",
+            vec!["?"; chunk.len()].join(", ")
+        )));
+        for url in chunk {
+            read = read.bind(*url);
+        }
+        let by_url: HashMap<&str, &'s str> = chunk.iter().map(|s| (*s, *s)).collect();
+        for (id, url) in read.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
+            if let Some(shared) = by_url.get(url.as_str()) {
+                ids.insert(*shared, id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// PostgreSQL: the ids of `shared` in `record_sources`, adding those not there yet.
+async fn pg_source_ids<'s>(
+    conn: &mut sqlx::PgConnection,
+    shared: &[&'s str],
+) -> crate::Result<HashMap<&'s str, i64>> {
+    sqlx::query(
+        "INSERT INTO record_sources (url) SELECT * FROM UNNEST($1::text[]) \
+         ON CONFLICT (url) DO NOTHING",
+    )
+    .bind(shared)
+    .execute(&mut *conn)
+    .await
+    .map_err(crate::db_error)?;
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, url FROM record_sources WHERE url = ANY($1::text[])")
+            .bind(shared)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(crate::db_error)?;
+    let by_url: HashMap<&str, &'s str> = shared.iter().map(|s| (*s, *s)).collect();
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, url)| by_url.get(url.as_str()).map(|s| (*s, id)))
+        .collect())
+}
 
 /// A stored row whose status or interval a flush changes.
 pub(crate) struct RowUpdate<'a> {
@@ -507,15 +606,17 @@ pub(crate) async fn sqlite_insert(
         let sql = rows_sql(chunk.len(), &FULL, |n| {
             format!(
                 "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
-                anonymous_rows(n, 24)
+                anonymous_rows(n, 25)
             )
         });
         let bytes = chunk
             .iter()
             .map(RowInsert::bytes)
             .collect::<crate::Result<Vec<_>>>()?;
+        let ids = sqlite_source_ids(&mut *conn, &shared_sources(chunk)).await?;
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (row, b) in chunk.iter().zip(&bytes) {
+            let (source_id, source_rest) = source_columns(row, &ids)?;
             let e = row.entry;
             let r = &e.rec.record;
             q = q
@@ -529,7 +630,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(b.sha256.as_slice())
                 .bind(b.sha1.as_deref())
                 .bind(b.md5.as_deref())
-                .bind(r.source_url.as_str())
+                .bind(source_rest)
                 .bind(r.download_verified)
                 .bind(r.sig_signer.as_deref())
                 .bind(r.sig_issuer.as_deref())
@@ -542,6 +643,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(row.name_key())
                 .bind(row.size())
                 .bind(RecordTime(row.added_at))
+                .bind(source_id)
                 .bind(epoch);
         }
         q.execute(&mut *conn).await.map_err(crate::db_error)?;
@@ -598,13 +700,18 @@ pub(crate) async fn pg_insert(
             .iter()
             .map(RowInsert::bytes)
             .collect::<crate::Result<Vec<_>>>()?;
+        let ids = pg_source_ids(&mut *conn, &shared_sources(chunk)).await?;
+        let sources = chunk
+            .iter()
+            .map(|row| source_columns(row, &ids))
+            .collect::<crate::Result<Vec<_>>>()?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO hash_records ({INSERT_COLUMNS}) SELECT *, $24::bigint FROM UNNEST(\
              $1::bytea[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::text[], $12::boolean[], \
              $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], \
              $18::timestamptz[], $19::timestamptz[], $20::bytea[], $21::text[], $22::bigint[], \
-             $23::timestamptz[])"
+             $23::timestamptz[], $25::bigint[])"
         )))
         .bind(bytes.iter().map(|b| b.id.as_slice()).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.vendor.as_str()))
@@ -621,7 +728,7 @@ pub(crate) async fn pg_insert(
         )
         .bind(bytes.iter().map(|b| b.sha1.as_deref()).collect::<Vec<_>>())
         .bind(bytes.iter().map(|b| b.md5.as_deref()).collect::<Vec<_>>())
-        .bind(column!(|r| r.entry.rec.record.source_url.as_str()))
+        .bind(sources.iter().map(|(_, rest)| *rest).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.download_verified))
         .bind(column!(|r| r.entry.rec.record.sig_signer.as_deref()))
         .bind(column!(|r| r.entry.rec.record.sig_issuer.as_deref()))
@@ -635,6 +742,7 @@ pub(crate) async fn pg_insert(
         .bind(column!(|r| r.size()))
         .bind(column!(|r| r.added_at))
         .bind(epoch)
+        .bind(sources.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .execute(&mut *conn)
         .await
         .map_err(crate::db_error)?;
@@ -1021,3 +1129,35 @@ macro_rules! record_writer {
 }
 
 pub(crate) use record_writer;
+
+#[cfg(test)]
+mod tests {
+    use super::source_parts;
+
+    #[test]
+    fn a_source_url_splits_after_its_member_mark_or_last_slash() {
+        for (url, shared, rest) in [
+            (
+                "https://deb.example/pool/c/coreutils_9.1_amd64.deb#usr/bin/ls",
+                "https://deb.example/pool/c/coreutils_9.1_amd64.deb#",
+                "usr/bin/ls",
+            ),
+            // A member path may hold a '#' of its own; the first one marks it.
+            (
+                "https://x.example/a.tar#b/c#d",
+                "https://x.example/a.tar#",
+                "b/c#d",
+            ),
+            (
+                "https://go.dev/dl/go1.23.4.windows-amd64.msi",
+                "https://go.dev/dl/",
+                "go1.23.4.windows-amd64.msi",
+            ),
+            ("https://x.example/dir/", "https://x.example/dir/", ""),
+            ("no-slash", "", "no-slash"),
+            ("", "", ""),
+        ] {
+            assert_eq!(source_parts(url), (shared, rest), "{url}");
+        }
+    }
+}

@@ -290,8 +290,13 @@ pub(crate) fn id_bytes(id: &str) -> Result<Vec<u8>> {
     hex::decode(id).map_err(|_| not_an_id())
 }
 
-pub(crate) const RECORD_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
-     hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
+/// Every column of a record from `hash_records` (unaliased: its id is named by the table,
+/// which a query may join with another table that has an `id`), the source URL joined again
+/// from its two parts (`record_writes::source_parts`).
+pub(crate) const RECORD_COLUMNS: &str = "hash_records.id, vendor, executable_name, family, version, platform, arch, \
+     hash_sha256, hash_sha1, hash_md5, \
+     COALESCE((SELECT url FROM record_sources WHERE record_sources.id = hash_records.source_id), '') \
+     || source_url AS source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
      size_bytes";
 
@@ -354,13 +359,8 @@ fn changed_after_sql(after: bool) -> String {
 fn unverified_sql() -> String {
     format!(
         "SELECT u.counted_vendor, u.counted_platform, u.counted_sha256, u.deleted, \
-         {} FROM records_unverified u \
-         LEFT JOIN hash_records r ON r.id = u.id WHERE u.counted_current",
-        RECORD_COLUMNS
-            .split(", ")
-            .map(|c| format!("r.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+         {RECORD_COLUMNS} FROM records_unverified u \
+         LEFT JOIN hash_records ON hash_records.id = u.id WHERE u.counted_current"
     )
 }
 

@@ -46,6 +46,7 @@ testkit::backend_tests!(
     data_survives_close_and_reopen,
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
+    an_archives_members_share_one_stored_source,
     job_lease_admits_one_holder_until_expiry,
     a_released_lease_is_free_at_once,
     a_lease_notes_when_its_run_ended,
@@ -1919,6 +1920,51 @@ async fn concurrent_first_open_migrates_once(db: Db) {
             s.close().await;
         }
     }
+}
+
+async fn an_archives_members_share_one_stored_source(db: Db) {
+    // The members of a package name its URL once, whatever the call that records them; each
+    // record reads back the URL it was given, and its HMAC (over that URL) verifies.
+    let s = db.store.as_ref();
+    let archive = "https://deb.example/debian/pool/main/c/coreutils/coreutils_9.1-1_amd64.deb";
+    let member = |path: &str, seed| {
+        let mut r = rec("Debian", path, "9.1-1", Platform::Linux, Arch::Amd64, seed);
+        r.source_url = format!("{archive}#{path}");
+        r
+    };
+    let first = vec![member("usr/bin/ls", 1), member("usr/bin/cp", 2)];
+    s.record_many(first, t("2025-01-01T00:00:00Z"))
+        .await
+        .expect("record_many");
+    // Another call, a name outside ASCII, and a download of the same site beside it.
+    let later = vec![member("usr/share/locale/ü/dd", 3), go("1.23.4", 4)];
+    s.record_many(later, t("2025-01-02T00:00:00Z"))
+        .await
+        .expect("record_many");
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM record_sources").await, 2);
+
+    let stored = s.current_records(None).await.unwrap();
+    assert_eq!(stored.len(), 4);
+    for r in &stored {
+        let expected = if r.record.executable_name.starts_with("go") {
+            format!("https://downloads.example/Go/{}", r.record.executable_name)
+        } else {
+            format!("{archive}#{}", r.record.executable_name)
+        };
+        assert_eq!(r.record.source_url, expected);
+        assert!(r.integrity_ok, "{}", r.record.executable_name);
+    }
+
+    // A source is never rewritten: one change would move the URL of every member.
+    for change in [
+        "UPDATE record_sources SET url = 'https://evil.example/x.deb#'",
+        "DELETE FROM record_sources",
+    ] {
+        let refused = testkit::db::exec(db.backend, &db.url, change, &[]).await;
+        assert!(refused.is_err(), "{change} was allowed");
+    }
+    let again = s.current_records(None).await.unwrap();
+    assert_eq!(again, stored);
 }
 
 // ---------------------------------------------------------------------------------------
