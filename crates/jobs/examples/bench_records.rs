@@ -548,7 +548,12 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// The tables of the records: `hash_records` and what every record write keeps beside it.
-const RECORD_TABLES: [&str; 3] = ["hash_records", "record_counts", "records_unverified"];
+const RECORD_TABLES: [&str; 4] = [
+    "hash_records",
+    "record_sources",
+    "record_counts",
+    "records_unverified",
+];
 
 /// The tables of the transparency log's leaves, each stored once.
 const LEAF_TABLES: [&str; 2] = ["translog_entries", "translog_exits"];
@@ -652,11 +657,10 @@ async fn disk_usage(url: &str, records: u64) -> Result<(), BoxError> {
         }
         let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT c.relname::text, pg_relation_size(c.oid) FROM pg_class c \
-             WHERE c.oid IN ('hash_records'::regclass, 'record_counts'::regclass, \
-             'records_unverified'::regclass) OR c.oid IN (SELECT indexrelid FROM pg_index \
-             WHERE indrelid IN ('hash_records'::regclass, 'record_counts'::regclass, \
-             'records_unverified'::regclass))",
+             WHERE c.oid = ANY($1::text[]::regclass[]) OR c.oid IN (SELECT indexrelid \
+             FROM pg_index WHERE indrelid = ANY($1::text[]::regclass[]))",
         )
+        .bind(RECORD_TABLES)
         .fetch_all(&mut conn)
         .await?;
         objects.extend(rows);
