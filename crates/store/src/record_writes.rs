@@ -416,7 +416,7 @@ fn shared_sources<'r>(rows: &[RowInsert<'r>]) -> Vec<&'r str> {
 /// A row's `source_id` and `source_url` columns, given the ids of the shared parts.
 fn source_columns<'r>(
     row: &RowInsert<'r>,
-    ids: &HashMap<&str, i64>,
+    ids: &HashMap<String, i64>,
 ) -> crate::Result<(Option<i64>, &'r str)> {
     let (shared, rest) = source_parts(&row.entry.rec.record.source_url);
     if shared.is_empty() {
@@ -430,10 +430,10 @@ fn source_columns<'r>(
 }
 
 /// SQLite: the ids of `shared` in `record_sources`, adding those not there yet.
-async fn sqlite_source_ids<'s>(
+async fn sqlite_source_ids(
     conn: &mut sqlx::SqliteConnection,
-    shared: &[&'s str],
-) -> crate::Result<HashMap<&'s str, i64>> {
+    shared: &[&str],
+) -> crate::Result<HashMap<String, i64>> {
     let mut ids = HashMap::with_capacity(shared.len());
     for chunk in shared.chunks(INSERT_ROWS) {
         let mut add = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -444,28 +444,26 @@ async fn sqlite_source_ids<'s>(
             add = add.bind(*url);
         }
         add.execute(&mut *conn).await.map_err(crate::db_error)?;
-        let mut read = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(format!(
-            "SELECT id, url FROM record_sources WHERE url IN ({})",
+        let mut read = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
+            "SELECT url, id FROM record_sources WHERE url IN ({})",
             vec!["?"; chunk.len()].join(", ")
         )));
         for url in chunk {
             read = read.bind(*url);
         }
-        let by_url: HashMap<&str, &'s str> = chunk.iter().map(|s| (*s, *s)).collect();
-        for (id, url) in read.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
-            if let Some(shared) = by_url.get(url.as_str()) {
-                ids.insert(*shared, id);
-            }
-        }
+        ids.extend(read.fetch_all(&mut *conn).await.map_err(crate::db_error)?);
     }
     Ok(ids)
 }
 
 /// PostgreSQL: the ids of `shared` in `record_sources`, adding those not there yet.
-async fn pg_source_ids<'s>(
+async fn pg_source_ids(
     conn: &mut sqlx::PgConnection,
-    shared: &[&'s str],
-) -> crate::Result<HashMap<&'s str, i64>> {
+    shared: &[&str],
+) -> crate::Result<HashMap<String, i64>> {
+    if shared.is_empty() {
+        return Ok(HashMap::new());
+    }
     sqlx::query(
         "INSERT INTO record_sources (url) SELECT * FROM UNNEST($1::text[]) \
          ON CONFLICT (url) DO NOTHING",
@@ -474,17 +472,13 @@ async fn pg_source_ids<'s>(
     .execute(&mut *conn)
     .await
     .map_err(crate::db_error)?;
-    let rows: Vec<(i64, String)> =
-        sqlx::query_as("SELECT id, url FROM record_sources WHERE url = ANY($1::text[])")
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT url, id FROM record_sources WHERE url = ANY($1::text[])")
             .bind(shared)
             .fetch_all(&mut *conn)
             .await
             .map_err(crate::db_error)?;
-    let by_url: HashMap<&str, &'s str> = shared.iter().map(|s| (*s, *s)).collect();
-    Ok(rows
-        .into_iter()
-        .filter_map(|(id, url)| by_url.get(url.as_str()).map(|s| (*s, id)))
-        .collect())
+    Ok(rows.into_iter().collect())
 }
 
 /// A stored row whose status or interval a flush changes.
