@@ -429,34 +429,46 @@ fn source_columns<'r>(
     Ok((Some(id), rest))
 }
 
-/// SQLite: the ids of `shared` in `record_sources`, adding those not there yet.
+/// SQLite: the ids of `shared` in `record_sources`, adding those not there yet. A batch's
+/// sources are mostly new (a new version is a new archive), so the insert returns their
+/// ids and only those already there are read.
 async fn sqlite_source_ids(
     conn: &mut sqlx::SqliteConnection,
     shared: &[&str],
 ) -> crate::Result<HashMap<String, i64>> {
     let mut ids = HashMap::with_capacity(shared.len());
     for chunk in shared.chunks(INSERT_ROWS) {
-        let mut add = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING",
+        let mut add = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING \
+             RETURNING url, id",
             anonymous_rows(chunk.len(), 1)
         )));
         for url in chunk {
             add = add.bind(*url);
         }
-        add.execute(&mut *conn).await.map_err(crate::db_error)?;
+        ids.extend(add.fetch_all(&mut *conn).await.map_err(crate::db_error)?);
+        let known: Vec<&str> = chunk
+            .iter()
+            .copied()
+            .filter(|url| !ids.contains_key(*url))
+            .collect();
+        if known.is_empty() {
+            continue;
+        }
         let mut read = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
             "SELECT url, id FROM record_sources WHERE url IN ({})",
-            vec!["?"; chunk.len()].join(", ")
+            vec!["?"; known.len()].join(", ")
         )));
-        for url in chunk {
-            read = read.bind(*url);
+        for url in known {
+            read = read.bind(url);
         }
         ids.extend(read.fetch_all(&mut *conn).await.map_err(crate::db_error)?);
     }
     Ok(ids)
 }
 
-/// PostgreSQL: the ids of `shared` in `record_sources`, adding those not there yet.
+/// PostgreSQL: the ids of `shared` in `record_sources`, adding those not there yet (as
+/// [`sqlite_source_ids`]: the insert returns the new ones' ids).
 async fn pg_source_ids(
     conn: &mut sqlx::PgConnection,
     shared: &[&str],
@@ -464,21 +476,31 @@ async fn pg_source_ids(
     if shared.is_empty() {
         return Ok(HashMap::new());
     }
-    sqlx::query(
+    let mut ids: HashMap<String, i64> = sqlx::query_as::<_, (String, i64)>(
         "INSERT INTO record_sources (url) SELECT * FROM UNNEST($1::text[]) \
-         ON CONFLICT (url) DO NOTHING",
+         ON CONFLICT (url) DO NOTHING RETURNING url, id",
     )
     .bind(shared)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await
-    .map_err(crate::db_error)?;
-    let rows: Vec<(String, i64)> =
-        sqlx::query_as("SELECT url, id FROM record_sources WHERE url = ANY($1::text[])")
-            .bind(shared)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(crate::db_error)?;
-    Ok(rows.into_iter().collect())
+    .map_err(crate::db_error)?
+    .into_iter()
+    .collect();
+    let known: Vec<&str> = shared
+        .iter()
+        .copied()
+        .filter(|url| !ids.contains_key(*url))
+        .collect();
+    if !known.is_empty() {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT url, id FROM record_sources WHERE url = ANY($1::text[])")
+                .bind(known)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(crate::db_error)?;
+        ids.extend(rows);
+    }
+    Ok(ids)
 }
 
 /// A stored row whose status or interval a flush changes.
