@@ -783,8 +783,8 @@ pub(crate) fn families_sql(n: usize) -> String {
 /// walk every current row instead of probing the hash index.
 pub(crate) fn hashes_sql(n: usize) -> String {
     format!(
-        "SELECT hash_sha256, id, status FROM hash_records WHERE hash_sha256 IN ({})",
-        crate::backend::placeholders(1, n)
+        "SELECT hash_sha256, id, status FROM hash_records WHERE {}",
+        crate::records::digest_in("hash_sha256", 1, n)
     )
 }
 

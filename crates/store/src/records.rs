@@ -320,7 +320,6 @@ const NEWEST_FIRST: &str = "WHERE status = 'current' ORDER BY added_at DESC, id 
 const NEWEST_BEFORE: &str = "WHERE status = 'current' AND (added_at, id) < ($1, $2) \
      ORDER BY added_at DESC, id DESC LIMIT $3";
 const RECORDS_AFTER: &str = "WHERE id > $1 ORDER BY id LIMIT $2";
-const CURRENT_WITH_SHA256: &str = "WHERE hash_sha256 = $1 AND status = 'current'";
 const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
 /// One spelling per name: the smallest, so the answer does not vary by row order.
 const NAMES_WITH_PREFIX: &str = "SELECT MIN(executable_name) FROM hash_records \
@@ -530,7 +529,7 @@ const FIND_GROUP: usize = 8;
 /// kind is padded by repeating its last value (a duplicate in an IN list changes nothing),
 /// so every group has one shape and batches of a similar mix share prepared statements.
 /// A record may come back once per group that names it; the caller de-duplicates. The
-/// digests are bound as the bytes they are stored as.
+/// digests are bound as the bytes they are stored as, in [`digest_in`]'s form.
 fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
     let mut selects = Vec::new();
     let mut binds: Vec<&[u8]> = Vec::new();
@@ -546,8 +545,8 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
             .collect();
         for group in values.chunks(FIND_GROUP) {
             selects.push(format!(
-                "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {column} IN ({})",
-                placeholders(binds.len() + 1, FIND_GROUP)
+                "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {}",
+                digest_in(column, binds.len() + 1, FIND_GROUP)
             ));
             binds.extend(group.iter().copied());
             let last = group[group.len() - 1];
@@ -555,6 +554,21 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
         }
     }
     (selects.join(" UNION ALL "), binds)
+}
+
+/// The condition "`column` holds one of the `n` digests bound from `$first`", in the form the
+/// digest indexes serve: they key on a digest's first 8 bytes (migration 0030), so the
+/// condition names the prefixes, which the index finds, and the whole digests, which each
+/// row it finds is checked against.
+pub(crate) fn digest_in(column: &str, first: usize, n: usize) -> String {
+    let prefixes = (first..first + n)
+        .map(|i| format!("substr(${i}, 1, 8)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "substr({column}, 1, 8) IN ({prefixes}) AND {column} IN ({})",
+        placeholders(first, n)
+    )
 }
 
 /// Adds the rows of one lookup statement to `found`, each record once (`seen`).
@@ -1128,8 +1142,13 @@ macro_rules! records_backend {
                 let (failed_ids, suspect_hashes) =
                     counts.discount_flagged(&flagged, |row| self.record_from_row(row))?;
                 // A counted hash stays known-good while another current record of it verifies.
+                // Every record of the hash is read and the current ones kept here: a status
+                // condition lets PostgreSQL, without statistics, walk the partial index of
+                // current records instead of the hash's.
+                let with_sha256 =
+                    select_records(&format!("WHERE {}", digest_in("hash_sha256", 1, 1)));
                 for sha256 in suspect_hashes {
-                    let rows = sqlx::query(AssertSqlSafe(select_records(CURRENT_WITH_SHA256)))
+                    let rows = sqlx::query(AssertSqlSafe(with_sha256.clone()))
                         .bind(sha256.as_slice())
                         .fetch_all(&self.pool)
                         .await
@@ -1137,7 +1156,9 @@ macro_rules! records_backend {
                     let mut still_good = false;
                     for row in &rows {
                         let r = self.record_from_row(row)?;
-                        still_good |= r.integrity_ok && !failed_ids.contains(&r.id);
+                        still_good |= r.status == model::RecordStatus::Current
+                            && r.integrity_ok
+                            && !failed_ids.contains(&r.id);
                     }
                     if !still_good {
                         counts.hashes -= 1;

@@ -47,6 +47,7 @@ testkit::backend_tests!(
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
     an_archives_members_share_one_stored_source,
+    digests_sharing_their_first_bytes_are_told_apart,
     job_lease_admits_one_holder_until_expiry,
     a_released_lease_is_free_at_once,
     a_lease_notes_when_its_run_ended,
@@ -1965,6 +1966,66 @@ async fn an_archives_members_share_one_stored_source(db: Db) {
     }
     let again = s.current_records(None).await.unwrap();
     assert_eq!(again, stored);
+}
+
+async fn digests_sharing_their_first_bytes_are_told_apart(db: Db) {
+    // The digest indexes key on a digest's first 8 bytes; a lookup, and the count of known
+    // hashes, must still tell apart two files whose digests only begin alike.
+    let s = db.store.as_ref();
+    let shared = |digest: String| format!("{}{}", &hex_of(99, 16), &digest[16..]);
+    let alike = |mut r: NewRecord| {
+        r.hash_sha256 = shared(r.hash_sha256);
+        r.hash_sha1 = r.hash_sha1.map(shared);
+        r.hash_md5 = r.hash_md5.map(shared);
+        r
+    };
+    let (putty_80, go_123) = (alike(putty("0.80", Arch::Amd64, 1)), alike(go("1.23.4", 2)));
+    s.record_many(
+        vec![putty_80.clone(), go_123.clone()],
+        t("2025-01-01T00:00:00Z"),
+    )
+    .await
+    .expect("record_many");
+    assert_eq!(s.stats().await.unwrap().known_good_hashes, 2);
+
+    for (asked, expected) in [
+        (putty_80.hash_sha256.clone(), "putty.exe"),
+        (
+            go_123.hash_sha1.clone().unwrap(),
+            "go1.23.4.windows-amd64.msi",
+        ),
+        (putty_80.hash_md5.clone().unwrap(), "putty.exe"),
+    ] {
+        let found = s.find_by_hashes(&[hv(&asked)], true).await.unwrap();
+        let names: Vec<&str> = found
+            .iter()
+            .map(|r| r.record.executable_name.as_str())
+            .collect();
+        assert_eq!(names, vec![expected], "{asked}");
+    }
+    // Same first bytes, stored by neither.
+    let stranger = shared(hex_of(3, 64));
+    assert!(
+        s.find_by_hashes(&[hv(&stranger)], true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // PuTTY 0.81 supersedes 0.80: its SHA-256 is no longer current anywhere, though Go's
+    // begins alike.
+    s.record_many(
+        vec![putty("0.81", Arch::Amd64, 4)],
+        t("2025-02-01T00:00:00Z"),
+    )
+    .await
+    .expect("record_many");
+    assert_eq!(s.stats().await.unwrap().known_good_hashes, 2);
+    let found = s
+        .find_by_hashes(&[hv(&putty_80.hash_sha256)], false)
+        .await
+        .unwrap();
+    assert!(found.is_empty(), "{found:?}");
 }
 
 // ---------------------------------------------------------------------------------------
