@@ -1089,9 +1089,10 @@ macro_rules! record_writer {
                         .iter()
                         .map(|h| crate::backend::hex_bytes("hash_sha256", h))
                         .collect::<crate::Result<Vec<_>>>()?;
+                    let digests: Vec<&[u8]> = digests.iter().map(Vec::as_slice).collect();
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for digest in &digests {
-                        q = q.bind(digest.as_slice());
+                    for value in crate::records::digest_binds(&digests) {
+                        q = q.bind(value);
                     }
                     for row in q.fetch_all(&mut *conn).await.map_err(crate::db_error)? {
                         found.extend(crate::record_writes::current_hash_outside(&row, &held)?);

@@ -548,27 +548,35 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
                 "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {}",
                 digest_in(column, binds.len() + 1, FIND_GROUP)
             ));
-            binds.extend(group.iter().copied());
-            let last = group[group.len() - 1];
-            binds.resize(binds.len() + FIND_GROUP - group.len(), last);
+            let mut padded = group.to_vec();
+            padded.resize(FIND_GROUP, group[group.len() - 1]);
+            binds.extend(digest_binds(&padded));
         }
     }
     (selects.join(" UNION ALL "), binds)
 }
 
-/// The condition "`column` holds one of the `n` digests bound from `$first`", in the form the
-/// digest indexes serve: they key on a digest's first 8 bytes (migration 0030), so the
-/// condition names the prefixes, which the index finds, and the whole digests, which each
-/// row it finds is checked against.
+/// The condition "`column` holds one of `n` digests", in the form the digest indexes serve:
+/// they key on a digest's first [`DIGEST_PREFIX`] bytes (migration 0030), so the condition
+/// names the prefixes, which the index finds, and the whole digests, which each row it finds
+/// is checked against. Binds, from `$first`, the values of [`digest_binds`]. The prefixes
+/// are bound rather than cut in SQL: PostgreSQL cannot estimate `substr($1, 1, 8)` in a
+/// generic plan, so it planned such a statement anew at every execution.
 pub(crate) fn digest_in(column: &str, first: usize, n: usize) -> String {
-    let prefixes = (first..first + n)
-        .map(|i| format!("substr(${i}, 1, 8)"))
-        .collect::<Vec<_>>()
-        .join(", ");
     format!(
-        "substr({column}, 1, 8) IN ({prefixes}) AND {column} IN ({})",
-        placeholders(first, n)
+        "substr({column}, 1, {DIGEST_PREFIX}) IN ({}) AND {column} IN ({})",
+        placeholders(first, n),
+        placeholders(first + n, n)
     )
+}
+
+/// Bytes of a digest that its index keys on.
+pub(crate) const DIGEST_PREFIX: usize = 8;
+
+/// The binds of [`digest_in`] for `digests`: their prefixes, then the digests.
+pub(crate) fn digest_binds<'a>(digests: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let prefixes = digests.iter().map(|d| &d[..DIGEST_PREFIX.min(d.len())]);
+    prefixes.chain(digests.iter().copied()).collect()
 }
 
 /// Adds the rows of one lookup statement to `found`, each record once (`seen`).
@@ -1148,11 +1156,11 @@ macro_rules! records_backend {
                 let with_sha256 =
                     select_records(&format!("WHERE {}", digest_in("hash_sha256", 1, 1)));
                 for sha256 in suspect_hashes {
-                    let rows = sqlx::query(AssertSqlSafe(with_sha256.clone()))
-                        .bind(sha256.as_slice())
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db_error)?;
+                    let mut q = sqlx::query(AssertSqlSafe(with_sha256.clone()));
+                    for value in digest_binds(&[sha256.as_slice()]) {
+                        q = q.bind(value);
+                    }
+                    let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
                     let mut still_good = false;
                     for row in &rows {
                         let r = self.record_from_row(row)?;
