@@ -429,6 +429,14 @@ fn source_columns<'r>(
     Ok((Some(id), rest))
 }
 
+/// The URLs of `urls` whose ids the insert did not return: those already stored.
+fn not_returned<'a>(urls: &[&'a str], ids: &HashMap<String, i64>) -> Vec<&'a str> {
+    urls.iter()
+        .copied()
+        .filter(|url| !ids.contains_key(*url))
+        .collect()
+}
+
 /// SQLite: the ids of `shared` in `record_sources`, adding those not there yet. A batch's
 /// sources are mostly new (a new version is a new archive), so the insert returns their
 /// ids and only those already there are read.
@@ -447,11 +455,7 @@ async fn sqlite_source_ids(
             add = add.bind(*url);
         }
         ids.extend(add.fetch_all(&mut *conn).await.map_err(crate::db_error)?);
-        let known: Vec<&str> = chunk
-            .iter()
-            .copied()
-            .filter(|url| !ids.contains_key(*url))
-            .collect();
+        let known = not_returned(chunk, &ids);
         if known.is_empty() {
             continue;
         }
@@ -486,11 +490,7 @@ async fn pg_source_ids(
     .map_err(crate::db_error)?
     .into_iter()
     .collect();
-    let known: Vec<&str> = shared
-        .iter()
-        .copied()
-        .filter(|url| !ids.contains_key(*url))
-        .collect();
+    let known = not_returned(shared, &ids);
     if !known.is_empty() {
         let rows: Vec<(String, i64)> =
             sqlx::query_as("SELECT url, id FROM record_sources WHERE url = ANY($1::text[])")
