@@ -1,5 +1,6 @@
-//! Writing vendor records in batches. A batch runs in one transaction: the histories of the
-//! families it touches are read with a few `IN` queries, every record is applied to them in
+//! Writing vendor records in batches. A batch runs in one transaction: the current rows of
+//! the families it touches are read with a few `IN` queries, and the whole history only of
+//! those that need it (see [`needing_history`]); every record is applied to them in
 //! memory exactly as one `record` call at a time would (supersession, intervals fitted
 //! between neighbours, "the same file is unchanged"), and what changed is written in a few
 //! statements whatever the number of rows, tagged with the batch's records epoch and
@@ -769,13 +770,63 @@ pub(crate) async fn pg_insert(
 pub(crate) const LATEST_ADDED: &str = "SELECT added_at FROM records_added";
 pub(crate) const SET_LATEST_ADDED: &str = "UPDATE records_added SET added_at = $1";
 
-/// The stored rows of `n` families (by name), every record column.
-pub(crate) fn families_sql(n: usize) -> String {
+/// Which stored rows of a family a batch reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// Its current row only (`hash_records_one_current`).
+    Current,
+    /// Every row, its whole history (`hash_records_family`).
+    History,
+}
+
+/// The stored rows of `n` families of one vendor (by name), every record column.
+pub(crate) fn families_sql(n: usize, stored: Stored) -> String {
     format!(
-        "SELECT {} FROM hash_records WHERE family IN ({})",
+        "SELECT {} FROM hash_records WHERE vendor = $1 AND family IN ({}){}",
         crate::records::RECORD_COLUMNS,
-        crate::backend::placeholders(1, n)
+        crate::backend::placeholders(2, n),
+        match stored {
+            Stored::Current => " AND status = 'current'",
+            Stored::History => "",
+        }
     )
+}
+
+/// The families of `chunk` whose whole stored history a batch reads, given their current
+/// rows: those without one, and those with a record that is not newer than the record
+/// current before it (an older version is fitted between its neighbours; a version already
+/// recorded may be a file the history holds). A family whose records each supersede the
+/// last changes nothing but its current row, so a refresh reads one row a family however
+/// long its history.
+pub(crate) fn needing_history(
+    chunk: &[Planned],
+    current: &HashMap<FamilyKey, Vec<Entry>>,
+) -> HashSet<FamilyKey> {
+    let mut latest: HashMap<&FamilyKey, &str> = HashMap::new();
+    let mut history = HashSet::new();
+    for p in chunk {
+        if history.contains(&p.key) {
+            continue;
+        }
+        let before = latest.get(&p.key).copied().or_else(|| {
+            current
+                .get(&p.key)
+                .and_then(|rows| rows.first())
+                .map(|e| e.rec.record.version.as_str())
+        });
+        match before {
+            Some(v)
+                if model::version::compare(&p.record.vendor, &p.record.version, v)
+                    == std::cmp::Ordering::Greater =>
+            {
+                latest.insert(&p.key, &p.record.version);
+            }
+            _ => {
+                history.insert(p.key.clone());
+            }
+        }
+    }
+    history
 }
 
 /// The rows holding any of `n` SHA-256 (bound as bytes), with their id and status. The
@@ -933,7 +984,21 @@ macro_rules! record_writer {
                 for chunk in crate::record_writes::plan_chunks(records) {
                     let keys: std::collections::HashSet<_> =
                         chunk.iter().map(|p| p.key.clone()).collect();
-                    let mut families = self.load_families(&mut tx, &keys).await?;
+                    let mut families = self
+                        .load_families(&mut tx, &keys, crate::record_writes::Stored::Current)
+                        .await?;
+                    let history = crate::record_writes::needing_history(&chunk, &families);
+                    if !history.is_empty() {
+                        families.retain(|key, _| !history.contains(key));
+                        families.extend(
+                            self.load_families(
+                                &mut tx,
+                                &history,
+                                crate::record_writes::Stored::History,
+                            )
+                            .await?,
+                        );
+                    }
                     let mut changed = false;
                     for p in chunk {
                         let family = p.key.1.clone();
@@ -1001,12 +1066,13 @@ macro_rules! record_writer {
                 }
             }
 
-            /// The stored histories of `keys`, read with one `IN` query per few hundred
-            /// families and verified row by row.
+            /// The stored rows of `keys` (`stored`: current or all), read with one `IN` query
+            /// per vendor and few hundred families, and verified row by row.
             async fn load_families(
                 &self,
                 conn: &mut <$db as sqlx::Database>::Connection,
                 keys: &std::collections::HashSet<crate::record_writes::FamilyKey>,
+                stored: crate::record_writes::Stored,
             ) -> crate::Result<
                 std::collections::HashMap<
                     crate::record_writes::FamilyKey,
@@ -1015,37 +1081,40 @@ macro_rules! record_writer {
             > {
                 use crate::db_error;
                 let mut families = std::collections::HashMap::with_capacity(keys.len());
-                let mut names: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
+                let mut names: Vec<(&str, &str)> =
+                    keys.iter().map(|k| (k.0.as_str(), k.1.as_str())).collect();
                 names.sort_unstable();
                 names.dedup();
-                // Rows of another vendor, platform or arch under the same family name are
-                // passed over before their HMAC is checked.
+                // Rows of another platform or arch under the same family name are passed
+                // over before their HMAC is checked.
                 let wanted: std::collections::HashSet<(&str, &str, &str, &str)> = keys
                     .iter()
                     .map(|k| (k.0.as_str(), k.1.as_str(), k.2.as_str(), k.3.as_str()))
                     .collect();
-                for chunk in names.chunks(crate::record_writes::IN_LIST) {
-                    let sql = crate::record_writes::families_sql(chunk.len());
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for name in chunk {
-                        q = q.bind(*name);
-                    }
-                    let rows = q.fetch_all(&mut *conn).await.map_err(db_error)?;
-                    for row in &rows {
-                        if !wanted.contains(&crate::record_writes::stored_family(row)?) {
-                            continue;
+                for vendor_names in names.chunk_by(|a, b| a.0 == b.0) {
+                    for chunk in vendor_names.chunks(crate::record_writes::IN_LIST) {
+                        let sql = crate::record_writes::families_sql(chunk.len(), stored);
+                        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chunk[0].0);
+                        for (_, name) in chunk {
+                            q = q.bind(*name);
                         }
-                        let rec = self.record_from_row(row)?;
-                        let key = (
-                            rec.record.vendor.clone(),
-                            rec.family.clone(),
-                            rec.record.platform,
-                            rec.record.arch,
-                        );
-                        families
-                            .entry(key)
-                            .or_insert_with(Vec::new)
-                            .push(crate::record_writes::Entry::stored(rec));
+                        let rows = q.fetch_all(&mut *conn).await.map_err(db_error)?;
+                        for row in &rows {
+                            if !wanted.contains(&crate::record_writes::stored_family(row)?) {
+                                continue;
+                            }
+                            let rec = self.record_from_row(row)?;
+                            let key = (
+                                rec.record.vendor.clone(),
+                                rec.family.clone(),
+                                rec.record.platform,
+                                rec.record.arch,
+                            );
+                            families
+                                .entry(key)
+                                .or_insert_with(Vec::new)
+                                .push(crate::record_writes::Entry::stored(rec));
+                        }
                     }
                 }
                 Ok(families)

@@ -62,6 +62,8 @@ testkit::backend_tests!(
     a_past_version_starts_at_its_release_date,
     replayed_versions_fit_between_neighbours,
     batch_out_of_order_keeps_version_order,
+    a_batch_fits_older_versions_into_a_stored_history,
+    a_republished_file_offered_again_is_unchanged,
     stats_count_verified_hashes_and_real_platforms,
     names_match_by_unicode_case_folding,
     name_keys_of_existing_rows_are_backfilled,
@@ -907,6 +909,69 @@ async fn batch_out_of_order_keeps_version_order(db: Db) {
         s.history(&history_query("putty.exe")).await.unwrap().total,
         4
     );
+}
+
+/// A batch over stored histories: a newer version supersedes the current record, an older
+/// one is fitted between its stored neighbours, and each family's chain stays unbroken.
+async fn a_batch_fits_older_versions_into_a_stored_history(db: Db) {
+    let s = &*db.store;
+    let p = |v: &str, seed| putty(v, Arch::Amd64, seed);
+    let stored = s
+        .record_many(
+            vec![p("0.80", 80), p("0.82", 82)],
+            t("2025-01-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let RecordOutcome::Inserted { id: current, .. } = &stored[1] else {
+        panic!("{stored:?}")
+    };
+    let outcomes = s
+        .record_many(
+            vec![p("0.83", 83), p("0.81", 81), p("0.84", 84)],
+            t("2025-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcomes[0], RecordOutcome::Inserted { superseded: Some(id), .. } if id == current),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(
+            &outcomes[1],
+            RecordOutcome::Inserted {
+                superseded: None,
+                ..
+            }
+        ),
+        "{outcomes:?}"
+    );
+    let history = s.history(&history_query("putty.exe")).await.unwrap();
+    assert_eq!(
+        versions(&history.items),
+        vec!["0.84", "0.83", "0.82", "0.81", "0.80"]
+    );
+    assert_history_chain(&history.items);
+}
+
+/// A build replaced under the same version (a republish) and then offered again, as a
+/// mirror that still serves it would, is a file the history already holds.
+async fn a_republished_file_offered_again_is_unchanged(db: Db) {
+    let s = &*db.store;
+    let first = insert(s, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    insert(s, go("1.23.4", 2), t("2025-01-02T00:00:00Z")).await;
+    let again = s
+        .record_many(vec![go("1.23.4", 1)], t("2025-01-03T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(again, vec![RecordOutcome::Unchanged { id: first }]);
+    let history = s
+        .history(&history_query("go1.23.4.windows-amd64.msi"))
+        .await
+        .unwrap();
+    assert_eq!(history.total, 2);
+    assert_eq!(history.items[0].record.hash_sha256, hex_of(2, 64));
 }
 
 // ---------------------------------------------------------------------------------------
