@@ -793,16 +793,18 @@ pub(crate) fn families_sql(n: usize, stored: Stored) -> String {
 }
 
 /// The families of `chunk` whose whole stored history a batch reads, given their current
-/// rows: those without one, and those with a record that is not newer than the record
-/// current before it (an older version is fitted between its neighbours; a version already
-/// recorded may be a file the history holds). A family whose records each supersede the
-/// last changes nothing but its current row, so a refresh reads one row a family however
-/// long its history.
+/// rows: those without one, and those with a record that is neither the current file again
+/// nor newer than the record current before it (an older version is fitted between its
+/// neighbours; a version already recorded may be a file the history holds). A refresh
+/// offers the files a channel lists now, each the current file again or a newer version,
+/// so it reads one row a family however long the history.
 pub(crate) fn needing_history(
     chunk: &[Planned],
     current: &HashMap<FamilyKey, Vec<Entry>>,
 ) -> HashSet<FamilyKey> {
-    let mut latest: HashMap<&FamilyKey, &str> = HashMap::new();
+    // The record current before each of the chunk's records, as `apply` will see it, and
+    // whether its HMAC verified.
+    let mut latest: HashMap<&FamilyKey, (&NewRecord, bool)> = HashMap::new();
     let mut history = HashSet::new();
     for p in chunk {
         if history.contains(&p.key) {
@@ -812,14 +814,16 @@ pub(crate) fn needing_history(
             current
                 .get(&p.key)
                 .and_then(|rows| rows.first())
-                .map(|e| e.rec.record.version.as_str())
+                .map(|e| (&e.rec.record, e.rec.integrity_ok))
         });
         match before {
-            Some(v)
-                if model::version::compare(&p.record.vendor, &p.record.version, v)
+            // Unchanged, from the current row alone.
+            Some((cur, true)) if *cur == p.record => {}
+            Some((cur, _))
+                if model::version::compare(&p.record.vendor, &p.record.version, &cur.version)
                     == std::cmp::Ordering::Greater =>
             {
-                latest.insert(&p.key, &p.record.version);
+                latest.insert(&p.key, (&p.record, true));
             }
             _ => {
                 history.insert(p.key.clone());

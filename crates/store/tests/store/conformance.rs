@@ -64,6 +64,7 @@ testkit::backend_tests!(
     batch_out_of_order_keeps_version_order,
     a_batch_fits_older_versions_into_a_stored_history,
     a_republished_file_offered_again_is_unchanged,
+    the_current_file_offered_again_is_unchanged_unless_its_row_was_forged,
     stats_count_verified_hashes_and_real_platforms,
     names_match_by_unicode_case_folding,
     name_keys_of_existing_rows_are_backfilled,
@@ -972,6 +973,67 @@ async fn a_republished_file_offered_again_is_unchanged(db: Db) {
         .unwrap();
     assert_eq!(history.total, 2);
     assert_eq!(history.items[0].record.hash_sha256, hex_of(2, 64));
+}
+
+/// Overwrites the HMAC of the row `id`, as someone with write access to the database could.
+async fn forge_hmac(db: &Db, id: &str) -> u64 {
+    db.exec(
+        &format!(
+            "UPDATE hash_records SET hmac = {} WHERE id = {}",
+            db.backend.bytes_literal(&hex_of(7, 64)),
+            db.backend.unhex("$1")
+        ),
+        &[id],
+    )
+    .await
+}
+
+/// A refresh offers the current file again: unchanged, as long as its stored row verifies.
+/// When the current row's HMAC was forged, the file is judged against the rest of the
+/// history: a genuine copy there (the same file recorded before from another URL) makes it
+/// unchanged, else the genuine file replaces the forged row.
+async fn the_current_file_offered_again_is_unchanged_unless_its_row_was_forged(db: Db) {
+    let s = &*db.store;
+    let first = insert(s, go("1.23.4", 1), t("2025-01-01T00:00:00Z")).await;
+    let mut moved = go("1.23.4", 1);
+    moved.source_url = "https://mirror.example/go1.23.4.windows-amd64.msi".into();
+    let current = insert(s, moved.clone(), t("2025-01-02T00:00:00Z")).await;
+    let again = s
+        .record_many(vec![moved.clone()], t("2025-01-03T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        vec![RecordOutcome::Unchanged {
+            id: current.clone()
+        }]
+    );
+
+    assert_eq!(forge_hmac(&db, &current).await, 1);
+    let again = s
+        .record_many(vec![moved.clone()], t("2025-01-04T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(again, vec![RecordOutcome::Unchanged { id: first.clone() }]);
+
+    assert_eq!(forge_hmac(&db, &first).await, 1);
+    let again = s
+        .record_many(vec![moved], t("2025-01-05T00:00:00Z"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&again[0], RecordOutcome::Inserted { superseded: Some(id), .. } if *id == current),
+        "a forged current row must not count as unchanged: {again:?}"
+    );
+    let found = s
+        .find_by_hashes(&[hv(&hex_of(1, 64))], false)
+        .await
+        .unwrap();
+    assert!(
+        found
+            .iter()
+            .any(|r| r.integrity_ok && r.status == RecordStatus::Current)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
