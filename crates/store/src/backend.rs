@@ -166,11 +166,16 @@ const BUMP_RECORDS_EPOCH: &str =
 const READ_RECORDS_EPOCH: &str = "SELECT value FROM counters WHERE name = 'records_epoch'";
 const UNFILLED_NAME_KEYS: &str =
     "SELECT id, executable_name, version FROM hash_records WHERE name_key IS NULL LIMIT 500";
-const FILL_NAME_KEY: &str = "UPDATE hash_records SET name_key = $1, family = CASE \
+// The family's columns in the subquery are those of `o`, its innermost table.
+const FILL_NAME_KEY: &str = concat!(
+    "UPDATE hash_records SET name_key = $1, family = CASE \
      WHEN status = 'current' AND EXISTS (SELECT 1 FROM hash_records o \
-     WHERE o.vendor = hash_records.vendor AND o.family = $2 AND o.platform = hash_records.platform \
+     WHERE o.vendor = hash_records.vendor AND ",
+    family_sql!(),
+    " = $2 AND o.platform = hash_records.platform \
      AND o.arch = hash_records.arch AND o.status = 'current' AND o.id <> $3) \
-     THEN family ELSE $2 END WHERE id = $3";
+     THEN family ELSE $2 END WHERE id = $3"
+);
 
 /// A counter read from the database; never negative.
 fn epoch_of(value: i64) -> u64 {

@@ -161,8 +161,13 @@ fn probe_sql(probe: &RecordProbe) -> String {
         "vendor = $1"
     };
     format!(
-        "SELECT 1 FROM hash_records WHERE {vendor} AND version = $2 \
-         AND name_key IN ({names}) LIMIT 1"
+        concat!(
+            "SELECT 1 FROM hash_records WHERE {vendor} AND version = $2 AND ",
+            name_key_sql!(),
+            " IN ({names}) LIMIT 1"
+        ),
+        vendor = vendor,
+        names = names
     )
 }
 

@@ -17,6 +17,21 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use model::RecordSigner;
 
+// A record's name key and family, as SQL. Each is stored as '' when it equals what it is
+// derived from (most names are lower case and carry no version, so the two copies cost as
+// much as the name itself); their indexes are on these expressions, which queries must
+// spell exactly so for the planner to use them (migration 0031).
+macro_rules! name_key_sql {
+    () => {
+        "COALESCE(NULLIF(name_key, ''), executable_name)"
+    };
+}
+macro_rules! family_sql {
+    () => {
+        "COALESCE(NULLIF(family, ''), NULLIF(name_key, ''), executable_name)"
+    };
+}
+
 mod accounts;
 pub mod admin;
 mod backend;

@@ -542,8 +542,15 @@ impl RowInsert<'_> {
         })
     }
 
-    fn name_key(&self) -> String {
-        model::name_key(&self.entry.rec.record.executable_name)
+    /// The `name_key` and `family` columns: each '' when it equals what it is derived from,
+    /// the name key its executable name and the family its name key (`name_key_sql!`).
+    fn name_columns(&self) -> (String, &str) {
+        let rec = &self.entry.rec;
+        let name = rec.record.executable_name.as_str();
+        let key = model::name_key(name);
+        let family = if rec.family == key { "" } else { &rec.family };
+        let key = if key == name { String::new() } else { key };
+        (key, family)
     }
 
     /// `validate` keeps sizes within i64; anything else is unknown.
@@ -631,8 +638,12 @@ pub(crate) async fn sqlite_insert(
             .map(RowInsert::bytes)
             .collect::<crate::Result<Vec<_>>>()?;
         let ids = sqlite_source_ids(&mut *conn, &shared_sources(chunk)).await?;
+        let names = chunk
+            .iter()
+            .map(RowInsert::name_columns)
+            .collect::<Vec<_>>();
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (row, b) in chunk.iter().zip(&bytes) {
+        for ((row, b), (name_key, family)) in chunk.iter().zip(&bytes).zip(&names) {
             let (source_id, source_rest) = source_columns(row, &ids)?;
             let e = row.entry;
             let r = &e.rec.record;
@@ -640,7 +651,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(b.id.as_slice())
                 .bind(r.vendor.as_str())
                 .bind(r.executable_name.as_str())
-                .bind(e.rec.family.as_str())
+                .bind(*family)
                 .bind(r.version.as_str())
                 .bind(r.platform.as_str())
                 .bind(r.arch.as_str())
@@ -657,7 +668,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(RecordTime(e.rec.valid_from))
                 .bind(RecordTime::opt(e.rec.valid_until))
                 .bind(b.hmac.as_slice())
-                .bind(row.name_key())
+                .bind(name_key.as_str())
                 .bind(row.size())
                 .bind(RecordTime(row.added_at))
                 .bind(source_id)
@@ -722,6 +733,10 @@ pub(crate) async fn pg_insert(
             .iter()
             .map(|row| source_columns(row, &ids))
             .collect::<crate::Result<Vec<_>>>()?;
+        let names = chunk
+            .iter()
+            .map(RowInsert::name_columns)
+            .collect::<Vec<_>>();
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO hash_records ({INSERT_COLUMNS}) SELECT *, $24::bigint FROM UNNEST(\
              $1::bytea[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
@@ -733,7 +748,7 @@ pub(crate) async fn pg_insert(
         .bind(bytes.iter().map(|b| b.id.as_slice()).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.vendor.as_str()))
         .bind(column!(|r| r.entry.rec.record.executable_name.as_str()))
-        .bind(column!(|r| r.entry.rec.family.as_str()))
+        .bind(names.iter().map(|(_, family)| *family).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.version.as_str()))
         .bind(column!(|r| r.entry.rec.record.platform.as_str()))
         .bind(column!(|r| r.entry.rec.record.arch.as_str()))
@@ -755,7 +770,12 @@ pub(crate) async fn pg_insert(
         .bind(column!(|r| r.entry.rec.valid_from))
         .bind(column!(|r| r.entry.rec.valid_until))
         .bind(bytes.iter().map(|b| b.hmac.as_slice()).collect::<Vec<_>>())
-        .bind(column!(|r| r.name_key()))
+        .bind(
+            names
+                .iter()
+                .map(|(key, _)| key.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(column!(|r| r.size()))
         .bind(column!(|r| r.added_at))
         .bind(epoch)
@@ -782,7 +802,11 @@ pub(crate) enum Stored {
 /// The stored rows of `n` families of one vendor (by name), every record column.
 pub(crate) fn families_sql(n: usize, stored: Stored) -> String {
     format!(
-        "SELECT {} FROM hash_records WHERE vendor = $1 AND family IN ({}){}",
+        concat!(
+            "SELECT {} FROM hash_records WHERE vendor = $1 AND ",
+            family_sql!(),
+            " IN ({}){}"
+        ),
         crate::records::RECORD_COLUMNS,
         crate::backend::placeholders(2, n),
         match stored {

@@ -293,20 +293,27 @@ pub(crate) fn id_bytes(id: &str) -> Result<Vec<u8>> {
 /// Every column of a record from `hash_records` (unaliased: its id is named by the table,
 /// which a query may join with another table that has an `id`), the source URL joined again
 /// from its two parts (`record_writes::source_parts`).
-pub(crate) const RECORD_COLUMNS: &str = "hash_records.id, vendor, executable_name, family, version, platform, arch, \
+pub(crate) const RECORD_COLUMNS: &str = concat!(
+    "hash_records.id, vendor, executable_name, ",
+    family_sql!(),
+    " AS family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, \
      COALESCE((SELECT url FROM record_sources WHERE record_sources.id = hash_records.source_id), '') \
      || source_url AS source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
-     size_bytes";
+     size_bytes"
+);
 
 /// `SELECT` of every record column from `hash_records`, then `rest` (its `WHERE` and order).
 fn select_records(rest: &str) -> String {
     format!("SELECT {RECORD_COLUMNS} FROM hash_records {rest}")
 }
 
-const CURRENT_NAMED: &str = "WHERE status = 'current' AND name_key = $1 \
-     ORDER BY executable_name, platform, arch";
+const CURRENT_NAMED: &str = concat!(
+    "WHERE status = 'current' AND ",
+    name_key_sql!(),
+    " = $1 ORDER BY executable_name, platform, arch"
+);
 const CURRENT_ALL: &str = "WHERE status = 'current' ORDER BY executable_name, platform, arch";
 const FEED_FIRST: &str =
     "WHERE status = 'current' ORDER BY executable_name, platform, arch, id LIMIT $1";
@@ -322,14 +329,26 @@ const NEWEST_BEFORE: &str = "WHERE status = 'current' AND (added_at, id) < ($1, 
 const RECORDS_AFTER: &str = "WHERE id > $1 ORDER BY id LIMIT $2";
 const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
 /// One spelling per name: the smallest, so the answer does not vary by row order.
-const NAMES_WITH_PREFIX: &str = "SELECT MIN(executable_name) FROM hash_records \
-     WHERE name_key LIKE $1 ESCAPE '\\' \
-     GROUP BY name_key ORDER BY name_key LIMIT $2";
+const NAMES_WITH_PREFIX: &str = concat!(
+    "SELECT MIN(executable_name) FROM hash_records WHERE ",
+    name_key_sql!(),
+    " LIKE $1 ESCAPE '\\' GROUP BY ",
+    name_key_sql!(),
+    " ORDER BY ",
+    name_key_sql!(),
+    " LIMIT $2"
+);
 
 /// Current records of `n` families: `$1, $2` the first vendor and family, and so on.
 fn families_sql(n: usize) -> String {
     let alternatives = (0..n)
-        .map(|i| format!("(vendor = ${} AND family = ${})", 2 * i + 1, 2 * i + 2))
+        .map(|i| {
+            format!(
+                concat!("(vendor = ${} AND ", family_sql!(), " = ${})"),
+                2 * i + 1,
+                2 * i + 2
+            )
+        })
         .collect::<Vec<_>>()
         .join(" OR ");
     select_records(&format!(
@@ -398,10 +417,7 @@ fn platform_arch_filter(
 /// key (`$1`); the page's limit and offset come last.
 fn history_sql(query: &HistoryQuery) -> (String, String, Vec<String>) {
     let (extra, binds) = platform_arch_filter(query.platform, query.arch, 2);
-    let filter = format!(
-        "family IN (SELECT family FROM hash_records WHERE name_key = $1 \
-         UNION SELECT $1){extra}"
-    );
+    let filter = format!("{}{extra}", family_of_name(1));
     let count_sql = format!("SELECT COUNT(*) FROM hash_records WHERE {filter}");
     let n = 2 + binds.len();
     let page_sql = format!(
@@ -413,16 +429,29 @@ fn history_sql(query: &HistoryQuery) -> (String, String, Vec<String>) {
     (count_sql, page_sql, binds)
 }
 
+/// The condition that a row is of the family of the name key bound as `$n`: the families of
+/// the records of that name, and the name itself (a family with its version in the name).
+fn family_of_name(n: usize) -> String {
+    format!(
+        concat!(
+            family_sql!(),
+            " IN (SELECT ",
+            family_sql!(),
+            " FROM hash_records WHERE ",
+            name_key_sql!(),
+            " = ${n} UNION SELECT ${n})"
+        ),
+        n = n
+    )
+}
+
 /// The export's WHERE clause and its text binds, after the two day bounds ($1, $2).
 fn export_filter(query: &ExportQuery) -> (String, Vec<String>) {
     let mut sql = String::from("valid_from >= $1 AND valid_from < $2");
     let mut binds = Vec::new();
     if let Some(exe) = &query.executable {
         binds.push(model::name_key(exe));
-        sql.push_str(&format!(
-            " AND family IN (SELECT family FROM hash_records WHERE name_key = ${n} UNION SELECT ${n})",
-            n = 3
-        ));
+        sql.push_str(&format!(" AND {}", family_of_name(3)));
     }
     let (extra, more) = platform_arch_filter(query.platform, query.arch, 3 + binds.len());
     sql.push_str(&extra);
@@ -472,13 +501,13 @@ fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
     }
     if let Some(prefix) = &search.name_prefix {
         parts.push((
-            " AND name_key LIKE $1 ESCAPE '\\'",
+            concat!(" AND ", name_key_sql!(), " LIKE $1 ESCAPE '\\'"),
             Some(name_key_like_prefix(prefix)),
-            "name_key",
+            name_key_sql!(),
         ));
     }
     for vendor in &search.vendors {
-        parts.push((" AND vendor = $1", Some(vendor.clone()), "family"));
+        parts.push((" AND vendor = $1", Some(vendor.clone()), family_sql!()));
     }
     parts
         .into_iter()

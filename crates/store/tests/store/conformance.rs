@@ -47,6 +47,7 @@ testkit::backend_tests!(
     migrations_are_idempotent,
     concurrent_first_open_migrates_once,
     an_archives_members_share_one_stored_source,
+    derived_names_are_stored_only_where_they_differ,
     digests_sharing_their_first_bytes_are_told_apart,
     job_lease_admits_one_holder_until_expiry,
     a_released_lease_is_free_at_once,
@@ -2093,6 +2094,116 @@ async fn an_archives_members_share_one_stored_source(db: Db) {
     }
     let again = s.current_records(None).await.unwrap();
     assert_eq!(again, stored);
+}
+
+async fn derived_names_are_stored_only_where_they_differ(db: Db) {
+    // A record's name key (its name folded) and family (its name key without the version)
+    // are stored as '' where they equal what they come from. Every query by name must still
+    // find the record by any spelling, and a newer version must still supersede its family.
+    let s = db.store.as_ref();
+    let ls = rec(
+        "Debian",
+        "coreutils/usr/bin/ls",
+        "9.1-1",
+        Platform::Linux,
+        Arch::Amd64,
+        1,
+    );
+    let procmon = |version: &str, seed| {
+        rec(
+            "Sysinternals",
+            "Procmon64.exe",
+            version,
+            Platform::Windows,
+            Arch::Amd64,
+            seed,
+        )
+    };
+    s.record_many(
+        vec![ls, procmon("4.01", 2), go("1.23.4", 3)],
+        t("2025-01-01T00:00:00Z"),
+    )
+    .await
+    .expect("record_many");
+    let mut stored = testkit::db::text_rows(
+        db.backend,
+        &db.url,
+        "SELECT executable_name, name_key, family FROM hash_records",
+        &[],
+    )
+    .await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            ["Procmon64.exe", "procmon64.exe", ""],
+            ["coreutils/usr/bin/ls", "", ""],
+            [
+                "go1.23.4.windows-amd64.msi",
+                "",
+                "go{version}.windows-amd64.msi"
+            ],
+        ]
+    );
+
+    // Newer versions supersede: the family is found whether stored or derived.
+    for (newer, seed) in [(procmon("4.02", 4), 4), (go("1.23.5", 5), 5)] {
+        let outcome = s
+            .record(newer, t("2025-01-02T00:00:00Z"))
+            .await
+            .expect("record");
+        assert!(
+            matches!(
+                outcome,
+                RecordOutcome::Inserted {
+                    superseded: Some(_),
+                    ..
+                }
+            ),
+            "version {seed}: {outcome:?}"
+        );
+    }
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM hash_records WHERE status = 'current'")
+            .await,
+        3
+    );
+    let go_family = s
+        .current_in_families(&[(
+            "Go".to_string(),
+            "go{version}.windows-amd64.msi".to_string(),
+        )])
+        .await
+        .expect("families");
+    assert_eq!(versions_of(&go_family), ["1.23.5"]);
+
+    // Every spelling of a name finds its history and its suggestions.
+    for (name, expected) in [
+        ("PROCMON64.EXE", vec!["4.02", "4.01"]),
+        ("CoreUtils/usr/bin/LS", vec!["9.1-1"]),
+        ("go1.23.4.windows-amd64.msi", vec!["1.23.5", "1.23.4"]),
+    ] {
+        let history = s
+            .history(&HistoryQuery {
+                executable: name.into(),
+                limit: 10,
+                ..HistoryQuery::default()
+            })
+            .await
+            .expect("history");
+        assert_eq!(versions_of(&history.items), expected, "{name}");
+    }
+    for (prefix, expected) in [
+        ("PROCM", vec!["Procmon64.exe"]),
+        ("coreutils/usr/b", vec!["coreutils/usr/bin/ls"]),
+    ] {
+        let names = s.executable_names_with_prefix(prefix, 10).await.unwrap();
+        assert_eq!(names, expected, "{prefix}");
+    }
+}
+
+fn versions_of(records: &[HashRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.record.version.as_str()).collect()
 }
 
 async fn digests_sharing_their_first_bytes_are_told_apart(db: Db) {
