@@ -11,8 +11,11 @@
 //! long names of very popular packages, separators changed together with one edit, words
 //! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
 //! PyPI a long name with a letter appended or dropped at its end or one of the first 3,000
-//! with a letter inserted inside, a letter moved two places, and two of the most popular
-//! names run together. The rank decides how
+//! with a letter inserted inside, a letter moved two places, two of the most popular
+//! names run together, a glued abbreviation spelt out (`fairsequence`), a word put in
+//! front of a long name ending in a language word (`plain-crypto-js`), and a versioned
+//! popular name written without its number beside one of the most popular
+//! (`beautifulsoup-requests`). The rank decides how
 //! close is too close: short names and less popular targets need a closer match, which
 //! keeps legitimate neighbours of popular names from being flagged. On npm, whose
 //! 88,000 listed names share their words, a weaker match also counts when it coins a
@@ -47,6 +50,18 @@ const SHORT_CORE_RANK: u32 = 3_000;
 /// this long without separators.
 const WORD_ADDED_RANK: u32 = 3_000;
 const MIN_WORD_RUN_LEN: usize = 5;
+/// A word in front of a popular name as it is written (see `word_in_front`): names at least
+/// this long without separators.
+const MIN_WORD_IN_FRONT_LEN: usize = 7;
+/// A name of at least this many words is distinctive: platform or release words after it
+/// imitate it at any target rank (see `generic_words_added`).
+const DISTINCTIVE_WORDS: usize = 3;
+/// The very most popular names: added after an unversioned popular name (see
+/// `unversioned_with_popular`).
+const MOST_POPULAR_RANK: u32 = 50;
+/// An abbreviation spelt out (see `abbreviation_spelt_out`) only after at least this much
+/// of the name.
+const MIN_ABBREVIATED_HEAD_LEN: usize = 3;
 /// Three edits (see `garbled`): names up to this rank, at least this long, and candidates
 /// at least this long.
 const GARBLED_RANK: u32 = 200;
@@ -627,6 +642,9 @@ impl Detector {
         if ecosystem != Ecosystem::Go
             && let Some(v) = word_added(t, name)
                 .or_else(|| generic_words_added(t, name))
+                .or_else(|| word_in_front(t, name))
+                .or_else(|| abbreviation_spelt_out(t, name))
+                .or_else(|| unversioned_with_popular(t, name))
                 .or_else(|| number_changed(t, name))
                 .or_else(|| self.names_glued(ecosystem, name))
         {
@@ -1498,7 +1516,7 @@ fn go_lookalike(t: &Targets, name: &str) -> Option<NameVerdict> {
 /// A popular name ending in a language word, that word split off and another word put in
 /// front (`easy-day-js` for `dayjs`). A word in front of a name as it is written
 /// (`select-react-redux`) or split elsewhere (`gnosis-date-parser`) names wrappers and forks
-/// as often as not.
+/// as often as not (a long name ending in a language word aside: see `word_in_front`).
 fn word_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     if scoped(name).is_some() {
         return None;
@@ -1534,10 +1552,12 @@ fn word_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     None
 }
 
-/// A name of the most popular ones (up to [`WEAK_EDIT_RANK`], at least four letters)
-/// followed only by words that name a platform or a release rather than a purpose
-/// (`requests-darwin-lite`, `urllib3-fixed`): a package presenting itself as a variant of the
-/// popular one. Companion packages name what they add (`requests-toolbelt`, `pytest-cov`).
+/// A name of the most popular ones (up to [`WEAK_EDIT_RANK`], at least four letters), or
+/// any target of [`DISTINCTIVE_WORDS`] words or more, followed only by words that name a
+/// platform, a build or a release rather than a purpose (`requests-darwin-lite`,
+/// `urllib3-fixed`, `pillow-simd`, `eslint-config-airbnb-compat`): a package presenting
+/// itself as a variant of the popular one. Companion packages name what they add
+/// (`requests-toolbelt`, `pytest-cov`).
 fn generic_words_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     if scoped(name).is_some() {
         return None;
@@ -1556,14 +1576,23 @@ fn generic_words_added(t: &Targets, name: &str) -> Option<NameVerdict> {
             continue;
         };
         let (target, rank) = (&t.names[i].0, t.names[i].1);
-        if rank > WEAK_EDIT_RANK || squash(target).chars().count() < MIN_EDIT_LEN {
+        // A name of three words or more is distinctive enough at any target rank
+        // (`eslint-config-airbnb-compat`): no other project's name shares its words.
+        let distinctive = words(target).len() >= DISTINCTIVE_WORDS && rank as usize <= TARGET_NAMES;
+        if (rank > WEAK_EDIT_RANK && !distinctive) || squash(target).chars().count() < MIN_EDIT_LEN
+        {
             continue;
         }
+        let how = if rank > WEAK_EDIT_RANK {
+            "a listed name of three words or more"
+        } else {
+            "a very popular package"
+        };
         return Some(typosquat_of(
             name,
             target,
             format!(
-                "{target} with words naming a platform or release added (-{}): an unofficial variant of a very popular package",
+                "{target} with words naming a platform or release added (-{}): an unofficial variant of {how}",
                 added.join("-")
             ),
         ));
@@ -1571,12 +1600,148 @@ fn generic_words_added(t: &Targets, name: &str) -> Option<NameVerdict> {
     None
 }
 
-/// Words naming a platform or a release, not a purpose (see `generic_words_added`).
-/// `nightly` and `beta` are left out: projects publish those channels themselves.
+/// Words naming a platform, a build or a release, not a purpose (see
+/// `generic_words_added`). `nightly` and `beta` are left out: projects publish those
+/// channels themselves.
 const GENERIC_WORDS: &[&str] = &[
-    "darwin", "dev", "fix", "fixed", "latest", "light", "linux", "lite", "mac", "macos", "new",
-    "official", "osx", "patched", "update", "updated", "win", "win32", "win64", "windows",
+    "compat", "darwin", "dev", "fix", "fixed", "latest", "light", "linux", "lite", "mac", "macos",
+    "new", "official", "osx", "patched", "simd", "update", "updated", "win", "win32", "win64",
+    "windows",
 ];
+
+/// A name of two words or more ending in a language word, of the first
+/// [`WORD_ADDED_RANK`], with one word put in front of it as it is written
+/// (`plain-crypto-js` for `crypto-js`), when the name is at least [`MIN_WORD_IN_FRONT_LEN`]
+/// long without separators. Shorter ones are parts other projects build their names on
+/// (`edge-core-js`, sampled from the registry, beside `core-js`).
+fn word_in_front(t: &Targets, name: &str) -> Option<NameVerdict> {
+    if scoped(name).is_some() {
+        return None;
+    }
+    let parts: Vec<&str> = name.split(['-', '_', '.']).collect();
+    if parts.len() < 3
+        || parts.iter().any(|p| p.is_empty())
+        || !LANGUAGE_WORDS.contains(&parts[parts.len() - 1])
+    {
+        return None;
+    }
+    let key = parts[1..].concat();
+    let &i = t.squashed.get(&key)?;
+    let (target, rank) = (&t.names[i].0, t.names[i].1);
+    // The target's own words, only one added: a word split elsewhere is `word_added`'s.
+    if rank > WORD_ADDED_RANK
+        || words(target).len() != parts.len() - 1
+        || key.chars().count() < MIN_WORD_IN_FRONT_LEN
+    {
+        return None;
+    }
+    Some(typosquat_of(
+        name,
+        target,
+        format!(
+            "{target} with a word added in front ({}-): a name ending in a language word, kept as it is written",
+            parts[0]
+        ),
+    ))
+}
+
+/// A listed one-word name whose glued abbreviation is spelt out in place (`fairsequence`
+/// for `fairseq`): read aloud, it is the same name. Written apart (`plugin-library`, sampled
+/// from the registry, beside `pluginlib`) it is a description of a project of its own.
+fn abbreviation_spelt_out(t: &Targets, name: &str) -> Option<NameVerdict> {
+    if squash(name) != name {
+        return None;
+    }
+    for (short, full) in ABBREVIATIONS {
+        let Some(head) = name.strip_suffix(full) else {
+            continue;
+        };
+        if head.chars().count() < MIN_ABBREVIATED_HEAD_LEN {
+            continue;
+        }
+        let Some(&i) = t.squashed.get(&format!("{head}{short}")) else {
+            continue;
+        };
+        let (target, rank) = (&t.names[i].0, t.names[i].1);
+        if rank as usize > TARGET_NAMES {
+            continue;
+        }
+        return Some(typosquat_of(
+            name,
+            target,
+            format!("{target} with its abbreviation {short} spelt out ({full})"),
+        ));
+    }
+    None
+}
+
+/// Abbreviations names end in, and the words they stand for (see `abbreviation_spelt_out`).
+const ABBREVIATIONS: &[(&str, &str)] = &[
+    ("app", "application"),
+    ("async", "asynchronous"),
+    ("auth", "authentication"),
+    ("conf", "config"),
+    ("config", "configuration"),
+    ("crypto", "cryptography"),
+    ("db", "database"),
+    ("dev", "development"),
+    ("doc", "document"),
+    ("docs", "documents"),
+    ("env", "environment"),
+    ("fmt", "format"),
+    ("gen", "generator"),
+    ("img", "image"),
+    ("info", "information"),
+    ("lang", "language"),
+    ("lib", "library"),
+    ("msg", "message"),
+    ("num", "number"),
+    ("pkg", "package"),
+    ("proto", "protocol"),
+    ("req", "request"),
+    ("seq", "sequence"),
+    ("stats", "statistics"),
+    ("str", "string"),
+    ("util", "utility"),
+    ("utils", "utilities"),
+];
+
+/// One of the first [`WEAK_EDIT_RANK`] names ending in its version number (`beautifulsoup4`,
+/// `psycopg2`), written without it, and one of the first [`MOST_POPULAR_RANK`] names added
+/// after a separator (`beautifulsoup-requests`): the name people say for the package,
+/// presented as its bridge to another very popular one. A listed name written as it is
+/// followed by a popular one is a project's own companion as often as not
+/// (`graphene-pandas`, sampled from the registry).
+fn unversioned_with_popular(t: &Targets, name: &str) -> Option<NameVerdict> {
+    if scoped(name).is_some() {
+        return None;
+    }
+    let (head, tail) = name.split_once(['-', '_', '.'])?;
+    let &j = t.squashed.get(tail)?;
+    if t.names[j].1 > MOST_POPULAR_RANK
+        || t.names[j].0 != tail
+        || head.chars().count() < MIN_EDIT_LEN
+    {
+        return None;
+    }
+    for digit in '0'..='9' {
+        let versioned = format!("{head}{digit}");
+        let Some(&i) = t.squashed.get(&versioned) else {
+            continue;
+        };
+        let (target, rank) = (&t.names[i].0, t.names[i].1);
+        if rank <= WEAK_EDIT_RANK && *target == versioned {
+            return Some(typosquat_of(
+                name,
+                target,
+                format!(
+                    "{target} without its version number ({head}) and the popular name {tail} added: a package presenting itself as {target} for {tail}"
+                ),
+            ));
+        }
+    }
+    None
+}
 
 /// A long name of the most popular ones misspelt beyond two edits but kept recognisable:
 /// its first letter and its last three kept, at most three edits in between (`mplatlib` for
@@ -3213,6 +3378,83 @@ mod tests {
         // (both from the registry sample), are names of their own.
         for name in ["ns-sha3", "qclone", "prouter"] {
             let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn build_and_compat_words_and_distinctive_names_past_the_most_popular() {
+        let d = ranked(Ecosystem::Pypi, &["pillow"], 1, &[]);
+        let v = verdict_of(&d, Ecosystem::Pypi, "pillow-simd");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert!(v.reason.contains("(-simd)"), "{v:?}");
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            WEAK_EDIT_RANK as usize,
+            &["eslint-config-airbnb", "react-redux"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "eslint-config-airbnb-compat");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("eslint-config-airbnb"));
+        assert!(v.reason.contains("three words or more"), "{v:?}");
+        // A word naming a purpose, or a name of two words past the most popular: no.
+        for name in ["eslint-config-airbnb-typescript", "react-redux-compat"] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn a_word_in_front_of_a_long_name_ending_in_a_language_word() {
+        let d = ranked(
+            Ecosystem::Npm,
+            &["lodash"],
+            WEAK_EDIT_RANK as usize,
+            &["crypto-js", "core-js"],
+        );
+        let v = verdict_of(&d, Ecosystem::Npm, "plain-crypto-js");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("crypto-js"));
+        assert!(v.reason.contains("word added in front (plain-)"), "{v:?}");
+        // A short name is a part other projects build on (`edge-core-js`, sampled).
+        let v = verdict_of(&d, Ecosystem::Npm, "edge-core-js");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn an_abbreviation_spelt_out_in_a_one_word_name() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests"],
+            WEAK_EDIT_RANK as usize,
+            &["fairseq", "pluginlib"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "fairsequence");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("fairseq"));
+        assert!(v.reason.contains("seq spelt out (sequence)"), "{v:?}");
+        // Written apart, it describes a project of its own (`plugin-library`, sampled).
+        let v = verdict_of(&d, Ecosystem::Pypi, "plugin-library");
+        assert_eq!(v.risk, Risk::Clear, "{v:?}");
+    }
+
+    #[test]
+    fn an_unversioned_popular_name_with_another_most_popular_one() {
+        let d = ranked(
+            Ecosystem::Pypi,
+            &["requests", "pandas", "beautifulsoup4", "graphene"],
+            WEAK_EDIT_RANK as usize,
+            &["beautifulsoup"],
+        );
+        let v = verdict_of(&d, Ecosystem::Pypi, "beautifulsoup-requests");
+        assert_eq!(v.risk, Risk::Typosquat, "{v:?}");
+        assert_eq!(v.nearest_known.as_deref(), Some("beautifulsoup4"));
+        assert!(v.reason.contains("without its version number"), "{v:?}");
+        // A popular name as it is written with another (`graphene-pandas`, sampled), or an
+        // unversioned name with a word of its own: no.
+        for name in ["graphene-pandas", "beautifulsoup-parser"] {
+            let v = verdict_of(&d, Ecosystem::Pypi, name);
             assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
         }
     }
