@@ -328,16 +328,21 @@ const NEWEST_BEFORE: &str = "WHERE status = 'current' AND (added_at, id) < ($1, 
      ORDER BY added_at DESC, id DESC LIMIT $3";
 const RECORDS_AFTER: &str = "WHERE id > $1 ORDER BY id LIMIT $2";
 const RECORD_COUNTS: &str = "SELECT kind, key, n FROM record_counts";
-/// One spelling per name: the smallest, so the answer does not vary by row order.
-const NAMES_WITH_PREFIX: &str = concat!(
-    "SELECT MIN(executable_name) FROM hash_records WHERE ",
-    name_key_sql!(),
-    " LIKE $1 ESCAPE '\\' GROUP BY ",
-    name_key_sql!(),
-    " ORDER BY ",
-    name_key_sql!(),
-    " LIMIT $2"
-);
+/// Names whose key starts with a prefix (`condition`, from [`name_key_prefix`]), one
+/// spelling each: the smallest, so the answer does not vary by row order. `$limit` the limit.
+fn names_with_prefix_sql(condition: &str, limit: usize) -> String {
+    format!(
+        concat!(
+            "SELECT MIN(executable_name) FROM hash_records WHERE {condition} GROUP BY ",
+            name_key_sql!(),
+            " ORDER BY ",
+            name_key_sql!(),
+            " LIMIT ${limit}"
+        ),
+        condition = condition,
+        limit = limit
+    )
+}
 
 /// Current records of `n` families: `$1, $2` the first vendor and family, and so on.
 fn families_sql(n: usize) -> String {
@@ -494,25 +499,29 @@ fn export_page_sql(query: &ExportQuery, after: bool) -> (String, Vec<String>) {
 /// The statements of a [`CurrentSearch`] (each the `WHERE` and order after the columns) and
 /// their text binds; the limit is bound after them. Each is ordered as its index is, so a
 /// scan stops at the limit.
-fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
-    let mut parts: Vec<(&str, Option<String>, &str)> = Vec::new();
+fn current_search_sql(search: &CurrentSearch, how: PrefixSearch) -> Vec<(String, Vec<String>)> {
+    let mut parts: Vec<(String, Vec<String>, &str)> = Vec::new();
     if search.name_prefix.is_none() && search.vendors.is_empty() {
-        parts.push(("", None, "executable_name, platform, arch, id"));
-    }
-    if let Some(prefix) = &search.name_prefix {
         parts.push((
-            concat!(" AND ", name_key_sql!(), " LIKE $1 ESCAPE '\\'"),
-            Some(name_key_like_prefix(prefix)),
-            name_key_sql!(),
+            String::new(),
+            Vec::new(),
+            "executable_name, platform, arch, id",
         ));
     }
+    if let Some(prefix) = &search.name_prefix {
+        let (condition, binds) = name_key_prefix(&model::name_key(prefix), how, 1);
+        parts.push((format!(" AND {condition}"), binds, name_key_sql!()));
+    }
     for vendor in &search.vendors {
-        parts.push((" AND vendor = $1", Some(vendor.clone()), family_sql!()));
+        parts.push((
+            " AND vendor = $1".to_string(),
+            vec![vendor.clone()],
+            family_sql!(),
+        ));
     }
     parts
         .into_iter()
-        .map(|(condition, text, order)| {
-            let mut binds: Vec<String> = text.into_iter().collect();
+        .map(|(condition, mut binds, order)| {
             let mut sql = format!("WHERE status = 'current'{condition}");
             if let Some(platform) = &search.platform {
                 binds.push(platform.clone());
@@ -524,24 +533,78 @@ fn current_search_sql(search: &CurrentSearch) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The `LIKE` pattern and limit of a name-prefix search, or `None` when it matches nothing.
+/// The key and limit of a name-prefix search, or `None` when it matches nothing.
 fn name_prefix_search(prefix: &str, limit: u32) -> Option<(String, u32)> {
     let limit = limit.min(MAX_NAME_SUGGESTIONS);
-    if model::name_key(prefix).chars().count() < MIN_NAME_PREFIX_CHARS || limit == 0 {
+    let key = model::name_key(prefix);
+    if key.chars().count() < MIN_NAME_PREFIX_CHARS || limit == 0 {
         return None;
     }
-    Some((name_key_like_prefix(prefix), limit))
+    Some((key, limit))
 }
 
-/// The `LIKE … ESCAPE '\'` pattern of name keys starting with `prefix`'s key: `%`, `_` and
-/// `\` in it are plain text.
-fn name_key_like_prefix(prefix: &str) -> String {
-    let key = model::name_key(prefix);
+/// How a backend finds the name keys that start with a prefix in `hash_records_name_key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PrefixSearch {
+    /// By `LIKE` alone: PostgreSQL's index is on `text_pattern_ops`, which turns a `LIKE`
+    /// with a constant prefix into a range of the index in any locale.
+    Like,
+    /// By a range of keys, the `LIKE` checking each row found: SQLite uses an index for
+    /// `LIKE` only on a plain column, and compares text byte by byte (code point order), in
+    /// which the keys starting with a prefix are one range.
+    LikeInRange,
+}
+
+/// The condition that a row's name key starts with `key` (in [`model::name_key`] form) and
+/// its binds, numbered from `$first`.
+fn name_key_prefix(key: &str, how: PrefixSearch, first: usize) -> (String, Vec<String>) {
+    let like = format!(concat!(name_key_sql!(), " LIKE ${} ESCAPE '\\'"), first);
+    let pattern = like_prefix_pattern(key);
+    match (how, key_successor(key)) {
+        (PrefixSearch::LikeInRange, Some(beyond)) => (
+            format!(
+                concat!(
+                    name_key_sql!(),
+                    " >= ${} AND ",
+                    name_key_sql!(),
+                    " < ${} AND {}"
+                ),
+                first + 1,
+                first + 2,
+                like,
+            ),
+            vec![pattern, key.to_string(), beyond],
+        ),
+        _ => (like, vec![pattern]),
+    }
+}
+
+/// The `LIKE … ESCAPE '\'` pattern of keys starting with `key`: `%`, `_` and `\` in it are
+/// plain text.
+fn like_prefix_pattern(key: &str) -> String {
     let escaped = key
         .replace('\\', "\\\\")
         .replace('%', "\\%")
         .replace('_', "\\_");
     format!("{escaped}%")
+}
+
+/// The first string, in code point order, after every string starting with `prefix`: its
+/// last character that has a successor, advanced by one (surrogates skipped), with what
+/// followed it dropped. `None` when there is no such character (or no prefix).
+fn key_successor(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 /// Most hashes `find_by_hashes` sends in one statement (an API lookup holds at most 100).
@@ -771,7 +834,7 @@ impl Counts {
 }
 
 macro_rules! records_backend {
-    ($store:ident, $row:ty) => {
+    ($store:ident, $row:ty, $prefix_search:expr) => {
         impl $store {
             pub(crate) fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
                 record_from_row(row, &self.signer, &self.integrity)
@@ -908,7 +971,7 @@ macro_rules! records_backend {
                 limit: u32,
             ) -> Result<Vec<HashRecord>> {
                 let mut found = Vec::new();
-                for (rest, binds) in current_search_sql(search) {
+                for (rest, binds) in current_search_sql(search, $prefix_search) {
                     let sql = select_records(&rest);
                     let mut q = sqlx::query(AssertSqlSafe(sql.as_str()));
                     for text in &binds {
@@ -1150,12 +1213,16 @@ macro_rules! records_backend {
                 prefix: &str,
                 limit: u32,
             ) -> Result<Vec<String>> {
-                let Some((pattern, limit)) = name_prefix_search(prefix, limit) else {
+                let Some((key, limit)) = name_prefix_search(prefix, limit) else {
                     return Ok(Vec::new());
                 };
-                sqlx::query_scalar::<_, String>(NAMES_WITH_PREFIX)
-                    .bind(pattern)
-                    .bind(i64::from(limit))
+                let (condition, binds) = name_key_prefix(&key, $prefix_search, 1);
+                let sql = names_with_prefix_sql(&condition, binds.len() + 1);
+                let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql));
+                for text in &binds {
+                    q = q.bind(text);
+                }
+                q.bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await
                     .map_err(db_error)
@@ -1207,8 +1274,8 @@ macro_rules! records_backend {
     };
 }
 
-records_backend!(SqliteStore, SqliteRow);
-records_backend!(PgStore, PgRow);
+records_backend!(SqliteStore, SqliteRow, PrefixSearch::LikeInRange);
+records_backend!(PgStore, PgRow, PrefixSearch::Like);
 crate::record_writes::record_writer!(
     SqliteStore,
     sqlx::Sqlite,
@@ -1227,3 +1294,19 @@ crate::record_writes::record_writer!(
     crate::record_writes::pg_update,
     crate::record_writes::pg_insert
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_successor_follows_every_key_with_its_prefix() {
+        assert_eq!(key_successor("pu/").as_deref(), Some("pu0"));
+        assert_eq!(key_successor("élan").as_deref(), Some("élao"));
+        // Surrogates are no characters; the last character has no successor.
+        assert_eq!(key_successor("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(key_successor("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(key_successor("\u{10FFFF}"), None);
+        assert_eq!(key_successor(""), None);
+    }
+}

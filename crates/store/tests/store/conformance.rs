@@ -3012,6 +3012,9 @@ async fn executable_names_by_prefix_are_folded_bounded_and_literal(db: Db) {
     insert(s, r("50%off.exe", "1.0", 5), now).await;
     insert(s, r("500.exe", "1.0", 6), now).await;
     insert(s, r("Élan.exe", "1.0", 7), now).await;
+    // Beside a prefix's last character, the one after it ('0' follows '/').
+    insert(s, r("pu/x.exe", "1.0", 8), now).await;
+    insert(s, r("pu0.exe", "1.0", 9), now).await;
     for i in 0..12u64 {
         insert(s, r(&format!("zz{i:02}.exe"), "1.0", 100 + i), now).await;
     }
@@ -3038,6 +3041,22 @@ async fn executable_names_by_prefix_are_folded_bounded_and_literal(db: Db) {
         store::MAX_NAME_SUGGESTIONS as usize
     );
     assert_eq!(names("nothing", 10).await, Vec::<String>::new());
+    // Exactly the names that start with the prefix, however the backend bounds the search.
+    assert_eq!(names("pu/", 10).await, vec!["pu/x.exe"]);
+    assert_eq!(names("PU0", 10).await, vec!["pu0.exe"]);
+    assert_eq!(names("pu", 10).await.len(), 5);
+
+    // The console's search by name prefix: the current record of each name.
+    let search = store::CurrentSearch {
+        name_prefix: Some("PUTT".into()),
+        ..Default::default()
+    };
+    let found = s.search_current(&search, 10).await.unwrap();
+    let found: Vec<(&str, &str)> = found
+        .iter()
+        .map(|r| (r.record.executable_name.as_str(), r.record.version.as_str()))
+        .collect();
+    assert_eq!(found, [("PuTTY.exe", "0.82"), ("puttygen.exe", "0.82")]);
 }
 
 async fn stix_objects_are_found_by_key_and_the_position_only_moves_on(db: Db) {
