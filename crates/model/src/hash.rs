@@ -35,11 +35,16 @@ impl HashAlgo {
 }
 
 /// A hash value in canonical form: lowercase hex of an MD5, SHA-1 or SHA-256 digest, and
-/// the digest's bytes, decoded once when the value is parsed.
+/// the digest's bytes, decoded once when the value is parsed. Both are kept inline, so a
+/// batch of values is one allocation and sorting it reads no pointers.
+///
+/// Values order as their hex text does (the field order below: the zeros after a shorter
+/// text sort before any digit), which is the order of a lookup answer's keys.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HashValue {
+    /// The lowercase hex, then zeros.
+    hex: [u8; 64],
     algo: HashAlgo,
-    hex: String,
     /// The digest, then zeros.
     bytes: [u8; 32],
 }
@@ -115,11 +120,11 @@ impl HashValue {
                 shorten(trimmed)
             )));
         }
-        Ok(Self {
-            algo,
-            hex: trimmed.to_ascii_lowercase(),
-            bytes,
-        })
+        let mut hex = [0u8; 64];
+        for (h, c) in hex.iter_mut().zip(trimmed.bytes()) {
+            *h = c.to_ascii_lowercase();
+        }
+        Ok(Self { hex, algo, bytes })
     }
 
     pub fn algo(&self) -> HashAlgo {
@@ -127,7 +132,8 @@ impl HashValue {
     }
 
     pub fn as_str(&self) -> &str {
-        &self.hex
+        // Hex digits only, checked by `with_algo`: never the empty fallback.
+        std::str::from_utf8(&self.hex[..self.algo.hex_len()]).unwrap_or_default()
     }
 
     /// The digest's bytes.
@@ -139,13 +145,13 @@ impl HashValue {
 impl From<HashValue> for String {
     /// The lowercase hex.
     fn from(value: HashValue) -> Self {
-        value.hex
+        value.as_str().to_string()
     }
 }
 
 impl fmt::Display for HashValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex)
+        f.write_str(self.as_str())
     }
 }
 
@@ -185,6 +191,33 @@ mod tests {
         ] {
             assert!(HashValue::parse(&bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn values_order_as_their_hex_text() {
+        // Prefixes of one another across kinds, digits against letters, and case.
+        let texts = [
+            "ab".repeat(16),
+            "ab".repeat(20),
+            "ab".repeat(32),
+            format!("{}{}", "ab".repeat(16), "0".repeat(32)),
+            "AB".repeat(15) + "ac",
+            "0".repeat(40),
+            "f".repeat(32),
+            "9".repeat(64),
+            "a0".repeat(16),
+        ];
+        let mut values: Vec<HashValue> =
+            texts.iter().map(|t| HashValue::parse(t).unwrap()).collect();
+        let mut by_text = values.clone();
+        by_text.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        values.sort();
+        assert_eq!(values, by_text);
+        values.dedup();
+        assert_eq!(values.len(), texts.len());
+        let upper = HashValue::parse(&"AB".repeat(16)).unwrap();
+        assert_eq!(upper, HashValue::parse(&"ab".repeat(16)).unwrap());
+        assert_eq!(String::from(upper), "ab".repeat(16));
     }
 
     #[test]

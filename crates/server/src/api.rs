@@ -1,7 +1,7 @@
 //! The JSON shapes of the API. Field names follow docs/api.md; these
 //! types also describe the responses in the OpenAPI document.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use model::HashRecord;
@@ -78,10 +78,17 @@ pub(crate) struct HashOfDay {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LookupRequest {
+pub struct LookupRequest<'a> {
     /// 1 to 100 MD5, SHA-1 or SHA-256 values (32, 40 or 64 hex characters).
-    pub hashes: Vec<String>,
+    #[serde(borrow)]
+    #[schema(value_type = Vec<String>)]
+    pub hashes: Vec<SubmittedText<'a>>,
 }
+
+/// A submitted string, borrowed from the body unless it holds an escape. (serde borrows a
+/// `Cow` only where it is a field of its own, not as an element of a `Vec`.)
+#[derive(Debug, Deserialize)]
+pub struct SubmittedText<'a>(#[serde(borrow)] pub Cow<'a, str>);
 
 // The text borrows from the classifier's sources (lookup index, corpus generation or the
 // records read for the request) and the keys from the batch: no copies per hit.
@@ -116,7 +123,18 @@ pub(crate) struct LookupResult<'a> {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct LookupResponse<'a> {
     /// Keyed by each distinct submitted hash, lowercase.
-    pub results: BTreeMap<&'a str, LookupResult<'a>>,
+    // Built from the sorted batch: the entries are in key order already, so they are
+    // written as a JSON object without building a map.
+    #[serde(serialize_with = "sorted_entries_as_object")]
+    #[schema(value_type = BTreeMap<String, LookupResult>)]
+    pub results: Vec<(&'a str, LookupResult<'a>)>,
+}
+
+fn sorted_entries_as_object<S: serde::Serializer>(
+    entries: &[(&str, LookupResult<'_>)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(entries.iter().map(|(key, result)| (key, result)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
 use model::Error;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -53,7 +54,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// A request body as JSON, checked the way every JSON route checks it: not empty, no NUL
 /// anywhere, one value and nothing after it. The error names where in the body the problem
 /// is.
-pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+pub(crate) fn decode_json<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, Error> {
     if bytes.is_empty() {
         return Err(Error::bad_request("request body must be a JSON object"));
     }

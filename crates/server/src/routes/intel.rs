@@ -15,7 +15,7 @@ use crate::api::{
     MAX_LOOKUP_HASHES, Stats, StatsTotals, timestamp,
 };
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{JsonBody, QueryParams, parse_limit, parse_offset};
+use crate::extract::{QueryParams, RawBody, parse_limit, parse_offset};
 use crate::routing::{Api, RouteRule};
 use crate::services::export::{self as service, ExportParams, parse_opt};
 use crate::services::warninglist::{self, MispWarninglist};
@@ -107,11 +107,8 @@ impl StatsCache {
     security(("api_key" = [])), request_body = LookupRequest,
     responses((status = 200, body = LookupResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn lookup(
-    State(state): State<AppState>,
-    JsonBody(request): JsonBody<LookupRequest>,
-) -> ApiResult<Response> {
-    classify(&state, request, false).await
+pub async fn lookup(State(state): State<AppState>, RawBody(body): RawBody) -> ApiResult<Response> {
+    classify(&state, parse_lookup_body(&body)?, false).await
 }
 
 /// Classify hashes against every vendor release ever recorded, superseded builds included.
@@ -121,9 +118,9 @@ pub async fn lookup(
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn lookup_historical(
     State(state): State<AppState>,
-    JsonBody(request): JsonBody<LookupRequest>,
+    RawBody(body): RawBody,
 ) -> ApiResult<Response> {
-    classify(&state, request, true).await
+    classify(&state, parse_lookup_body(&body)?, true).await
 }
 
 /// The answer as JSON, written into a buffer sized for it up front. (`Json` starts from 128
@@ -163,14 +160,14 @@ fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
         .iter()
         .enumerate()
         .map(|(i, raw)| {
-            HashValue::parse(raw).map_err(|e| match e {
+            HashValue::parse(&raw.0).map_err(|e| match e {
                 Error::BadRequest(m) => Error::BadRequest(format!("hashes[{i}]: {m}")),
                 other => other,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-    batch.dedup_by(|a, b| a.as_str() == b.as_str());
+    batch.sort_unstable();
+    batch.dedup();
     Ok(batch)
 }
 
@@ -178,10 +175,9 @@ fn parse_batch(request: LookupRequest) -> Result<Vec<HashValue>, Error> {
 /// sources, so it is serialised here, while those are held.
 async fn classify(
     state: &AppState,
-    request: LookupRequest,
+    batch: Vec<HashValue>,
     historical: bool,
 ) -> ApiResult<Response> {
-    let batch = parse_batch(request)?;
     let classified = state.classifier.classify(batch, historical).await?;
     // `batch` is sorted and distinct, so the map is built in one pass.
     let results = classified
@@ -350,4 +346,26 @@ pub async fn downloads(
         limit: query.limit,
         offset: query.offset,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_read_through_escapes_then_sorted_and_distinct() {
+        let md5 = "d41d8cd98f00b204e9800998ecf8427e";
+        let sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        // `\u0064` is `d`: an escaped value is the same value; upper case is too.
+        let body = format!(
+            r#"{{"hashes": ["{sha256}", "\u0064{}", "{}"]}}"#,
+            &md5[1..],
+            md5.to_uppercase()
+        );
+        let batch = parse_lookup_body(body.as_bytes()).unwrap();
+        let texts: Vec<&str> = batch.iter().map(HashValue::as_str).collect();
+        assert_eq!(texts, [md5, sha256]);
+        let refused = parse_lookup_body(format!(r#"{{"hashes": ["{md5}", "abc"]}}"#).as_bytes());
+        assert!(refused.unwrap_err().to_string().contains("hashes[1]"));
+    }
 }

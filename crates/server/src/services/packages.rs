@@ -428,8 +428,8 @@ impl HashAnswers {
             .filter_map(|c| c.hash.as_deref())
             .filter_map(|h| HashValue::parse(h).ok())
             .collect();
-        batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-        batch.dedup_by(|a, b| a.as_str() == b.as_str());
+        batch.sort_unstable();
+        batch.dedup();
         let mut known = HashMap::new();
         if !batch.is_empty() {
             let classified = state.classifier.classify(batch, false).await?;

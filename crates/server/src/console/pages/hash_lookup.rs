@@ -120,8 +120,8 @@ pub(super) async fn answer(
     let (typed, refusals) = pasted(&raw);
     let mut batch: Vec<HashValue> = typed.clone();
     batch.extend(files.iter().flat_map(|(_, d)| d.iter().cloned()));
-    batch.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-    batch.dedup_by(|a, b| a.as_str() == b.as_str());
+    batch.sort_unstable();
+    batch.dedup();
     let not_hashes = refused_list(&refusals);
     if batch.is_empty() {
         let text = if refusals.is_empty() {
