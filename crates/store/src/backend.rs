@@ -35,6 +35,37 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// How a statement that both backends run and that binds hundreds of values marks its
+/// parameters. SQLite accepts PostgreSQL's `$N`, but its driver looks up the name of every
+/// numbered parameter by a walk over all of them, so binding such a statement costs the
+/// square of their number; anonymous `?` are bound in the order they appear, which is the
+/// order of the numbers in every statement built this way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Params {
+    /// `$1, $2, …`: PostgreSQL.
+    Numbered,
+    /// `?, ?, …`: SQLite.
+    Anonymous,
+}
+
+impl Params {
+    /// The `i`-th parameter.
+    pub(crate) fn one(self, i: usize) -> String {
+        match self {
+            Params::Numbered => format!("${i}"),
+            Params::Anonymous => "?".to_string(),
+        }
+    }
+
+    /// `n` parameters from the `first`-th, comma-separated.
+    pub(crate) fn list(self, first: usize, n: usize) -> String {
+        match self {
+            Params::Numbered => placeholders(first, n),
+            Params::Anonymous => vec!["?"; n].join(", "),
+        }
+    }
+}
+
 pub(crate) fn corrupt(column: &str, value: &str) -> model::Error {
     model::Error::internal(format!("stored {column} {value:?} is not valid"))
 }

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use model::{Arch, HashRecord, NewRecord, Platform, RecordSigner, RecordStatus};
 
-use crate::backend::Columns;
+use crate::backend::{Columns, Params};
 use crate::records::RecordTime;
 use crate::{RecordOutcome, new_id};
 
@@ -800,15 +800,16 @@ pub(crate) enum Stored {
 }
 
 /// The stored rows of `n` families of one vendor (by name), every record column.
-pub(crate) fn families_sql(n: usize, stored: Stored) -> String {
+pub(crate) fn families_sql(n: usize, stored: Stored, params: Params) -> String {
     format!(
         concat!(
-            "SELECT {} FROM hash_records WHERE vendor = $1 AND ",
+            "SELECT {} FROM hash_records WHERE vendor = {} AND ",
             family_sql!(),
             " IN ({}){}"
         ),
         crate::records::RECORD_COLUMNS,
-        crate::backend::placeholders(2, n),
+        params.one(1),
+        params.list(2, n),
         match stored {
             Stored::Current => " AND status = 'current'",
             Stored::History => "",
@@ -860,20 +861,20 @@ pub(crate) fn needing_history(
 /// The rows holding any of `n` SHA-256 (bound as bytes), with their id and status. The
 /// status is tested by the caller rather than in WHERE: as a condition it lets the planner
 /// walk every current row instead of probing the hash index.
-pub(crate) fn hashes_sql(n: usize) -> String {
+pub(crate) fn hashes_sql(n: usize, params: Params) -> String {
     format!(
         "SELECT hash_sha256, id, status FROM hash_records WHERE {}",
-        crate::records::digest_in("hash_sha256", 1, n)
+        crate::records::digest_in("hash_sha256", 1, n, params)
     )
 }
 
 /// Adds `n` (kind, key, delta) rows to the counters.
-pub(crate) fn counts_sql(n: usize) -> String {
+pub(crate) fn counts_sql(n: usize, params: Params) -> String {
     format!(
         "INSERT INTO record_counts (kind, key, n) VALUES {} \
          ON CONFLICT (kind, key) DO UPDATE SET n = record_counts.n + excluded.n",
         (0..n)
-            .map(|i| format!("({})", crate::backend::placeholders(1 + i * 3, 3)))
+            .map(|i| format!("({})", params.list(1 + i * 3, 3)))
             .collect::<Vec<_>>()
             .join(", ")
     )
@@ -955,7 +956,7 @@ pub(crate) fn row_inserts(
 macro_rules! record_writer {
     (
         $store:ident, $db:ty, $begin:literal, $lock:expr, $settings:expr,
-        $update:path, $insert:path
+        $update:path, $insert:path, $params:expr
     ) => {
         impl $store {
             /// Records `records`, each with its own `now`, in one transaction and in order,
@@ -1121,7 +1122,7 @@ macro_rules! record_writer {
                     .collect();
                 for vendor_names in names.chunk_by(|a, b| a.0 == b.0) {
                     for chunk in vendor_names.chunks(crate::record_writes::IN_LIST) {
-                        let sql = crate::record_writes::families_sql(chunk.len(), stored);
+                        let sql = crate::record_writes::families_sql(chunk.len(), stored, $params);
                         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chunk[0].0);
                         for (_, name) in chunk {
                             q = q.bind(*name);
@@ -1181,7 +1182,7 @@ macro_rules! record_writer {
                     .collect();
                 let mut found = std::collections::HashSet::new();
                 for chunk in hashes.chunks(crate::record_writes::IN_LIST) {
-                    let sql = crate::record_writes::hashes_sql(chunk.len());
+                    let sql = crate::record_writes::hashes_sql(chunk.len(), $params);
                     let digests = chunk
                         .iter()
                         .map(|h| crate::backend::hex_bytes("hash_sha256", h))
@@ -1229,7 +1230,7 @@ macro_rules! record_writer {
                         .insert(("sha256", String::new()), sha256_delta);
                 }
                 if !deltas.by_kind.is_empty() {
-                    let sql = crate::record_writes::counts_sql(deltas.by_kind.len());
+                    let sql = crate::record_writes::counts_sql(deltas.by_kind.len(), $params);
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                     for ((kind, key), n) in &deltas.by_kind {
                         q = q.bind(*kind).bind(key.as_str()).bind(*n);

@@ -12,7 +12,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use crate::backend::{
-    Columns, IntegrityMonitor, corrupt, hex_column, micros, opt_hex_column, placeholders,
+    Columns, IntegrityMonitor, Params, corrupt, hex_column, micros, opt_hex_column,
 };
 use crate::{Page, PgStore, Result, SqliteStore, db_error};
 
@@ -345,13 +345,13 @@ fn names_with_prefix_sql(condition: &str, limit: usize) -> String {
 }
 
 /// Current records of `n` families: `$1, $2` the first vendor and family, and so on.
-fn families_sql(n: usize) -> String {
+fn families_sql(n: usize, params: Params) -> String {
     let alternatives = (0..n)
         .map(|i| {
             format!(
-                concat!("(vendor = ${} AND ", family_sql!(), " = ${})"),
-                2 * i + 1,
-                2 * i + 2
+                concat!("(vendor = {} AND ", family_sql!(), " = {})"),
+                params.one(2 * i + 1),
+                params.one(2 * i + 2)
             )
         })
         .collect::<Vec<_>>()
@@ -622,7 +622,7 @@ const FIND_GROUP: usize = 8;
 /// so every group has one shape and batches of a similar mix share prepared statements.
 /// A record may come back once per group that names it; the caller de-duplicates. The
 /// digests are bound as the bytes they are stored as, in [`digest_in`]'s form.
-fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
+fn hash_lookup(hashes: &[HashValue], params: Params) -> (String, Vec<&[u8]>) {
     let mut selects = Vec::new();
     let mut binds: Vec<&[u8]> = Vec::new();
     for (algo, column) in [
@@ -638,7 +638,7 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
         for group in values.chunks(FIND_GROUP) {
             selects.push(format!(
                 "SELECT {RECORD_COLUMNS} FROM hash_records WHERE {}",
-                digest_in(column, binds.len() + 1, FIND_GROUP)
+                digest_in(column, binds.len() + 1, FIND_GROUP, params)
             ));
             let mut padded = group.to_vec();
             padded.resize(FIND_GROUP, group[group.len() - 1]);
@@ -654,11 +654,11 @@ fn hash_lookup(hashes: &[HashValue]) -> (String, Vec<&[u8]>) {
 /// is checked against. Binds, from `$first`, the values of [`digest_binds`]. The prefixes
 /// are bound rather than cut in SQL: PostgreSQL cannot estimate `substr($1, 1, 8)` in a
 /// generic plan, so it planned such a statement anew at every execution.
-pub(crate) fn digest_in(column: &str, first: usize, n: usize) -> String {
+pub(crate) fn digest_in(column: &str, first: usize, n: usize, params: Params) -> String {
     format!(
         "substr({column}, 1, {DIGEST_PREFIX}) IN ({}) AND {column} IN ({})",
-        placeholders(first, n),
-        placeholders(first + n, n)
+        params.list(first, n),
+        params.list(first + n, n)
     )
 }
 
@@ -834,7 +834,7 @@ impl Counts {
 }
 
 macro_rules! records_backend {
-    ($store:ident, $row:ty, $prefix_search:expr) => {
+    ($store:ident, $row:ty, $prefix_search:expr, $params:expr) => {
         impl $store {
             pub(crate) fn record_from_row(&self, row: &$row) -> Result<HashRecord> {
                 record_from_row(row, &self.signer, &self.integrity)
@@ -1058,7 +1058,7 @@ macro_rules! records_backend {
             ) -> Result<Vec<HashRecord>> {
                 let mut found = Vec::new();
                 for chunk in families.chunks(FIND_CHUNK / 2) {
-                    let mut q = sqlx::query(AssertSqlSafe(families_sql(chunk.len())));
+                    let mut q = sqlx::query(AssertSqlSafe(families_sql(chunk.len(), $params)));
                     for (vendor, family) in chunk {
                         q = q.bind(vendor).bind(family);
                     }
@@ -1080,7 +1080,7 @@ macro_rules! records_backend {
                 // One statement per chunk, whatever mix of kinds it holds: each database
                 // round trip costs more than the index probes of a whole API request.
                 for chunk in hashes.chunks(FIND_CHUNK) {
-                    let (sql, binds) = hash_lookup(chunk);
+                    let (sql, binds) = hash_lookup(chunk, $params);
                     if binds.is_empty() {
                         continue;
                     }
@@ -1249,8 +1249,10 @@ macro_rules! records_backend {
                 // Every record of the hash is read and the current ones kept here: a status
                 // condition lets PostgreSQL, without statistics, walk the partial index of
                 // current records instead of the hash's.
-                let with_sha256 =
-                    select_records(&format!("WHERE {}", digest_in("hash_sha256", 1, 1)));
+                let with_sha256 = select_records(&format!(
+                    "WHERE {}",
+                    digest_in("hash_sha256", 1, 1, $params)
+                ));
                 for sha256 in suspect_hashes {
                     let mut q = sqlx::query(AssertSqlSafe(with_sha256.clone()));
                     for value in digest_binds(&[sha256.as_slice()]) {
@@ -1274,8 +1276,13 @@ macro_rules! records_backend {
     };
 }
 
-records_backend!(SqliteStore, SqliteRow, PrefixSearch::LikeInRange);
-records_backend!(PgStore, PgRow, PrefixSearch::Like);
+records_backend!(
+    SqliteStore,
+    SqliteRow,
+    PrefixSearch::LikeInRange,
+    Params::Anonymous
+);
+records_backend!(PgStore, PgRow, PrefixSearch::Like, Params::Numbered);
 crate::record_writes::record_writer!(
     SqliteStore,
     sqlx::Sqlite,
@@ -1283,7 +1290,8 @@ crate::record_writes::record_writer!(
     None::<&'static str>,
     Some(crate::record_writes::SQLITE_WRITER_SETTINGS),
     crate::record_writes::sqlite_update,
-    crate::record_writes::sqlite_insert
+    crate::record_writes::sqlite_insert,
+    crate::backend::Params::Anonymous
 );
 crate::record_writes::record_writer!(
     PgStore,
@@ -1292,7 +1300,8 @@ crate::record_writes::record_writer!(
     Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
     Some(crate::record_writes::PG_WRITER_SETTINGS),
     crate::record_writes::pg_update,
-    crate::record_writes::pg_insert
+    crate::record_writes::pg_insert,
+    crate::backend::Params::Numbered
 );
 
 #[cfg(test)]
