@@ -450,7 +450,7 @@ async fn sqlite_source_ids(
         let mut add = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
             "INSERT INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING \
              RETURNING url, id",
-            anonymous_rows(chunk.len(), 1)
+            Params::Anonymous.rows(chunk.len(), 1)
         )));
         for url in chunk {
             add = add.bind(*url);
@@ -462,7 +462,7 @@ async fn sqlite_source_ids(
         }
         let mut read = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
             "SELECT url, id FROM record_sources WHERE url IN ({})",
-            vec!["?"; known.len()].join(", ")
+            Params::Anonymous.list(1, known.len())
         )));
         for url in known {
             read = read.bind(url);
@@ -563,15 +563,6 @@ impl RowInsert<'_> {
     }
 }
 
-/// `(?, ?, …)` rows of `columns` anonymous parameters each, comma-separated. SQLite
-/// statements with many parameters use `?`: the driver looks up the name of every numbered
-/// parameter (`$N`) by a walk over all of them, so binding costs the square of their number
-/// (two thirds of an import's time at 24 × 500 `$N` parameters a statement).
-pub(crate) fn anonymous_rows(rows: usize, columns: usize) -> String {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    vec![row; rows].join(", ")
-}
-
 /// The multi-row statement `build` makes for `rows` rows. The one of [`INSERT_ROWS`] rows,
 /// most of a large batch's statements, is built once into `full`.
 fn rows_sql(
@@ -599,7 +590,7 @@ pub(crate) async fn sqlite_update(
                 "UPDATE hash_records SET status = v.column2, valid_from = v.column3, \
                  valid_until = v.column4, changed_epoch = ? FROM (VALUES {}) AS v \
                  WHERE hash_records.id = v.column1",
-                anonymous_rows(n, 4)
+                Params::Anonymous.rows(n, 4)
             )
         });
         let ids = chunk
@@ -630,7 +621,7 @@ pub(crate) async fn sqlite_insert(
         let sql = rows_sql(chunk.len(), &FULL, |n| {
             format!(
                 "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
-                anonymous_rows(n, 25)
+                Params::Anonymous.rows(n, 25)
             )
         });
         let bytes = chunk

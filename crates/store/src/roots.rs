@@ -21,7 +21,7 @@ use sqlx::sqlite::SqliteRow;
 use translog::Hash;
 use translog::chunk::{self, ChunkRootBuilder};
 
-use crate::backend::Columns;
+use crate::backend::{Columns, Params};
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,21 +53,6 @@ pub type LeafBatches = futures::stream::BoxStream<'static, Result<Vec<LeafRow>>>
 
 /// Rows per multi-row `INSERT`.
 const INSERT_ROWS: usize = 1000;
-
-/// PostgreSQL's placeholders for `rows` rows of `columns` values: `($1, $2), ($3, $4), …`.
-/// SQLite's are anonymous (`record_writes::anonymous_rows`): it binds numbered ones in
-/// quadratic time.
-fn numbered_rows(rows: usize, columns: usize) -> String {
-    let rows: Vec<String> = (0..rows)
-        .map(|r| {
-            format!(
-                "({})",
-                crate::backend::placeholders(r * columns + 1, columns)
-            )
-        })
-        .collect();
-    rows.join(", ")
-}
 
 /// Inserts chunk roots; a chunk already stored keeps its row, so storing a day's chunk
 /// roots again (two servers computing them at once) changes nothing.
@@ -385,12 +370,11 @@ struct PreviousDay {
 const PREVIOUS_PAGE: i64 = 5_000;
 
 macro_rules! translog_backend {
-    ($store:ident, $row:ty, $db:ty, $rows:expr) => {
+    ($store:ident, $row:ty, $db:ty, $params:expr) => {
         impl $store {
             /// `INSERT` placeholders for `rows` rows of `columns` values.
             fn values(rows: usize, columns: usize) -> String {
-                let values: fn(usize, usize) -> String = $rows;
-                values(rows, columns)
+                $params.rows(rows, columns)
             }
 
             /// Inserts `roots` as the day's chunks `first..` in the transaction `tx`, at
@@ -865,10 +849,5 @@ macro_rules! translog_backend {
     };
 }
 
-translog_backend!(
-    SqliteStore,
-    SqliteRow,
-    sqlx::Sqlite,
-    crate::record_writes::anonymous_rows
-);
-translog_backend!(PgStore, PgRow, sqlx::Postgres, numbered_rows);
+translog_backend!(SqliteStore, SqliteRow, sqlx::Sqlite, Params::Anonymous);
+translog_backend!(PgStore, PgRow, sqlx::Postgres, Params::Numbered);

@@ -9,8 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Row as _};
 
-use crate::backend::placeholders;
-use crate::record_writes::anonymous_rows;
+use crate::backend::Params;
 use crate::records::RECORD_COLUMNS;
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -61,15 +60,6 @@ fn note_sql(values: &str) -> String {
     )
 }
 
-/// PostgreSQL's placeholders for `pairs` rows: `($1, $2), ($3, $4), …`. SQLite's are
-/// anonymous (`record_writes::anonymous_rows`): it binds numbered ones in quadratic time.
-fn numbered_pairs(pairs: usize) -> String {
-    let rows: Vec<String> = (0..pairs)
-        .map(|i| format!("({})", placeholders(2 * i + 1, 2)))
-        .collect();
-    rows.join(", ")
-}
-
 /// Records whose id starts with the key's 8 bytes: `$1` those bytes (which sort before
 /// every id starting with them), `$2` the same followed by eight 0xff (the last such id).
 fn records_with_key_sql() -> String {
@@ -95,7 +85,7 @@ fn key_prefix(key: i64) -> [u8; 8] {
 }
 
 macro_rules! stix_objects_backend {
-    ($store:ident, $row:ty, $pair_rows:expr) => {
+    ($store:ident, $row:ty, $params:expr) => {
         #[async_trait]
         impl StixObjectStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
@@ -123,8 +113,7 @@ macro_rules! stix_objects_backend {
                     .collect();
                 let mut tx = Self::write_tx(&self.pool).await?;
                 for batch in keyed.chunks(NOTE_BATCH) {
-                    let pair_rows: fn(usize) -> String = $pair_rows;
-                    let sql = note_sql(&pair_rows(batch.len()));
+                    let sql = note_sql(&$params.rows(batch.len(), 2));
                     let mut insert = sqlx::query(AssertSqlSafe(sql));
                     for (object, record) in batch {
                         insert = insert.bind(*object).bind(*record);
@@ -172,8 +161,8 @@ macro_rules! stix_objects_backend {
     };
 }
 
-stix_objects_backend!(SqliteStore, SqliteRow, |pairs| anonymous_rows(pairs, 2));
-stix_objects_backend!(PgStore, PgRow, numbered_pairs);
+stix_objects_backend!(SqliteStore, SqliteRow, Params::Anonymous);
+stix_objects_backend!(PgStore, PgRow, Params::Numbered);
 
 #[cfg(test)]
 mod tests {
