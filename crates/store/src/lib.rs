@@ -45,6 +45,7 @@ mod lease;
 mod migrate;
 mod nodelay;
 pub mod packages;
+mod record_compaction;
 mod record_writes;
 mod records;
 pub mod revocations;
@@ -58,6 +59,7 @@ pub use backend::{PgStore, SqliteStore};
 pub use error::{StoreError, unavailable_errors};
 pub use health::{HealthStore, PoolStats, VendorHealth};
 pub use lease::{JobLease, LeaseStore};
+pub use record_compaction::{CompactionProgress, RecordCompactionStore};
 pub use records::{
     AddedPosition, CurrentSearch, ExportCursor, ExportQuery, FeedPosition, HistoryQuery,
     MAX_NAME_SUGGESTIONS, MIN_NAME_PREFIX_CHARS, RecordOutcome, RecordStats, RecordStore,
@@ -77,6 +79,7 @@ pub struct Page<T> {
 #[async_trait]
 pub trait Store:
     RecordStore
+    + RecordCompactionStore
     + AccountStore
     + HealthStore
     + admin::AdminStore

@@ -441,7 +441,7 @@ fn not_returned<'a>(urls: &[&'a str], ids: &HashMap<String, i64>) -> Vec<&'a str
 /// SQLite: the ids of `shared` in `record_sources`, adding those not there yet. A batch's
 /// sources are mostly new (a new version is a new archive), so the insert returns their
 /// ids and only those already there are read.
-async fn sqlite_source_ids(
+pub(crate) async fn sqlite_source_ids(
     conn: &mut sqlx::SqliteConnection,
     shared: &[&str],
 ) -> crate::Result<HashMap<String, i64>> {
@@ -474,7 +474,7 @@ async fn sqlite_source_ids(
 
 /// PostgreSQL: the ids of `shared` in `record_sources`, adding those not there yet (as
 /// [`sqlite_source_ids`]: the insert returns the new ones' ids).
-async fn pg_source_ids(
+pub(crate) async fn pg_source_ids(
     conn: &mut sqlx::PgConnection,
     shared: &[&str],
 ) -> crate::Result<HashMap<String, i64>> {

@@ -18,6 +18,8 @@ testkit::backend_tests!(
     a_digest_not_in_lowercase_hex_fails_0027,
     record_ids_and_times_read_the_same_once_compact,
     an_id_or_time_of_another_shape_fails_0028,
+    older_rows_are_compacted_online_and_read_the_same,
+    a_new_database_has_nothing_to_compact,
 );
 
 /// Runs `sql` (several statements) on a raw connection.
@@ -530,6 +532,125 @@ async fn record_ids_and_times_read_the_same_once_compact(db: Db) {
     assert_eq!(n, 1);
     let after = store.stats().await.expect("stats");
     assert_eq!(after.known_good_hashes, before.known_good_hashes - 1);
+    store.close().await;
+}
+
+/// Rows still stored as written before 0029 and 0031 (whole source URLs; name key and family
+/// whole) in a database today's store migrated: the background walk rewrites them compact,
+/// a batch at a time, and every record reads, verifies and counts as before. Nothing is
+/// noted as changed behind the service's back and the records epoch stays, while a real
+/// change to a rewritten row's URL is still noted; recording goes on.
+async fn older_rows_are_compacted_online_and_read_the_same(db: Db) {
+    let url = records_at_schema_27(&db).await;
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open migrates");
+    let count = |sql: &'static str| {
+        let url = url.clone();
+        async move { testkit::db::scalar(db.backend, &url, sql).await }
+    };
+    let before = store.records_after(None, 1000).await.expect("records");
+    assert_eq!(before.len(), 15);
+    assert!(before.iter().all(|r| r.integrity_ok));
+    let stats = counted(&store.stats().await.expect("stats"));
+    let epoch = store.poll_records_epoch().await.expect("epoch");
+    let go_before = go_history(&*store).await;
+    assert_eq!(go_before.len(), 3, "the Go MSI's family: {go_before:?}");
+    const WHOLE_URLS: &str = "SELECT COUNT(*) FROM hash_records WHERE source_id IS NULL";
+    const WHOLE_KEYS: &str =
+        "SELECT COUNT(*) FROM hash_records WHERE name_key <> '' AND name_key = executable_name";
+    const WHOLE_FAMILIES: &str = "SELECT COUNT(*) FROM hash_records WHERE family <> '' \
+         AND family = COALESCE(NULLIF(name_key, ''), executable_name)";
+    assert_eq!(count(WHOLE_URLS).await, 15);
+    assert!(count(WHOLE_KEYS).await > 0);
+    assert!(count(WHOLE_FAMILIES).await > 0);
+    let progress = store.compaction_progress().await.expect("progress");
+    assert!(!progress.done && progress.walked == 0.0 && progress.rewritten == 0);
+
+    // Batches of 4: the walk takes four, the last one short, moving forward each time.
+    let mut steps = Vec::new();
+    loop {
+        let step = store.compact_older_records(4).await.expect("compact");
+        steps.push(step);
+        if step.done || steps.len() > 10 {
+            break;
+        }
+    }
+    assert_eq!(steps.len(), 4, "{steps:?}");
+    assert!(
+        steps.windows(2).all(|w| w[0].walked < w[1].walked),
+        "{steps:?}"
+    );
+    assert_eq!(steps[0].rewritten, 4);
+    let last = steps[3];
+    assert!(
+        last.done && last.walked == 1.0 && last.rewritten == 15,
+        "{last:?}"
+    );
+    assert_eq!(count(WHOLE_URLS).await, 0);
+    assert_eq!(count(WHOLE_KEYS).await, 0);
+    assert_eq!(count(WHOLE_FAMILIES).await, 0);
+    // Once done, the walk stays done and rewrites nothing.
+    assert_eq!(store.compact_older_records(4).await.expect("again"), last);
+
+    let after = store.records_after(None, 1000).await.expect("records");
+    assert_eq!(after, before);
+    assert!(after.iter().all(|r| r.integrity_ok));
+    assert_eq!(counted(&store.stats().await.expect("stats")), stats);
+    assert_eq!(count("SELECT COUNT(*) FROM records_unverified").await, 0);
+    assert_eq!(store.poll_records_epoch().await.expect("epoch"), epoch);
+    assert_eq!(go_history(&*store).await, go_before);
+
+    // Recording goes on over the rewritten rows; changing a rewritten row's URL behind the
+    // service's back is still noted (its record no longer counts as known good).
+    supersede_current_putty(&*store, &after, "2025-06-01T00:00:00Z").await;
+    let known = store.stats().await.expect("stats").known_good_hashes;
+    let n = testkit::db::exec(
+        db.backend,
+        &url,
+        &format!(
+            "UPDATE hash_records SET source_url = 'evil.exe' WHERE id = {}",
+            db.backend.unhex("$1")
+        ),
+        &[SIGNED],
+    )
+    .await
+    .expect("tamper");
+    assert_eq!(n, 1);
+    assert_eq!(
+        store.stats().await.expect("stats").known_good_hashes,
+        known - 1
+    );
+    store.close().await;
+}
+
+/// The history of the fixture's Go MSI, a family whose name holds its version.
+async fn go_history(store: &dyn store::Store) -> Vec<model::HashRecord> {
+    let query = HistoryQuery {
+        executable: "go1.22.2.windows-amd64.msi".into(),
+        limit: 10,
+        ..HistoryQuery::default()
+    };
+    store.history(&query).await.expect("history").items
+}
+
+/// A database created by today's store holds only compact rows: the walk is done from the
+/// start.
+async fn a_new_database_has_nothing_to_compact(db: Db) {
+    let url = db.scratch.new_url().await;
+    let store = store::open(&url, RecordSigner::new(testkit::RECORD_SECRET))
+        .await
+        .expect("open");
+    let progress = store.compaction_progress().await.expect("progress");
+    assert!(progress.done && progress.walked == 1.0 && progress.rewritten == 0);
+    store
+        .record(putty("0.81", Arch::Amd64, 1), t("2025-01-01T00:00:00Z"))
+        .await
+        .expect("record");
+    assert_eq!(
+        store.compact_older_records(100).await.expect("compact"),
+        progress
+    );
     store.close().await;
 }
 

@@ -1,0 +1,323 @@
+//! Rewriting records stored before the compact columns, online. Rows written before
+//! migration 0029 hold their whole source URL, and rows written before 0031 their name key
+//! and family whole; both read the same as compact rows, but take about twice the room. The
+//! store rewrites them a batch at a time, walking `hash_records` in id order from where the
+//! `record_compaction` row says the walk stopped, each batch its own short transaction, so
+//! the service answers and records throughout and a restart resumes the walk. A rewrite
+//! changes no signed field and no answer: the URL joined again from its parts is the same
+//! (the update trigger compares it whole, migration 0032), and the name key and family read
+//! back the same (`name_key_sql!`, `family_sql!`), so the records epoch does not move and
+//! no view of the records needs to catch up.
+
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::backend::Columns;
+use crate::record_writes::{pg_source_ids, source_parts, sqlite_source_ids};
+use crate::{PgStore, Result, SqliteStore, db_error};
+
+/// How far the rewrite of older rows has gone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionProgress {
+    /// Every row has been looked at; nothing is left to rewrite.
+    pub done: bool,
+    /// The share of the id space walked, 0 to 1. Record ids are random, so this is about
+    /// the share of the rows looked at.
+    pub walked: f64,
+    /// Rows rewritten so far (in every process).
+    pub rewritten: u64,
+}
+
+#[async_trait]
+pub trait RecordCompactionStore: Send + Sync {
+    /// Looks at the next `limit` rows of the walk (one transaction) and rewrites those
+    /// stored in an older form; returns the progress after them. Once done, does nothing.
+    async fn compact_older_records(&self, limit: u32) -> Result<CompactionProgress>;
+
+    /// The progress of the walk, as the last batch left it.
+    async fn compaction_progress(&self) -> Result<CompactionProgress>;
+}
+
+const PROGRESS: &str = "SELECT after_id, done, rewritten FROM record_compaction WHERE id = 1";
+const FIRST_ROWS: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
+     FROM hash_records ORDER BY id LIMIT $1";
+const ROWS_AFTER: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
+     FROM hash_records WHERE id > $1 ORDER BY id LIMIT $2";
+const REWRITE: &str = "UPDATE hash_records SET name_key = $1, family = $2, source_id = $3, \
+     source_url = $4 WHERE id = $5";
+const ADVANCE: &str = "UPDATE record_compaction SET after_id = $1, done = $2, \
+     rewritten = rewritten + $3 WHERE id = 1";
+
+/// A row's columns as a batch reads them.
+struct Stored {
+    id: Vec<u8>,
+    executable_name: String,
+    /// NULL: not filled yet (migration 0007; the store fills it at start), left alone.
+    name_key: Option<String>,
+    family: String,
+    source_id: Option<i64>,
+    source_url: String,
+}
+
+impl Stored {
+    fn of(row: &impl Columns) -> Result<Self> {
+        Ok(Self {
+            id: row.bytes_ref("id")?.to_vec(),
+            executable_name: row.text("executable_name")?,
+            name_key: row.opt_text("name_key")?,
+            family: row.text("family")?,
+            source_id: row.opt_int("source_id")?,
+            source_url: row.text("source_url")?,
+        })
+    }
+
+    /// The compact form of the row's name key and family ('' where each equals what it is
+    /// derived from) and source URL (the shared part to store in `record_sources`, and the
+    /// rest), or None when it is compact already.
+    fn compact(&self) -> Option<Compact<'_>> {
+        let key = self.name_key.as_deref()?;
+        let read_key = if key.is_empty() {
+            self.executable_name.as_str()
+        } else {
+            key
+        };
+        let name_key = if key == self.executable_name { "" } else { key };
+        let family = if self.family == read_key {
+            ""
+        } else {
+            self.family.as_str()
+        };
+        let (shared, rest) = match self.source_id {
+            None => source_parts(&self.source_url),
+            Some(_) => ("", self.source_url.as_str()),
+        };
+        let unchanged = name_key == key && family == self.family && shared.is_empty();
+        (!unchanged).then_some(Compact {
+            name_key,
+            family,
+            shared,
+            rest,
+        })
+    }
+}
+
+/// The columns a rewrite stores (see [`Stored::compact`]).
+struct Compact<'a> {
+    name_key: &'a str,
+    family: &'a str,
+    /// Empty: the row keeps its `source_id`.
+    shared: &'a str,
+    rest: &'a str,
+}
+
+/// The walk's position as a share of the id space: the first 8 bytes of the last id looked
+/// at, over 2^64.
+fn walked(after: Option<&[u8]>, done: bool) -> f64 {
+    if done {
+        return 1.0;
+    }
+    let Some(after) = after else { return 0.0 };
+    let mut high = [0u8; 8];
+    let n = after.len().min(8);
+    high[..n].copy_from_slice(&after[..n]);
+    u64::from_be_bytes(high) as f64 / 2f64.powi(64)
+}
+
+fn progress_of(row: &impl Columns) -> Result<CompactionProgress> {
+    let done = row.flag("done")?;
+    Ok(CompactionProgress {
+        done,
+        walked: walked(row.opt_bytes_ref("after_id")?, done),
+        rewritten: u64::try_from(row.int("rewritten")?).unwrap_or(0),
+    })
+}
+
+macro_rules! compaction_backend {
+    ($store:ident, $row:ty, $source_ids:ident) => {
+        #[async_trait]
+        impl RecordCompactionStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn compact_older_records(&self, limit: u32) -> Result<CompactionProgress> {
+                // Once done, not even the write lock is taken.
+                let progress = self.compaction_progress().await?;
+                if progress.done {
+                    return Ok(progress);
+                }
+                let mut tx = Self::write_tx(&self.pool).await?;
+                let at: $row = sqlx::query(PROGRESS)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                if at.flag("done")? {
+                    return progress_of(&at);
+                }
+                let after = at.opt_bytes_ref("after_id")?.map(<[u8]>::to_vec);
+                let rows: Vec<$row> = match &after {
+                    None => sqlx::query(FIRST_ROWS).bind(i64::from(limit)),
+                    Some(after) => sqlx::query(ROWS_AFTER)
+                        .bind(after.as_slice())
+                        .bind(i64::from(limit)),
+                }
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let stored = rows.iter().map(Stored::of).collect::<Result<Vec<_>>>()?;
+                let rewrites: Vec<(&Stored, Compact<'_>)> = stored
+                    .iter()
+                    .filter_map(|s| s.compact().map(|c| (s, c)))
+                    .collect();
+                let mut shared: Vec<&str> = rewrites
+                    .iter()
+                    .map(|(_, c)| c.shared)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                shared.sort_unstable();
+                shared.dedup();
+                let ids = $source_ids(&mut *tx, &shared).await?;
+                for (s, c) in &rewrites {
+                    let source_id = if c.shared.is_empty() {
+                        s.source_id
+                    } else {
+                        Some(*ids.get(c.shared).ok_or_else(|| {
+                            model::Error::internal(format!(
+                                "no record_sources row for {:?}",
+                                c.shared
+                            ))
+                        })?)
+                    };
+                    sqlx::query(REWRITE)
+                        .bind(c.name_key)
+                        .bind(c.family)
+                        .bind(source_id)
+                        .bind(c.rest)
+                        .bind(s.id.as_slice())
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                let done = stored.len() < limit as usize;
+                let last = stored.last().map(|s| s.id.clone()).or(after);
+                let rewritten = i64::try_from(rewrites.len()).unwrap_or(i64::MAX);
+                sqlx::query(ADVANCE)
+                    .bind(last.as_deref())
+                    .bind(done)
+                    .bind(rewritten)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                let at: $row = sqlx::query(PROGRESS)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                let progress = progress_of(&at)?;
+                tx.commit().await.map_err(db_error)?;
+                Ok(progress)
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn compaction_progress(&self) -> Result<CompactionProgress> {
+                let at: $row = sqlx::query(PROGRESS)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                progress_of(&at)
+            }
+        }
+    };
+}
+
+compaction_backend!(SqliteStore, SqliteRow, sqlite_source_ids);
+compaction_backend!(PgStore, PgRow, pg_source_ids);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(
+        name: &str,
+        key: Option<&str>,
+        family: &str,
+        source: Option<i64>,
+        url: &str,
+    ) -> Stored {
+        Stored {
+            id: vec![0; 16],
+            executable_name: name.into(),
+            name_key: key.map(Into::into),
+            family: family.into(),
+            source_id: source,
+            source_url: url.into(),
+        }
+    }
+
+    #[test]
+    fn older_rows_are_rewritten_as_the_writer_stores_new_ones() {
+        // A Debian member written before 0029 and 0031: every part comes out compact.
+        let member = stored(
+            "coreutils/usr/bin/ls",
+            Some("coreutils/usr/bin/ls"),
+            "coreutils/usr/bin/ls",
+            None,
+            "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#usr/bin/ls",
+        );
+        let c = member.compact().expect("rewritten");
+        assert_eq!((c.name_key, c.family), ("", ""));
+        assert_eq!(
+            (c.shared, c.rest),
+            (
+                "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#",
+                "usr/bin/ls"
+            )
+        );
+        // A mixed-case, versioned name keeps what differs from what it derives from.
+        let msi = stored(
+            "Go1.21.9.windows-amd64.msi",
+            Some("go1.21.9.windows-amd64.msi"),
+            "go.windows-amd64.msi",
+            None,
+            "https://dl.example/go/Go1.21.9.windows-amd64.msi",
+        );
+        let c = msi.compact().expect("rewritten");
+        assert_eq!(
+            (c.name_key, c.family),
+            ("go1.21.9.windows-amd64.msi", "go.windows-amd64.msi")
+        );
+        assert_eq!(c.rest, "Go1.21.9.windows-amd64.msi");
+        // A row written compact, a URL with no shared part, and a name key not filled yet
+        // are left alone.
+        assert!(
+            stored("ls", Some(""), "", Some(3), "usr/bin/ls")
+                .compact()
+                .is_none()
+        );
+        assert!(
+            stored("tool", Some(""), "", None, "tool.exe")
+                .compact()
+                .is_none()
+        );
+        assert!(
+            stored("Tool", None, "Tool", None, "https://x/Tool")
+                .compact()
+                .is_none()
+        );
+        // Only the names of a row whose URL was split already.
+        let split = stored("ls", Some("ls"), "ls", Some(3), "usr/bin/ls");
+        let c = split.compact().expect("names");
+        assert_eq!(
+            (c.name_key, c.family, c.shared, c.rest),
+            ("", "", "", "usr/bin/ls")
+        );
+    }
+
+    #[test]
+    fn the_walk_shows_the_share_of_ids_passed() {
+        assert_eq!(walked(None, false), 0.0);
+        assert_eq!(
+            walked(Some(&[0x80; 16]), false),
+            0x8080_8080_8080_8080u64 as f64 / 2f64.powi(64)
+        );
+        assert_eq!(walked(Some(&[0xff; 16]), true), 1.0);
+        assert!((walked(Some(&[0x40, 0, 0, 0, 0, 0, 0, 0, 9]), false) - 0.25).abs() < 1e-12);
+    }
+}
