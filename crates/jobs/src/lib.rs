@@ -8,7 +8,9 @@
 //!   (`corpus.import`);
 //! - [`revocation`]: the signing-certificate CRL check (`revocation.check:<interval start>`);
 //! - [`advisories`]: OSV advisories downloaded from configured URLs and imported
-//!   (`advisories.refresh:<interval start>`).
+//!   (`advisories.refresh:<interval start>`);
+//! - [`compaction`]: vendor records stored in an older form rewritten compact, while any
+//!   are left (`records.compact:<hour>`).
 //!
 //! A job is a [`Job`]: a name, [`Job::due`] (has its time come, and under which lease) and
 //! [`Job::run`]. A [`Runner`] holds the jobs; the server's upkeep loop calls
@@ -27,6 +29,7 @@ use store::Store;
 use tracing::Instrument as _;
 
 pub mod advisories;
+pub mod compaction;
 pub mod corpus_release;
 pub mod coverage;
 pub mod publish;
@@ -244,7 +247,7 @@ pub struct RunStats {
 
 impl Default for Runner {
     /// The cluster jobs: vendor refresh, transparency publication, NSRL release import,
-    /// revocation check, advisory refresh.
+    /// revocation check, advisory refresh, compaction of older records.
     fn default() -> Self {
         Self::new(vec![
             Arc::new(refresh::RefreshJob),
@@ -252,6 +255,7 @@ impl Default for Runner {
             Arc::new(corpus_release::CorpusReleaseJob::default()),
             Arc::new(revocation::RevocationJob),
             Arc::new(advisories::AdvisoryJob),
+            Arc::new(compaction::CompactionJob),
         ])
     }
 }

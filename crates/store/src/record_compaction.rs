@@ -40,6 +40,11 @@ pub trait RecordCompactionStore: Send + Sync {
 }
 
 const PROGRESS: &str = "SELECT after_id, done, rewritten FROM record_compaction WHERE id = 1";
+/// The progress, read by a batch as it locks the walk's row: a batch of another replica
+/// (PostgreSQL; SQLite has one writer) waits for this one to commit, then reads where it
+/// ended, so no row is looked at twice.
+const LOCK_PROGRESS: &str = "UPDATE record_compaction SET done = done WHERE id = 1 \
+     RETURNING after_id, done, rewritten";
 const FIRST_ROWS: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
      FROM hash_records ORDER BY id LIMIT $1";
 const ROWS_AFTER: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
@@ -145,7 +150,7 @@ macro_rules! compaction_backend {
                     return Ok(progress);
                 }
                 let mut tx = Self::write_tx(&self.pool).await?;
-                let at: $row = sqlx::query(PROGRESS)
+                let at: $row = sqlx::query(LOCK_PROGRESS)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db_error)?;

@@ -606,6 +606,7 @@ mod publish_after_refresh {
     }
 }
 mod advisories;
+mod compaction;
 mod coverage_queue;
 mod coverage_queue_debian;
 mod registry_history;
