@@ -123,6 +123,15 @@ async fn metrics_count_routes_lookups_and_health(app: TestApp) {
         Some(1.0)
     );
     assert!(text.contains(r#"knowngood_job_runs_total{job="vendor.refresh",outcome="ok"} 0"#));
+    // A database this version created has no rows in an older form to rewrite.
+    assert_eq!(
+        sample(&text, "knowngood_record_compaction_walked_ratio"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "knowngood_record_compaction_rewritten_total"),
+        Some(0.0)
+    );
     // Every line is a comment or `name{labels} value`.
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let (series, value) = line.rsplit_once(' ').expect(line);

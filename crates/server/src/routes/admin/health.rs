@@ -1,6 +1,7 @@
 //! The staff view of the service's health: everything the public status page shows, with
 //! each vendor's whole last error (URLs redacted) instead of its kind, the counters of
-//! refused credentials and of the lookup index's rolling HMAC re-verification.
+//! refused credentials and of the lookup index's rolling HMAC re-verification, and how far
+//! the rewrite of records stored in an older form has gone.
 
 use std::sync::atomic::Ordering;
 
@@ -32,6 +33,7 @@ pub struct StaffHealth {
     pub status: Status,
     pub security: SecurityCounters,
     pub lookup_index: LookupIndexCounters,
+    pub record_compaction: RecordCompactionJson,
     /// The latest scheduled-job leases, newest first (at most 20).
     pub jobs: Vec<JobLeaseJson>,
 }
@@ -70,6 +72,19 @@ pub struct LookupIndexCounters {
     pub merges: u64,
 }
 
+/// The rewrite of vendor records stored in an older form (whole source URLs and names,
+/// written before this version's storage), run in the background by the `records.compact`
+/// job; as on `/metrics`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecordCompactionJson {
+    /// Every record has been looked at: nothing is left to rewrite.
+    pub done: bool,
+    /// The share of the records walked so far, 0 to 1.
+    pub walked: f64,
+    /// Records rewritten so far, by every replica.
+    pub rewritten: u64,
+}
+
 /// Service health with full vendor errors (staff).
 #[utoipa::path(get, path = "/api/v1/admin/health", tag = "admin", security(("api_key" = [])),
     responses((status = 200, body = StaffHealth), (status = 403, body = ErrorBody)))]
@@ -90,6 +105,7 @@ pub async fn health(State(state): State<AppState>) -> ApiResult<Json<StaffHealth
             finished_at: l.finished_at.map(timestamp),
         })
         .collect();
+    let compaction = state.store.compaction_progress().await?;
     Ok(Json(StaffHealth {
         status: system_status(&state, ErrorDetail::Full).await,
         security: SecurityCounters {
@@ -100,6 +116,11 @@ pub async fn health(State(state): State<AppState>) -> ApiResult<Json<StaffHealth
             reverified: index.reverified(),
             reverify_failures: index.reverify_failures(),
             merges: index.merges(),
+        },
+        record_compaction: RecordCompactionJson {
+            done: compaction.done,
+            walked: compaction.walked,
+            rewritten: compaction.rewritten,
         },
         jobs,
     }))
