@@ -5,8 +5,9 @@
 //! trait, its SQL and its implementation for both backends (`records.rs`, `accounts.rs`,
 //! `health.rs`, `admin.rs`, …). Both backends run the same SQL (runtime queries with `$N`
 //! placeholders, which SQLite accepts; a name-prefix search alone adds a range on SQLite,
-//! `records::PrefixSearch`, and the statements that bind hundreds of values mark them `?` on
-//! SQLite, `backend::Params`) and the same row mapping, from plain functions that a
+//! `records::PrefixSearch`, the statements that bind hundreds of values mark them `?` on
+//! SQLite, `backend::Params`, and the compaction's rewrite moves a row on SQLite,
+//! `record_compaction`) and the same row mapping, from plain functions that a
 //! thin macro per aggregate calls for each backend, so they cannot drift apart; the
 //! conformance suite in `tests/store/conformance.rs` runs against both.
 //!
