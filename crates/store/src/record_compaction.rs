@@ -9,6 +9,8 @@
 //! back the same (`name_key_sql!`, `family_sql!`), so the records epoch does not move and
 //! no view of the records needs to catch up.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
@@ -62,7 +64,7 @@ const SQLITE_REWRITE: &str = "UPDATE hash_records \
      SET rowid = (SELECT MAX(rowid) + 1 FROM hash_records), name_key = $1, family = $2, \
      source_id = $3, source_url = $4 WHERE id = $5";
 const ADVANCE: &str = "UPDATE record_compaction SET after_id = $1, done = $2, \
-     rewritten = rewritten + $3 WHERE id = 1";
+     rewritten = rewritten + $3 WHERE id = 1 RETURNING after_id, done, rewritten";
 
 /// A row's columns as a batch reads them.
 struct Stored {
@@ -126,6 +128,34 @@ struct Compact<'a> {
     rest: &'a str,
 }
 
+/// The rows of a batch to rewrite, each with its compact form, and the distinct shared
+/// parts of their URLs (sorted, as the record writer adds them) that need a source id.
+fn rewrites_of(stored: &[Stored]) -> (Vec<(&Stored, Compact<'_>)>, Vec<&str>) {
+    let rewrites: Vec<(&Stored, Compact<'_>)> = stored
+        .iter()
+        .filter_map(|s| s.compact().map(|c| (s, c)))
+        .collect();
+    let mut shared: Vec<&str> = rewrites
+        .iter()
+        .map(|(_, c)| c.shared)
+        .filter(|s| !s.is_empty())
+        .collect();
+    shared.sort_unstable();
+    shared.dedup();
+    (rewrites, shared)
+}
+
+/// The `source_id` a rewritten row stores: its own, or the id of its URL's shared part.
+fn source_id_of(s: &Stored, c: &Compact<'_>, ids: &HashMap<String, i64>) -> Result<Option<i64>> {
+    if c.shared.is_empty() {
+        return Ok(s.source_id);
+    }
+    let id = ids.get(c.shared).copied().ok_or_else(|| {
+        model::Error::internal(format!("no record_sources row for {:?}", c.shared))
+    })?;
+    Ok(Some(id))
+}
+
 /// The walk's position as a share of the id space: the first 8 bytes of the last id looked
 /// at, over 2^64.
 fn walked(after: Option<&[u8]>, done: bool) -> f64 {
@@ -154,6 +184,7 @@ macro_rules! compaction_backend {
         impl RecordCompactionStore for $store {
             #[tracing::instrument(level = "debug", skip_all)]
             async fn compact_older_records(&self, limit: u32) -> Result<CompactionProgress> {
+                let limit = limit.max(1);
                 // Once done, not even the write lock is taken.
                 let progress = self.compaction_progress().await?;
                 if progress.done {
@@ -178,33 +209,13 @@ macro_rules! compaction_backend {
                 .await
                 .map_err(db_error)?;
                 let stored = rows.iter().map(Stored::of).collect::<Result<Vec<_>>>()?;
-                let rewrites: Vec<(&Stored, Compact<'_>)> = stored
-                    .iter()
-                    .filter_map(|s| s.compact().map(|c| (s, c)))
-                    .collect();
-                let mut shared: Vec<&str> = rewrites
-                    .iter()
-                    .map(|(_, c)| c.shared)
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                shared.sort_unstable();
-                shared.dedup();
+                let (rewrites, shared) = rewrites_of(&stored);
                 let ids = $source_ids(&mut *tx, &shared).await?;
                 for (s, c) in &rewrites {
-                    let source_id = if c.shared.is_empty() {
-                        s.source_id
-                    } else {
-                        Some(*ids.get(c.shared).ok_or_else(|| {
-                            model::Error::internal(format!(
-                                "no record_sources row for {:?}",
-                                c.shared
-                            ))
-                        })?)
-                    };
                     sqlx::query($rewrite)
                         .bind(c.name_key)
                         .bind(c.family)
-                        .bind(source_id)
+                        .bind(source_id_of(s, c, &ids)?)
                         .bind(c.rest)
                         .bind(s.id.as_slice())
                         .execute(&mut *tx)
@@ -214,14 +225,10 @@ macro_rules! compaction_backend {
                 let done = stored.len() < limit as usize;
                 let last = stored.last().map(|s| s.id.clone()).or(after);
                 let rewritten = i64::try_from(rewrites.len()).unwrap_or(i64::MAX);
-                sqlx::query(ADVANCE)
+                let at: $row = sqlx::query(ADVANCE)
                     .bind(last.as_deref())
                     .bind(done)
                     .bind(rewritten)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                let at: $row = sqlx::query(PROGRESS)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db_error)?;
