@@ -2,7 +2,8 @@
 //! that was written before migrations 0029 and 0031 holds rows with their whole source URL
 //! and their name three times; they read the same as compact rows but take about twice the
 //! room. While any are left ([`store::RecordCompactionStore`]), one replica at a time walks
-//! the records in batches, pausing between them so the service's own writes go first. The
+//! the records in batches, pausing after each as long as it took, so the service's own
+//! writes always find the database free. The
 //! walk's position is kept in the database: a restart, or another replica in a later slot,
 //! goes on from there. Progress is on `/metrics` and the staff health route.
 
@@ -21,8 +22,11 @@ const JOB: &str = "records.compact";
 const SLOT: Duration = Duration::from_secs(3600);
 /// Rows a batch looks at: one short write transaction.
 const BATCH: u32 = 500;
-/// The pause between batches, in which the service's writers take the database.
-const PAUSE: Duration = Duration::from_millis(10);
+/// The shortest pause between batches. A pause lasts at least as long as the batch before
+/// it, so the walk holds the database's write lock at most half the time: a SQLite writer
+/// waiting for it retries after sleeps of up to 100 ms, and a pause much shorter than its
+/// sleep could be missed batch after batch.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
 /// How often a long walk logs its progress.
 const LOG_EVERY: Duration = Duration::from_secs(30);
 
@@ -52,6 +56,7 @@ pub async fn compact_older_records(store: &dyn Store) -> Result<CompactionProgre
     let started = Instant::now();
     let mut logged = Instant::now();
     loop {
+        let batch = Instant::now();
         let progress = store.compact_older_records(BATCH).await?;
         if progress.done {
             tracing::info!(
@@ -69,6 +74,6 @@ pub async fn compact_older_records(store: &dyn Store) -> Result<CompactionProgre
                 "rewriting vendor records stored in an older form"
             );
         }
-        tokio::time::sleep(PAUSE).await;
+        tokio::time::sleep(batch.elapsed().max(MIN_PAUSE)).await;
     }
 }

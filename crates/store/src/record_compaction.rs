@@ -16,7 +16,10 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use crate::backend::Columns;
-use crate::record_writes::{pg_source_ids, source_parts, sqlite_source_ids};
+use crate::record_writes::{
+    PG_WRITER_SETTINGS, SQLITE_WRITER_SETTINGS, WriterSettings, pg_source_ids, source_parts,
+    sqlite_source_ids,
+};
 use crate::{PgStore, Result, SqliteStore, db_error};
 
 /// How far the rewrite of older rows has gone.
@@ -179,18 +182,16 @@ fn progress_of(row: &impl Columns) -> Result<CompactionProgress> {
 }
 
 macro_rules! compaction_backend {
-    ($store:ident, $row:ty, $source_ids:ident, $rewrite:expr) => {
-        #[async_trait]
-        impl RecordCompactionStore for $store {
-            #[tracing::instrument(level = "debug", skip_all)]
-            async fn compact_older_records(&self, limit: u32) -> Result<CompactionProgress> {
-                let limit = limit.max(1);
-                // Once done, not even the write lock is taken.
-                let progress = self.compaction_progress().await?;
-                if progress.done {
-                    return Ok(progress);
-                }
-                let mut tx = Self::write_tx(&self.pool).await?;
+    ($store:ident, $db:ty, $row:ty, $source_ids:ident, $rewrite:expr, $settings:expr) => {
+        impl $store {
+            /// One batch of the walk, in one transaction on `conn`.
+            async fn compact_batch(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                limit: u32,
+            ) -> Result<CompactionProgress> {
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
+                    .await
+                    .map_err(db_error)?;
                 let at: $row = sqlx::query(LOCK_PROGRESS)
                     .fetch_one(&mut *tx)
                     .await
@@ -236,6 +237,32 @@ macro_rules! compaction_backend {
                 tx.commit().await.map_err(db_error)?;
                 Ok(progress)
             }
+        }
+
+        #[async_trait]
+        impl RecordCompactionStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn compact_older_records(&self, limit: u32) -> Result<CompactionProgress> {
+                // Once done, not even the write lock is taken.
+                let progress = self.compaction_progress().await?;
+                if progress.done {
+                    return Ok(progress);
+                }
+                // A batch rewrites rows all over the table and its indexes: it runs with
+                // the record writer's settings (`record_writes::WriterSettings`).
+                let settings: WriterSettings = $settings;
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                sqlx::query(settings.set)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                let batch = Self::compact_batch(&mut conn, limit.max(1)).await;
+                sqlx::query(settings.undo)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                batch
+            }
 
             #[tracing::instrument(level = "debug", skip_all)]
             async fn compaction_progress(&self) -> Result<CompactionProgress> {
@@ -249,8 +276,22 @@ macro_rules! compaction_backend {
     };
 }
 
-compaction_backend!(SqliteStore, SqliteRow, sqlite_source_ids, SQLITE_REWRITE);
-compaction_backend!(PgStore, PgRow, pg_source_ids, PG_REWRITE);
+compaction_backend!(
+    SqliteStore,
+    sqlx::Sqlite,
+    SqliteRow,
+    sqlite_source_ids,
+    SQLITE_REWRITE,
+    SQLITE_WRITER_SETTINGS
+);
+compaction_backend!(
+    PgStore,
+    sqlx::Postgres,
+    PgRow,
+    pg_source_ids,
+    PG_REWRITE,
+    PG_WRITER_SETTINGS
+);
 
 #[cfg(test)]
 mod tests {
