@@ -17,8 +17,8 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::backend::Columns;
 use crate::record_writes::{
-    PG_WRITER_SETTINGS, SQLITE_WRITER_SETTINGS, WriterSettings, pg_source_ids, source_parts,
-    sqlite_source_ids,
+    PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, WriterSettings,
+    pg_source_ids, source_parts, sqlite_source_ids,
 };
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -182,7 +182,7 @@ fn progress_of(row: &impl Columns) -> Result<CompactionProgress> {
 }
 
 macro_rules! compaction_backend {
-    ($store:ident, $db:ty, $row:ty, $source_ids:ident, $rewrite:expr, $settings:expr) => {
+    ($store:ident, $db:ty, $row:ty, $source_ids:ident, $rewrite:expr, $settings:expr, $lock:expr) => {
         impl $store {
             /// One batch of the walk, in one transaction on `conn`.
             async fn compact_batch(
@@ -192,6 +192,18 @@ macro_rules! compaction_backend {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
                     .await
                     .map_err(db_error)?;
+                // Record writes update rows of many families in their own order: on
+                // PostgreSQL a batch waits for them, as they wait for each other, rather
+                // than locking rows against them (which deadlocks). SQLite's write lock
+                // already does so.
+                let lock: Option<&str> = $lock;
+                if let Some(lock) = lock {
+                    sqlx::query(lock)
+                        .bind(RECORDS_LOCK)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
                 let at: $row = sqlx::query(LOCK_PROGRESS)
                     .fetch_one(&mut *tx)
                     .await
@@ -282,7 +294,8 @@ compaction_backend!(
     SqliteRow,
     sqlite_source_ids,
     SQLITE_REWRITE,
-    SQLITE_WRITER_SETTINGS
+    SQLITE_WRITER_SETTINGS,
+    None
 );
 compaction_backend!(
     PgStore,
@@ -290,7 +303,8 @@ compaction_backend!(
     PgRow,
     pg_source_ids,
     PG_REWRITE,
-    PG_WRITER_SETTINGS
+    PG_WRITER_SETTINGS,
+    Some(PG_LOCK_RECORDS)
 );
 
 #[cfg(test)]

@@ -352,6 +352,8 @@ pub(crate) async fn let_ready_tasks_run() {
 /// serialised, as SQLite's `BEGIN IMMEDIATE` serialises them, so a batch of any size needs
 /// one lock rather than one per family.
 pub(crate) const RECORDS_LOCK: &str = "records";
+/// Takes [`RECORDS_LOCK`] (bound as `$1`) for the transaction, on PostgreSQL.
+pub(crate) const PG_LOCK_RECORDS: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
 /// Settings of the connection that writes a batch, set for the batch and undone after it,
 /// so the pool's idle connections do not each keep them. On SQLite:

@@ -1297,7 +1297,7 @@ crate::record_writes::record_writer!(
     PgStore,
     sqlx::Postgres,
     "BEGIN",
-    Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+    Some(crate::record_writes::PG_LOCK_RECORDS),
     Some(crate::record_writes::PG_WRITER_SETTINGS),
     crate::record_writes::pg_update,
     crate::record_writes::pg_insert,

@@ -6,7 +6,10 @@ use jobs::compaction::CompactionJob;
 use model::{Arch, RecordStatus};
 use testkit::{go, putty};
 
-testkit::backend_tests!(older_rows_are_rewritten_by_one_replica_and_read_the_same,);
+testkit::backend_tests!(
+    older_rows_are_rewritten_by_one_replica_and_read_the_same,
+    records_are_written_while_the_walk_rewrites,
+);
 
 /// Rows the store wrote compact, put back as the store wrote them before migrations 0029
 /// and 0031 (whole source URL, name key and family whole): the same records, which the
@@ -18,12 +21,11 @@ async fn store_as_before_0029(db: &Db) {
          source_id = NULL, \
          family = COALESCE(NULLIF(family, ''), NULLIF(name_key, ''), executable_name), \
          name_key = COALESCE(NULLIF(name_key, ''), executable_name)";
-    assert_eq!(
-        testkit::db::exec(db.backend, &db.url, WHOLE, &[])
-            .await
-            .unwrap(),
-        4
-    );
+    let rows = testkit::db::scalar(db.backend, &db.url, "SELECT COUNT(*) FROM hash_records").await;
+    let put_back = testkit::db::exec(db.backend, &db.url, WHOLE, &[])
+        .await
+        .unwrap();
+    assert_eq!(i64::try_from(put_back).unwrap(), rows);
     testkit::db::exec(
         db.backend,
         &db.url,
@@ -97,4 +99,74 @@ async fn older_rows_are_rewritten_by_one_replica_and_read_the_same(db: Db) {
         None
     );
     assert!(other.start_due(&env.replica(), later).await.is_empty());
+}
+
+/// The service goes on recording while the walk rewrites: a refresh's writes, interleaved
+/// with the walk's batches, all land (neither waits the other out), and every record reads
+/// and verifies afterwards, the new ones current.
+async fn records_are_written_while_the_walk_rewrites(db: Db) {
+    let at = t("2026-01-01T00:00:00Z");
+    let files: Vec<model::NewRecord> = (0..3_000u64)
+        .map(|i| {
+            testkit::rec(
+                "Debian bookworm",
+                &format!("pkg{}/usr/bin/tool{i}", i / 8),
+                "1.0-1",
+                model::Platform::Linux,
+                Arch::Amd64,
+                i,
+            )
+        })
+        .collect();
+    db.store.record_many(files.clone(), at).await.unwrap();
+    store_as_before_0029(&db).await;
+
+    // Newer versions of a fifth of the files, recorded a package at a time while the walk
+    // runs.
+    let store = db.store.clone();
+    let refresh = tokio::spawn(async move {
+        let newer: Vec<model::NewRecord> = files
+            .iter()
+            .step_by(5)
+            .enumerate()
+            .map(|(i, r)| model::NewRecord {
+                version: "2.0-1".into(),
+                hash_sha256: testkit::hex_of(1_000_000 + i as u64, 64),
+                ..r.clone()
+            })
+            .collect();
+        let mut inserted = 0;
+        for package in newer.chunks(8) {
+            let outcomes = store
+                .record_many(package.to_vec(), t("2026-02-01T00:00:00Z"))
+                .await
+                .unwrap();
+            inserted += outcomes
+                .iter()
+                .filter(|o| matches!(o, store::RecordOutcome::Inserted { .. }))
+                .count();
+        }
+        inserted
+    });
+    let progress = jobs::compaction::compact_older_records(db.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(refresh.await.unwrap(), 600);
+    assert!(progress.done && progress.rewritten >= 3_000, "{progress:?}");
+
+    let whole = "SELECT COUNT(*) FROM hash_records WHERE source_id IS NULL";
+    assert_eq!(testkit::db::scalar(db.backend, &db.url, whole).await, 0);
+    let all = db.store.records_after(None, 10_000).await.unwrap();
+    assert_eq!(all.len(), 3_600);
+    assert!(all.iter().all(|r| r.integrity_ok));
+    let current_newer = all
+        .iter()
+        .filter(|r| r.status == RecordStatus::Current && r.record.version == "2.0-1")
+        .count();
+    assert_eq!(current_newer, 600);
+    let unverified = "SELECT COUNT(*) FROM records_unverified";
+    assert_eq!(
+        testkit::db::scalar(db.backend, &db.url, unverified).await,
+        0
+    );
 }
