@@ -609,16 +609,6 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Every row put back as the store wrote it before migrations 0029 and 0031: its whole
-/// source URL in the row, its name key and family whole. The records stay the same, so the
-/// update trigger notes nothing.
-const AS_BEFORE_0029: &str = "UPDATE hash_records SET \
-     source_url = COALESCE((SELECT url FROM record_sources \
-         WHERE record_sources.id = hash_records.source_id), '') || source_url, \
-     source_id = NULL, \
-     family = COALESCE(NULLIF(family, ''), NULLIF(name_key, ''), executable_name), \
-     name_key = COALESCE(NULLIF(name_key, ''), executable_name)";
-
 /// Runs one statement on the database at `url`; the rows it changed.
 async fn execute(url: &str, sql: &'static str) -> Result<u64, BoxError> {
     Ok(if url.starts_with("sqlite:") {
@@ -662,12 +652,8 @@ async fn sqlite_used_bytes(url: &str) -> Result<Option<(i64, i64)>, BoxError> {
 /// Phase 5: the rows of the store at `url` put back in their older form, then rewritten
 /// compact by the `records.compact` job's loop.
 async fn older_rows(url: &str) -> Result<(), BoxError> {
-    let rows = execute(url, AS_BEFORE_0029).await?;
-    execute(
-        url,
-        "UPDATE record_compaction SET after_id = NULL, done = FALSE",
-    )
-    .await?;
+    let rows = execute(url, testkit::db::RECORDS_AS_BEFORE_0029).await?;
+    execute(url, testkit::db::COMPACTION_FROM_THE_START).await?;
     let before = sqlite_used_bytes(url).await?;
     let store = open(url).await?;
     let started = Instant::now();

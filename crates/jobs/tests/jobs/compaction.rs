@@ -15,25 +15,20 @@ testkit::backend_tests!(
 /// and 0031 (whole source URL, name key and family whole): the same records, which the
 /// update trigger does not note as changed.
 async fn store_as_before_0029(db: &Db) {
-    const WHOLE: &str = "UPDATE hash_records SET \
-         source_url = COALESCE((SELECT url FROM record_sources \
-             WHERE record_sources.id = hash_records.source_id), '') || source_url, \
-         source_id = NULL, \
-         family = COALESCE(NULLIF(family, ''), NULLIF(name_key, ''), executable_name), \
-         name_key = COALESCE(NULLIF(name_key, ''), executable_name)";
     let rows = testkit::db::scalar(db.backend, &db.url, "SELECT COUNT(*) FROM hash_records").await;
-    let put_back = testkit::db::exec(db.backend, &db.url, WHOLE, &[])
-        .await
-        .unwrap();
-    assert_eq!(i64::try_from(put_back).unwrap(), rows);
-    testkit::db::exec(
+    let put_back = testkit::db::exec(
         db.backend,
         &db.url,
-        "UPDATE record_compaction SET after_id = NULL, done = FALSE",
+        testkit::db::RECORDS_AS_BEFORE_0029,
         &[],
     )
     .await
     .unwrap();
+    assert_eq!(i64::try_from(put_back).unwrap(), rows);
+    let from_start = testkit::db::COMPACTION_FROM_THE_START;
+    testkit::db::exec(db.backend, &db.url, from_start, &[])
+        .await
+        .unwrap();
 }
 
 async fn older_rows_are_rewritten_by_one_replica_and_read_the_same(db: Db) {
