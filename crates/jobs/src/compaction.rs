@@ -3,9 +3,9 @@
 //! and their name three times; they read the same as compact rows but take about twice the
 //! room. While any are left ([`store::RecordCompactionStore`]), one replica at a time walks
 //! the records in batches, pausing after each as long as it took, so the service's own
-//! writes always find the database free. The
-//! walk's position is kept in the database: a restart, or another replica in a later slot,
-//! goes on from there. Progress is on `/metrics` and the staff health route.
+//! writes always find the database free. The walk's position is kept in the database: a
+//! restart, or another replica in a later slot, goes on from there. Progress is on
+//! `/metrics` and the staff health route.
 
 use std::time::{Duration, Instant};
 
