@@ -1,6 +1,6 @@
 //! Rewriting records stored before the compact columns, online. Rows written before
 //! migration 0029 hold their whole source URL, and rows written before 0031 their name key
-//! and family whole; both read the same as compact rows, but take about twice the room. The
+//! and family whole; both read the same as compact rows, but take about 140 bytes more. The
 //! store rewrites them a batch at a time, walking `hash_records` in id order from where the
 //! `record_compaction` row says the walk stopped, each batch its own short transaction, so
 //! the service answers and records throughout and a restart resumes the walk. A rewrite
