@@ -609,21 +609,6 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Runs one statement on the database at `url`; the rows it changed.
-async fn execute(url: &str, sql: &'static str) -> Result<u64, BoxError> {
-    Ok(if url.starts_with("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(url).await?;
-        let n = sqlx::query(sql).execute(&mut conn).await?.rows_affected();
-        conn.close().await?;
-        n
-    } else {
-        let mut conn = sqlx::PgConnection::connect(url).await?;
-        let n = sqlx::query(sql).execute(&mut conn).await?.rows_affected();
-        conn.close().await?;
-        n
-    })
-}
-
 /// SQLite: (bytes the record tables and their indexes use, bytes of free pages), after a
 /// checkpoint; None on PostgreSQL or without `dbstat`.
 async fn sqlite_used_bytes(url: &str) -> Result<Option<(i64, i64)>, BoxError> {
@@ -652,8 +637,13 @@ async fn sqlite_used_bytes(url: &str) -> Result<Option<(i64, i64)>, BoxError> {
 /// Phase 5: the rows of the store at `url` put back in their older form, then rewritten
 /// compact by the `records.compact` job's loop.
 async fn older_rows(url: &str) -> Result<(), BoxError> {
-    let rows = execute(url, testkit::db::RECORDS_AS_BEFORE_0029).await?;
-    execute(url, testkit::db::COMPACTION_FROM_THE_START).await?;
+    let backend = if url.starts_with("sqlite:") {
+        testkit::Backend::Sqlite
+    } else {
+        testkit::Backend::Postgres
+    };
+    let rows = testkit::db::exec(backend, url, testkit::db::RECORDS_AS_BEFORE_0029, &[]).await?;
+    testkit::db::exec(backend, url, testkit::db::COMPACTION_FROM_THE_START, &[]).await?;
     let before = sqlite_used_bytes(url).await?;
     let store = open(url).await?;
     let started = Instant::now();

@@ -18,7 +18,7 @@ use sqlx::sqlite::SqliteRow;
 use crate::backend::Columns;
 use crate::record_writes::{
     PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, WriterSettings,
-    pg_source_ids, source_parts, sqlite_source_ids,
+    pg_source_ids, shared_sources, source_columns, source_parts, sqlite_source_ids,
 };
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -169,32 +169,29 @@ struct Compact<'a> {
     rest: &'a str,
 }
 
-/// The rows of a batch to rewrite, each with its compact form, and the distinct shared
-/// parts of their URLs (sorted, as the record writer adds them) that need a source id.
+/// The rows of a batch to rewrite, each with its compact form, and the shared parts of the
+/// URLs they split (`record_writes::shared_sources`) that need a source id.
 fn rewrites_of(stored: &[Stored]) -> (Vec<(&Stored, Compact<'_>)>, Vec<&str>) {
     let rewrites: Vec<(&Stored, Compact<'_>)> = stored
         .iter()
         .filter_map(|s| s.compact().map(|c| (s, c)))
         .collect();
-    let mut shared: Vec<&str> = rewrites
-        .iter()
-        .map(|(_, c)| c.shared)
-        .filter(|s| !s.is_empty())
-        .collect();
-    shared.sort_unstable();
-    shared.dedup();
+    let shared = shared_sources(
+        rewrites
+            .iter()
+            .filter(|(_, c)| !c.shared.is_empty())
+            .map(|(s, _)| s.source_url.as_str()),
+    );
     (rewrites, shared)
 }
 
-/// The `source_id` a rewritten row stores: its own, or the id of its URL's shared part.
-fn source_id_of(s: &Stored, c: &Compact<'_>, ids: &HashMap<String, i64>) -> Result<Option<i64>> {
-    if c.shared.is_empty() {
-        return Ok(s.source_id);
+/// The `source_id` a rewritten row stores: its own, or the id of its URL's shared part
+/// (`record_writes::source_columns`, as the writer finds it).
+fn source_id_of(s: &Stored, ids: &HashMap<String, i64>) -> Result<Option<i64>> {
+    match s.source_id {
+        Some(id) => Ok(Some(id)),
+        None => Ok(source_columns(&s.source_url, ids)?.0),
     }
-    let id = ids.get(c.shared).copied().ok_or_else(|| {
-        model::Error::internal(format!("no record_sources row for {:?}", c.shared))
-    })?;
-    Ok(Some(id))
 }
 
 /// The walk's position as a share of the id space: the first 8 bytes of the last id looked
@@ -264,7 +261,7 @@ macro_rules! compaction_backend {
                 let ids = $source_ids(&mut *tx, &shared).await?;
                 let rows = rewrites
                     .iter()
-                    .map(|(s, c)| Ok((s.id.as_slice(), c, source_id_of(s, c, &ids)?)))
+                    .map(|(s, c)| Ok((s.id.as_slice(), c, source_id_of(s, &ids)?)))
                     .collect::<Result<Vec<Rewrite<'_>>>>()?;
                 $rewrite(&mut *tx, &rows).await?;
                 let done = stored.len() < limit as usize;

@@ -403,12 +403,12 @@ pub(crate) fn source_parts(url: &str) -> (&str, &str) {
     url.split_at(cut)
 }
 
-/// The distinct shared parts of `rows`' source URLs, sorted (so that concurrent writers add
-/// them in one order), without the empty one of a URL that has none.
-fn shared_sources<'r>(rows: &[RowInsert<'r>]) -> Vec<&'r str> {
-    let mut shared: Vec<&str> = rows
-        .iter()
-        .map(|r| source_parts(&r.entry.rec.record.source_url).0)
+/// The distinct shared parts of `urls`, sorted (so that concurrent writers add them in one
+/// order), without the empty one of a URL that has none.
+pub(crate) fn shared_sources<'r>(urls: impl IntoIterator<Item = &'r str>) -> Vec<&'r str> {
+    let mut shared: Vec<&str> = urls
+        .into_iter()
+        .map(|url| source_parts(url).0)
         .filter(|shared| !shared.is_empty())
         .collect();
     shared.sort_unstable();
@@ -416,12 +416,17 @@ fn shared_sources<'r>(rows: &[RowInsert<'r>]) -> Vec<&'r str> {
     shared
 }
 
-/// A row's `source_id` and `source_url` columns, given the ids of the shared parts.
-fn source_columns<'r>(
-    row: &RowInsert<'r>,
+/// The URLs of `rows`' records.
+fn source_urls<'r>(rows: &[RowInsert<'r>]) -> impl Iterator<Item = &'r str> {
+    rows.iter().map(|r| r.entry.rec.record.source_url.as_str())
+}
+
+/// A URL's `source_id` and `source_url` columns, given the ids of the shared parts.
+pub(crate) fn source_columns<'r>(
+    url: &'r str,
     ids: &HashMap<String, i64>,
 ) -> crate::Result<(Option<i64>, &'r str)> {
-    let (shared, rest) = source_parts(&row.entry.rec.record.source_url);
+    let (shared, rest) = source_parts(url);
     if shared.is_empty() {
         return Ok((None, rest));
     }
@@ -630,14 +635,14 @@ pub(crate) async fn sqlite_insert(
             .iter()
             .map(RowInsert::bytes)
             .collect::<crate::Result<Vec<_>>>()?;
-        let ids = sqlite_source_ids(&mut *conn, &shared_sources(chunk)).await?;
+        let ids = sqlite_source_ids(&mut *conn, &shared_sources(source_urls(chunk))).await?;
         let names = chunk
             .iter()
             .map(RowInsert::name_columns)
             .collect::<Vec<_>>();
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for ((row, b), (name_key, family)) in chunk.iter().zip(&bytes).zip(&names) {
-            let (source_id, source_rest) = source_columns(row, &ids)?;
+            let (source_id, source_rest) = source_columns(&row.entry.rec.record.source_url, &ids)?;
             let e = row.entry;
             let r = &e.rec.record;
             q = q
@@ -721,10 +726,10 @@ pub(crate) async fn pg_insert(
             .iter()
             .map(RowInsert::bytes)
             .collect::<crate::Result<Vec<_>>>()?;
-        let ids = pg_source_ids(&mut *conn, &shared_sources(chunk)).await?;
+        let ids = pg_source_ids(&mut *conn, &shared_sources(source_urls(chunk))).await?;
         let sources = chunk
             .iter()
-            .map(|row| source_columns(row, &ids))
+            .map(|row| source_columns(&row.entry.rec.record.source_url, &ids))
             .collect::<crate::Result<Vec<_>>>()?;
         let names = chunk
             .iter()
