@@ -166,10 +166,15 @@ pub async fn serve_router(app: Router) -> SocketAddr {
 }
 
 /// A base URL nothing listens on: connections are refused.
+///
+/// The port stays bound (without listening) for the rest of the process: a port that
+/// was merely freed can be taken by another test's server running alongside, which
+/// then answers instead of refusing.
 pub async fn dead_base() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::mem::forget(socket);
     format!("https://{addr}")
 }
 
