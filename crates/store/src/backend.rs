@@ -126,6 +126,7 @@ pub(crate) trait Columns {
     fn int4(&self, column: &str) -> Result<i32>;
     fn opt_int(&self, column: &str) -> Result<Option<i64>>;
     fn flag(&self, column: &str) -> Result<bool>;
+    fn opt_flag(&self, column: &str) -> Result<Option<bool>>;
     fn time(&self, column: &str) -> Result<DateTime<Utc>>;
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>>;
     /// A vendor record's time ([`crate::records::RecordTime`]).
@@ -160,6 +161,9 @@ macro_rules! columns {
                 self.try_get(column).map_err(db_error)
             }
             fn flag(&self, column: &str) -> Result<bool> {
+                self.try_get(column).map_err(db_error)
+            }
+            fn opt_flag(&self, column: &str) -> Result<Option<bool>> {
                 self.try_get(column).map_err(db_error)
             }
             fn time(&self, column: &str) -> Result<DateTime<Utc>> {

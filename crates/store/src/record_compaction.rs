@@ -1,11 +1,13 @@
 //! Rewriting records stored before the compact columns, online. Rows written before
-//! migration 0029 hold their whole source URL, and rows written before 0031 their name key
-//! and family whole; both read the same as compact rows, but take about 140 bytes more. The
+//! migration 0029 hold their whole source URL, rows written before 0031 their name key and
+//! family whole, and archive members written before 0033 their path twice (as their name
+//! and at the end of their URL); all read the same as compact rows, but take about 140 to
+//! 180 bytes more. The
 //! store rewrites them a batch at a time, walking `hash_records` in id order from where the
 //! `record_compaction` row says the walk stopped, each batch its own short transaction, so
 //! the service answers and records throughout and a restart resumes the walk. A rewrite
 //! changes no signed field and no answer: the URL joined again from its parts is the same
-//! (the update trigger compares it whole, migration 0032), and the name key and family read
+//! (the update trigger compares it whole, migrations 0032 and 0033), and the name key and family read
 //! back the same (`name_key_sql!`, `family_sql!`), so the records epoch does not move and
 //! no view of the records needs to catch up.
 
@@ -17,8 +19,9 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::backend::Columns;
 use crate::record_writes::{
-    PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, WriterSettings,
-    pg_source_ids, shared_sources, source_columns, source_parts, sqlite_source_ids,
+    PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, SourceColumns,
+    WriterSettings, pg_source_ids, rest_columns, shared_sources, source_columns, source_parts,
+    sqlite_source_ids,
 };
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -50,16 +53,16 @@ const PROGRESS: &str = "SELECT after_id, done, rewritten FROM record_compaction 
 /// ended, so no row is looked at twice.
 const LOCK_PROGRESS: &str = "UPDATE record_compaction SET done = done WHERE id = 1 \
      RETURNING after_id, done, rewritten";
-const FIRST_ROWS: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
-     FROM hash_records ORDER BY id LIMIT $1";
-const ROWS_AFTER: &str = "SELECT id, executable_name, name_key, family, source_id, source_url \
-     FROM hash_records WHERE id > $1 ORDER BY id LIMIT $2";
+const FIRST_ROWS: &str = "SELECT id, executable_name, name_key, family, source_id, source_url, \
+     source_rest_is_name FROM hash_records ORDER BY id LIMIT $1";
+const ROWS_AFTER: &str = "SELECT id, executable_name, name_key, family, source_id, source_url, \
+     source_rest_is_name FROM hash_records WHERE id > $1 ORDER BY id LIMIT $2";
 /// PostgreSQL writes an updated row as a new version anyway, and (once vacuumed) reuses the
 /// old version's room for any new row. A batch's rows in one statement: one round trip.
 const PG_REWRITE: &str = "UPDATE hash_records h SET name_key = v.name_key, family = v.family, \
-     source_id = v.source_id, source_url = v.rest \
-     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::bigint[], $5::text[]) \
-     AS v(id, name_key, family, source_id, rest) WHERE h.id = v.id";
+     source_id = v.source_id, source_url = v.rest, source_rest_is_name = v.rest_is_name \
+     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::boolean[]) \
+     AS v(id, name_key, family, source_id, rest, rest_is_name) WHERE h.id = v.id";
 /// SQLite updates a row in place, and a row that shrinks leaves its room inside a page that
 /// new rows never reach (they take the next rowid, after every page). So the rewrite also
 /// moves the row to the end: the old pages empty as the walk goes on, and are merged and
@@ -68,18 +71,19 @@ const PG_REWRITE: &str = "UPDATE hash_records h SET name_key = v.name_key, famil
 /// runs in the process.
 const SQLITE_REWRITE: &str = "UPDATE hash_records \
      SET rowid = (SELECT MAX(rowid) + 1 FROM hash_records), name_key = $1, family = $2, \
-     source_id = $3, source_url = $4 WHERE id = $5";
+     source_id = $3, source_url = $4, source_rest_is_name = $5 WHERE id = $6";
 
-/// A row's new columns: its id, then its compact form with its source id.
-type Rewrite<'a> = (&'a [u8], &'a Compact<'a>, Option<i64>);
+/// A row's new columns: its id, then its compact name columns and source columns.
+type Rewrite<'a> = (&'a [u8], &'a Compact<'a>, SourceColumns<'a>);
 
 async fn sqlite_rewrite(conn: &mut sqlx::SqliteConnection, rows: &[Rewrite<'_>]) -> Result<()> {
-    for (id, c, source_id) in rows {
+    for (id, c, source) in rows {
         sqlx::query(SQLITE_REWRITE)
             .bind(c.name_key)
             .bind(c.family)
-            .bind(*source_id)
-            .bind(c.rest)
+            .bind(source.id)
+            .bind(source.rest)
+            .bind(source.rest_is_name)
             .bind(*id)
             .execute(&mut *conn)
             .await
@@ -96,8 +100,9 @@ async fn pg_rewrite(conn: &mut sqlx::PgConnection, rows: &[Rewrite<'_>]) -> Resu
         .bind(rows.iter().map(|r| r.0).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.1.name_key).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.1.family).collect::<Vec<_>>())
-        .bind(rows.iter().map(|r| r.2).collect::<Vec<_>>())
-        .bind(rows.iter().map(|r| r.1.rest).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.2.id).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.2.rest).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.2.rest_is_name).collect::<Vec<_>>())
         .execute(&mut *conn)
         .await
         .map_err(db_error)?;
@@ -116,6 +121,8 @@ struct Stored {
     family: String,
     source_id: Option<i64>,
     source_url: String,
+    /// NULL reads as FALSE: `source_url` holds the rest.
+    source_rest_is_name: bool,
 }
 
 impl Stored {
@@ -127,12 +134,13 @@ impl Stored {
             family: row.text("family")?,
             source_id: row.opt_int("source_id")?,
             source_url: row.text("source_url")?,
+            source_rest_is_name: row.opt_flag("source_rest_is_name")?.unwrap_or(false),
         })
     }
 
     /// The compact form of the row's name key and family ('' where each equals what it is
     /// derived from) and source URL (the shared part to store in `record_sources`, and the
-    /// rest), or None when it is compact already.
+    /// rest unless it is the name), or None when it is compact already.
     fn compact(&self) -> Option<Compact<'_>> {
         let key = self.name_key.as_deref()?;
         let read_key = if key.is_empty() {
@@ -150,12 +158,14 @@ impl Stored {
             None => source_parts(&self.source_url),
             Some(_) => ("", self.source_url.as_str()),
         };
-        let unchanged = name_key == key && family == self.family && shared.is_empty();
+        let names_rest = !self.source_rest_is_name
+            && rest_columns(None, rest, &self.executable_name).rest_is_name;
+        let unchanged =
+            name_key == key && family == self.family && shared.is_empty() && !names_rest;
         (!unchanged).then_some(Compact {
             name_key,
             family,
             shared,
-            rest,
         })
     }
 }
@@ -166,7 +176,6 @@ struct Compact<'a> {
     family: &'a str,
     /// Empty: the row keeps its `source_id`.
     shared: &'a str,
-    rest: &'a str,
 }
 
 /// The rows of a batch to rewrite, each with its compact form, and the shared parts of the
@@ -185,12 +194,18 @@ fn rewrites_of(stored: &[Stored]) -> (Vec<(&Stored, Compact<'_>)>, Vec<&str>) {
     (rewrites, shared)
 }
 
-/// The `source_id` a rewritten row stores: its own, or the id of its URL's shared part
-/// (`record_writes::source_columns`, as the writer finds it).
-fn source_id_of(s: &Stored, ids: &HashMap<String, i64>) -> Result<Option<i64>> {
+/// The source columns a rewritten row stores, as the writer stores them
+/// (`record_writes::source_columns`): its own `source_id`, or the id of its URL's shared
+/// part, and the rest unless it is the name.
+fn source_of<'a>(s: &'a Stored, ids: &HashMap<String, i64>) -> Result<SourceColumns<'a>> {
     match s.source_id {
-        Some(id) => Ok(Some(id)),
-        None => Ok(source_columns(&s.source_url, ids)?.0),
+        _ if s.source_rest_is_name => Ok(SourceColumns {
+            id: s.source_id,
+            rest: "",
+            rest_is_name: true,
+        }),
+        Some(id) => Ok(rest_columns(Some(id), &s.source_url, &s.executable_name)),
+        None => source_columns(&s.source_url, &s.executable_name, ids),
     }
 }
 
@@ -261,7 +276,7 @@ macro_rules! compaction_backend {
                 let ids = $source_ids(&mut *tx, &shared).await?;
                 let rows = rewrites
                     .iter()
-                    .map(|(s, c)| Ok((s.id.as_slice(), c, source_id_of(s, &ids)?)))
+                    .map(|(s, c)| Ok((s.id.as_slice(), c, source_of(s, &ids)?)))
                     .collect::<Result<Vec<Rewrite<'_>>>>()?;
                 $rewrite(&mut *tx, &rows).await?;
                 let done = stored.len() < limit as usize;
@@ -354,27 +369,55 @@ mod tests {
             family: family.into(),
             source_id: source,
             source_url: url.into(),
+            source_rest_is_name: false,
+        }
+    }
+
+    /// A rewrite's name key, family and source columns (shared parts stored as id 7).
+    fn rewritten(s: &Stored) -> Option<(&str, &str, SourceColumns<'_>)> {
+        let c = s.compact()?;
+        let ids = HashMap::from([(c.shared.to_owned(), 7)]);
+        Some((c.name_key, c.family, source_of(s, &ids).expect("source")))
+    }
+
+    fn source(id: Option<i64>, rest: &str, rest_is_name: bool) -> SourceColumns<'_> {
+        SourceColumns {
+            id,
+            rest,
+            rest_is_name,
         }
     }
 
     #[test]
     fn older_rows_are_rewritten_as_the_writer_stores_new_ones() {
-        // A Debian member written before 0029 and 0031: every part comes out compact.
+        // A Debian member written before 0029 and 0031: every part comes out compact, and
+        // the URL's rest, its path, is its name.
         let member = stored(
+            "usr/bin/ls",
+            Some("usr/bin/ls"),
+            "usr/bin/ls",
+            None,
+            "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#usr/bin/ls",
+        );
+        assert_eq!(
+            member.compact().expect("rewritten").shared,
+            "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#"
+        );
+        assert_eq!(
+            rewritten(&member),
+            Some(("", "", source(Some(7), "", true)))
+        );
+        // A member named under its package keeps the rest it has.
+        let qualified = stored(
             "coreutils/usr/bin/ls",
             Some("coreutils/usr/bin/ls"),
             "coreutils/usr/bin/ls",
             None,
             "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#usr/bin/ls",
         );
-        let c = member.compact().expect("rewritten");
-        assert_eq!((c.name_key, c.family), ("", ""));
         assert_eq!(
-            (c.shared, c.rest),
-            (
-                "https://deb.example/pool/c/coreutils_9.1-1_amd64.deb#",
-                "usr/bin/ls"
-            )
+            rewritten(&qualified),
+            Some(("", "", source(Some(7), "usr/bin/ls", false)))
         );
         // A mixed-case, versioned name keeps what differs from what it derives from.
         let msi = stored(
@@ -384,14 +427,21 @@ mod tests {
             None,
             "https://dl.example/go/Go1.21.9.windows-amd64.msi",
         );
-        let c = msi.compact().expect("rewritten");
         assert_eq!(
-            (c.name_key, c.family),
-            ("go1.21.9.windows-amd64.msi", "go.windows-amd64.msi")
+            rewritten(&msi),
+            Some((
+                "go1.21.9.windows-amd64.msi",
+                "go.windows-amd64.msi",
+                source(Some(7), "", true)
+            ))
         );
-        assert_eq!(c.rest, "Go1.21.9.windows-amd64.msi");
         // A row written compact, a URL with no shared part, and a name key not filled yet
         // are left alone.
+        let compact = Stored {
+            source_rest_is_name: true,
+            ..stored("usr/bin/ls", Some(""), "", Some(3), "")
+        };
+        assert!(compact.compact().is_none());
         assert!(
             stored("ls", Some(""), "", Some(3), "usr/bin/ls")
                 .compact()
@@ -409,10 +459,15 @@ mod tests {
         );
         // Only the names of a row whose URL was split already.
         let split = stored("ls", Some("ls"), "ls", Some(3), "usr/bin/ls");
-        let c = split.compact().expect("names");
         assert_eq!(
-            (c.name_key, c.family, c.shared, c.rest),
-            ("", "", "", "usr/bin/ls")
+            rewritten(&split),
+            Some(("", "", source(Some(3), "usr/bin/ls", false)))
+        );
+        // Only the rest of a member written between 0031 and 0033.
+        let between = stored("usr/bin/ls", Some(""), "", Some(3), "usr/bin/ls");
+        assert_eq!(
+            rewritten(&between),
+            Some(("", "", source(Some(3), "", true)))
         );
     }
 

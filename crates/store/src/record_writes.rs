@@ -24,7 +24,7 @@ use crate::backend::{Columns, Params};
 use crate::records::RecordTime;
 use crate::{RecordOutcome, new_id};
 
-/// Rows per multi-row `INSERT` (24 values a row: within both backends' bind limits).
+/// Rows per multi-row `INSERT` (26 values a row: within both backends' bind limits).
 pub(crate) const INSERT_ROWS: usize = 500;
 /// Records applied in memory between two flushes to the database, bounding a batch's
 /// memory: a chunk ends at the first family boundary past this many (see `plan_chunks`).
@@ -389,12 +389,12 @@ pub(crate) const PG_WRITER_SETTINGS: WriterSettings = WriterSettings {
 const INSERT_COLUMNS: &str = "id, vendor, executable_name, family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, source_url, download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, status, valid_from, valid_until, hmac, name_key, size_bytes, \
-     added_at, source_id, changed_epoch";
+     added_at, source_id, source_rest_is_name, changed_epoch";
 
 /// A source URL as stored: where it was fetched from, kept once in `record_sources` (an
 /// archive's URL through the `#` that names its member, else a download's URL through its
-/// last `/`), and the rest, kept in the row. A URL with neither is all rest. The two joined
-/// are the URL, which [`crate::records::RECORD_COLUMNS`] reads back.
+/// last `/`), and the rest, kept in the row (see [`SourceColumns`]). A URL with neither is
+/// all rest. The two joined are the URL, which [`crate::records::RECORD_COLUMNS`] reads back.
 pub(crate) fn source_parts(url: &str) -> (&str, &str) {
     let cut = url
         .find('#')
@@ -421,20 +421,51 @@ fn source_urls<'r>(rows: &[RowInsert<'r>]) -> impl Iterator<Item = &'r str> {
     rows.iter().map(|r| r.entry.rec.record.source_url.as_str())
 }
 
-/// A URL's `source_id` and `source_url` columns, given the ids of the shared parts.
+/// A record's source URL as its row stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SourceColumns<'r> {
+    /// `source_id`: the shared part's row in `record_sources`, if the URL has one.
+    pub id: Option<i64>,
+    /// `source_url`: the rest of the URL, or '' when it is the record's executable name.
+    pub rest: &'r str,
+    /// `source_rest_is_name`: the rest is the executable name (migration 0033). An archive
+    /// member's URL most often ends in its path, which is also its name
+    /// (`…/coreutils_9.1_amd64.deb#usr/bin/ls` names `usr/bin/ls`): kept once, not twice.
+    pub rest_is_name: bool,
+}
+
+/// A URL's columns (see [`SourceColumns`]), given the record's executable name and the ids
+/// of the shared parts.
 pub(crate) fn source_columns<'r>(
     url: &'r str,
+    executable_name: &str,
     ids: &HashMap<String, i64>,
-) -> crate::Result<(Option<i64>, &'r str)> {
+) -> crate::Result<SourceColumns<'r>> {
     let (shared, rest) = source_parts(url);
-    if shared.is_empty() {
-        return Ok((None, rest));
+    let id = if shared.is_empty() {
+        None
+    } else {
+        let id = ids.get(shared).copied().ok_or_else(|| {
+            model::Error::internal(format!("no record_sources row for {shared:?}"))
+        })?;
+        Some(id)
+    };
+    Ok(rest_columns(id, rest, executable_name))
+}
+
+/// The columns of a URL split into `id` and `rest`: the rest kept in the row unless it is
+/// the executable name.
+pub(crate) fn rest_columns<'r>(
+    id: Option<i64>,
+    rest: &'r str,
+    executable_name: &str,
+) -> SourceColumns<'r> {
+    let rest_is_name = !rest.is_empty() && rest == executable_name;
+    SourceColumns {
+        id,
+        rest: if rest_is_name { "" } else { rest },
+        rest_is_name,
     }
-    let id = ids
-        .get(shared)
-        .copied()
-        .ok_or_else(|| model::Error::internal(format!("no record_sources row for {shared:?}")))?;
-    Ok((Some(id), rest))
 }
 
 /// The URLs of `urls` whose ids the insert did not return: those already stored.
@@ -628,7 +659,7 @@ pub(crate) async fn sqlite_insert(
         let sql = rows_sql(chunk.len(), &FULL, |n| {
             format!(
                 "INSERT INTO hash_records ({INSERT_COLUMNS}) VALUES {}",
-                Params::Anonymous.rows(n, 25)
+                Params::Anonymous.rows(n, 26)
             )
         });
         let bytes = chunk
@@ -642,9 +673,9 @@ pub(crate) async fn sqlite_insert(
             .collect::<Vec<_>>();
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for ((row, b), (name_key, family)) in chunk.iter().zip(&bytes).zip(&names) {
-            let (source_id, source_rest) = source_columns(&row.entry.rec.record.source_url, &ids)?;
             let e = row.entry;
             let r = &e.rec.record;
+            let source = source_columns(&r.source_url, &r.executable_name, &ids)?;
             q = q
                 .bind(b.id.as_slice())
                 .bind(r.vendor.as_str())
@@ -656,7 +687,7 @@ pub(crate) async fn sqlite_insert(
                 .bind(b.sha256.as_slice())
                 .bind(b.sha1.as_deref())
                 .bind(b.md5.as_deref())
-                .bind(source_rest)
+                .bind(source.rest)
                 .bind(r.download_verified)
                 .bind(r.sig_signer.as_deref())
                 .bind(r.sig_issuer.as_deref())
@@ -669,7 +700,8 @@ pub(crate) async fn sqlite_insert(
                 .bind(name_key.as_str())
                 .bind(row.size())
                 .bind(RecordTime(row.added_at))
-                .bind(source_id)
+                .bind(source.id)
+                .bind(source.rest_is_name)
                 .bind(epoch);
         }
         q.execute(&mut *conn).await.map_err(crate::db_error)?;
@@ -729,7 +761,10 @@ pub(crate) async fn pg_insert(
         let ids = pg_source_ids(&mut *conn, &shared_sources(source_urls(chunk))).await?;
         let sources = chunk
             .iter()
-            .map(|row| source_columns(&row.entry.rec.record.source_url, &ids))
+            .map(|row| {
+                let r = &row.entry.rec.record;
+                source_columns(&r.source_url, &r.executable_name, &ids)
+            })
             .collect::<crate::Result<Vec<_>>>()?;
         let names = chunk
             .iter()
@@ -741,7 +776,7 @@ pub(crate) async fn pg_insert(
              $7::text[], $8::bytea[], $9::bytea[], $10::bytea[], $11::text[], $12::boolean[], \
              $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], \
              $18::timestamptz[], $19::timestamptz[], $20::bytea[], $21::text[], $22::bigint[], \
-             $23::timestamptz[], $25::bigint[])"
+             $23::timestamptz[], $25::bigint[], $26::boolean[])"
         )))
         .bind(bytes.iter().map(|b| b.id.as_slice()).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.vendor.as_str()))
@@ -758,7 +793,7 @@ pub(crate) async fn pg_insert(
         )
         .bind(bytes.iter().map(|b| b.sha1.as_deref()).collect::<Vec<_>>())
         .bind(bytes.iter().map(|b| b.md5.as_deref()).collect::<Vec<_>>())
-        .bind(sources.iter().map(|(_, rest)| *rest).collect::<Vec<_>>())
+        .bind(sources.iter().map(|s| s.rest).collect::<Vec<_>>())
         .bind(column!(|r| r.entry.rec.record.download_verified))
         .bind(column!(|r| r.entry.rec.record.sig_signer.as_deref()))
         .bind(column!(|r| r.entry.rec.record.sig_issuer.as_deref()))
@@ -777,7 +812,8 @@ pub(crate) async fn pg_insert(
         .bind(column!(|r| r.size()))
         .bind(column!(|r| r.added_at))
         .bind(epoch)
-        .bind(sources.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+        .bind(sources.iter().map(|s| s.id).collect::<Vec<_>>())
+        .bind(sources.iter().map(|s| s.rest_is_name).collect::<Vec<_>>())
         .execute(&mut *conn)
         .await
         .map_err(crate::db_error)?;

@@ -292,14 +292,15 @@ pub(crate) fn id_bytes(id: &str) -> Result<Vec<u8>> {
 
 /// Every column of a record from `hash_records` (unaliased: its id is named by the table,
 /// which a query may join with another table that has an `id`), the source URL joined again
-/// from its two parts (`record_writes::source_parts`).
+/// from its parts (`record_writes::SourceColumns`).
 pub(crate) const RECORD_COLUMNS: &str = concat!(
     "hash_records.id, vendor, executable_name, ",
     family_sql!(),
     " AS family, version, platform, arch, \
      hash_sha256, hash_sha1, hash_md5, \
      COALESCE((SELECT url FROM record_sources WHERE record_sources.id = hash_records.source_id), '') \
-     || source_url AS source_url, download_verified, sig_signer, sig_issuer, \
+     || CASE WHEN source_rest_is_name THEN executable_name ELSE source_url END AS source_url, \
+     download_verified, sig_signer, sig_issuer, \
      sig_serial, sig_thumbprint, cert_revoked_at, status, valid_from, valid_until, hmac, added_at, \
      size_bytes"
 );

@@ -14,14 +14,15 @@ pub const RECORD_SECRET: &[u8] = b"api-test-record-secret";
 
 pub const PG_ENV: &str = "KNOWNGOOD_TEST_POSTGRES_URL";
 
-/// Puts every vendor record row back as the store wrote it before migrations 0029 and 0031:
-/// its whole source URL in the row, its name key and family whole. The records stay the
-/// same, so the update trigger notes nothing; then [`COMPACTION_FROM_THE_START`] lets the
-/// compaction walk them again.
+/// Puts every vendor record row back as the store wrote it before migrations 0029, 0031 and
+/// 0033: its whole source URL in the row, its name key and family whole. The records stay
+/// the same, so the update trigger notes nothing; then [`COMPACTION_FROM_THE_START`] lets
+/// the compaction walk them again.
 pub const RECORDS_AS_BEFORE_0029: &str = "UPDATE hash_records SET \
      source_url = COALESCE((SELECT url FROM record_sources \
-         WHERE record_sources.id = hash_records.source_id), '') || source_url, \
-     source_id = NULL, \
+         WHERE record_sources.id = hash_records.source_id), '') \
+         || CASE WHEN source_rest_is_name THEN executable_name ELSE source_url END, \
+     source_id = NULL, source_rest_is_name = NULL, \
      family = COALESCE(NULLIF(family, ''), NULLIF(name_key, ''), executable_name), \
      name_key = COALESCE(NULLIF(name_key, ''), executable_name)";
 /// Starts the compaction's walk again (see [`RECORDS_AS_BEFORE_0029`]).

@@ -2065,24 +2065,45 @@ async fn an_archives_members_share_one_stored_source(db: Db) {
     s.record_many(first, t("2025-01-01T00:00:00Z"))
         .await
         .expect("record_many");
-    // Another call, a name outside ASCII, and a download of the same site beside it.
-    let later = vec![member("usr/share/locale/ü/dd", 3), go("1.23.4", 4)];
+    // Another call, a name outside ASCII, a path the URL spells encoded, and a download of
+    // the same site beside them.
+    let mut encoded = member("usr/share/doc/read me", 5);
+    encoded.source_url = format!("{archive}#usr/share/doc/read%20me");
+    let later = vec![member("usr/share/locale/ü/dd", 3), go("1.23.4", 4), encoded];
     s.record_many(later, t("2025-01-02T00:00:00Z"))
         .await
         .expect("record_many");
     assert_eq!(db.scalar("SELECT COUNT(*) FROM record_sources").await, 2);
 
     let stored = s.current_records(None).await.unwrap();
-    assert_eq!(stored.len(), 4);
+    assert_eq!(stored.len(), 5);
     for r in &stored {
-        let expected = if r.record.executable_name.starts_with("go") {
-            format!("https://downloads.example/Go/{}", r.record.executable_name)
+        let name = r.record.executable_name.as_str();
+        let expected = if name.starts_with("go") {
+            format!("https://downloads.example/Go/{name}")
         } else {
-            format!("{archive}#{}", r.record.executable_name)
+            format!("{archive}#{}", name.replace(' ', "%20"))
         };
         assert_eq!(r.record.source_url, expected);
-        assert!(r.integrity_ok, "{}", r.record.executable_name);
+        assert!(r.integrity_ok, "{name}");
     }
+    // A URL that ends in the record's name keeps the name once; the encoded one keeps its
+    // rest.
+    assert_eq!(
+        db.scalar(
+            "SELECT COUNT(*) FROM hash_records WHERE source_rest_is_name AND source_url = ''"
+        )
+        .await,
+        4
+    );
+    assert_eq!(
+        db.scalar(
+            "SELECT COUNT(*) FROM hash_records \
+             WHERE source_url = 'usr/share/doc/read%20me' AND NOT source_rest_is_name"
+        )
+        .await,
+        1
+    );
 
     // A source is never rewritten: one change would move the URL of every member.
     for change in [
@@ -2094,6 +2115,22 @@ async fn an_archives_members_share_one_stored_source(db: Db) {
     }
     let again = s.current_records(None).await.unwrap();
     assert_eq!(again, stored);
+
+    // Telling a member's row that its URL no longer ends in its name changes the URL it
+    // reads back, which its HMAC no longer covers.
+    testkit::db::exec(
+        db.backend,
+        &db.url,
+        "UPDATE hash_records SET source_rest_is_name = FALSE \
+         WHERE executable_name = 'usr/bin/ls'",
+        &[],
+    )
+    .await
+    .expect("update");
+    let ls = s.current_records(Some("usr/bin/ls")).await.unwrap();
+    assert_eq!(ls.len(), 1);
+    assert_eq!(ls[0].record.source_url, format!("{archive}#"));
+    assert!(!ls[0].integrity_ok);
 }
 
 async fn derived_names_are_stored_only_where_they_differ(db: Db) {

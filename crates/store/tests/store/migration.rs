@@ -561,6 +561,13 @@ async fn older_rows_are_compacted_online_and_read_the_same(db: Db) {
         "SELECT COUNT(*) FROM hash_records WHERE name_key <> '' AND name_key = executable_name";
     const WHOLE_FAMILIES: &str = "SELECT COUNT(*) FROM hash_records WHERE family <> '' \
          AND family = COALESCE(NULLIF(name_key, ''), executable_name)";
+    // Rows whose URL ends in their name, and those that keep the name once (0033).
+    const RESTS_AS_NAME: &str = "SELECT COUNT(*) FROM hash_records WHERE source_rest_is_name";
+    const ENDS_IN_NAME: &str = "SELECT COUNT(*) FROM hash_records \
+         WHERE source_url LIKE '%/' || executable_name OR source_url LIKE '%#' || executable_name";
+    let ending_in_name = count(ENDS_IN_NAME).await;
+    assert!(ending_in_name > 0);
+    assert_eq!(count(RESTS_AS_NAME).await, 0);
     assert_eq!(count(WHOLE_URLS).await, 15);
     assert!(count(WHOLE_KEYS).await > 0);
     assert!(count(WHOLE_FAMILIES).await > 0);
@@ -588,6 +595,7 @@ async fn older_rows_are_compacted_online_and_read_the_same(db: Db) {
         "{last:?}"
     );
     assert_eq!(count(WHOLE_URLS).await, 0);
+    assert_eq!(count(RESTS_AS_NAME).await, ending_in_name);
     assert_eq!(count(WHOLE_KEYS).await, 0);
     assert_eq!(count(WHOLE_FAMILIES).await, 0);
     // Once done, the walk stays done and rewrites nothing.
@@ -609,7 +617,8 @@ async fn older_rows_are_compacted_online_and_read_the_same(db: Db) {
         db.backend,
         &url,
         &format!(
-            "UPDATE hash_records SET source_url = 'evil.exe' WHERE id = {}",
+            "UPDATE hash_records SET source_url = 'evil.exe', source_rest_is_name = FALSE \
+             WHERE id = {}",
             db.backend.unhex("$1")
         ),
         &[SIGNED],
