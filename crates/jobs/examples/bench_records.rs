@@ -1,8 +1,9 @@
 //! Records written per second and the daily root, against baselines measured in the same run.
 //!
 //! Synthetic records as a distribution refresh makes them: members of packages
-//! (`usr/lib/x86_64-linux-gnu/libtool123.so.1`, `usr/bin/tool123`) with their `.deb#member`
-//! source URLs and three digests, several versions of each file (each newer version
+//! (`usr/lib/x86_64-linux-gnu/libtool123s0.so.1`, `usr/bin/tool123s0-4`), each named by its
+//! path as the distributions' ingestion names members, with their `.deb#path` source URLs
+//! and three digests, several versions of each file (each newer version
 //! supersedes the one before, as a history does). Each phase writes into a fresh store.
 //!
 //! 1. **import**: `admin import-records` hands the store the whole file in one
@@ -127,34 +128,38 @@ fn digest(seed: u64, hex_len: usize) -> String {
 
 /// Version `v` (0 = oldest) of file `f` of the data set `set` (sets never share files).
 fn record(set: u64, f: u64, v: u64) -> NewRecord {
-    let package = f / 8;
+    // The data set is in the package's name, so the sets' files differ.
+    let n = f / 8;
+    let package = format!("tool{n}s{set}");
     let (path, platform, arch) = match f % 4 {
         0 => (
-            format!("usr/bin/tool{package}-{}", f % 8),
+            format!("usr/bin/{package}-{}", f % 8),
             Platform::Linux,
             Arch::Amd64,
         ),
         1 => (
-            format!("usr/lib/x86_64-linux-gnu/libtool{package}.so.{}", f % 8),
+            format!("usr/lib/x86_64-linux-gnu/lib{package}.so.{}", f % 8),
             Platform::Linux,
             Arch::Amd64,
         ),
         2 => (
-            format!("usr/lib/aarch64-linux-gnu/libtool{package}.so.{}", f % 8),
+            format!("usr/lib/aarch64-linux-gnu/lib{package}.so.{}", f % 8),
             Platform::Linux,
             Arch::Arm64,
         ),
         _ => (
-            format!("usr/sbin/tool{package}d-{}", f % 8),
+            format!("usr/sbin/{package}d-{}", f % 8),
             Platform::Linux,
             Arch::Arm64,
         ),
     };
-    let version = format!("{}.{}.{v}-{}", 1 + package % 7, package % 13, 1 + v % 3);
+    let version = format!("{}.{}.{v}-{}", 1 + n % 7, n % 13, 1 + v % 3);
     let seed = (set << 56) ^ (f << 8) ^ v;
     NewRecord {
         vendor: "Debian bookworm".into(),
-        executable_name: format!("set{set}/{path}"),
+        // A member is named by its path, which its URL ends in, as the distributions'
+        // ingestion names it.
+        executable_name: path.clone(),
         version: version.clone(),
         platform,
         arch,
@@ -162,7 +167,7 @@ fn record(set: u64, f: u64, v: u64) -> NewRecord {
         hash_sha1: Some(digest(seed ^ 0x1, 40)),
         hash_md5: Some(digest(seed ^ 0x5, 32)),
         source_url: format!(
-            "https://deb.debian.org/debian/pool/main/t/tool{package}/tool{package}_{version}_{}.deb#{path}",
+            "https://deb.debian.org/debian/pool/main/t/{package}/{package}_{version}_{}.deb#{path}",
             arch.as_str()
         ),
         download_verified: true,
@@ -746,14 +751,13 @@ fn name_prefixes(set: u64, n: u64, versions: u64) -> Vec<String> {
     let packages = n.div_ceil(versions).div_ceil(8).max(1);
     (0..50u64)
         .map(|i| {
-            let package = i * packages / 50;
-            let dir = match i % 4 {
-                0 => format!("usr/bin/tool{package}-"),
-                1 => format!("usr/lib/x86_64-linux-gnu/libtool{package}.so"),
-                2 => format!("usr/lib/aarch64-linux-gnu/libtool{package}.so"),
-                _ => format!("usr/sbin/tool{package}d"),
-            };
-            format!("set{set}/{dir}")
+            let package = format!("tool{}s{set}", i * packages / 50);
+            match i % 4 {
+                0 => format!("usr/bin/{package}-"),
+                1 => format!("usr/lib/x86_64-linux-gnu/lib{package}.so"),
+                2 => format!("usr/lib/aarch64-linux-gnu/lib{package}.so"),
+                _ => format!("usr/sbin/{package}d"),
+            }
         })
         .collect()
 }
