@@ -1,7 +1,8 @@
 //! The rewrite of vendor records stored in an older form (`records.compact`). A database
-//! that was written before migrations 0029 and 0031 holds rows with their whole source URL
-//! and their name three times; they read the same as compact rows but take about 140 bytes
-//! more. While any are left ([`store::RecordCompactionStore`]), one replica at a time walks
+//! that was written before migrations 0029, 0031 and 0033 holds rows with their whole
+//! source URL, their name three times, and an archive member's path again at the end of
+//! its URL; they read the same as compact rows but take about 140 to 200 bytes more. While
+//! any are left ([`store::RecordCompactionStore`]), one replica at a time walks
 //! the records in batches, pausing after each as long as it took, so the service's own
 //! writes always find the database free. The walk's position is kept in the database: a
 //! restart, or another replica in a later slot, goes on from there. Progress is on

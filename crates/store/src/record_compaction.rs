@@ -2,14 +2,13 @@
 //! migration 0029 hold their whole source URL, rows written before 0031 their name key and
 //! family whole, and archive members written before 0033 their path twice (as their name
 //! and at the end of their URL); all read the same as compact rows, but take about 140 to
-//! 180 bytes more. The
-//! store rewrites them a batch at a time, walking `hash_records` in id order from where the
-//! `record_compaction` row says the walk stopped, each batch its own short transaction, so
-//! the service answers and records throughout and a restart resumes the walk. A rewrite
-//! changes no signed field and no answer: the URL joined again from its parts is the same
-//! (the update trigger compares it whole, migrations 0032 and 0033), and the name key and family read
-//! back the same (`name_key_sql!`, `family_sql!`), so the records epoch does not move and
-//! no view of the records needs to catch up.
+//! 200 bytes more. The store rewrites them a batch at a time, walking `hash_records` in id
+//! order from where the `record_compaction` row says the walk stopped, each batch its own
+//! short transaction, so the service answers and records throughout and a restart resumes
+//! the walk. A rewrite changes no signed field and no answer: the URL joined again from its
+//! parts is the same (the update trigger compares it whole, migrations 0032 and 0033), and
+//! the name key and family read back the same (`name_key_sql!`, `family_sql!`), so the
+//! records epoch does not move and no view of the records needs to catch up.
 
 use std::collections::HashMap;
 
