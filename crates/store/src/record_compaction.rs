@@ -19,8 +19,8 @@ use sqlx::sqlite::SqliteRow;
 use crate::backend::Columns;
 use crate::record_writes::{
     PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, SourceColumns,
-    WriterSettings, pg_source_ids, rest_columns, shared_sources, source_columns, source_parts,
-    sqlite_source_ids,
+    WriterSettings, pg_source_ids, rest_columns, rest_is_name, shared_sources, source_columns,
+    source_parts, sqlite_source_ids,
 };
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -157,8 +157,7 @@ impl Stored {
             None => source_parts(&self.source_url),
             Some(_) => ("", self.source_url.as_str()),
         };
-        let names_rest = !self.source_rest_is_name
-            && rest_columns(None, rest, &self.executable_name).rest_is_name;
+        let names_rest = !self.source_rest_is_name && rest_is_name(rest, &self.executable_name);
         let unchanged =
             name_key == key && family == self.family && shared.is_empty() && !names_rest;
         (!unchanged).then_some(Compact {
@@ -197,12 +196,14 @@ fn rewrites_of(stored: &[Stored]) -> (Vec<(&Stored, Compact<'_>)>, Vec<&str>) {
 /// (`record_writes::source_columns`): its own `source_id`, or the id of its URL's shared
 /// part, and the rest unless it is the name.
 fn source_of<'a>(s: &'a Stored, ids: &HashMap<String, i64>) -> Result<SourceColumns<'a>> {
-    match s.source_id {
-        _ if s.source_rest_is_name => Ok(SourceColumns {
+    if s.source_rest_is_name {
+        return Ok(SourceColumns {
             id: s.source_id,
             rest: "",
             rest_is_name: true,
-        }),
+        });
+    }
+    match s.source_id {
         Some(id) => Ok(rest_columns(Some(id), &s.source_url, &s.executable_name)),
         None => source_columns(&s.source_url, &s.executable_name, ids),
     }

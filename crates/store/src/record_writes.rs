@@ -453,6 +453,11 @@ pub(crate) fn source_columns<'r>(
     Ok(rest_columns(id, rest, executable_name))
 }
 
+/// Whether a URL's rest is the record's executable name, so that the row need not hold it.
+pub(crate) fn rest_is_name(rest: &str, executable_name: &str) -> bool {
+    !rest.is_empty() && rest == executable_name
+}
+
 /// The columns of a URL split into `id` and `rest`: the rest kept in the row unless it is
 /// the executable name.
 pub(crate) fn rest_columns<'r>(
@@ -460,7 +465,7 @@ pub(crate) fn rest_columns<'r>(
     rest: &'r str,
     executable_name: &str,
 ) -> SourceColumns<'r> {
-    let rest_is_name = !rest.is_empty() && rest == executable_name;
+    let rest_is_name = rest_is_name(rest, executable_name);
     SourceColumns {
         id,
         rest: if rest_is_name { "" } else { rest },
