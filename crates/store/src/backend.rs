@@ -208,7 +208,7 @@ const MIGRATION_APPLIED: &str = "INSERT INTO schema_migrations (version) VALUES 
 const BUMP_RECORDS_EPOCH: &str =
     "UPDATE counters SET value = value + 1 WHERE name = 'records_epoch' RETURNING value";
 const READ_RECORDS_EPOCH: &str = "SELECT value FROM counters WHERE name = 'records_epoch'";
-const UNFILLED_NAME_KEYS: &str =
+pub(crate) const UNFILLED_NAME_KEYS: &str =
     "SELECT id, executable_name, version FROM hash_records WHERE name_key IS NULL LIMIT 500";
 // The family's columns in the subquery are those of `o`, its innermost table.
 const FILL_NAME_KEY: &str = concat!(

@@ -308,12 +308,12 @@ macro_rules! compaction_backend {
                 // the record writer's settings (`record_writes::WriterSettings`).
                 let settings: WriterSettings = $settings;
                 let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                sqlx::query(settings.set)
+                sqlx::raw_sql(settings.set)
                     .execute(&mut *conn)
                     .await
                     .map_err(db_error)?;
                 let batch = Self::compact_batch(&mut conn, limit.max(1)).await;
-                sqlx::query(settings.undo)
+                sqlx::raw_sql(settings.undo)
                     .execute(&mut *conn)
                     .await
                     .map_err(db_error)?;
