@@ -416,6 +416,9 @@ impl SqliteStore {
     /// How a transaction that writes begins (see `write_tx`).
     pub(crate) const BEGIN: &'static str = "BEGIN IMMEDIATE";
     pub(crate) const WRITE_LOCK: Option<&'static str> = None;
+    /// The settings of a connection writing many rows in one transaction.
+    pub(crate) const WRITER_SETTINGS: crate::record_writes::WriterSettings =
+        crate::record_writes::SQLITE_WRITER_SETTINGS;
 }
 
 impl PgStore {
@@ -423,6 +426,9 @@ impl PgStore {
     pub(crate) const BEGIN: &'static str = "BEGIN";
     pub(crate) const WRITE_LOCK: Option<&'static str> =
         Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))");
+    /// The settings of a connection writing many rows in one transaction.
+    pub(crate) const WRITER_SETTINGS: crate::record_writes::WriterSettings =
+        crate::record_writes::PG_WRITER_SETTINGS;
 }
 
 impl SqliteStore {

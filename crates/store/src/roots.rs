@@ -514,35 +514,18 @@ macro_rules! translog_backend {
                 row.map(|r| hash_of("leaf_hash", r.bytes_ref("leaf_hash")?))
                     .transpose()
             }
-        }
 
-        #[async_trait]
-        impl RootStore for $store {
-            #[tracing::instrument(level = "debug", skip_all)]
-            async fn publish_root(
-                &self,
-                root: &StoredRoot,
-                leaves: &[LeafRow],
-            ) -> Result<StoredRoot> {
-                use futures::StreamExt as _;
-                let batch: Result<Vec<LeafRow>> = Ok(leaves.to_vec());
-                self.publish_root_streamed(root, futures::stream::iter([batch]).boxed())
-                    .await
-            }
-
-            /// Merges the day's leaves with the previous published day's entries, both in
-            /// tree order: a leaf not there enters, an entry not here leaves (its exit
-            /// names the previous day). Writes: the day's changes, and per 256 leaves a
-            /// chunk start and a chunk root.
-            #[tracing::instrument(level = "debug", skip_all)]
-            async fn publish_root_streamed(
-                &self,
+            /// [`RootStore::publish_root_streamed`] on `conn`, in one transaction.
+            async fn publish_root_on(
+                conn: &mut <$db as sqlx::Database>::Connection,
                 root: &StoredRoot,
                 mut leaves: LeafBatches,
-            ) -> Result<StoredRoot> {
+            ) -> Result<()> {
                 use futures::StreamExt as _;
                 let date = root.log_date;
-                let mut tx = Self::write_tx(&self.pool).await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, Self::BEGIN)
+                    .await
+                    .map_err(db_error)?;
                 let inserted = sqlx::query(INSERT_ROOT)
                     .bind(date)
                     .bind(&root.merkle_root)
@@ -638,8 +621,51 @@ macro_rules! translog_backend {
                     writes.chunk_roots.extend(chunks.finish());
                     Self::flush_day_writes(&mut tx, date, previous_day, &mut writes, true).await?;
                 }
-                tx.commit().await.map_err(db_error)?;
-                self.root(date)
+                tx.commit().await.map_err(db_error)
+            }
+        }
+
+        #[async_trait]
+        impl RootStore for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn publish_root(
+                &self,
+                root: &StoredRoot,
+                leaves: &[LeafRow],
+            ) -> Result<StoredRoot> {
+                use futures::StreamExt as _;
+                let batch: Result<Vec<LeafRow>> = Ok(leaves.to_vec());
+                self.publish_root_streamed(root, futures::stream::iter([batch]).boxed())
+                    .await
+            }
+
+            /// Merges the day's leaves with the previous published day's entries, both in
+            /// tree order: a leaf not there enters, an entry not here leaves (its exit
+            /// names the previous day). Writes: the day's changes, and per 256 leaves a
+            /// chunk start and a chunk root.
+            /// Runs with the record writer's settings: the day's entries go into a large
+            /// index at random places, and SQLite's default page cache spills them to the
+            /// WAL mid-transaction (`record_writes::WriterSettings`).
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn publish_root_streamed(
+                &self,
+                root: &StoredRoot,
+                leaves: LeafBatches,
+            ) -> Result<StoredRoot> {
+                let settings = Self::WRITER_SETTINGS;
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                sqlx::raw_sql(settings.set)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                let published = Self::publish_root_on(&mut conn, root, leaves).await;
+                sqlx::raw_sql(settings.undo)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                published?;
+                drop(conn);
+                self.root(root.log_date)
                     .await?
                     .ok_or_else(|| model::Error::internal("published root vanished"))
             }
