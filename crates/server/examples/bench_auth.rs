@@ -144,16 +144,8 @@ async fn main() -> Result<(), BoxError> {
         .await?;
 
     let state = support::unthrottled_state(Arc::clone(&store), keys, Arc::clone(&clock), &[7; 32])?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(
-        listener,
-        server::router(state.clone()),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let serving = support::Serving::start(server::router(state.clone())).await?;
+    let addr = serving.addr;
     let (stop_upkeep, upkeep_stopped) = tokio::sync::oneshot::channel::<()>();
     let upkeep = tokio::spawn(server::maintain(state.clone(), async {
         let _ = upkeep_stopped.await;
@@ -233,8 +225,7 @@ async fn main() -> Result<(), BoxError> {
     }
     let limiter_step = step(start);
 
-    let _ = stop.send(());
-    server.await??;
+    serving.stop().await?;
     let _ = stop_upkeep.send(());
     upkeep.await?;
     store.close().await;

@@ -40,7 +40,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // benchmarks fail loudly
 
 mod support;
-use support::{splitmix, summarize, unthrottled_state, us};
+use support::{Serving, splitmix, summarize, unthrottled_state, us};
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -909,12 +909,8 @@ async fn store_phases(
         &LOG_SEED,
     )
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, server::router(state), async {
-        let _ = stopped.await;
-    }));
+    let serving = Serving::start(server::router(state)).await.unwrap();
+    let addr = serving.addr;
     let client = reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
@@ -993,7 +989,6 @@ async fn store_phases(
             proofs.median.as_secs_f64() * 1e3
         ),
     ));
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    serving.stop().await.unwrap();
     store.close().await;
 }

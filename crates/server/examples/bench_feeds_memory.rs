@@ -140,12 +140,8 @@ async fn main() -> Result<(), BoxError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let keys = auth::KeyHasher::new(b"bench-key-secret");
     let state = support::unthrottled_state(Arc::clone(&store), keys, clock, &[7; 32])?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, server::router(state), async {
-        let _ = stopped.await;
-    }));
+    let serving = support::Serving::start(server::router(state)).await?;
+    let addr = serving.addr;
     let client = reqwest::Client::builder().no_proxy().build()?;
     let collection = feeds::taxii::CURRENT_COLLECTION.as_str();
     let taxii = format!("/taxii2/knowngood/collections/{collection}/objects/?limit=100");
@@ -215,8 +211,7 @@ async fn main() -> Result<(), BoxError> {
         walked / indexed
     );
 
-    let _ = stop.send(());
-    let _ = server.await;
+    let _ = serving.stop().await;
     store.close().await;
     Ok(())
 }

@@ -888,14 +888,10 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
     let indexed = state.classifier.rebuild().await?;
     let index_build = started.elapsed();
     let index_kib = rss_anon_kib().saturating_sub(rss_before);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let index = Arc::clone(state.classifier.index());
     let app = server::router(state);
-    let server = tokio::spawn(server::serve(listener, app.clone(), async {
-        let _ = stopped.await;
-    }));
+    let serving = support::Serving::start(app.clone()).await?;
+    let addr = serving.addr;
 
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
@@ -983,8 +979,7 @@ async fn run(args: &Args, corpus: &Corpus, url: &str) -> Result<(), BoxError> {
         None
     };
 
-    let _ = stop.send(());
-    server.await??;
+    serving.stop().await?;
     store.close().await;
 
     let h = summarize(health_samples);

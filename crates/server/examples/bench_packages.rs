@@ -183,12 +183,8 @@ async fn main() -> Result<(), BoxError> {
         )
         .await?;
     let state = support::unthrottled_state(Arc::clone(&store), keys, Arc::clone(&clock), &[9; 32])?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, server::router(state), async {
-        let _ = stopped.await;
-    }));
+    let serving = support::Serving::start(server::router(state)).await?;
+    let addr = serving.addr;
     let client = reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
@@ -293,7 +289,6 @@ async fn main() -> Result<(), BoxError> {
         rss_growth as f64 / f64::from(1 << 20),
         rss_growth as f64 / body
     );
-    let _ = stop.send(());
-    let _ = server.await;
+    let _ = serving.stop().await;
     Ok(())
 }

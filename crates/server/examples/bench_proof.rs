@@ -207,12 +207,8 @@ async fn main() -> Result<(), BoxError> {
         Arc::clone(&clock),
         &log_key_seed,
     )?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, server::router(state), async {
-        let _ = stopped.await;
-    }));
+    let serving = support::Serving::start(server::router(state)).await?;
+    let addr = serving.addr;
 
     let client = reqwest::Client::builder()
         .no_proxy()
@@ -275,8 +271,7 @@ async fn main() -> Result<(), BoxError> {
         root_samples.push(start.elapsed());
     }
 
-    let _ = stop.send(());
-    server.await??;
+    serving.stop().await?;
     store.close().await;
 
     let h = summarize(health_samples);

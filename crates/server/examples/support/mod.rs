@@ -168,3 +168,30 @@ pub fn splitmix(mut x: u64) -> u64 {
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
 }
+
+/// The real server on 127.0.0.1 (a port of the system's choosing) until [`Serving::stop`].
+#[allow(dead_code)] // not every benchmark serves HTTP
+pub struct Serving {
+    pub addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+#[allow(dead_code)]
+impl Serving {
+    pub async fn start(app: axum::Router) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server::serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        Ok(Self { addr, stop, task })
+    }
+
+    /// Stops accepting, lets requests in flight finish, and returns the server's outcome.
+    pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await.map_err(std::io::Error::other)?
+    }
+}
