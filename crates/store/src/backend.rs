@@ -263,6 +263,27 @@ macro_rules! backend {
                 pool.begin_with(Self::BEGIN).await.map_err(db_error)
             }
 
+            /// Runs `write` on a connection with the settings of a transaction that writes
+            /// many rows ([`Self::WRITER_SETTINGS`]), undone afterwards whatever `write`
+            /// returned, so the pool's idle connections do not keep them.
+            pub(crate) async fn with_writer_settings<T>(
+                &self,
+                write: impl AsyncFnOnce(&mut <$db as sqlx::Database>::Connection) -> Result<T>,
+            ) -> Result<T> {
+                let settings = Self::WRITER_SETTINGS;
+                let mut conn = self.pool.acquire().await.map_err(db_error)?;
+                sqlx::raw_sql(settings.set)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                let written = write(&mut conn).await;
+                sqlx::raw_sql(settings.undo)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                written
+            }
+
             /// Lets the listener catch up with `epoch`, then shows it.
             pub(crate) async fn publish_records_epoch(&self, epoch: u64) {
                 let listener = self

@@ -18,9 +18,8 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::backend::Columns;
 use crate::record_writes::{
-    PG_LOCK_RECORDS, PG_WRITER_SETTINGS, RECORDS_LOCK, SQLITE_WRITER_SETTINGS, SourceColumns,
-    WriterSettings, pg_source_ids, rest_columns, rest_is_name, shared_sources, source_columns,
-    source_parts, sqlite_source_ids,
+    PG_LOCK_RECORDS, RECORDS_LOCK, SourceColumns, pg_source_ids, rest_columns, rest_is_name,
+    shared_sources, source_columns, source_parts, sqlite_source_ids,
 };
 use crate::{PgStore, Result, SqliteStore, db_error};
 
@@ -232,7 +231,7 @@ fn progress_of(row: &impl Columns) -> Result<CompactionProgress> {
 }
 
 macro_rules! compaction_backend {
-    ($store:ident, $db:ty, $row:ty, $source_ids:ident, $rewrite:ident, $settings:expr, $lock:expr) => {
+    ($store:ident, $db:ty, $row:ty, $source_ids:ident, $rewrite:ident, $lock:expr) => {
         impl $store {
             /// One batch of the walk, in one transaction on `conn`.
             async fn compact_batch(
@@ -306,18 +305,10 @@ macro_rules! compaction_backend {
                 }
                 // A batch rewrites rows all over the table and its indexes: it runs with
                 // the record writer's settings (`record_writes::WriterSettings`).
-                let settings: WriterSettings = $settings;
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                sqlx::raw_sql(settings.set)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                let batch = Self::compact_batch(&mut conn, limit.max(1)).await;
-                sqlx::raw_sql(settings.undo)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                batch
+                self.with_writer_settings(async |conn| {
+                    Self::compact_batch(conn, limit.max(1)).await
+                })
+                .await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
@@ -338,7 +329,6 @@ compaction_backend!(
     SqliteRow,
     sqlite_source_ids,
     sqlite_rewrite,
-    SQLITE_WRITER_SETTINGS,
     None
 );
 compaction_backend!(
@@ -347,7 +337,6 @@ compaction_backend!(
     PgRow,
     pg_source_ids,
     pg_rewrite,
-    PG_WRITER_SETTINGS,
     Some(PG_LOCK_RECORDS)
 );
 

@@ -1003,7 +1003,7 @@ pub(crate) fn row_inserts(
 
 macro_rules! record_writer {
     (
-        $store:ident, $db:ty, $begin:literal, $lock:expr, $settings:expr,
+        $store:ident, $db:ty, $begin:literal, $lock:expr,
         $update:path, $insert:path, $params:expr
     ) => {
         impl $store {
@@ -1014,25 +1014,11 @@ macro_rules! record_writer {
                 &self,
                 records: Vec<(model::NewRecord, chrono::DateTime<chrono::Utc>)>,
             ) -> crate::Result<(Vec<crate::RecordOutcome>, Option<u64>)> {
-                use crate::db_error;
                 if records.is_empty() {
                     return Ok((Vec::new(), None));
                 }
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                let settings: Option<crate::record_writes::WriterSettings> = $settings;
-                let Some(settings) = settings else {
-                    return self.write_records_on(&mut conn, records).await;
-                };
-                sqlx::raw_sql(settings.set)
-                    .execute(&mut *conn)
+                self.with_writer_settings(async |conn| self.write_records_on(conn, records).await)
                     .await
-                    .map_err(db_error)?;
-                let written = self.write_records_on(&mut conn, records).await;
-                sqlx::raw_sql(settings.undo)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                written
             }
 
             async fn write_records_on(

@@ -1289,7 +1289,6 @@ crate::record_writes::record_writer!(
     sqlx::Sqlite,
     "BEGIN IMMEDIATE",
     None::<&'static str>,
-    Some(crate::record_writes::SQLITE_WRITER_SETTINGS),
     crate::record_writes::sqlite_update,
     crate::record_writes::sqlite_insert,
     crate::backend::Params::Anonymous
@@ -1299,7 +1298,6 @@ crate::record_writes::record_writer!(
     sqlx::Postgres,
     "BEGIN",
     Some(crate::record_writes::PG_LOCK_RECORDS),
-    Some(crate::record_writes::PG_WRITER_SETTINGS),
     crate::record_writes::pg_update,
     crate::record_writes::pg_insert,
     crate::backend::Params::Numbered

@@ -643,6 +643,7 @@ macro_rules! translog_backend {
             /// tree order: a leaf not there enters, an entry not here leaves (its exit
             /// names the previous day). Writes: the day's changes, and per 256 leaves a
             /// chunk start and a chunk root.
+            ///
             /// Runs with the record writer's settings: the day's entries go into a large
             /// index at random places, and SQLite's default page cache spills them to the
             /// WAL mid-transaction (`record_writes::WriterSettings`).
@@ -652,19 +653,10 @@ macro_rules! translog_backend {
                 root: &StoredRoot,
                 leaves: LeafBatches,
             ) -> Result<StoredRoot> {
-                let settings = Self::WRITER_SETTINGS;
-                let mut conn = self.pool.acquire().await.map_err(db_error)?;
-                sqlx::raw_sql(settings.set)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                let published = Self::publish_root_on(&mut conn, root, leaves).await;
-                sqlx::raw_sql(settings.undo)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_error)?;
-                published?;
-                drop(conn);
+                self.with_writer_settings(async |conn| {
+                    Self::publish_root_on(conn, root, leaves).await
+                })
+                .await?;
                 self.root(root.log_date)
                     .await?
                     .ok_or_else(|| model::Error::internal("published root vanished"))
