@@ -699,8 +699,8 @@ async fn import(url: &str, files: &[(u64, u8)], day0: DateTime<Utc>) -> f64 {
     secs(took)
 }
 
-/// A fresh database on the PostgreSQL server of `base`, its URL.
-async fn fresh_postgres(base: &str, name: &str) -> String {
+/// Drops the database `name` of the PostgreSQL server of `base`, if there is one.
+async fn drop_postgres(base: &str, name: &str) {
     use sqlx::Connection as _;
     let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -709,6 +709,14 @@ async fn fresh_postgres(base: &str, name: &str) -> String {
     .execute(&mut conn)
     .await
     .unwrap();
+    conn.close().await.unwrap();
+}
+
+/// A fresh database on the PostgreSQL server of `base`, its URL.
+async fn fresh_postgres(base: &str, name: &str) -> String {
+    use sqlx::Connection as _;
+    drop_postgres(base, name).await;
+    let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
@@ -839,15 +847,7 @@ async fn store_phases(
                 tables as f64 / n
             ),
         ));
-        use sqlx::Connection as _;
-        let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {name} WITH (FORCE)"
-        )))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        conn.close().await.unwrap();
+        drop_postgres(base, &name).await;
     }
 
     // The daily root, in its own process for its own peak memory.
