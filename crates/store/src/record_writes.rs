@@ -96,12 +96,15 @@ pub(crate) struct Entry {
     pub was_current: bool,
     /// A stored row whose status or interval this batch changed.
     pub dirty: bool,
+    /// The row's `valid_from` as stored (a new row's own).
+    pub stored_from: DateTime<Utc>,
 }
 
 impl Entry {
     pub fn stored(rec: HashRecord) -> Self {
         Self {
             was_current: rec.status == RecordStatus::Current,
+            stored_from: rec.valid_from,
             rec,
             hmac: None,
             dirty: false,
@@ -233,6 +236,7 @@ pub(crate) fn apply(
         hmac: Some(hmac),
         was_current: false,
         dirty: true,
+        stored_from: valid_from,
     });
     RecordOutcome::Inserted {
         id,
@@ -492,7 +496,9 @@ fn not_returned<'a>(urls: &[&'a str], ids: &HashMap<String, i64>) -> Vec<&'a str
 
 /// SQLite: the ids of `shared` in `record_sources`, adding those not there yet. A batch's
 /// sources are mostly new (a new version is a new archive), so the insert returns their
-/// ids and only those already there are read.
+/// ids and only those already there are read. `OR FAIL` rather than the default `ABORT`:
+/// a failing statement fails the whole batch anyway, and without `ABORT` SQLite keeps no
+/// statement journal (a copy of every page the statement touches, to undo it alone).
 pub(crate) async fn sqlite_source_ids(
     conn: &mut sqlx::SqliteConnection,
     shared: &[&str],
@@ -500,7 +506,7 @@ pub(crate) async fn sqlite_source_ids(
     let mut ids = HashMap::with_capacity(shared.len());
     for chunk in shared.chunks(INSERT_ROWS) {
         let mut add = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING \
+            "INSERT OR FAIL INTO record_sources (url) VALUES {} ON CONFLICT (url) DO NOTHING \
              RETURNING url, id",
             Params::Anonymous.rows(chunk.len(), 1)
         )));
@@ -562,6 +568,9 @@ pub(crate) struct RowUpdate<'a> {
     pub status: &'static str,
     pub valid_from: DateTime<Utc>,
     pub valid_until: Option<DateTime<Utc>>,
+    /// `valid_from` differs from the stored one: only a version recorded out of order
+    /// moves its older neighbours' starts. A superseded current row keeps its start.
+    pub moved: bool,
 }
 
 /// A row a flush inserts, with its `added_at`.
@@ -629,35 +638,46 @@ fn rows_sql(
     }
 }
 
-/// SQLite: the rows' changes in multi-row `UPDATE … FROM (VALUES …)` statements.
+/// SQLite: the rows' changes in multi-row `UPDATE … FROM (VALUES …)` statements. Rows
+/// whose start did not move (nearly all: a superseded current row) are updated without
+/// setting `valid_from`: SQLite rewrites a row's entry in every index on a column that an
+/// `UPDATE` sets, whatever the value.
 pub(crate) async fn sqlite_update(
     conn: &mut sqlx::SqliteConnection,
     rows: &[RowUpdate<'_>],
     epoch: i64,
 ) -> crate::Result<()> {
-    for chunk in rows.chunks(INSERT_ROWS) {
-        static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let sql = rows_sql(chunk.len(), &FULL, |n| {
-            format!(
-                "UPDATE hash_records SET status = v.column2, valid_from = v.column3, \
-                 valid_until = v.column4, changed_epoch = ? FROM (VALUES {}) AS v \
-                 WHERE hash_records.id = v.column1",
-                Params::Anonymous.rows(n, 4)
-            )
-        });
-        let ids = chunk
-            .iter()
-            .map(|r| crate::records::id_bytes(r.id))
-            .collect::<crate::Result<Vec<_>>>()?;
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(epoch);
-        for (r, id) in chunk.iter().zip(&ids) {
-            q = q
-                .bind(id.as_slice())
-                .bind(r.status)
-                .bind(RecordTime(r.valid_from))
-                .bind(RecordTime::opt(r.valid_until));
+    static KEPT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static MOVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let (moved, kept): (Vec<&RowUpdate>, Vec<&RowUpdate>) = rows.iter().partition(|r| r.moved);
+    for (rows, moved, full) in [(kept, false, &KEPT), (moved, true, &MOVED)] {
+        let (start, values) = if moved {
+            ("valid_from = v.column3, valid_until = v.column4", 4)
+        } else {
+            ("valid_until = v.column3", 3)
+        };
+        for chunk in rows.chunks(INSERT_ROWS) {
+            let sql = rows_sql(chunk.len(), full, |n| {
+                format!(
+                    "UPDATE hash_records SET status = v.column2, {start}, changed_epoch = ? \
+                     FROM (VALUES {}) AS v WHERE hash_records.id = v.column1",
+                    Params::Anonymous.rows(n, values)
+                )
+            });
+            let ids = chunk
+                .iter()
+                .map(|r| crate::records::id_bytes(r.id))
+                .collect::<crate::Result<Vec<_>>>()?;
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(epoch);
+            for (r, id) in chunk.iter().zip(&ids) {
+                q = q.bind(id.as_slice()).bind(r.status);
+                if moved {
+                    q = q.bind(RecordTime(r.valid_from));
+                }
+                q = q.bind(RecordTime::opt(r.valid_until));
+            }
+            q.execute(&mut *conn).await.map_err(crate::db_error)?;
         }
-        q.execute(&mut *conn).await.map_err(crate::db_error)?;
     }
     Ok(())
 }
@@ -972,6 +992,7 @@ pub(crate) fn row_updates(families: &HashMap<FamilyKey, Vec<Entry>>) -> Vec<RowU
             status: e.rec.status.as_str(),
             valid_from: e.rec.valid_from,
             valid_until: e.rec.valid_until,
+            moved: e.rec.valid_from != e.stored_from,
         })
         .collect()
 }
