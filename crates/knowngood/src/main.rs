@@ -15,7 +15,9 @@ mod secrets;
 mod verify;
 
 /// glibc's allocator spends a large share of a lookup in `malloc` once the heap has been
-/// through an index build; mimalloc keeps per-thread pages and does not.
+/// through an index build; mimalloc keeps per-thread pages and does not. Its `override`
+/// feature (the workspace's `Cargo.toml`) serves C's `malloc` too, so SQLite's allocations
+/// are mimalloc's as well.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
