@@ -175,22 +175,47 @@ fn io_error(e: std::io::Error) -> Error {
 }
 
 /// Reads every current record whose HMAC verifies, a page at a time, and writes their
-/// leaves out in sorted runs.
+/// leaves out in sorted runs. The next page is read while this one's leaves are hashed, so
+/// the database's thread and this task work at the same time.
 async fn sorted_runs(store: &dyn Store) -> Result<Runs, Error> {
     let mut files = Vec::new();
     let mut buffer: Vec<Leaf> = Vec::new();
-    let mut after: Option<FeedPosition> = None;
-    loop {
-        let page = store.current_records_page(after.as_ref(), PAGE).await?;
-        let Some(last) = page.last() else { break };
-        after = Some(FeedPosition {
+    let mut page = store.current_records_page(None, PAGE).await?;
+    while let Some(last) = page.last() {
+        let after = FeedPosition {
             executable_name: last.record.executable_name.clone(),
             platform: last.record.platform.as_str().into(),
             arch: last.record.arch.as_str().into(),
             id: last.id.clone(),
-        });
+        };
         let full = page.len() == PAGE as usize;
-        for r in page.into_iter().filter(|r| r.integrity_ok) {
+        let next = async {
+            if full {
+                store.current_records_page(Some(&after), PAGE).await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        // `join` polls the read first: its query is with the database before the hashing,
+        // which does not yield, starts.
+        let (next, leaves) = futures::join!(next, async { leaves_of(page) });
+        buffer.extend(leaves?);
+        if buffer.len() >= RUN_LEAVES {
+            files.push(write_run(std::mem::take(&mut buffer)).await?);
+        }
+        page = next?;
+    }
+    if !buffer.is_empty() {
+        files.push(write_run(buffer).await?);
+    }
+    Ok(Runs(files))
+}
+
+/// The leaves of the records of `page` whose HMAC verifies.
+fn leaves_of(page: Vec<model::HashRecord>) -> Result<Vec<Leaf>, Error> {
+    page.into_iter()
+        .filter(|r| r.integrity_ok)
+        .map(|r| {
             let n = r.record;
             let hash = Record {
                 executable_name: &n.executable_name,
@@ -201,7 +226,7 @@ async fn sorted_runs(store: &dyn Store) -> Result<Runs, Error> {
             }
             .leaf_hash()
             .map_err(|e| Error::internal(format!("record {} cannot be a leaf: {e}", r.id)))?;
-            buffer.push((
+            Ok((
                 hash,
                 [
                     n.executable_name,
@@ -210,19 +235,9 @@ async fn sorted_runs(store: &dyn Store) -> Result<Runs, Error> {
                     n.platform.as_str().into(),
                     n.arch.as_str().into(),
                 ],
-            ));
-        }
-        if buffer.len() >= RUN_LEAVES {
-            files.push(write_run(std::mem::take(&mut buffer)).await?);
-        }
-        if !full {
-            break;
-        }
-    }
-    if !buffer.is_empty() {
-        files.push(write_run(buffer).await?);
-    }
-    Ok(Runs(files))
+            ))
+        })
+        .collect()
 }
 
 /// Sorts and de-duplicates `leaves` and writes them to a temporary file: per leaf its hash,

@@ -452,6 +452,10 @@ impl PgStore {
         crate::record_writes::PG_WRITER_SETTINGS;
 }
 
+/// Rows a SQLite connection's worker thread reads ahead of the task that asked for them
+/// (bounded, so that a slow reader holds at most this many).
+const ROW_BUFFER: usize = 1024;
+
 impl SqliteStore {
     /// Opens (creating if needed) the SQLite database: WAL mode so readers never wait for
     /// the writer, `synchronous = NORMAL` which in WAL mode loses no committed transaction
@@ -472,7 +476,11 @@ impl SqliteStore {
             // database (a checkpoint, with an fsync). A batch of records dirties pages all over
             // a dozen indexes; past SQLite's 1,000 (4 MB) nearly every commit of a refresh
             // paid a checkpoint, and pages written again before the next one are copied once.
-            .pragma("wal_autocheckpoint", "8192");
+            .pragma("wal_autocheckpoint", "8192")
+            // At the driver's default of 50 rows the worker thread and the reading task
+            // take turns every few rows, each turn a wake-up, while a page of 5,000
+            // records (a feed page, the daily root's pass) is read.
+            .row_buffer_size(ROW_BUFFER);
         Self::switch_to_wal(&options).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)

@@ -943,26 +943,25 @@ macro_rules! records_backend {
                 after: Option<&FeedPosition>,
                 limit: u32,
             ) -> Result<Vec<HashRecord>> {
-                let rows = match after {
-                    None => {
-                        sqlx::query(AssertSqlSafe(select_records(FEED_FIRST)))
-                            .bind(i64::from(limit))
-                            .fetch_all(&self.pool)
-                            .await
-                    }
-                    Some(p) => {
-                        sqlx::query(AssertSqlSafe(select_records(FEED_AFTER)))
-                            .bind(&p.executable_name)
-                            .bind(&p.platform)
-                            .bind(&p.arch)
-                            .bind(id_bytes(&p.id)?)
-                            .bind(i64::from(limit))
-                            .fetch_all(&self.pool)
-                            .await
-                    }
-                }
-                .map_err(db_error)?;
-                self.records_from_rows(rows)
+                let query = match after {
+                    None => sqlx::query(AssertSqlSafe(select_records(FEED_FIRST)))
+                        .bind(i64::from(limit)),
+                    Some(p) => sqlx::query(AssertSqlSafe(select_records(FEED_AFTER)))
+                        .bind(&p.executable_name)
+                        .bind(&p.platform)
+                        .bind(&p.arch)
+                        .bind(id_bytes(&p.id)?)
+                        .bind(i64::from(limit)),
+                };
+                // Each row is read back and its HMAC checked as it arrives, while the
+                // database reads the rows after it: a page is the daily root's unit of work.
+                use futures::TryStreamExt as _;
+                query
+                    .fetch(&self.pool)
+                    .map_err(db_error)
+                    .and_then(|row| std::future::ready(self.record_from_row(&row)))
+                    .try_collect()
+                    .await
             }
 
             #[tracing::instrument(level = "debug", skip_all)]
