@@ -26,9 +26,11 @@
 //!   `admin import-records` writes them, `record_many` calls of 50,000: records/s and bytes
 //!   a record on disk (the file once closed); with `--postgres URL` the same into a fresh
 //!   database on that server (`pg_total_relation_size` of the record tables),
-//! - the daily root over the SQLite store's current records (`publish_day`, in a child
-//!   process): its time and the child's peak memory: VmHWM, and sampled peaks of its
-//!   anonymous memory (the goal's) and of the database pages SQLite maps (page cache),
+//! - the daily root over the SQLite store's current records (`publish_day`, each day in a
+//!   child process): yesterday's, the log's first, where every leaf enters, then today's,
+//!   where every leaf stays; each one's time and the child's peak memory: VmHWM, and
+//!   sampled peaks of its anonymous memory (the goal's) and of the database pages SQLite
+//!   maps (page cache),
 //! - the time to open the SQLite store again, the rest of a restart,
 //! - on the real server over that store: the first page of `GET /public/hash-of-day` (cold,
 //!   then cached), the next page by its `next` cursor, and
@@ -73,8 +75,9 @@ struct Args {
     samples: usize,
     seed: u64,
     postgres: Option<String>,
-    /// Internal: run as the daily root's child process over this store URL.
-    root_child: Option<String>,
+    /// Internal: run as the daily root's child process over this store URL, publishing
+    /// the day this many days before today.
+    root_child: Option<(String, u32)>,
 }
 
 fn parse_args() -> Args {
@@ -96,7 +99,10 @@ fn parse_args() -> Args {
             ("--seed", Some(n)) => args.seed = n,
             ("--dir", _) if !value.is_empty() => args.dir = Some(value.into()),
             ("--postgres", _) if !value.is_empty() => args.postgres = Some(value),
-            ("--root-child", _) if !value.is_empty() => args.root_child = Some(value),
+            ("--root-child", _) if !value.is_empty() => {
+                let days_ago = it.next().and_then(|d| d.parse().ok()).unwrap_or(0);
+                args.root_child = Some((value, days_ago));
+            }
             _ => {
                 eprintln!(
                     "bench_catalogue [--records N (10000000)] [--dir DIR] [--samples S (200000)] [--seed K (7)] [--postgres URL]: bad argument {flag} {value}"
@@ -349,8 +355,8 @@ fn secs(d: Duration) -> f64 {
 
 fn main() {
     let args = parse_args();
-    if let Some(url) = &args.root_child {
-        root_child(url);
+    if let Some((url, days_ago)) = &args.root_child {
+        root_child(url, *days_ago);
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
@@ -747,10 +753,32 @@ async fn postgres_bytes(url: &str) -> (i64, i64) {
     (tables, database)
 }
 
-/// The child process: publishes today's root over `url`'s store and prints its leaves,
-/// seconds, peak memory (VmHWM) and the peaks of its anonymous and its file-backed resident
-/// memory (sampled every 20 ms; bytes).
-fn root_child(url: &str) {
+/// Runs [`root_child`] in a child process over `url` for the day `days_ago` days before
+/// today: leaves, seconds, VmHWM, anonymous and file-backed peaks.
+fn run_root_child(url: &str, days_ago: u32) -> [f64; 5] {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--root-child", url, &days_ago.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the root's child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fields: Vec<f64> = text
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    fields[..]
+        .try_into()
+        .unwrap_or_else(|_| panic!("unexpected child output {text:?}"))
+}
+
+/// The child process: publishes the root of the day `days_ago` days before today over
+/// `url`'s store and prints its leaves, seconds, peak memory (VmHWM) and the peaks of its
+/// anonymous and its file-backed resident memory (sampled every 20 ms; bytes).
+fn root_child(url: &str, days_ago: u32) {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = std::thread::spawn({
         let done = Arc::clone(&done);
@@ -773,7 +801,7 @@ fn root_child(url: &str) {
             store.as_ref(),
             &jobs::LogKey::new(&LOG_SEED),
             Utc::now(),
-            Utc::now().date_naive(),
+            Utc::now().date_naive() - chrono::Days::new(days_ago.into()),
         )
         .await
         .unwrap();
@@ -850,46 +878,38 @@ async fn store_phases(
         drop_postgres(base, &name).await;
     }
 
-    // The daily root, in its own process for its own peak memory.
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--root-child", &url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the root's child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let fields: Vec<f64> = text
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
-        .collect();
-    let [leaves, took, hwm, anon, file] = fields[..] else {
-        panic!("unexpected child output {text:?}")
-    };
-    let rate = leaves / took;
-    println!(
-        "daily root: {leaves:.0} leaves (current records) in {took:.1} s = {rate:.0} leaves/s, 100 million at that rate {:.0} s; peak memory (VmHWM) {:.1} MB: anonymous at most {:.1} MB, file pages (the database SQLite maps) at most {:.1} MB",
-        100e6 / rate,
-        hwm / 1e6,
-        anon / 1e6,
-        file / 1e6
-    );
-    goals.push((
-        rate >= GOAL_ROOT_LEAVES_PER_S,
-        format!(
-            "daily root {rate:.0} leaves/s >= {GOAL_ROOT_LEAVES_PER_S:.0} (100 million in 120 s)"
-        ),
-    ));
+    // The daily root, in its own process for its own peak memory: yesterday's, the first,
+    // where every leaf enters the log, then today's, where every leaf stays (as on most
+    // days: a day's changes are a small share of the records).
+    let mut root_anon: f64 = 0.0;
+    for (days_ago, day) in [
+        (1, "first day, every leaf entering the log"),
+        (0, "next day, every leaf staying"),
+    ] {
+        let [leaves, took, hwm, anon, file] = run_root_child(&url, days_ago);
+        let rate = leaves / took;
+        println!(
+            "daily root, {day}: {leaves:.0} leaves (current records) in {took:.1} s = {rate:.0} leaves/s, 100 million at that rate {:.0} s; peak memory (VmHWM) {:.1} MB: anonymous at most {:.1} MB, file pages (the database SQLite maps) at most {:.1} MB",
+            100e6 / rate,
+            hwm / 1e6,
+            anon / 1e6,
+            file / 1e6
+        );
+        goals.push((
+            rate >= GOAL_ROOT_LEAVES_PER_S,
+            format!(
+                "daily root ({day}) {rate:.0} leaves/s >= {GOAL_ROOT_LEAVES_PER_S:.0} (100 million in 120 s)"
+            ),
+        ));
+        root_anon = root_anon.max(anon);
+    }
     // As for the index above: the process's own memory, not the page cache of the files
     // it maps (reclaimable, shared).
     goals.push((
-        anon <= GOAL_ROOT_MEMORY,
+        root_anon <= GOAL_ROOT_MEMORY,
         format!(
-            "daily root peak {:.0} MB of anonymous memory <= 2000 MB (VmHWM {:.0} MB with the mapped database)",
-            anon / 1e6,
-            hwm / 1e6
+            "daily root peak {:.0} MB of anonymous memory <= 2000 MB",
+            root_anon / 1e6
         ),
     ));
 
