@@ -649,8 +649,9 @@ pub(crate) async fn sqlite_update(
 ) -> crate::Result<()> {
     static KEPT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static MOVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let (moved, kept): (Vec<&RowUpdate>, Vec<&RowUpdate>) = rows.iter().partition(|r| r.moved);
-    for (rows, moved, full) in [(kept, false, &KEPT), (moved, true, &MOVED)] {
+    let (moved_rows, kept_rows): (Vec<&RowUpdate>, Vec<&RowUpdate>) =
+        rows.iter().partition(|r| r.moved);
+    for (rows, moved, full) in [(kept_rows, false, &KEPT), (moved_rows, true, &MOVED)] {
         let (start, values) = if moved {
             ("valid_from = v.column3, valid_until = v.column4", 4)
         } else {
