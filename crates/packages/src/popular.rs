@@ -26,6 +26,9 @@ pub const SHIPPED_GO: &str = include_str!("../data/go-popular.tsv");
 /// The owners of the most-starred Go repositories: established publishers, whether or not
 /// their modules are dependencies anyone ranks (most are applications).
 pub const SHIPPED_GO_OWNERS: &str = include_str!("../data/go-established-owners.tsv");
+/// The packages of the npm scopes of large organisations that publish under their scope only,
+/// down to a few hundred downloads a month: an unscoped copy of one is dependency confusion.
+pub const SHIPPED_NPM_ORG_SCOPES: &str = include_str!("../data/npm-org-scopes.tsv");
 
 /// The most names a list keeps (the most popular ones).
 pub const MAX_NAMES: usize = 150_000;
@@ -211,6 +214,17 @@ pub fn established_go_owners() -> impl Iterator<Item = String> {
         .map(|owner| format!("github.com/{}", owner.to_ascii_lowercase()))
 }
 
+/// The scoped names of the shipped npm organisation scopes, most downloaded first. Shipped
+/// only: `refresh-popular` replaces the popular lists, which these complement.
+pub fn npm_organisation_packages() -> impl Iterator<Item = &'static str> {
+    SHIPPED_NPM_ORG_SCOPES
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .skip(1) // the column header
+        .filter_map(|line| line.split('\t').next())
+        .filter(|name| name.starts_with('@'))
+}
+
 /// Every known name of the ecosystems: popular names with their rank, and names tracked by
 /// the service (known, without a rank).
 #[derive(Debug, Clone, Default)]
@@ -309,6 +323,24 @@ mod tests {
             !owners.iter().any(|o| o == "github.com/owner"),
             "the header is no owner"
         );
+    }
+
+    #[test]
+    fn shipped_organisation_scopes_are_read_with_their_source() {
+        assert!(
+            SHIPPED_NPM_ORG_SCOPES
+                .lines()
+                .any(|l| l.starts_with("# Source: npm registry")),
+            "a source header"
+        );
+        let names: Vec<&str> = npm_organisation_packages().collect();
+        assert!(names.len() > 1_000, "{}", names.len());
+        assert!(names.contains(&"@azure/core-auth"));
+        // Every name is scoped, valid, and no copy of an unscoped name (`@types`).
+        for n in &names {
+            assert_eq!(Ecosystem::Npm.normalize(n).as_deref(), Ok(*n));
+            assert!(!n.starts_with("@types/"), "{n}");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! *targets*, the most popular names of its ecosystem, through the transformations real
 //! attacks use: separator changes, visually similar characters (`rn`/`m`, `l`/`1`/`I`,
 //! `0`/`o`, Unicode confusables), word reordering, npm scope confusion, added or removed
-//! affixes, Go module owner and host look-alikes, and single edits (omission, repetition,
+//! affixes, on npm a name of a large organisation's scope published without it, Go module
+//! owner and host look-alikes, and single edits (omission, repetition,
 //! insertion, transposition, keyboard-adjacent or other substitution), plus two edits for
 //! long names of very popular packages, separators changed together with one edit, words
 //! made plural or singular, two vowels changed, on npm a name spelt as it sounds, and on
@@ -28,7 +29,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 use crate::names::{Ecosystem, NameError};
-use crate::popular::{KnownNames, TARGET_NAMES, established_go_owners};
+use crate::popular::{KnownNames, TARGET_NAMES, established_go_owners, npm_organisation_packages};
 
 /// Targets of single edits to short names (fewer than [`SHORT_NAME`] characters): names up
 /// to this rank. Longer names and the look-alike checks compare with every listed name.
@@ -83,6 +84,13 @@ const MIN_EDIT_LEN: usize = 4;
 /// are everyday names unrelated packages often took first (`parser`, `preferences`,
 /// `zod-validator`, `json-reporter`).
 const MIN_SCOPE_DROPPED_LEN: usize = 8;
+/// The fewest words of a name part of an organisation scope (see
+/// [`crate::popular::npm_organisation_packages`]) whose unscoped copy is a scope-dropping
+/// look-alike. Such an organisation publishes under its scope only, and the shipped name
+/// parts are those no other scope uses; still, of the one-word ones 7 of 208 are also
+/// unscoped packages of the registry's download counts outside the popular list (`secrets`,
+/// `inbox`), of the longer ones 21 of 6,725.
+const MIN_ORG_SCOPE_DROPPED_WORDS: usize = 2;
 /// Two edits only for names at least this long (shorter names are two edits from many:
 /// `colormap` and `colorama`, `pandas-f` and `pandas`).
 const MIN_TWO_EDIT_LEN: usize = 9;
@@ -193,6 +201,11 @@ struct Targets {
     /// popular. The listed scoped names past them add no squat of the tuned sets and an
     /// unscoped name of the registry sample (`react-native-link-preview`).
     scope_dropped: HashMap<String, usize>,
+    /// npm: the name part of every shipped package of an organisation scope, of at least
+    /// [`MIN_ORG_SCOPE_DROPPED_WORDS`] words and [`MIN_SCOPE_DROPPED_LEN`] characters -> its
+    /// scoped name (the most downloaded). These scopes' packages are shipped down to a few
+    /// hundred downloads a month, past the popular list; borrowed from the shipped file.
+    org_scope_dropped: HashMap<&'static str, &'static str>,
     /// Go: the path after host and owner -> indexes.
     go_by_repo: HashMap<String, Vec<usize>>,
     /// Go: the path in lower case -> indexes, most popular first.
@@ -967,6 +980,19 @@ impl Detector {
                     ),
                 );
             }
+            // `core-auth` for `@azure/core-auth`: an organisation publishing under its scope
+            // only owns its names of two words too, down to its least downloaded packages.
+            // The name itself, when listed, is established and never gets here.
+            if let Some(target) = t.org_scope_dropped.get(name) {
+                let scope = scoped(target).map_or("", |(s, _)| s);
+                return Some(typosquat_of(
+                    name,
+                    target,
+                    format!(
+                        "scope of {target} dropped: an unscoped copy of a package of @{scope}, an organisation that publishes under its scope only"
+                    ),
+                ));
+            }
         }
         None
     }
@@ -1334,6 +1360,16 @@ impl Targets {
         }
         if t.is_go {
             t.go_owners.extend(established_go_owners());
+        }
+        if ecosystem == Ecosystem::Npm {
+            for name in npm_organisation_packages() {
+                if let Some((_, bare)) = scoped(name)
+                    && bare.chars().count() >= MIN_SCOPE_DROPPED_LEN
+                    && bare.split(['-', '.', '_']).count() >= MIN_ORG_SCOPE_DROPPED_WORDS
+                {
+                    t.org_scope_dropped.entry(bare).or_insert(name);
+                }
+            }
         }
         t.go_distinctive = owners
             .into_iter()
@@ -2793,15 +2829,53 @@ mod tests {
         }
         // Names of one or two words are everyday names many unrelated packages took first
         // (`preferences`, `zod-validator`), and `@types/<x>` names the package `x` itself.
-        for name in [
-            "core-auth",
-            "zod-validator",
-            "preferences",
-            "node-fetch-native",
-        ] {
+        // (`core-auth` is an organisation scope's: see the next test.)
+        for name in ["zod-validator", "preferences", "node-fetch-native"] {
             let v = verdict_of(&d, Ecosystem::Npm, name);
             assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
         }
+    }
+
+    #[test]
+    fn npm_organisation_names_published_without_their_scope() {
+        // The shipped organisation scopes count whatever the popular list holds.
+        let d = Detector::new(KnownNames::from_lists([list(
+            Ecosystem::Npm,
+            &["@hono/zod-validator"],
+        )]));
+        for (name, target) in [
+            // Two words, in the popular list (which the rule for listed names leaves to
+            // names of three words).
+            ("core-auth", "@azure/core-auth"),
+            // Under the popular list's 10,000 downloads a month.
+            ("communication-rooms", "@azure/communication-rooms"),
+        ] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Typosquat, "{name}: {v:?}");
+            assert_eq!(v.nearest_known.as_deref(), Some(target), "{name}: {v:?}");
+            assert!(
+                v.reason.contains(&format!("scope of {target} dropped"))
+                    && v.reason
+                        .contains("organisation that publishes under its scope only"),
+                "{name}: {}",
+                v.reason
+            );
+        }
+        // Scopes of other publishers (`@hono`, `@yamada-ui`: fewer packages or downloads,
+        // or names shared with unscoped packages) and one-word names (`@azure/avocado`
+        // beside the unscoped `avocado`) are not an organisation's alone.
+        for name in ["zod-validator", "use-focus-visible", "avocado", "eventgrid"] {
+            let v = verdict_of(&d, Ecosystem::Npm, name);
+            assert_eq!(v.risk, Risk::Clear, "{name}: {v:?}");
+        }
+        // A listed unscoped name is established in its own right.
+        let d = Detector::new(KnownNames::from_lists([list(
+            Ecosystem::Npm,
+            &["lodash", "core-auth"],
+        )]));
+        let v = verdict_of(&d, Ecosystem::Npm, "core-auth");
+        assert_eq!(v.risk, Risk::Known, "{v:?}");
+        assert!(v.reason.contains("popular npm package"), "{}", v.reason);
     }
 
     #[test]
