@@ -81,12 +81,25 @@ pub(crate) fn corrupt(column: &str, value: &str) -> model::Error {
 
 /// The lowercase hex of a digest or HMAC column, which holds the bytes.
 pub(crate) fn hex_column(row: &impl Columns, column: &str) -> Result<String> {
-    Ok(hex::encode(row.bytes_ref(column)?))
+    Ok(lower_hex(row.bytes_ref(column)?))
 }
 
 /// [`hex_column`] of a column that may be NULL.
 pub(crate) fn opt_hex_column(row: &impl Columns, column: &str) -> Result<Option<String>> {
-    Ok(row.opt_bytes_ref(column)?.map(hex::encode))
+    Ok(row.opt_bytes_ref(column)?.map(lower_hex))
+}
+
+/// `hex::encode`, two digits a byte written straight into the string: `hex::encode`
+/// collects them a `char` at a time, which was a twentieth of reading a page of records
+/// (four digests and an id a row).
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The bytes a digest or HMAC column holds, from the hex the service handles.
@@ -564,5 +577,16 @@ impl PgStore {
         Self::backfill_name_keys(&pool).await?;
         let epoch = Self::read_records_epoch(&pool).await?;
         Ok(Self::new(pool, signer, epoch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lower_hex_spells_every_byte_as_hex_encode_does() {
+        let every: Vec<u8> = (0..=255).collect();
+        assert_eq!(super::lower_hex(&every), hex::encode(&every));
+        assert_eq!(super::lower_hex(&[]), "");
+        assert_eq!(super::lower_hex(&[0x0a, 0xf0]), "0af0");
     }
 }

@@ -729,7 +729,7 @@ fn record_from_row(
     let valid_from = row.record_time("valid_from")?;
     // Set when the inserting transaction commits; a row read inside it has none yet.
     let added_at = row.opt_record_time("added_at")?;
-    let integrity_ok = signer.verify(&id, &record, &hex_column(row, "hmac")?);
+    let integrity_ok = signer.verify(&id, &record, row.bytes_ref("hmac")?);
     if !integrity_ok {
         integrity.failed(&id);
     }
